@@ -1,0 +1,37 @@
+"""lockfs: the shared filesystem (files + byte-range locks), knowing nothing of queues."""
+
+from lockfs.errors import (
+    BadLocation,
+    LockFsError,
+    LockLostError,
+    VolumeIOError,
+    VolumeNotFound,
+    VolumePermissionError,
+    VolumeStalled,
+)
+from lockfs.volume import (
+    WHOLE_FILE,
+    FileStat,
+    LockMode,
+    Reachability,
+    Volume,
+    VolumeFile,
+    open_volume,
+)
+
+__all__ = [
+    "WHOLE_FILE",
+    "BadLocation",
+    "FileStat",
+    "LockFsError",
+    "LockLostError",
+    "LockMode",
+    "Reachability",
+    "Volume",
+    "VolumeFile",
+    "VolumeIOError",
+    "VolumeNotFound",
+    "VolumePermissionError",
+    "VolumeStalled",
+    "open_volume",
+]

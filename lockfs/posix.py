@@ -1,0 +1,209 @@
+"""The posix backend: a mounted directory (kernel NFSv4 in production, local disk in tests).
+
+Locks are open-file-description locks (``F_OFD_SETLK``): they belong to the open file,
+so closing another descriptor of the same file, or another thread's activity, never drops
+them (classic fcntl locks are per process and vanish on any close - design point 5).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+
+from lockfs.errors import (
+    BadLocation,
+    LockFsError,
+    VolumeIOError,
+    VolumeNotFound,
+    VolumePermissionError,
+)
+from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+
+# struct flock on Linux x86_64/aarch64: short l_type, short l_whence, off_t l_start,
+# off_t l_len, pid_t l_pid (+ tail padding). OFD locks require l_pid == 0.
+_FLOCK = struct.Struct("@hhqqi4x")
+_F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
+_F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
+
+
+def _wrap_oserror(exc: OSError, what: str, path: str) -> LockFsError:
+    """One exception type per cause, with a message that says what failed where."""
+    msg = f"{what} {path}: {exc.strerror or exc}"
+    if exc.errno == errno.ENOENT:
+        return VolumeNotFound(msg, errno=exc.errno, path=path)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return VolumePermissionError(msg, errno=exc.errno, path=path)
+    return VolumeIOError(msg, errno=exc.errno, path=path)
+
+
+class PosixFile(VolumeFile):
+    """A file opened O_RDWR on a mounted filesystem."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd = fd
+        self.path = path
+
+    def fileno(self) -> int:
+        """The OS descriptor (for tests and fault injection)."""
+        return self._fd
+
+    def pread(self, size: int, offset: int) -> bytes:
+        try:
+            return os.pread(self._fd, size, offset)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "read", self.path) from exc
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.pwrite(self._fd, view, offset)
+                view = view[n:]
+                offset += n
+        except OSError as exc:
+            raise _wrap_oserror(exc, "write", self.path) from exc
+
+    def fdatasync(self) -> None:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "fdatasync", self.path) from exc
+
+    def size(self) -> int:
+        try:
+            return os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise _wrap_oserror(exc, "stat", self.path) from exc
+
+    def truncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "truncate", self.path) from exc
+
+    def _fcntl_lock(self, ltype: int, start: int, length: int) -> bool:
+        arg = _FLOCK.pack(ltype, os.SEEK_SET, start, length, 0)
+        try:
+            fcntl.fcntl(self._fd, _F_OFD_SETLK, arg)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise _wrap_oserror(exc, "lock", self.path) from exc
+        return True
+
+    def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        ltype = fcntl.F_WRLCK if mode is LockMode.EXCLUSIVE else fcntl.F_RDLCK
+        return self._fcntl_lock(ltype, start, length)
+
+    def unlock(self, start: int = 0, length: int = WHOLE_FILE) -> None:
+        self._fcntl_lock(fcntl.F_UNLCK, start, length)
+
+    def conflicting_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        """True if a lock held elsewhere would conflict with ``mode`` (F_OFD_GETLK)."""
+        ltype = fcntl.F_WRLCK if mode is LockMode.EXCLUSIVE else fcntl.F_RDLCK
+        arg = _FLOCK.pack(ltype, os.SEEK_SET, start, length, 0)
+        try:
+            res = fcntl.fcntl(self._fd, _F_OFD_GETLK, arg)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "getlk", self.path) from exc
+        return _FLOCK.unpack(res)[0] != fcntl.F_UNLCK
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class PosixVolume(Volume):
+    """A volume rooted at a local (or kernel-mounted) directory."""
+
+    def __init__(self, root: str, *, lease_seconds: float | None = None) -> None:
+        if not root:
+            raise BadLocation("empty directory name")
+        self.url = root
+        self.root = os.path.abspath(root)
+        self.lease_seconds = lease_seconds
+
+    def _p(self, path: str) -> str:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise BadLocation(f"path {path!r} escapes the volume {self.root}")
+        return os.path.join(self.root, path) if path else self.root
+
+    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:
+        flags = os.O_RDWR | os.O_CLOEXEC
+        if create:
+            flags |= os.O_CREAT
+            if exclusive:
+                flags |= os.O_EXCL
+        full = self._p(path)
+        try:
+            fd = os.open(full, flags, 0o660)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "open", full) from exc
+        return PosixFile(fd, full)
+
+    def stat(self, path: str) -> FileStat:
+        full = self._p(path)
+        try:
+            st = os.stat(full)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "stat", full) from exc
+        return FileStat(size=st.st_size, mtime=st.st_mtime, is_dir=os.path.isdir(full))
+
+    def listdir(self, path: str = "") -> list[str]:
+        full = self._p(path)
+        try:
+            return sorted(os.listdir(full))
+        except OSError as exc:
+            raise _wrap_oserror(exc, "list", full) from exc
+
+    def makedirs(self, path: str) -> None:
+        full = self._p(path)
+        try:
+            os.makedirs(full, mode=0o770, exist_ok=True)
+        except OSError as exc:
+            raise _wrap_oserror(exc, "mkdir", full) from exc
+
+    def rename(self, src: str, dst: str) -> None:
+        s, d = self._p(src), self._p(dst)
+        try:
+            os.replace(s, d)
+            self._sync_dir(os.path.dirname(d))
+        except OSError as exc:
+            raise _wrap_oserror(exc, "rename", f"{s} -> {d}") from exc
+
+    def _sync_dir(self, full_dir: str) -> None:
+        # A rename is durable only once its directory is; best effort where unsupported.
+        try:
+            fd = os.open(full_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def unlink(self, path: str) -> None:
+        full = self._p(path)
+        try:
+            os.unlink(full)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _wrap_oserror(exc, "unlink", full) from exc
+
+    def rmdir(self, path: str) -> None:
+        full = self._p(path)
+        try:
+            os.rmdir(full)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _wrap_oserror(exc, "rmdir", full) from exc

@@ -1,0 +1,229 @@
+"""The shared filesystem as the queue manager sees it: files and byte-range locks.
+
+A :class:`Volume` is rooted at one directory (a queue manager's data or log directory,
+or a directory under test). Every path passed to it is relative to that root and uses
+``/`` separators. Backends: :mod:`lockfs.posix` (a mounted path: kernel NFSv4 in
+production, local disk in tests) and :mod:`lockfs.nfs4` (userspace NFSv4 over libnfs).
+
+Duties every backend keeps (the store and the HA layer rely on them):
+
+* ``VolumeFile.pwrite`` writes all bytes or raises :class:`VolumeIOError`; after a
+  failure the written range is unknown (possibly torn).
+* ``VolumeFile.fdatasync`` returns only when every byte written before it through this
+  file is on stable storage; a failure raises and nothing may be assumed durable.
+* ``Volume.rename`` atomically replaces the target (readers see old or new, never a mix).
+* ``VolumeFile.try_lock`` never blocks waiting for another holder: it returns ``False`` at
+  once when a conflicting lock is held elsewhere (blocking NFS lock waits can miss a
+  release - IBM APAR IT43349). Locks belong to the open file, not the process: closing
+  one VolumeFile never drops a lock held through another.
+* A lost lock (lease expiry on NFSv4) shows as ``lock_lost() == True`` and makes later
+  I/O through that file raise :class:`LockLostError`.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+
+from lockfs.errors import VolumeNotFound
+
+#: ``length`` value meaning "to the end of the file, however long it grows".
+WHOLE_FILE = 0
+
+
+class LockMode(enum.Enum):
+    """A byte-range lock mode."""
+
+    SHARED = "shared"
+    EXCLUSIVE = "exclusive"
+
+
+class Reachability(enum.Enum):
+    """How far an instance can trust the shared filesystem right now.
+
+    * ``OK``: the last operation completed within its deadline; locks held are ours.
+    * ``SUSPECT``: an operation is overdue or failed transiently; locks may already be
+      lost. An instance may not start new writes and must re-verify before resuming.
+    * ``LOST``: a lock is known lost or the filesystem failed hard: stop at once.
+    """
+
+    OK = "ok"
+    SUSPECT = "suspect"
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """Size and modification time (seconds since the epoch) of a file."""
+
+    size: int
+    mtime: float
+    is_dir: bool = False
+
+
+class VolumeFile(ABC):
+    """One open file on a volume. Not safe for concurrent use by threads without a lock,
+    except ``pread``/``pwrite`` at disjoint offsets, which backends allow."""
+
+    path: str
+
+    @abstractmethod
+    def pread(self, size: int, offset: int) -> bytes:
+        """Read up to ``size`` bytes at ``offset``; shorter only at end of file."""
+
+    @abstractmethod
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        """Write all of ``data`` at ``offset`` (not durable until :meth:`fdatasync`)."""
+
+    @abstractmethod
+    def fdatasync(self) -> None:
+        """Make every write through this file durable before returning."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """Current size in bytes."""
+
+    @abstractmethod
+    def truncate(self, size: int) -> None:
+        """Set the file's size (shrink, or extend with a hole)."""
+
+    def allocate_zeroed(self, size: int, chunk: int = 1 << 20) -> None:
+        """Extend the file to ``size`` bytes of written zeros and make that durable.
+
+        Pre-formatted (zero-filled) files make later write+fdatasync measurably faster
+        than growing or merely fallocated files (facts.md), so log extents use this.
+        """
+        current = self.size()
+        zeros = bytes(chunk)
+        while current < size:
+            n = min(chunk, size - current)
+            self.pwrite(zeros[:n], current)
+            current += n
+        self.fdatasync()
+
+    @abstractmethod
+    def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        """Take a lock without waiting: ``True`` if granted, ``False`` if held elsewhere.
+
+        Re-locking a range this file already holds converts its mode (as fcntl does).
+        """
+
+    @abstractmethod
+    def unlock(self, start: int = 0, length: int = WHOLE_FILE) -> None:
+        """Release a range locked through this file."""
+
+    def lock_lost(self) -> bool:
+        """True once the backend knows a lock held through this file was lost."""
+        return False
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the file; releases the locks held through this file (and only those)."""
+
+    def __enter__(self) -> VolumeFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Volume(ABC):
+    """A directory tree on a (possibly shared) filesystem; see the module docstring."""
+
+    #: The location as the user gave it (a path or ``nfs4://`` URL).
+    url: str
+    #: The filesystem's lock lease in seconds; ``None`` where locks never expire (local disk).
+    lease_seconds: float | None = None
+
+    @abstractmethod
+    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:
+        """Open ``path`` for reading and writing.
+
+        ``create`` makes it if missing; ``exclusive`` with ``create`` fails if it exists.
+        Raises :class:`VolumeNotFound` if missing and not ``create``.
+        """
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat:
+        """Size and mtime; raises :class:`VolumeNotFound`."""
+
+    @abstractmethod
+    def listdir(self, path: str = "") -> list[str]:
+        """Names in a directory, sorted."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents; no error if it exists."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically rename, replacing ``dst`` if it exists."""
+
+    @abstractmethod
+    def unlink(self, path: str) -> None:
+        """Remove a file; no error if it is already gone."""
+
+    @abstractmethod
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory; no error if it is already gone."""
+
+    def exists(self, path: str) -> bool:
+        """True if ``path`` exists."""
+        try:
+            self.stat(path)
+        except VolumeNotFound:
+            return False
+        return True
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a (small) file."""
+        with self.open(path) as f:
+            return f.pread(f.size(), 0)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` durably: write a temporary file, sync, rename."""
+        tmp = f"{path}.tmp"
+        with self.open(tmp, create=True) as f:
+            f.truncate(0)
+            f.pwrite(data, 0)
+            f.fdatasync()
+        self.rename(tmp, path)
+
+    def remove_tree(self, path: str = "") -> None:
+        """Remove a directory tree (used by dltmqm). Missing paths are ignored."""
+        if not self.exists(path):
+            return
+        st = self.stat(path)
+        if not st.is_dir:
+            self.unlink(path)
+            return
+        for name in self.listdir(path):
+            child = f"{path}/{name}" if path else name
+            self.remove_tree(child)
+        if path:
+            self.rmdir(path)
+
+    def close(self) -> None:
+        """Release backend resources (network contexts). Open files stay the caller's."""
+
+    def describe(self) -> str:
+        """A short human name for messages."""
+        return self.url
+
+
+def open_volume(location: str, *, lease_seconds: float | None = None) -> Volume:
+    """Turn a Directory (a local path or ``nfs4://server[:port]/export/path``) into a Volume."""
+    if location.startswith("nfs4://"):
+        from lockfs.nfs4 import Nfs4Volume
+
+        return Nfs4Volume(location, lease_seconds=lease_seconds)
+    from lockfs.posix import PosixVolume
+
+    return PosixVolume(location, lease_seconds=lease_seconds)

@@ -1,0 +1,118 @@
+"""One exception root for miqm, one subclass per subsystem, and the single table that
+maps failures to AMQ numbers and exit codes.
+
+Every error that can reach a user carries one line saying what is wrong and what to do.
+The CLI prints ``str(err)`` (prefixed by the AMQ number when there is one) and exits with
+``err.exit_code``; nothing else (no traceback) reaches the user.
+"""
+
+from __future__ import annotations
+
+
+class MiqmError(Exception):
+    """Root of every miqm error.
+
+    ``amq`` is an MQ message number such as ``"AMQ7279"`` where MQ has one;
+    ``exit_code`` is what the command exits with (MQ control commands use small codes).
+    """
+
+    amq: str | None = None
+    exit_code: int = 1
+
+    def __init__(
+        self, message: str, *, amq: str | None = None, exit_code: int | None = None
+    ) -> None:
+        super().__init__(message)
+        if amq is not None:
+            self.amq = amq
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def user_line(self) -> str:
+        """The one line shown to a user."""
+        text = str(self)
+        return f"{self.amq}: {text}" if self.amq and not text.startswith("AMQ") else text
+
+
+class UsageError(MiqmError):
+    """Wrong flags or arguments on a command line."""
+
+    exit_code = 2
+
+
+class ConfigError(MiqmError):
+    """A configuration file (mqs.ini, qm.ini) or value is missing, corrupt or out of range."""
+
+    amq = "AMQ7880"
+    exit_code = 71
+
+
+class QMgrNotFound(MiqmError):
+    """No queue manager of that name is defined on this host."""
+
+    amq = "AMQ7048"
+    exit_code = 72
+
+
+class StoreError(MiqmError):
+    """The log-and-queue store failed."""
+
+    exit_code = 71
+
+
+class LogCorruptError(StoreError):
+    """The recovery log is damaged before its end (not a torn tail)."""
+
+    amq = "AMQ6118"
+
+
+class LogFullError(StoreError):
+    """No log space is left for a record (AMQ7463 is MQ's 'log full')."""
+
+    amq = "AMQ7463"
+
+
+class LogWriteError(StoreError):
+    """A log write or force failed (disk full, EIO): nothing after it is durable."""
+
+    amq = "AMQ6708"
+
+
+class ObjectError(StoreError):
+    """A queue or other object is missing, already exists, or is in the wrong state."""
+
+    exit_code = 10
+
+
+class MessagingError(StoreError):
+    """An MQI-style call failed with a reason code (``mqrc``), e.g. 2033 no message."""
+
+    def __init__(self, message: str, *, mqrc: int, amq: str | None = None) -> None:
+        super().__init__(message, amq=amq)
+        self.mqrc = mqrc
+
+
+class HAError(MiqmError):
+    """The execution controller's multi-instance logic failed."""
+
+    exit_code = 71
+
+
+class OwnershipLostError(HAError):
+    """This instance lost (or may have lost) the master lock: it must stop writing now."""
+
+    amq = "AMQ7279"
+
+
+class UnresponsiveError(HAError):
+    """The liveness check found the logger making no progress."""
+
+    amq = "AMQ7280"
+
+
+class NetError(MiqmError):
+    """A client could not reach or talk to a queue manager. ``mqrc`` is MQ's reason code."""
+
+    def __init__(self, message: str, *, mqrc: int = 2059, amq: str | None = None) -> None:
+        super().__init__(message, amq=amq)
+        self.mqrc = mqrc

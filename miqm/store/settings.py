@@ -1,0 +1,83 @@
+"""Store settings (the qm.ini ``Log:`` and ``TuningParameters:`` values the store reads),
+with IBM MQ's defaults and ranges. Parsing the ini file is miqm.config's job; the store
+only ever sees these validated dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from miqm.errors import ConfigError
+
+PAGE = 4096
+
+# (minimum, maximum) per MQ (Unix values).
+LOG_FILE_PAGES_RANGE = (64, 65535)
+LOG_PRIMARY_RANGE = (2, 510)
+LOG_SECONDARY_RANGE = (1, 509)
+LOG_MAX_ACTIVE_FILES = 511
+LOG_BUFFER_PAGES_RANGE = (18, 4096)  # 0 means the default, 512
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The ``Log:`` stanza: type and size of the recovery log."""
+
+    log_type: str = "CIRCULAR"  # CIRCULAR | LINEAR
+    file_pages: int = 4096
+    primary_files: int = 3
+    secondary_files: int = 2
+    buffer_pages: int = 0
+    write_integrity: str = "TripleWrite"  # TripleWrite | DoubleWrite (== Triple) | SingleWrite
+
+    def __post_init__(self) -> None:
+        def check(name: str, value: int, lo: int, hi: int) -> None:
+            if not lo <= value <= hi:
+                raise ConfigError(
+                    f"{name}={value} is out of range: it must be from {lo} to {hi}.",
+                    amq="AMQ8101" if name != "LogFilePages" else "AMQ7077",
+                )
+
+        if self.log_type not in ("CIRCULAR", "LINEAR"):
+            raise ConfigError(f"LogType={self.log_type} is not valid: use CIRCULAR or LINEAR.")
+        check("LogFilePages", self.file_pages, *LOG_FILE_PAGES_RANGE)
+        check("LogPrimaryFiles", self.primary_files, *LOG_PRIMARY_RANGE)
+        check("LogSecondaryFiles", self.secondary_files, *LOG_SECONDARY_RANGE)
+        if self.primary_files + self.secondary_files > LOG_MAX_ACTIVE_FILES:
+            raise ConfigError(
+                f"LogPrimaryFiles + LogSecondaryFiles = {self.primary_files + self.secondary_files}"
+                f" exceeds {LOG_MAX_ACTIVE_FILES} active log files: reduce one of them."
+            )
+        if self.buffer_pages != 0:
+            check("LogBufferPages", self.buffer_pages, *LOG_BUFFER_PAGES_RANGE)
+        if self.write_integrity not in ("TripleWrite", "DoubleWrite", "SingleWrite"):
+            raise ConfigError(
+                f"LogWriteIntegrity={self.write_integrity} is not valid:"
+                " use TripleWrite, DoubleWrite or SingleWrite."
+            )
+
+    @property
+    def file_size(self) -> int:
+        """Bytes in one log extent."""
+        return self.file_pages * PAGE
+
+    @property
+    def effective_buffer_pages(self) -> int:
+        """LogBufferPages with 0 meaning MQ's default of 512 pages (2 MiB)."""
+        return self.buffer_pages or 512
+
+    @property
+    def triple_write(self) -> bool:
+        """DoubleWrite has meant TripleWrite since MQ 7.1."""
+        return self.write_integrity != "SingleWrite"
+
+
+@dataclass(frozen=True)
+class StoreTuning:
+    """Checkpoint and unit-of-work limits (TuningParameters / QMGR attributes)."""
+
+    checkpoint_log_recd_max: int = 50000
+    checkpoint_log_recd_min: int = 100
+    checkpoint_wait_len: float = 1800.0  # seconds
+    max_umsgs: int = 10000
+    #: fraction of the active log a unit of work may pin before AMQ7469 rolls it back
+    uow_log_space_limit: float = 0.8
