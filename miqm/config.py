@@ -1,0 +1,211 @@
+"""Configuration files: ``mqs.ini`` (per host) and ``qm.ini`` (per queue manager).
+
+Both use MQ's stanza format::
+
+    Log:
+       LogPrimaryFiles=3
+       LogType=CIRCULAR
+
+A stanza name ends with ``:`` at the start of a line; its keys follow, indented.
+``#`` and ``;`` start comments. Parsing errors name the file and line.
+
+Timing rule (design point 2, checked at load like Patroni's loop_wait + 2*retry_timeout
+<= ttl): ``VerifyInterval + MonitorStall`` must be less than the filesystem lease, so a
+partitioned active stops itself before the standby can be granted the lock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+
+from miqm.errors import ConfigError
+from miqm.store.settings import LogSettings, StoreTuning
+
+_KEY_RE = re.compile(r"^\s+([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+_STANZA_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*$")
+
+
+@dataclass
+class Stanza:
+    """One ``Name:`` block with its ordered keys."""
+
+    name: str
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def parse_ini(text: str, source: str) -> list[Stanza]:
+    """Parse MQ stanza text; raise ConfigError naming ``source`` and the line on bad input."""
+    stanzas: list[Stanza] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].split(";", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        m = _STANZA_RE.match(line)
+        if m:
+            stanzas.append(Stanza(m.group(1)))
+            continue
+        m = _KEY_RE.match(line)
+        if m and stanzas:
+            stanzas[-1].values[m.group(1)] = m.group(2)
+            continue
+        raise ConfigError(
+            f"{source} line {lineno} is not valid ({raw.strip()[:60]!r}): "
+            "expected 'Stanza:' or an indented 'Key=Value'. Correct or restore the file."
+        )
+    return stanzas
+
+
+def format_ini(stanzas: list[Stanza]) -> str:
+    """Render stanzas back to MQ's text format."""
+    out: list[str] = []
+    for s in stanzas:
+        out.append(f"{s.name}:")
+        out.extend(f"   {k}={v}" for k, v in s.values.items())
+    return "\n".join(out) + "\n"
+
+
+def _int(values: dict[str, str], key: str, default: int, source: str) -> int:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{source}: {key}={raw} is not a whole number.") from None
+
+
+def _float(values: dict[str, str], key: str, default: float, source: str) -> float:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{source}: {key}={raw} is not a number of seconds.") from None
+    if value < 0:
+        raise ConfigError(f"{source}: {key}={raw} must not be negative.")
+    return value
+
+
+@dataclass(frozen=True)
+class HATuning:
+    """Multi-instance timing (qm.ini ``TuningParameters:``), in seconds.
+
+    ``standby_poll`` StandbyPollInterval, ``verify_interval`` VerifyInterval,
+    ``monitor_stall`` MonitorStall, ``liveness_interval`` LivenessInterval,
+    ``lease`` FilesystemLease (the NFSv4 lease of the shared filesystem, 90 s by default).
+    """
+
+    standby_poll: float = 2.0
+    verify_interval: float = 10.0
+    monitor_stall: float = 20.0
+    liveness_interval: float = 60.0
+    lease: float = 90.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise ConfigError(f"TuningParameters {f.name} must be greater than zero.")
+        if self.verify_interval + self.monitor_stall >= self.lease:
+            raise ConfigError(
+                f"VerifyInterval ({self.verify_interval:g}s) + MonitorStall "
+                f"({self.monitor_stall:g}s) must be less than the filesystem lease "
+                f"FilesystemLease ({self.lease:g}s), or a partitioned active instance could "
+                "still be writing when the standby takes over: lower them or raise the lease."
+            )
+
+
+@dataclass(frozen=True)
+class QMConfig:
+    """Everything qm.ini says about a queue manager."""
+
+    name: str
+    log: LogSettings = field(default_factory=LogSettings)
+    log_path: str = ""
+    tuning: StoreTuning = field(default_factory=StoreTuning)
+    ha: HATuning = field(default_factory=HATuning)
+    metrics_port: int = 0
+    stanzas: tuple[Stanza, ...] = ()
+
+
+def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
+    """Parse and validate qm.ini. Out-of-range values raise ConfigError with MQ's ranges."""
+    stanzas = parse_ini(text, source)
+    by_name: dict[str, dict[str, str]] = {}
+    for s in stanzas:
+        by_name.setdefault(s.name, {}).update(s.values)
+    log = by_name.get("Log", {})
+    tune = by_name.get("TuningParameters", {})
+    qmgr = by_name.get("QueueManager", {})
+    metrics = by_name.get("Metrics", {})
+    try:
+        log_settings = LogSettings(
+            log_type=log.get("LogType", "CIRCULAR").upper(),
+            file_pages=_int(log, "LogFilePages", 4096, source),
+            primary_files=_int(log, "LogPrimaryFiles", 3, source),
+            secondary_files=_int(log, "LogSecondaryFiles", 2, source),
+            buffer_pages=_int(log, "LogBufferPages", 0, source),
+            write_integrity=log.get("LogWriteIntegrity", "TripleWrite"),
+        )
+        tuning = StoreTuning(
+            checkpoint_log_recd_max=_int(tune, "CheckPointLogRecdMax", 50000, source),
+            checkpoint_log_recd_min=_int(tune, "CheckPointLogRecdMin", 100, source),
+            checkpoint_wait_len=_float(tune, "CheckPointWaitLen", 1800.0, source),
+            max_umsgs=_int(qmgr, "MaxUncommittedMsgs", 10000, source),
+        )
+        ha = HATuning(
+            standby_poll=_float(tune, "StandbyPollInterval", 2.0, source),
+            verify_interval=_float(tune, "VerifyInterval", 10.0, source),
+            monitor_stall=_float(tune, "MonitorStall", 20.0, source),
+            liveness_interval=_float(tune, "LivenessInterval", 60.0, source),
+            lease=_float(tune, "FilesystemLease", 90.0, source),
+        )
+    except ConfigError as exc:
+        if source in str(exc):
+            raise
+        raise ConfigError(f"{source}: {exc}", amq=exc.amq) from None
+    return QMConfig(
+        name=qmgr.get("Name", ""),
+        log=log_settings,
+        log_path=log.get("LogPath", ""),
+        tuning=tuning,
+        ha=ha,
+        metrics_port=_int(metrics, "Port", 0, source),
+        stanzas=tuple(stanzas),
+    )
+
+
+def render_qm_ini(name: str, log: LogSettings, log_path: str, ha: HATuning | None = None,
+                  tuning: StoreTuning | None = None) -> str:
+    """qm.ini text for a new queue manager (crtmqm)."""
+    ha = ha or HATuning()
+    tuning = tuning or StoreTuning()
+    stanzas = [
+        Stanza("QueueManager", {"Name": name, "MaxUncommittedMsgs": str(tuning.max_umsgs)}),
+        Stanza("Log", {
+            "LogPrimaryFiles": str(log.primary_files),
+            "LogSecondaryFiles": str(log.secondary_files),
+            "LogFilePages": str(log.file_pages),
+            "LogType": log.log_type,
+            "LogBufferPages": str(log.buffer_pages),
+            "LogPath": log_path,
+            "LogWriteIntegrity": log.write_integrity,
+        }),
+        Stanza("TuningParameters", {
+            "StandbyPollInterval": f"{ha.standby_poll:g}",
+            "VerifyInterval": f"{ha.verify_interval:g}",
+            "MonitorStall": f"{ha.monitor_stall:g}",
+            "LivenessInterval": f"{ha.liveness_interval:g}",
+            "FilesystemLease": f"{ha.lease:g}",
+            "CheckPointLogRecdMax": str(tuning.checkpoint_log_recd_max),
+            "CheckPointLogRecdMin": str(tuning.checkpoint_log_recd_min),
+            "CheckPointWaitLen": f"{tuning.checkpoint_wait_len:g}",
+        }),
+    ]
+    return format_ini(stanzas)
+
+
+def with_ha(config: QMConfig, **changes: float) -> QMConfig:
+    """A copy of ``config`` with HA timings changed (validated)."""
+    return replace(config, ha=replace(config.ha, **changes))

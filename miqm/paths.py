@@ -1,0 +1,174 @@
+"""Where a queue manager lives: the host's data root, ``mqs.ini``, and each queue
+manager's data and log locations (local paths or ``nfs4://`` URLs).
+
+``mqs.ini`` is per host (under ``MIQM_DATA_ROOT``); updates are serialised with an
+inter-process lock (fasteners) so two commands never interleave a rewrite.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import fasteners
+
+from miqm.config import Stanza, format_ini, parse_ini
+from miqm.errors import ConfigError, QMgrNotFound, UsageError
+
+_QM_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
+
+
+def data_root() -> str:
+    """This host's root (``MIQM_DATA_ROOT``, default ``/var/mqm``)."""
+    return os.environ.get("MIQM_DATA_ROOT") or "/var/mqm"
+
+
+def hostname() -> str:
+    """The host name this instance reports (``MIQM_HOSTNAME`` or the OS host name)."""
+    return os.environ.get("MIQM_HOSTNAME") or socket.gethostname()
+
+
+def check_qmgr_name(name: str) -> str:
+    """Validate a queue manager name as MQ does (1-48 of A-Z a-z 0-9 . _ / %)."""
+    if not _QM_NAME.match(name or ""):
+        raise UsageError(
+            f"AMQ8118: '{name}' is not a valid queue manager name: use 1 to 48 characters "
+            "from A-Z, a-z, 0-9, '.', '_', '/' and '%'."
+        )
+    return name
+
+
+def directory_name(qmgr: str) -> str:
+    """MQ's directory mangling: '.' becomes '!' and '/' becomes '&'."""
+    return qmgr.replace(".", "!").replace("/", "&")
+
+
+def join_location(base: str, name: str) -> str:
+    """``base`` + ``/name`` for a local path or an nfs4:// URL."""
+    return base.rstrip("/") + "/" + name
+
+
+@dataclass(frozen=True)
+class QMgrEntry:
+    """One ``QueueManager:`` stanza of mqs.ini."""
+
+    name: str
+    directory: str
+    prefix: str
+    data_path: str  # the queue manager's data directory location (path or nfs4:// URL)
+
+    def stanza(self) -> Stanza:
+        """The mqs.ini stanza for this entry."""
+        return Stanza(
+            "QueueManager",
+            {"Name": self.name, "Prefix": self.prefix, "Directory": self.directory,
+             "DataPath": self.data_path},
+        )
+
+
+def mqs_ini_path(root: str | None = None) -> str:
+    """Path of this host's mqs.ini."""
+    return os.path.join(root or data_root(), "mqs.ini")
+
+
+@contextmanager
+def registry_lock(root: str | None = None) -> Iterator[None]:
+    """Serialise mqs.ini read-modify-write across processes on this host."""
+    root = root or data_root()
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the data root {root}: {exc.strerror}. "
+            "Set MIQM_DATA_ROOT to a writable directory."
+        ) from None
+    lock = fasteners.InterProcessLock(os.path.join(root, ".mqs.ini.lock"))
+    with lock:
+        yield
+
+
+def load_registry(root: str | None = None) -> dict[str, QMgrEntry]:
+    """All queue managers defined on this host; empty if mqs.ini does not exist."""
+    path = mqs_ini_path(root)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}. Check its permissions.") from None
+    entries: dict[str, QMgrEntry] = {}
+    for s in parse_ini(text, path):
+        if s.name != "QueueManager":
+            continue
+        v = s.values
+        if "Name" not in v:
+            raise ConfigError(f"{path}: a QueueManager stanza has no Name. Correct the file.")
+        directory = v.get("Directory", directory_name(v["Name"]))
+        prefix = v.get("Prefix", root or data_root())
+        data_path = v.get("DataPath") or join_location(
+            os.path.join(prefix, "qmgrs"), directory
+        )
+        entries[v["Name"]] = QMgrEntry(v["Name"], directory, prefix, data_path)
+    return entries
+
+
+def _write_registry(entries: dict[str, QMgrEntry], root: str | None) -> None:
+    path = mqs_ini_path(root)
+    text = format_ini(
+        [Stanza("AllQueueManagers", {"DefaultPrefix": root or data_root()})]
+        + [e.stanza() for e in entries.values()]
+    )
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def register(entry: QMgrEntry, root: str | None = None, *, replace: bool = False) -> None:
+    """Add a queue manager to this host's mqs.ini (addmqinf / crtmqm)."""
+    with registry_lock(root):
+        entries = load_registry(root)
+        if entry.name in entries and not replace:
+            raise ConfigError(
+                f"AMQ8110: queue manager '{entry.name}' already exists on this host.",
+                amq="AMQ8110",
+            )
+        entries[entry.name] = entry
+        _write_registry(entries, root)
+
+
+def unregister(name: str, root: str | None = None) -> None:
+    """Remove a queue manager from this host's mqs.ini (dltmqm / rmvmqinf)."""
+    with registry_lock(root):
+        entries = load_registry(root)
+        entries.pop(name, None)
+        _write_registry(entries, root)
+
+
+def find(name: str, root: str | None = None) -> QMgrEntry:
+    """The entry for ``name``, or QMgrNotFound with MQ's AMQ7048 line."""
+    check_qmgr_name(name)
+    entries = load_registry(root)
+    if name not in entries:
+        raise QMgrNotFound(
+            f"The queue manager name '{name}' is either not valid or not known on this host "
+            f"(mqs.ini under {root or data_root()}). Create it with crtmqm or add it with addmqinf."
+        )
+    return entries[name]
+
+
+def default_data_location(qmgr: str, root: str | None = None) -> str:
+    """``<root>/qmgrs/<dir>``: where a queue manager's data goes without -md."""
+    return join_location(os.path.join(root or data_root(), "qmgrs"), directory_name(qmgr))
+
+
+def default_log_location(qmgr: str, root: str | None = None) -> str:
+    """``<root>/log/<dir>``: where a queue manager's log goes without -ld."""
+    return join_location(os.path.join(root or data_root(), "log"), directory_name(qmgr))
