@@ -1,0 +1,85 @@
+"""What every command shares: one clear line on failure, never a traceback.
+
+Each console script is a typer app run through :func:`run`. Errors go to stderr as one
+line (with the AMQ number where MQ has one) and the process exits non-zero. Anything
+unexpected is also reduced to one line, after its traceback is kept in a file the user
+is pointed to, because a traceback must never reach a user.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import NoReturn
+
+import typer
+
+from lockfs.errors import LockFsError, VolumeNotFound, VolumePermissionError
+from miqm.errors import MiqmError
+
+
+def make_app(help_text: str) -> typer.Typer:
+    """A typer app with the settings every miqm command uses."""
+    return typer.Typer(
+        help=help_text,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        pretty_exceptions_show_locals=False,
+        no_args_is_help=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one line to stderr and exit with ``code``."""
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def error_line(exc: BaseException) -> tuple[str, int]:
+    """The user's line and exit code for an exception."""
+    if isinstance(exc, MiqmError):
+        return exc.user_line(), exc.exit_code
+    if isinstance(exc, VolumePermissionError):
+        return (f"AMQ7077: permission denied on the shared filesystem: {exc}. "
+                "Check ownership and permissions of the directory."), 71
+    if isinstance(exc, VolumeNotFound):
+        return f"a file or directory the queue manager needs is missing: {exc}.", 71
+    if isinstance(exc, LockFsError):
+        return f"the shared filesystem failed: {exc}. Check the mount and the server.", 71
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}: {exc.filename or ''}. Check the path and permissions.", 71
+    return "", 1
+
+
+def run(main: Callable[[], object]) -> None:
+    """Run ``main`` (a typer app or function); map every failure to one line + exit code."""
+    try:
+        main()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except BaseException as exc:  # the one place every failure is reduced to a line
+        line, code = error_line(exc)
+        if not line:
+            path = os.path.join(tempfile.gettempdir(), f"miqm-fdc-{os.getpid()}.txt")
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    traceback.print_exception(exc, file=f)
+            except OSError:
+                path = "(could not be saved)"
+            line = (f"AMQ6184: an internal error occurred ({type(exc).__name__}: {exc}); "
+                    f"details in {path}. Report it with that file.")
+            code = 71
+        sys.stderr.write(line.rstrip() + "\n")
+        sys.exit(code)
+
+
+def run_typer(app: typer.Typer) -> None:
+    """Entry point body for a console script built on a typer app."""
+    run(lambda: app(standalone_mode=True))
