@@ -80,6 +80,27 @@ def run(main: Callable[[], object]) -> None:
         sys.exit(code)
 
 
-def run_typer(app: typer.Typer) -> None:
-    """Entry point body for a console script built on a typer app."""
-    run(lambda: app(standalone_mode=True))
+def run_typer(app: typer.Typer, prog: str | None = None) -> None:
+    """Entry point body for a console script built on a typer app.
+
+    Click's own usage errors are reduced to one line too (no boxes, no help dump).
+    """
+    try:  # typer >= 0.20 vendors click as typer._click
+        from typer import _click as click  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - older typer
+        import click  # type: ignore[no-redef]
+
+    name = prog or os.path.basename(sys.argv[0])
+
+    def invoke() -> None:
+        try:
+            rc = app(standalone_mode=False, prog_name=name)
+        except click.exceptions.UsageError as exc:
+            fail(f"{name}: {exc.format_message()} (try '{name} -h')", 2)
+        except click.exceptions.Abort:
+            fail("interrupted", 130)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        sys.exit(rc if isinstance(rc, int) else 0)
+
+    run(invoke)
