@@ -61,6 +61,8 @@ def run(main: Callable[[], object]) -> None:
         main()
     except SystemExit:
         raise
+    except typer.Exit as exc:  # raised by fail() and by commands, outside click's handling
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
