@@ -1,0 +1,28 @@
+# Two entry points on a fresh machine: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+APT_PACKAGES = nfs-ganesha nfs-ganesha-vfs libnfs13 libnfs-utils iproute2 iptables
+
+.PHONY: install install-system demo test lint bench
+
+install:
+	$(PYTHON) -m pip install -q -e '.[test]'
+
+# System packages for the root-only tests (NFSv4 lab, network namespaces, promtool).
+install-system:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q >/dev/null && \
+	  apt-get install -y -q --no-install-recommends $(APT_PACKAGES) >/dev/null; \
+	else echo "not root: skipping system packages (root-only tests will be skipped)"; fi
+
+demo: install
+	miqm demo
+
+lint: install
+	ruff check .
+
+test: install install-system lint
+	$(PYTHON) -m pytest -q -ra tests
+
+bench: install
+	miqm bench store --json

@@ -1,0 +1,1 @@
+"""Benchmarks: figures measured side by side in one run (ratios), never timed unit tests."""

@@ -1,0 +1,210 @@
+"""``miqm bench store``: persistent put+commit throughput against the raw fdatasync limit.
+
+Everything is measured in one run on the same disk, so the ratios mean something on a
+noisy shared machine: the raw rate of 4 KiB write+fdatasync into a pre-formatted file,
+then 1 KiB persistent put+commit with 1, 8 and 64 concurrent producers (group commit
+should let many producers share one force). Optional extras: restart recovery speed
+(records replayed per second) and resident bytes per queued message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockfs.posix import PosixVolume
+from miqm.store.settings import LogSettings, StoreTuning
+
+BLOCK = 4096
+
+
+def raw_fdatasync_rate(directory: str, seconds: float = 2.0, size: int = BLOCK) -> dict[str, float]:
+    """4 KiB pwrite + fdatasync per op into a pre-formatted (zero-filled) file."""
+    path = os.path.join(directory, "raw-baseline.dat")
+    span = 64 << 20
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        zeros = bytes(1 << 20)
+        for off in range(0, span, len(zeros)):
+            os.pwrite(fd, zeros, off)
+        os.fsync(fd)
+        buf = os.urandom(size)
+        n, off = 0, 0
+        lat: list[float] = []
+        start = time.perf_counter()
+        deadline = start + seconds
+        while True:
+            t0 = time.perf_counter()
+            os.pwrite(fd, buf, off)
+            os.fdatasync(fd)
+            t1 = time.perf_counter()
+            lat.append(t1 - t0)
+            n += 1
+            off = (off + size) % span
+            if t1 >= deadline:
+                break
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    lat.sort()
+    return {
+        "fdatasync_per_s": round(n / elapsed, 1),
+        "p50_ms": round(lat[len(lat) // 2] * 1000, 3),
+        "p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 3),
+    }
+
+
+@dataclass
+class _Run:
+    producers: int
+    commits: int = 0
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _open_store(directory: str, tuning: StoreTuning | None = None) -> Any:
+    from miqm.store.qmstore import QueueManagerStore
+
+    data = PosixVolume(os.path.join(directory, "data"))
+    log = PosixVolume(os.path.join(directory, "log"))
+    return QueueManagerStore.open(
+        data, log, "BENCH", _bench_log_settings(), tuning or StoreTuning(), generation=1
+    )
+
+
+def _bench_log_settings() -> LogSettings:
+    # 16 MiB extents, 4 primaries + 8 secondaries: room for a few seconds of 64-way load.
+    return LogSettings(file_pages=4096, primary_files=4, secondary_files=8)
+
+
+def _create_store(directory: str) -> None:
+    from miqm.store.qmstore import QueueManagerStore
+
+    os.makedirs(os.path.join(directory, "data"), exist_ok=True)
+    os.makedirs(os.path.join(directory, "log"), exist_ok=True)
+    QueueManagerStore.create(
+        PosixVolume(os.path.join(directory, "data")),
+        PosixVolume(os.path.join(directory, "log")),
+        "BENCH",
+        _bench_log_settings(),
+    )
+
+
+def commit_run(store: Any, producers: int, seconds: float, body: bytes) -> _Run:
+    """``producers`` threads each doing begin / persistent put / commit for ``seconds``."""
+    run = _Run(producers)
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + seconds
+    barrier = threading.Barrier(producers)
+
+    def producer() -> None:
+        lats: list[float] = []
+        try:
+            barrier.wait()
+            while True:
+                t0 = time.perf_counter()
+                uow = store.begin()
+                store.put("BENCH.Q", body, persistent=True, uow=uow)
+                store.commit(uow)
+                t1 = time.perf_counter()
+                lats.append(t1 - t0)
+                if t1 >= stop_at:
+                    break
+        except Exception as exc:  # reported in the figures, not hidden
+            with lock:
+                run.errors.append(f"{type(exc).__name__}: {exc}")
+        with lock:
+            run.latencies.extend(lats)
+            run.commits += len(lats)
+
+    threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run.latencies.append(0.0) if not run.latencies else None
+    elapsed = time.perf_counter() - start
+    run.latencies.sort()
+    run.commits_per_s = run.commits / elapsed  # type: ignore[attr-defined]
+    return run
+
+
+def _drain(store: Any) -> None:
+    while store.get("BENCH.Q") is not None:
+        pass
+    store.checkpoint()
+
+
+def bench_store(
+    directory: str | None = None,
+    producers: tuple[int, ...] = (1, 8, 64),
+    seconds: float = 3.0,
+    recovery_records: int = 0,
+    memory_messages: int = 0,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run the store benchmark; returns the contract's JSON object (plus extras)."""
+    base = tempfile.mkdtemp(prefix="miqm-bench-", dir=directory)
+    try:
+        baseline = raw_fdatasync_rate(base, seconds=min(seconds, 3.0))
+        echo(f"raw 4 KiB write+fdatasync: {baseline['fdatasync_per_s']:.0f}/s "
+             f"(p50 {baseline['p50_ms']} ms)")
+        _create_store(base)
+        store = _open_store(base)
+        runs = []
+        try:
+            store.define_queue("BENCH.Q", MAXDEPTH=100_000_000)
+            body = b"x" * 1024
+            for n in producers:
+                r = commit_run(store, n, seconds, body)
+                lat = r.latencies
+                row = {
+                    "producers": n,
+                    "commits_per_s": round(r.commits_per_s, 1),  # type: ignore[attr-defined]
+                    "p99_commit_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 3),
+                    "ratio_to_raw": round(
+                        r.commits_per_s / baseline["fdatasync_per_s"], 2  # type: ignore[attr-defined]
+                    ),
+                }
+                if r.errors:
+                    row["errors"] = r.errors[:3]
+                runs.append(row)
+                echo(f"{n:3d} producers: {row['commits_per_s']:.0f} commits/s "
+                     f"({row['ratio_to_raw']}x raw), p99 {row['p99_commit_ms']} ms")
+                _drain(store)
+        finally:
+            store.close()
+        result: dict[str, Any] = {"baseline": baseline, "runs": runs}
+        if recovery_records:
+            result["recovery"] = _in_child("recovery", base, recovery_records)
+            echo(f"restart recovery: {result['recovery']}")
+        if memory_messages:
+            result["memory"] = _in_child("memory", base, memory_messages)
+            echo(f"memory: {result['memory']}")
+        return result
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _in_child(kind: str, base: str, count: int) -> dict[str, Any]:
+    """Run a measurement in a fresh interpreter so RSS and caches are its own."""
+    work = os.path.join(base, kind)
+    os.makedirs(work)
+    proc = subprocess.run(
+        [sys.executable, "-m", "miqm.bench.store_child", kind, work, str(count)],
+        capture_output=True, text=True, timeout=3600,
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
