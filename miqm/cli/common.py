@@ -88,21 +88,19 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
     Click's own usage errors are reduced to one line too (no boxes, no help dump).
     """
     try:  # typer >= 0.20 vendors click as typer._click
-        from typer import _click as click  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - older typer
-        import click  # type: ignore[no-redef]
+        from typer._click.exceptions import ClickException  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click.exceptions import ClickException  # type: ignore[no-redef]
 
     name = prog or os.path.basename(sys.argv[0])
 
     def invoke() -> None:
         try:
             rc = app(standalone_mode=False, prog_name=name)
-        except click.exceptions.UsageError as exc:
-            fail(f"{name}: {exc.format_message()} (try '{name} -h')", 2)
-        except click.exceptions.Abort:
+        except ClickException as exc:
+            fail(f"{name}: {exc.format_message()} (try '{name} -h')", exc.exit_code)
+        except typer.Abort:
             fail("interrupted", 130)
-        except click.exceptions.Exit as exc:
-            sys.exit(exc.exit_code)
         sys.exit(rc if isinstance(rc, int) else 0)
 
     run(invoke)

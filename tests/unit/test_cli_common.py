@@ -1,0 +1,49 @@
+"""Every failure a command can meet becomes one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import sys
+from miqm.cli.common import make_app, run_typer
+from miqm.errors import ConfigError
+from lockfs.errors import VolumeIOError
+app = make_app("t")
+@app.command()
+def main(kind: str) -> None:
+    if kind == "config":
+        raise ConfigError("qm.ini is corrupt: restore it")
+    if kind == "io":
+        raise VolumeIOError("write /x: No space left on device")
+    if kind == "bug":
+        raise ZeroDivisionError("oops")
+    print("fine")
+run_typer(app, "t")
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [(["config"], 71, "AMQ7880: qm.ini is corrupt"), (["io"], 71, "No space left"),
+     (["bug"], 71, "AMQ6184"), (["--bogus"], 2, "No such option"), ([], 2, "Missing argument")],
+)
+def test_one_line_no_traceback(args: list[str], code: int, needle: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == code
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_success_exits_zero() -> None:
+    proc = run("ok")
+    assert proc.returncode == 0 and proc.stdout.strip() == "fine"

@@ -1,0 +1,95 @@
+"""qm.ini / mqs.ini parsing, MQ's ranges, and the HA timing rule checked at load."""
+
+from __future__ import annotations
+
+import pytest
+
+from miqm import paths
+from miqm.config import HATuning, parse_ini, parse_qm_ini, render_qm_ini
+from miqm.errors import ConfigError, QMgrNotFound, UsageError
+from miqm.store.settings import LogSettings
+
+
+def test_round_trip_keeps_every_value() -> None:
+    log = LogSettings(log_type="LINEAR", file_pages=128, primary_files=4, secondary_files=3,
+                      buffer_pages=64, write_integrity="SingleWrite")
+    ha = HATuning(standby_poll=0.5, verify_interval=1, monitor_stall=2, liveness_interval=5,
+                  lease=10)
+    cfg = parse_qm_ini(render_qm_ini("QM1", log, "/l/QM1", ha))
+    assert cfg.name == "QM1"
+    assert cfg.log == log
+    assert cfg.log_path == "/l/QM1"
+    assert cfg.ha == ha
+
+
+def test_defaults_are_mqs() -> None:
+    cfg = parse_qm_ini("")
+    assert (cfg.log.primary_files, cfg.log.secondary_files, cfg.log.file_pages) == (3, 2, 4096)
+    assert cfg.log.log_type == "CIRCULAR" and cfg.log.triple_write
+    assert cfg.log.effective_buffer_pages == 512
+    assert (cfg.ha.standby_poll, cfg.ha.verify_interval, cfg.ha.monitor_stall) == (2, 10, 20)
+    assert (cfg.ha.liveness_interval, cfg.ha.lease) == (60, 90)
+    assert cfg.tuning.checkpoint_log_recd_max == 50000
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("LogFilePages", "63"), ("LogFilePages", "65536"), ("LogPrimaryFiles", "1"),
+     ("LogPrimaryFiles", "511"), ("LogSecondaryFiles", "0"), ("LogBufferPages", "17"),
+     ("LogType", "SPIRAL"), ("LogWriteIntegrity", "QuadWrite"), ("LogFilePages", "many")],
+)
+def test_out_of_range_log_values_are_refused_with_one_line(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_qm_ini(f"Log:\n   {key}={value}\n", "/d/qm.ini")
+    line = err.value.user_line()
+    assert "\n" not in line and "/d/qm.ini" in line and key in line
+
+
+def test_too_many_active_files_refused() -> None:
+    with pytest.raises(ConfigError, match="511"):
+        parse_qm_ini("Log:\n   LogPrimaryFiles=400\n   LogSecondaryFiles=200\n")
+
+
+def test_timing_rule_verify_plus_monitor_below_lease() -> None:
+    HATuning(verify_interval=10, monitor_stall=20, lease=31)
+    with pytest.raises(ConfigError, match="FilesystemLease"):
+        HATuning(verify_interval=10, monitor_stall=20, lease=30)
+    with pytest.raises(ConfigError, match="FilesystemLease"):
+        parse_qm_ini("TuningParameters:\n   VerifyInterval=60\n   MonitorStall=40\n")
+
+
+def test_corrupt_ini_names_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"qm.ini line 2"):
+        parse_qm_ini("Log:\n\x00\x01garbage\n", "qm.ini")
+    with pytest.raises(ConfigError):
+        parse_ini("   Orphan=1\n", "x")
+
+
+def test_comments_and_blank_lines_ignored() -> None:
+    stanzas = parse_ini("# c\nLog:\n   LogPrimaryFiles=4 ; note\n\n", "x")
+    assert stanzas[0].values == {"LogPrimaryFiles": "4"}
+
+
+def test_registry_round_trip(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path))
+    entry = paths.QMgrEntry("QM.A", paths.directory_name("QM.A"), str(tmp_path), "/s/QM!A")
+    paths.register(entry)
+    assert paths.find("QM.A") == entry
+    with pytest.raises(ConfigError):
+        paths.register(entry)
+    paths.unregister("QM.A")
+    with pytest.raises(QMgrNotFound):
+        paths.find("QM.A")
+
+
+def test_bad_qmgr_name_refused() -> None:
+    with pytest.raises(UsageError):
+        paths.check_qmgr_name("has space")
+    with pytest.raises(UsageError):
+        paths.check_qmgr_name("x" * 49)
+
+
+def test_corrupt_mqs_ini_is_one_clear_error(tmp_path) -> None:
+    (tmp_path / "mqs.ini").write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(ConfigError, match="mqs.ini"):
+        paths.load_registry(str(tmp_path))
