@@ -91,5 +91,5 @@ def test_bad_qmgr_name_refused() -> None:
 
 def test_corrupt_mqs_ini_is_one_clear_error(tmp_path) -> None:
     (tmp_path / "mqs.ini").write_bytes(b"\xff\xfe garbage")
-    with pytest.raises(ConfigError, match="mqs.ini"):
+    with pytest.raises(ConfigError, match=r"mqs\.ini"):
         paths.load_registry(str(tmp_path))

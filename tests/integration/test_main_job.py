@@ -1,0 +1,41 @@
+"""The README's main job and the benchmark commands, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_fails_over_and_keeps_every_message() -> None:
+    proc = subprocess.run(["miqm", "demo", "--messages", "30"], capture_output=True, text=True,
+                          timeout=240, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "PASS: every committed message survived the failover" in out
+    assert "Got 30 messages back" in out
+    assert "Traceback" not in out
+
+
+def test_bench_store_prints_contract_json() -> None:
+    proc = subprocess.run(
+        ["miqm", "bench", "store", "--json", "--seconds", "0.3", "--producers", "1,4"],
+        capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["baseline"]["fdatasync_per_s"] > 0
+    assert [r["producers"] for r in result["runs"]] == [1, 4]
+    for run in result["runs"]:
+        assert run["commits_per_s"] > 0 and run["p99_commit_ms"] > 0
+        assert "errors" not in run, run
+
+
+def test_bench_rejects_bad_flags_in_one_line() -> None:
+    proc = subprocess.run(["miqm", "bench", "failover", "--fault", "meteor"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "meteor" in proc.stderr
