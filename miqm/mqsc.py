@@ -1,0 +1,457 @@
+"""MQSC: parse a script into structured commands, and format results the way runmqsc does.
+
+Pure: no I/O and no store. ``runmqsc`` parses locally (so a syntax error is reported
+without a round trip and exactly where MQ reports it), sends each :class:`Command` as a
+dict to the queue manager (op ``"mqsc"``), and the service executes it against the store
+and formats the reply lines with the functions here. See docs/mqsc.md for the grammar.
+
+Rules taken from MQ:
+
+* a line whose first character is ``*`` is a comment; blank lines are ignored;
+* a line ending in ``-`` continues at the start of the next line, one ending in ``+``
+  continues at the first non-blank character of the next line;
+* keywords are case-insensitive and have MQ's abbreviations (``DEF``, ``DIS``, ``ALT``,
+  ``QL``); unquoted names and values are folded to upper case, quoted ones
+  (``'it''s'``) keep their case;
+* ``DISPLAY QLOCAL(name)`` with no attributes shows ALL; a generic name (``Q*``) with
+  no attributes shows only QUEUE and TYPE.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Settable queue attributes: kind and range/choices, as MQ defines them.
+QUEUE_ATTRS: dict[str, tuple[str, Any]] = {
+    "MAXDEPTH": ("int", (0, 999_999_999)),
+    "DEFPSIST": ("enum", ("YES", "NO")),
+    "DEFPRTY": ("int", (0, 9)),
+    "DESCR": ("str", 64),
+    "PUT": ("enum", ("ENABLED", "DISABLED")),
+    "GET": ("enum", ("ENABLED", "DISABLED")),
+    "MAXMSGL": ("int", (0, 104_857_600)),
+}
+
+#: Queue attributes DISPLAY may name, in the order they are shown after QUEUE and TYPE.
+QUEUE_DISPLAY_ORDER = (
+    "ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "CURDEPTH", "DEFPRTY", "DEFPSIST", "DESCR",
+    "GET", "IPPROCS", "MAXDEPTH", "MAXMSGL", "OPPROCS", "PUT", "UNCOM",
+)
+
+QMGR_ATTRS: dict[str, tuple[str, Any]] = {"MAXUMSGS": ("int", (1, 999_999_999))}
+
+_VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
+          "DELETE": "DELETE", "DISPLAY": "DISPLAY", "DIS": "DISPLAY", "PING": "PING",
+          "END": "END"}
+_QUEUE_TYPES = {"QLOCAL": "QLOCAL", "QL": "QLOCAL"}
+_DISPLAY_QUEUE_TYPES = {**_QUEUE_TYPES, "QUEUE": "QLOCAL", "Q": "QLOCAL"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
+_GENERIC_RE = re.compile(r"^[A-Za-z0-9._/%]{0,47}\*$")
+
+
+class MQSCSyntaxError(Exception):
+    """A command is not valid MQSC. ``segment`` is the command text up to the error,
+    which runmqsc prints under AMQ8405I as MQ does; ``reason`` says what was expected."""
+
+    def __init__(self, segment: str, reason: str) -> None:
+        super().__init__(reason)
+        self.segment = segment
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Command:
+    """One parsed MQSC command.
+
+    ``verb`` DEFINE | ALTER | DELETE | DISPLAY | PING | END; ``objtype`` QLOCAL | QMGR |
+    QMSTATUS (empty for END); ``name`` the object (may be generic for DISPLAY);
+    ``attrs`` typed values to set; ``options`` flags such as REPLACE/NOREPLACE/PURGE;
+    ``like`` a DEFINE's LIKE queue; ``show`` the attributes DISPLAY asked for
+    (``("ALL",)`` for all); ``text`` the command as read (for the echo).
+    """
+
+    verb: str
+    objtype: str = ""
+    name: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    options: tuple[str, ...] = ()
+    like: str = ""
+    show: tuple[str, ...] = ()
+    text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command as a JSON-friendly dict (the ``mqsc`` request's ``command``)."""
+        return {"verb": self.verb, "objtype": self.objtype, "name": self.name,
+                "attrs": dict(self.attrs), "options": list(self.options), "like": self.like,
+                "show": list(self.show), "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Command:
+        """Rebuild a command sent over the wire; ValueError if the dict is malformed."""
+        try:
+            return cls(verb=str(d["verb"]), objtype=str(d.get("objtype", "")),
+                       name=str(d.get("name", "")), attrs=dict(d.get("attrs") or {}),
+                       options=tuple(d.get("options") or ()), like=str(d.get("like", "")),
+                       show=tuple(d.get("show") or ()), text=str(d.get("text", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed MQSC command: {exc}") from None
+
+    @property
+    def generic(self) -> bool:
+        """True if ``name`` is a generic name such as ``Q*`` or ``*``."""
+        return self.name.endswith("*")
+
+
+# -- script splitting --------------------------------------------------------------------
+
+
+def split_commands(script: str) -> list[str]:
+    """The commands in ``script`` with comments dropped and continuations joined."""
+    commands: list[str] = []
+    current: str | None = None
+    strip_next = False
+    for raw in script.splitlines():
+        line = raw.rstrip()
+        if current is None and (not line.strip() or line.startswith("*")):
+            continue
+        if current is not None and strip_next:
+            line = line.lstrip()
+        cont = line.endswith(("+", "-"))
+        if cont:
+            strip_next = line.endswith("+")
+            line = line[:-1]
+        current = line if current is None else current + line
+        if not cont:
+            if current.strip():
+                commands.append(current.strip())
+            current = None
+    if current is not None and current.strip():
+        commands.append(current.strip())  # a continuation at end of input ends the command
+    return commands
+
+
+# -- tokenising --------------------------------------------------------------------------
+
+
+@dataclass
+class _Token:
+    word: str            # upper-cased keyword
+    value: str | None    # the parenthesised value (None if there was none)
+    quoted: bool         # the value was a quoted string
+    end: int             # offset in the text just after this token
+
+
+def _tokens(text: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in " \t,":
+            i += 1
+            continue
+        m = re.match(r"[A-Za-z][A-Za-z0-9_]*", text[i:])
+        if not m:
+            raise MQSCSyntaxError(text[: i + 1], f"unexpected character {ch!r}")
+        word = m.group(0).upper()
+        i += len(m.group(0))
+        j = i
+        while j < n and text[j] in " \t":
+            j += 1
+        if j < n and text[j] == "(":
+            value, quoted, i = _value(text, j + 1)
+            tokens.append(_Token(word, value, quoted, i))
+        else:
+            tokens.append(_Token(word, None, False, i))
+    return tokens
+
+
+def _value(text: str, i: int) -> tuple[str, bool, int]:
+    """Parse a value starting just after '('; returns (value, quoted, offset after ')')."""
+    n = len(text)
+    while i < n and text[i] in " \t":
+        i += 1
+    if i < n and text[i] == "'":
+        out: list[str] = []
+        i += 1
+        while True:
+            if i >= n:
+                raise MQSCSyntaxError(text, "a quoted string is not closed")
+            if text[i] == "'":
+                if i + 1 < n and text[i + 1] == "'":
+                    out.append("'")
+                    i += 2
+                    continue
+                i += 1
+                break
+            out.append(text[i])
+            i += 1
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n or text[i] != ")":
+            raise MQSCSyntaxError(text[: i + 1], "expected ')' after a quoted value")
+        return "".join(out), True, i + 1
+    close = text.find(")", i)
+    if close < 0:
+        raise MQSCSyntaxError(text, "a '(' is not closed")
+    value = text[i:close].strip()
+    if "(" in value or "'" in value:
+        raise MQSCSyntaxError(text[: close + 1], "unexpected '(' or quote in a value")
+    return value, False, close + 1
+
+
+# -- parsing -----------------------------------------------------------------------------
+
+
+def _typed(tok: _Token, spec: tuple[str, Any], text: str) -> Any:
+    kind, rule = spec
+    seg = text[: tok.end]
+    if tok.value is None:
+        raise MQSCSyntaxError(seg, f"{tok.word} needs a value in parentheses")
+    if kind == "int":
+        if tok.quoted or not re.fullmatch(r"\d+", tok.value):
+            raise MQSCSyntaxError(seg, f"{tok.word} needs a whole number")
+        value = int(tok.value)
+        lo, hi = rule
+        if not lo <= value <= hi:
+            raise MQSCSyntaxError(seg, f"{tok.word}({value}) is out of range {lo} to {hi}")
+        return value
+    if kind == "enum":
+        value = tok.value.upper()
+        if tok.quoted or value not in rule:
+            raise MQSCSyntaxError(seg, f"{tok.word} must be one of {', '.join(rule)}")
+        return value
+    value = tok.value if tok.quoted else tok.value.upper()
+    if len(value) > rule:
+        raise MQSCSyntaxError(seg, f"{tok.word} is longer than {rule} characters")
+    return value
+
+
+def _name(tok: _Token, text: str, *, generic: bool = False) -> str:
+    seg = text[: tok.end]
+    if tok.value is None or tok.value == "":
+        raise MQSCSyntaxError(seg, f"{tok.word} needs an object name in parentheses")
+    name = tok.value if tok.quoted else tok.value.upper()
+    if _NAME_RE.match(name) or (generic and _GENERIC_RE.match(name)):
+        return name
+    raise MQSCSyntaxError(seg, f"'{name}' is not a valid object name")
+
+
+def parse_command(text: str) -> Command:
+    """Parse one command (continuations already joined); MQSCSyntaxError if invalid."""
+    tokens = _tokens(text)
+    if not tokens:
+        raise MQSCSyntaxError(text, "empty command")
+    verb_tok = tokens[0]
+    verb = _VERBS.get(verb_tok.word)
+    if verb is None or verb_tok.value is not None:
+        raise MQSCSyntaxError(text[: verb_tok.end], f"unknown command {verb_tok.word}")
+    if verb == "END":
+        if len(tokens) > 1:
+            raise MQSCSyntaxError(text[: tokens[1].end], "END takes no parameters")
+        return Command("END", text=text)
+    if len(tokens) < 2:
+        raise MQSCSyntaxError(text, f"{verb} needs an object type")
+    obj = tokens[1]
+    rest = tokens[2:]
+    if obj.word == "QMGR" and obj.value is None:
+        return _parse_qmgr(verb, rest, text)
+    if obj.word == "QMSTATUS" and obj.value is None and verb == "DISPLAY":
+        show = tuple(t.word for t in rest if t.value is None)
+        if any(t.value is not None for t in rest):
+            bad = next(t for t in rest if t.value is not None)
+            raise MQSCSyntaxError(text[: bad.end], "QMSTATUS attributes take no values")
+        return Command("DISPLAY", "QMSTATUS", show=show or ("ALL",), text=text)
+    types = _DISPLAY_QUEUE_TYPES if verb == "DISPLAY" else _QUEUE_TYPES
+    if obj.word not in types or verb == "PING":
+        raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
+                              "use QLOCAL, QMGR or (DISPLAY) QMSTATUS")
+    name = _name(obj, text, generic=(verb == "DISPLAY"))
+    if verb == "DISPLAY":
+        return _parse_display_queue(name, rest, text)
+    attrs: dict[str, Any] = {}
+    options: list[str] = []
+    like = ""
+    for tok in rest:
+        if verb == "DEFINE" and tok.word in ("REPLACE", "NOREPLACE") and tok.value is None:
+            options.append(tok.word)
+        elif verb == "DELETE" and tok.word in ("PURGE", "NOPURGE") and tok.value is None:
+            options.append(tok.word)
+        elif verb == "DEFINE" and tok.word == "LIKE":
+            like = _name(tok, text)
+        elif verb in ("DEFINE", "ALTER") and tok.word in QUEUE_ATTRS:
+            attrs[tok.word] = _typed(tok, QUEUE_ATTRS[tok.word], text)
+        else:
+            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} QLOCAL")
+    return Command(verb, "QLOCAL", name, attrs, tuple(options), like, text=text)
+
+
+def _parse_display_queue(name: str, rest: list[_Token], text: str) -> Command:
+    show: list[str] = []
+    for tok in rest:
+        if tok.word == "ALL" and tok.value is None:
+            show.append("ALL")
+        elif tok.word in ("TYPE",) and tok.value is not None:
+            if tok.value.upper() not in ("QLOCAL", "QL", "ALL"):
+                raise MQSCSyntaxError(text[: tok.end], "only local queues exist here")
+        elif tok.value is None and (tok.word in QUEUE_DISPLAY_ORDER or tok.word in
+                                    ("QUEUE", "TYPE")):
+            show.append(tok.word)
+        else:
+            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not a queue attribute")
+    if not show:
+        show = ["QUEUE", "TYPE"] if name.endswith("*") else ["ALL"]
+    return Command("DISPLAY", "QLOCAL", name, show=tuple(show), text=text)
+
+
+def _parse_qmgr(verb: str, rest: list[_Token], text: str) -> Command:
+    if verb == "PING":
+        if rest:
+            raise MQSCSyntaxError(text[: rest[0].end], "PING QMGR takes no parameters")
+        return Command("PING", "QMGR", text=text)
+    if verb == "ALTER":
+        attrs: dict[str, Any] = {}
+        for tok in rest:
+            if tok.word not in QMGR_ATTRS:
+                raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on ALTER QMGR")
+            attrs[tok.word] = _typed(tok, QMGR_ATTRS[tok.word], text)
+        return Command("ALTER", "QMGR", attrs=attrs, text=text)
+    if verb == "DISPLAY":
+        show = []
+        for tok in rest:
+            if tok.value is not None:
+                raise MQSCSyntaxError(text[: tok.end], "DISPLAY QMGR attributes take no values")
+            show.append(tok.word)
+        return Command("DISPLAY", "QMGR", show=tuple(show) or ("ALL",), text=text)
+    raise MQSCSyntaxError(text, f"{verb} QMGR is not valid")
+
+
+# -- output ------------------------------------------------------------------------------
+
+MSG_CREATED = "AMQ8006I: IBM MQ queue created."
+MSG_DELETED = "AMQ8007I: IBM MQ queue deleted."
+MSG_CHANGED = "AMQ8008I: IBM MQ queue changed."
+MSG_QMGR_CHANGED = "AMQ8005I: IBM MQ queue manager changed."
+MSG_PING = "AMQ8415I: Ping IBM MQ Queue Manager command complete."
+MSG_DISPLAY_QUEUE = "AMQ8409I: Display Queue details."
+MSG_DISPLAY_QMGR = "AMQ8408I: Display Queue Manager details."
+MSG_DISPLAY_QMSTATUS = "AMQ8705I: Display Queue Manager Status Details."
+MSG_SYNTAX = "AMQ8405I: Syntax error detected at or near end of command segment below:-"
+
+
+def not_found(name: str) -> str:
+    """MQ's line for a missing object."""
+    return f"AMQ8147E: IBM MQ object {name} not found."
+
+
+def already_exists() -> str:
+    """MQ's line for DEFINE of an existing object without REPLACE."""
+    return "AMQ8150E: IBM MQ object already exists."
+
+
+def echo(number: int, text: str) -> str:
+    """The numbered echo of a command: ``     1 : DEFINE QLOCAL(Q1)``."""
+    return f"{number:>6} : {text}"
+
+
+def header(qmgr: str) -> str:
+    """The first line runmqsc prints."""
+    return f"Starting MQSC for queue manager {qmgr}."
+
+
+def display_value(key: str, value: Any) -> str:
+    """A store value as MQSC shows it (booleans as YES/NO or ENABLED/DISABLED)."""
+    if isinstance(value, bool):
+        if key in ("PUT", "GET"):
+            return "ENABLED" if value else "DISABLED"
+        return "YES" if value else "NO"
+    if value is None:
+        return " "
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    text = str(value)
+    return text if text else " "
+
+
+def attr_columns(pairs: list[tuple[str, Any]], width: int = 40) -> list[str]:
+    """``KEY(value)`` items two to a line, indented three and padded to ``width`` as
+    runmqsc lays them out; an item wider than a column gets a line of its own."""
+    items = [f"{k}({display_value(k, v)})" for k, v in pairs]
+    lines: list[str] = []
+    i = 0
+    while i < len(items):
+        first = items[i]
+        if len(first) >= width or i + 1 >= len(items):
+            lines.append("   " + first)
+            i += 1
+            continue
+        lines.append("   " + first.ljust(width) + items[i + 1])
+        i += 2
+    return lines
+
+
+def queue_display(attrs: dict[str, Any], show: tuple[str, ...]) -> list[str]:
+    """AMQ8409I and the attribute lines for one queue; ``attrs`` keyed by MQSC names."""
+    norm = {k.upper(): v for k, v in attrs.items()}
+    name = norm.pop("QUEUE", norm.pop("NAME", ""))
+    norm.pop("TYPE", None)
+    pairs: list[tuple[str, Any]] = [("QUEUE", name), ("TYPE", "QLOCAL")]
+    if "ALL" in show:
+        keys = [k for k in QUEUE_DISPLAY_ORDER if k in norm]
+        keys += sorted(k for k in norm if k not in QUEUE_DISPLAY_ORDER)
+    else:
+        keys = [k for k in QUEUE_DISPLAY_ORDER if k in show and k in norm]
+    pairs += [(k, norm[k]) for k in keys]
+    return [MSG_DISPLAY_QUEUE, *attr_columns(pairs)]
+
+
+def qmgr_display(qmgr: str, attrs: dict[str, Any], show: tuple[str, ...]) -> list[str]:
+    """AMQ8408I and the queue manager's attributes."""
+    norm = {k.upper(): v for k, v in attrs.items() if k.upper() != "QMNAME"}
+    keys = sorted(norm) if "ALL" in show else [k for k in show if k in norm]
+    return [MSG_DISPLAY_QMGR, *attr_columns([("QMNAME", qmgr), *((k, norm[k]) for k in keys)])]
+
+
+#: QMSTATUS fields shown first, in MQ's order; anything else the store reports follows.
+QMSTATUS_ORDER = ("QMNAME", "TYPE", "STATUS", "STANDBY", "STARTDA", "STARTTI", "CHINIT",
+                  "CMDSERV", "CONNS", "CURRLOG", "RECLOG", "MEDIALOG", "ARCHLOG", "LOGPATH",
+                  "INSTANCE", "INSTANCES", "LOGUTIL")
+
+
+def qmstatus_display(qmgr: str, status: dict[str, Any], show: tuple[str, ...]) -> list[str]:
+    """AMQ8705I and the DISPLAY QMSTATUS fields."""
+    norm = {k.upper(): v for k, v in status.items()}
+    norm["QMNAME"] = qmgr
+    norm.setdefault("TYPE", "RESTART")
+    norm.setdefault("STATUS", "RUNNING")
+    keys = [k for k in QMSTATUS_ORDER if k in norm]
+    keys += sorted(k for k in norm if k not in QMSTATUS_ORDER)
+    if "ALL" not in show:
+        keys = [k for k in keys if k in ("QMNAME", "TYPE", "STATUS") or k in show]
+    return [MSG_DISPLAY_QMSTATUS, *attr_columns([(k, norm[k]) for k in keys])]
+
+
+def syntax_error_lines(err: MQSCSyntaxError) -> list[str]:
+    """What runmqsc prints for a syntax error (MQ's AMQ8405I, the segment, the reason)."""
+    return [MSG_SYNTAX, err.segment, f"({err.reason})"]
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many.format(n=n)
+
+
+def trailer(read: int, syntax_errors: int, failed: int) -> list[str]:
+    """runmqsc's closing summary lines, in MQ's wording."""
+    lines = [_count(read, "1 MQSC command read.", "{n} MQSC commands read.")]
+    if syntax_errors == 0:
+        lines.append("No commands have a syntax error.")
+    else:
+        lines.append(_count(syntax_errors, "1 command has a syntax error.",
+                            "{n} commands have a syntax error."))
+    if failed == 0:
+        lines.append("All valid MQSC commands were processed.")
+    else:
+        lines.append(_count(failed, "One valid MQSC command could not be processed.",
+                            "{n} valid MQSC commands could not be processed."))
+    return lines
