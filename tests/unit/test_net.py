@@ -1,0 +1,388 @@
+"""Protocol framing, listener + service + client over a loopback socket with a fake store,
+and client resolution (MIQM_CONNECTION, bindings-mode listener record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from miqm.errors import ConfigError, MessagingError, NetError, ObjectError, QMgrNotFound
+from miqm.net import protocol
+from miqm.net.client import Endpoint, candidates, connect, parse_conname
+from miqm.net.server import Listener, Session
+from miqm.net.service import QueueService, standby_reply
+
+# -- a tiny in-memory store with the documented API ------------------------------------
+
+
+@dataclass
+class Msg:
+    body: bytes
+    msgid: bytes
+    correlid: bytes | None = None
+    priority: int = 0
+    persistent: bool = True
+    put_time: str = "2026-01-01T00:00:00"
+
+
+@dataclass
+class Uow:
+    ops: list[tuple[str, str, Msg]] = field(default_factory=list)
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.queues: dict[str, dict[str, Any]] = {}
+        self.msgs: dict[str, list[Msg]] = {}
+        self.qmgr = {"MAXUMSGS": 10000}
+        self.backed_out = 0
+        self.lock = threading.Lock()
+        self.n = 0
+
+    def define_queue(self, name: str, **attrs: Any) -> None:
+        if name in self.queues:
+            raise ObjectError("exists")
+        self.queues[name] = {"MAXDEPTH": 5000, "DEFPSIST": "NO", **attrs}
+        self.msgs[name] = []
+
+    def alter_queue(self, name: str, **attrs: Any) -> None:
+        self.queues[name].update(attrs)
+
+    def delete_queue(self, name: str) -> None:
+        del self.queues[name]
+        del self.msgs[name]
+
+    def queue_attrs(self, name: str) -> dict[str, Any]:
+        if name not in self.queues:
+            raise MessagingError("unknown", mqrc=2085)
+        return {"QUEUE": name, **self.queues[name], "CURDEPTH": len(self.msgs[name])}
+
+    def list_queues(self, pattern: str = "*") -> list[dict[str, Any]]:
+        prefix = pattern[:-1] if pattern.endswith("*") else None
+        return [self.queue_attrs(n) for n in sorted(self.queues)
+                if (n.startswith(prefix) if prefix is not None else n == pattern)]
+
+    def set_qmgr_attrs(self, **attrs: Any) -> None:
+        self.qmgr.update(attrs)
+
+    def qmgr_attrs(self) -> dict[str, Any]:
+        return dict(self.qmgr)
+
+    def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
+            priority: int | None = None, msgid: bytes | None = None,
+            correlid: bytes | None = None, uow: Uow | None = None) -> bytes:
+        if queue not in self.queues:
+            raise MessagingError("unknown queue", mqrc=2085)
+        self.n += 1
+        m = Msg(body, msgid or self.n.to_bytes(24, "big"), correlid, priority or 0,
+                bool(persistent))
+        if uow is not None:
+            uow.ops.append(("put", queue, m))
+        else:
+            self.msgs[queue].append(m)
+        return m.msgid
+
+    def get(self, queue: str, *, msgid: bytes | None = None, correlid: bytes | None = None,
+            wait: float = 0.0, browse: bool = False, uow: Uow | None = None) -> Msg | None:
+        if queue not in self.queues:
+            raise MessagingError("unknown queue", mqrc=2085)
+        deadline = time.monotonic() + wait
+        while True:
+            if self.msgs[queue]:
+                m = self.msgs[queue][0] if browse else self.msgs[queue].pop(0)
+                if uow is not None:
+                    uow.ops.append(("get", queue, m))
+                return m
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+    def begin(self) -> Uow:
+        return Uow()
+
+    def commit(self, uow: Uow) -> None:
+        for kind, q, m in uow.ops:
+            if kind == "put":
+                self.msgs[q].append(m)
+
+    def backout(self, uow: Uow) -> None:
+        self.backed_out += 1
+        for kind, q, m in uow.ops:
+            if kind == "get":
+                self.msgs[q].insert(0, m)
+
+    def status(self) -> dict[str, Any]:
+        return {"RECLOG": "S0000001.LOG", "MEDIALOG": "S0000000.LOG", "CURRLOG": "S0000002.LOG"}
+
+    def logger_dump(self) -> dict[str, Any]:
+        return {"logactive": 3, "loginactive": 2, "FileCount": 3, "filenum": [0, 1, 2]}
+
+    def checkpoint(self) -> None:
+        pass
+
+    def record_image(self, queue: str) -> None:
+        if queue not in self.queues:
+            raise MessagingError("unknown", mqrc=2085)
+
+    def recreate_object(self, queue: str) -> None:
+        self.record_image(queue)
+
+    def in_doubt(self) -> list[str]:
+        return []
+
+
+# -- protocol --------------------------------------------------------------------------
+
+
+def test_frame_round_trip_and_limits() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        obj = {"op": "put", "body": protocol.b64(b"\x00\xffhello"), "text": "é"}
+        protocol.write_frame(a, obj)
+        assert protocol.read_frame(b) == obj
+        assert protocol.unb64(obj["body"]) == b"\x00\xffhello"
+        a.sendall(b"\x7f\xff\xff\xff")
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(b)
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"\x00\x00\x00\x03abc")
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(b)  # not JSON
+        a.sendall(b"\x00\x00\x00\x02[]")
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(b)  # not an object
+        a.sendall(b"\x00\x00\x00\x10{")
+        a.close()
+        with pytest.raises(protocol.PeerClosed):
+            protocol.read_frame(b)  # closed mid-frame
+    with pytest.raises(protocol.ProtocolError):
+        protocol.unb64("not base64!")
+
+
+# -- service over a real listener ------------------------------------------------------
+
+
+@pytest.fixture()
+def served(monkeypatch: pytest.MonkeyPatch):
+    store = FakeStore()
+    service = QueueService(store, "QM1", host_name="hosta")
+    listener = Listener(service.handle)
+    host, port = listener.start()
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    yield store, listener
+    listener.stop()
+
+
+def test_put_get_and_mqsc_through_the_listener(served) -> None:
+    _store, _ = served
+    with connect("QM1") as conn:
+        reply = conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1",
+                                           "attrs": {"MAXDEPTH": 10}})
+        assert reply["lines"] == ["AMQ8006I: IBM MQ queue created."] and not reply["failed"]
+        again = conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1"})
+        assert again["failed"] and again["lines"] == ["AMQ8150E: IBM MQ object already exists."]
+        conn.call("put", queue="Q1", body=protocol.b64(b"one"), persistent=True)
+        got = conn.call("get", queue="Q1", wait=0)
+        assert protocol.unb64(got["body"]) == b"one" and got["persistent"] is True
+        with pytest.raises(NetError) as info:
+            conn.call("get", queue="Q1", wait=0)
+        assert info.value.mqrc == 2033
+        with pytest.raises(NetError) as info:
+            conn.call("put", queue="NOPE", body=protocol.b64(b"x"))
+        assert info.value.mqrc == 2085
+        with pytest.raises(NetError) as info:
+            conn.call("open", queue="NOPE")
+        assert info.value.mqrc == 2085
+        with pytest.raises(NetError) as info:
+            conn.call("frobnicate")
+        assert info.value.mqrc == 2298
+        disp = conn.call("mqsc", command={"verb": "DISPLAY", "objtype": "QLOCAL", "name": "Q1",
+                                          "show": ["CURDEPTH"]})
+        assert disp["lines"][0] == "AMQ8409I: Display Queue details."
+        assert "CURDEPTH(0)" in disp["lines"][-1]
+        missing = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL",
+                                             "name": "NOPE"})
+        assert missing["failed"] and missing["lines"] == ["AMQ8147E: IBM MQ object NOPE not found."]
+        st = conn.call("mqsc", command={"verb": "DISPLAY", "objtype": "QMSTATUS", "show": ["ALL"]})
+        assert any("RECLOG(S0000001.LOG)" in line for line in st["lines"])
+        img = conn.call("rcdmqimg", name="Q1")
+        assert img["lines"][0].startswith("AMQ7086I") and "AMQ7467I" in img["lines"][1]
+        assert conn.call("logger_dump")["logger"]["logactive"] == 3
+
+
+def test_syncpoint_commit_backout_and_close_backs_out(served) -> None:
+    store, _ = served
+    store.define_queue("Q1")
+    with connect("QM1") as conn:
+        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        assert store.msgs["Q1"] == []  # not visible before commit
+        conn.call("commit")
+        assert [m.body for m in store.msgs["Q1"]] == [b"a"]
+        conn.call("get", queue="Q1", syncpoint=True)
+        conn.call("backout")
+        assert [m.body for m in store.msgs["Q1"]] == [b"a"]
+        conn.call("get", queue="Q1", syncpoint=True)  # then the client goes away
+    deadline = time.monotonic() + 5
+    while store.backed_out < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.backed_out == 2
+    assert [m.body for m in store.msgs["Q1"]] == [b"a"]
+
+
+def test_listener_stop_runs_close_hooks_of_open_sessions(served) -> None:
+    store, listener = served
+    store.define_queue("Q1")
+    store.put("Q1", b"x")
+    conn = connect("QM1")
+    conn.call("get", queue="Q1", syncpoint=True)
+    listener.stop()
+    assert store.backed_out == 1 and [m.body for m in store.msgs["Q1"]] == [b"x"]
+    with pytest.raises(NetError) as info:
+        conn.call("ping")
+    assert info.value.mqrc == 2009
+    conn.close()
+
+
+def test_wrong_qmgr_and_standby_and_nothing_listening(monkeypatch, served) -> None:
+    with pytest.raises(NetError) as info:
+        connect("OTHER")
+    assert info.value.mqrc == 2059 and "OTHER" in str(info.value)
+    standby = Listener(lambda req, session: standby_reply())
+    host, port = standby.start()
+    try:
+        monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+        with pytest.raises(NetError) as info:
+            connect("QM1")
+        assert info.value.mqrc == 2543
+        # a standby first, then the active: the client finds the active
+        active = os.environ.get("MIQM_CONNECTION")
+        _, served_listener = served
+        monkeypatch.setenv("MIQM_CONNECTION",
+                           f"{active},{served_listener.host}({served_listener.port})")
+        with connect("QM1") as conn:
+            assert conn.call("ping")["qmgr"] == "QM1"
+    finally:
+        standby.stop()
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    monkeypatch.setenv("MIQM_CONNECTION", f"127.0.0.1({port})")
+    with pytest.raises(NetError) as info:
+        connect("QM1", timeout=1)
+    assert info.value.mqrc == 2059 and "AMQ8146" in str(info.value)
+
+
+def test_handler_exception_becomes_an_error_reply() -> None:
+    def boom(req: dict[str, Any], session: Session) -> dict[str, Any]:
+        raise RuntimeError("kaput")
+
+    listener = Listener(boom)
+    host, port = listener.start()
+    try:
+        with socket.create_connection((host, port)) as s:
+            protocol.write_frame(s, {"v": 1, "id": 7, "op": "ping"})
+            reply = protocol.read_frame(s)
+            assert reply["ok"] is False and reply["id"] == 7 and "kaput" in reply["error"]
+            protocol.write_frame(s, {"v": 99, "id": 8, "op": "ping"})
+            reply = protocol.read_frame(s)
+            assert reply["ok"] is False and "version" in reply["error"]
+    finally:
+        listener.stop()
+
+
+def test_reconnect_resends_reads_and_reports_lost_units_of_work(monkeypatch) -> None:
+    store = FakeStore()
+    store.define_queue("Q1")
+    service = QueueService(store, "QM1")
+    first = Listener(service.handle)
+    host, port = first.start()
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    conn = connect("QM1", reconnect=True, reconnect_timeout=5)
+    conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+    first.stop()  # the active dies; the uow is backed out
+    second = Listener(service.handle, port=port)
+    second.start()
+    try:
+        with pytest.raises(NetError) as info:
+            conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+        assert info.value.mqrc == 2009
+        with pytest.raises(NetError) as info:
+            conn.call("commit")
+        assert info.value.mqrc == 2003
+        assert store.msgs["Q1"] == []
+        conn.call("put", queue="Q1", body=protocol.b64(b"c"), syncpoint=True)
+        conn.call("commit")
+        assert [m.body for m in store.msgs["Q1"]] == [b"c"]
+        second.stop()
+        third = Listener(service.handle, port=port)
+        third.start()
+        try:
+            assert conn.call("ping")["qmgr"] == "QM1"  # a read is resent transparently
+            assert conn.reconnects >= 2
+        finally:
+            third.stop()
+    finally:
+        second.stop()
+        conn.close()
+
+
+# -- resolution ------------------------------------------------------------------------
+
+
+def test_parse_conname() -> None:
+    assert parse_conname("hosta(1414), hostb(1415)") == [Endpoint("hosta", 1414),
+                                                        Endpoint("hostb", 1415)]
+    for bad in ("hosta", "hosta(0)", "hosta(70000)", "hosta(x)", " , "):
+        with pytest.raises(ConfigError):
+            parse_conname(bad)
+
+
+def _register(tmp_path, monkeypatch, qmgr: str = "QM1") -> str:
+    from miqm.paths import QMgrEntry, register
+
+    root = tmp_path / "root"
+    data = tmp_path / "data" / qmgr
+    data.mkdir(parents=True)
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(root))
+    monkeypatch.delenv("MIQM_CONNECTION", raising=False)
+    register(QMgrEntry(qmgr, qmgr, str(root), str(data)))
+    return str(data)
+
+
+def test_bindings_mode_reads_the_listener_record(tmp_path, monkeypatch) -> None:
+    data = _register(tmp_path, monkeypatch)
+    with pytest.raises(NetError) as info:
+        candidates("QM1")  # not running: no listener file
+    assert info.value.mqrc == 2059
+    with open(os.path.join(data, "listener"), "w") as f:
+        f.write("garbage{")
+    with pytest.raises(NetError) as info:
+        candidates("QM1")
+    assert info.value.mqrc == 2059 and "unreadable" in str(info.value)
+    with open(os.path.join(data, "listener"), "w") as f:
+        json.dump({"host": "127.0.0.1", "port": 1414, "host_name": "h", "pid": 1}, f)
+    assert candidates("QM1") == [Endpoint("127.0.0.1", 1414)]
+    with pytest.raises(QMgrNotFound):
+        candidates("NOSUCH")
+
+
+def test_bindings_mode_end_to_end(tmp_path, monkeypatch) -> None:
+    data = _register(tmp_path, monkeypatch)
+    listener = Listener(QueueService(FakeStore(), "QM1").handle)
+    host, port = listener.start()
+    try:
+        with open(os.path.join(data, "listener"), "w") as f:
+            json.dump({"host": host, "port": port}, f)
+        with connect("QM1") as conn:
+            assert conn.endpoint == Endpoint(host, port)
+    finally:
+        listener.stop()
