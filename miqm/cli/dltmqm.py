@@ -1,0 +1,110 @@
+"""``dltmqm QMgr``: delete a queue manager's data and log directories and its mqs.ini entry.
+
+Refused while any instance runs (anywhere: the lock files on the shared data directory
+say so). On a host where the data is already gone (the other host of a multi-instance
+pair ran dltmqm first), only this host's mqs.ini entry is removed, as rmvmqinf would.
+"""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from miqm.cli.common import make_app, run_typer
+
+app = make_app("Delete a queue manager.")
+
+#: Lock files an instance holds while it runs: master/active (active), standby (standby).
+LOCK_NAMES = ("master", "active", "standby")
+
+
+def held_locks(volume: object) -> list[str]:
+    """Names of the lock files some running instance holds on ``volume``.
+
+    Probes each with a non-blocking exclusive lock through a fresh file that is closed at
+    once; this process holds none of them, so closing cannot drop anyone's lock.
+    """
+    from lockfs.volume import LockMode
+
+    held = []
+    for name in LOCK_NAMES:
+        if not volume.exists(name):  # type: ignore[attr-defined]
+            continue
+        f = volume.open(name)  # type: ignore[attr-defined]
+        try:
+            if f.try_lock(LockMode.EXCLUSIVE):
+                f.unlock()
+            else:
+                held.append(name)
+        finally:
+            f.close()
+    return held
+
+
+def _log_location(data: object, qmgr: str) -> str | None:
+    """The LogPath recorded in qm.ini (even a damaged one), or None."""
+    from lockfs.errors import LockFsError
+    from miqm.config import parse_qm_ini
+    from miqm.errors import ConfigError
+
+    try:
+        text = data.read_bytes("qm.ini").decode("utf-8", "replace")  # type: ignore[attr-defined]
+    except LockFsError:
+        return None
+    try:
+        return parse_qm_ini(text).log_path or None
+    except ConfigError:
+        m = re.search(r"^\s*LogPath\s*=\s*(\S.*?)\s*$", text, re.M)
+        return m.group(1) if m else None
+
+
+@app.command()
+def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name")) -> None:
+    """Delete a queue manager."""
+    from lockfs.volume import open_volume
+    from miqm.errors import MiqmError
+    from miqm.paths import default_log_location, find, unregister
+
+    entry = find(qmgr)
+    data = open_volume(entry.data_path)
+    try:
+        if data.exists(""):
+            held = held_locks(data)
+            if held:
+                raise MiqmError(
+                    f"AMQ8041: IBM MQ queue manager '{qmgr}' is running (an instance holds "
+                    f"its {', '.join(held)} lock). End every instance with endmqm first.",
+                    amq="AMQ8041", exit_code=5)
+            log_loc = _log_location(data, qmgr) or default_log_location(qmgr)
+            log = open_volume(log_loc)
+            try:
+                log.remove_tree("")
+            finally:
+                log.close()
+            _remove_dir(log_loc)
+            data.remove_tree("")
+            _remove_dir(entry.data_path)
+    finally:
+        data.close()
+    unregister(qmgr)
+    typer.echo(f"IBM MQ queue manager '{qmgr}' deleted.")
+
+
+def _remove_dir(location: str) -> None:
+    """Remove the (now empty) directory ``location`` itself through its parent."""
+    from lockfs.volume import open_volume
+
+    parent_loc, _, name = location.rstrip("/").rpartition("/")
+    if not parent_loc or not name:
+        return
+    parent = open_volume(parent_loc)
+    try:
+        parent.rmdir(name)
+    finally:
+        parent.close()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    run_typer(app, "dltmqm")

@@ -1,0 +1,89 @@
+"""``dspmqinf`` and ``addmqinf``: copy a queue manager's mqs.ini entry to another host.
+
+On the first host ``dspmqinf -o command QM1`` prints the ``addmqinf`` line to run on the
+second, which registers the same shared data directory there (after checking it really
+holds a queue manager: a ``qm.ini``).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from miqm.cli.common import fail, make_app, run_typer
+
+dspmqinf_app = make_app("Display a queue manager's configuration information.")
+addmqinf_app = make_app("Add queue manager configuration information to this host.")
+
+
+@dspmqinf_app.command()
+def dspmqinf(
+    qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
+    output: str = typer.Option("stanza", "-o", help="stanza | command"),
+) -> None:
+    """Print the mqs.ini stanza, or (-o command) the addmqinf command that recreates it."""
+    from miqm.paths import find
+
+    if output not in ("stanza", "command"):
+        fail(f"dspmqinf: -o {output} is not valid: use -o stanza or -o command.", 2)
+    e = find(qmgr)
+    if output == "command":
+        typer.echo(f"addmqinf -s QueueManager -v Name={e.name} -v Directory={e.directory} "
+                   f"-v Prefix={e.prefix} -v DataPath={e.data_path}")
+        return
+    typer.echo("QueueManager:")
+    for key, value in (("Name", e.name), ("Directory", e.directory), ("Prefix", e.prefix),
+                       ("DataPath", e.data_path)):
+        typer.echo(f"   {key}={value}")
+
+
+@addmqinf_app.command()
+def addmqinf(
+    values: list[str] = typer.Option(..., "-v", metavar="Name=Value",
+                                     help="Name, Directory, Prefix, DataPath"),
+    stanza: str = typer.Option("QueueManager", "-s", help="stanza type (QueueManager)"),
+) -> None:
+    """Register an existing (shared) queue manager on this host."""
+    from lockfs.errors import LockFsError
+    from lockfs.volume import open_volume
+    from miqm.paths import QMgrEntry, check_qmgr_name, data_root, directory_name, register
+
+    if stanza != "QueueManager":
+        fail(f"addmqinf: -s {stanza} is not valid: only -s QueueManager is supported.", 2)
+    attrs: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            fail(f"addmqinf: -v {item} is not Name=Value.", 2)
+        if key not in ("Name", "Directory", "Prefix", "DataPath"):
+            fail(f"addmqinf: -v {key} is not a QueueManager attribute: use Name, Directory, "
+                 "Prefix or DataPath.", 2)
+        attrs[key] = value
+    if "Name" not in attrs or "DataPath" not in attrs:
+        fail("addmqinf: -v Name=QMgr and -v DataPath=Path are both required "
+             "(run 'dspmqinf -o command QMgr' on the first host to get the line).", 2)
+    name = check_qmgr_name(attrs["Name"])
+    data_path = attrs["DataPath"]
+    try:
+        vol = open_volume(data_path)
+        try:
+            has_ini = vol.exists("qm.ini")
+        finally:
+            vol.close()
+    except LockFsError as exc:
+        fail(f"AMQ6062: cannot reach DataPath {data_path}: {exc}. Check the mount.", 71)
+    if not has_ini:
+        fail(f"AMQ6062: DataPath {data_path} does not hold a queue manager (no qm.ini): "
+             "give the shared data directory printed by dspmqinf on the first host.", 71)
+    register(QMgrEntry(name, attrs.get("Directory") or directory_name(name),
+                       attrs.get("Prefix") or data_root(), data_path))
+    typer.echo("IBM MQ configuration information added.")
+
+
+def dspmqinf_main() -> None:
+    """Console-script entry point for dspmqinf."""
+    run_typer(dspmqinf_app, "dspmqinf")
+
+
+def addmqinf_main() -> None:
+    """Console-script entry point for addmqinf."""
+    run_typer(addmqinf_app, "addmqinf")

@@ -1,0 +1,86 @@
+"""``runmqsc [-e] [-v] QMgr``: run MQSC commands from stdin against a queue manager.
+
+Commands are parsed here (miqm.mqsc) and executed by the active instance (op ``mqsc``).
+Exit codes are MQ's: 0 every command processed, 10 some command had a syntax error or
+failed, 20 nothing could be run (the queue manager is not available). ``-v`` only checks
+the syntax and needs no running queue manager; ``-e`` does not echo the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from miqm.cli.common import make_app, run_typer
+
+app = make_app("Run MQSC commands from stdin.")
+
+
+@app.command()
+def runmqsc(
+    qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
+    no_echo: bool = typer.Option(False, "-e", help="do not echo the commands"),
+    verify: bool = typer.Option(False, "-v", help="check syntax only; run nothing"),
+) -> int:
+    """Run MQSC commands read from stdin."""
+    from miqm import mqsc
+    from miqm.errors import MiqmError, NetError
+    from miqm.paths import check_qmgr_name
+
+    check_qmgr_name(qmgr)
+    conn = None
+    if not verify:
+        from miqm.net.client import connect
+
+        try:
+            conn = connect(qmgr)
+        except MiqmError as exc:
+            typer.echo(exc.user_line(), err=True)
+            return 20
+    out: list[str] = [mqsc.header(qmgr), ""]
+
+    def emit(lines: list[str]) -> None:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+
+    emit(out)
+    read = syntax = failed = 0
+    try:
+        for number, text in enumerate(mqsc.split_commands(sys.stdin.read()), 1):
+            lines = [] if no_echo else [mqsc.echo(number, text)]
+            try:
+                cmd = mqsc.parse_command(text)
+            except mqsc.MQSCSyntaxError as err:
+                read += 1
+                syntax += 1
+                emit(lines + mqsc.syntax_error_lines(err))
+                continue
+            if cmd.verb == "END":
+                emit(lines)
+                break
+            read += 1
+            if conn is None:  # -v: syntax checked, nothing run
+                emit(lines)
+                continue
+            try:
+                reply = conn.call("mqsc", command=cmd.to_dict())
+            except NetError as exc:
+                failed += 1
+                emit([*lines, exc.user_line()])
+                if exc.mqrc in (2009, 2059, 2543):  # the connection is gone: stop here
+                    break
+                continue
+            if reply.get("failed"):
+                failed += 1
+            emit(lines + [str(x) for x in reply.get("lines", [])])
+    finally:
+        if conn is not None:
+            conn.close()
+    emit(mqsc.trailer(read, syntax, failed))
+    return 10 if (syntax or failed) else 0
+
+
+def main() -> None:
+    """Console-script entry point."""
+    run_typer(app, "runmqsc")
