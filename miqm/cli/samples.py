@@ -63,22 +63,25 @@ def amqsput(
     conn = _open(qmgr, queue)
     typer.echo(f"target queue is {queue}")
     pending = 0
+    call = "MQPUT"  # named in the failure line, as MQ's sample does
     try:
         for raw in sys.stdin.buffer:
             body = raw.rstrip(b"\n").rstrip(b"\r")
             if not body:
                 break
-            conn.call("put", queue=queue, body=b64(body), persistent=not non_persistent,  # type: ignore[attr-defined]
-                      syncpoint=syncpoint > 0)
+            call = "MQPUT"
+            conn.call("put", queue=queue, body=b64(body),  # type: ignore[attr-defined]
+                      persistent=not non_persistent, syncpoint=syncpoint > 0)
             pending += 1
             if syncpoint and pending >= syncpoint:
+                call = "MQCMIT"
                 conn.call("commit")  # type: ignore[attr-defined]
                 pending = 0
         if syncpoint and pending:
+            call = "MQCMIT"
             conn.call("commit")  # type: ignore[attr-defined]
     except NetError as exc:
-        what = "MQCMIT" if "commit" in str(exc).lower() else "MQPUT"
-        fail(f"{what} ended with reason code {exc.mqrc}: {exc}", 1)
+        fail(f"{call} ended with reason code {exc.mqrc}: {exc}", 1)
     finally:
         conn.close()  # type: ignore[attr-defined]
     typer.echo("Sample AMQSPUT0 end")
