@@ -20,26 +20,11 @@ LOCK_NAMES = ("master", "active", "standby")
 
 
 def held_locks(volume: object) -> list[str]:
-    """Names of the lock files some running instance holds on ``volume``.
+    """Names of the lock files some running instance holds on ``volume`` (an unknown
+    answer counts as held: deleting a running queue manager is the worse mistake)."""
+    from miqm.net.client import lock_held
 
-    Probes each with a non-blocking exclusive lock through a fresh file that is closed at
-    once; this process holds none of them, so closing cannot drop anyone's lock.
-    """
-    from lockfs.volume import LockMode
-
-    held = []
-    for name in LOCK_NAMES:
-        if not volume.exists(name):  # type: ignore[attr-defined]
-            continue
-        f = volume.open(name)  # type: ignore[attr-defined]
-        try:
-            if f.try_lock(LockMode.EXCLUSIVE):
-                f.unlock()
-            else:
-                held.append(name)
-        finally:
-            f.close()
-    return held
+    return [name for name in LOCK_NAMES if lock_held(volume, name, probe=True) is not False]
 
 
 def _log_location(data: object, qmgr: str) -> str | None:

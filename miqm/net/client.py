@@ -120,6 +120,57 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
                                   "restart the queue manager to rewrite it") from None
 
 
+def lock_held(volume: Any, name: str, *, probe: bool = False) -> bool | None:
+    """Whether some instance holds lock file ``name`` on ``volume``; None if unknown.
+
+    Asks without taking a lock where the backend can (posix ``F_OFD_GETLK``): a client
+    must never hold ``master`` even briefly, or a standby polling at that instant, or a
+    starting instance, would be refused. With ``probe=True`` (dltmqm, where nothing
+    should be running) a backend without that query is asked with a non-blocking
+    exclusive lock that is released at once.
+    """
+    from lockfs.errors import LockFsError, VolumeNotFound
+    from lockfs.volume import LockMode
+
+    try:
+        f = volume.open(name)
+    except VolumeNotFound:
+        return False
+    except LockFsError:
+        return None
+    try:
+        query = getattr(f, "conflicting_lock", None)
+        if query is not None:
+            return bool(query(LockMode.EXCLUSIVE))
+        if not probe:
+            return None
+        if f.try_lock(LockMode.EXCLUSIVE):
+            f.unlock()
+            return False
+        return True
+    except LockFsError:
+        return None
+    finally:
+        f.close()
+
+
+def standby_running(qmgr: str) -> bool:
+    """Bindings mode: True if a standby instance holds ``standby`` and nobody ``master``."""
+    from lockfs.errors import LockFsError
+    from lockfs.volume import open_volume
+    from miqm.paths import find
+
+    try:
+        volume = open_volume(find(qmgr).data_path)
+    except (LockFsError, ConfigError):
+        return False
+    try:
+        return (lock_held(volume, "standby") is True
+                and lock_held(volume, "master") is False)
+    finally:
+        volume.close()
+
+
 def candidates(qmgr: str) -> list[Endpoint]:
     """Where to look for ``qmgr``, in order (MIQM_CONNECTION, else bindings mode)."""
     conname = os.environ.get("MIQM_CONNECTION")
@@ -167,6 +218,16 @@ class Connection:
     # -- connecting ------------------------------------------------------------------
     def open(self) -> Connection:
         """Resolve and connect; NetError 2059/2543 (or AMQ7048) if nothing usable answers."""
+        try:
+            return self._open()
+        except NetError as exc:
+            # bindings mode has no standby address to ask; the lock files tell instead
+            if (exc.mqrc == MQRC_Q_MGR_NOT_AVAILABLE and "MIQM_CONNECTION" not in os.environ
+                    and standby_running(self.qmgr)):
+                raise standby_only(self.qmgr) from None
+            raise
+
+    def _open(self) -> Connection:
         saw_standby = False
         errors: list[str] = []
         for ep in candidates(self.qmgr):

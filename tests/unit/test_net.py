@@ -386,3 +386,27 @@ def test_bindings_mode_end_to_end(tmp_path, monkeypatch) -> None:
             assert conn.endpoint == Endpoint(host, port)
     finally:
         listener.stop()
+
+
+def test_bindings_mode_with_only_a_standby_running_is_2543(tmp_path, monkeypatch) -> None:
+    from lockfs.posix import PosixVolume
+    from lockfs.volume import LockMode
+
+    data = _register(tmp_path, monkeypatch)
+    vol = PosixVolume(data)
+    standby = vol.open("standby", create=True)
+    assert standby.try_lock(LockMode.EXCLUSIVE)
+    try:
+        with pytest.raises(NetError) as info:
+            connect("QM1")
+        assert info.value.mqrc == 2543 and "standby" in str(info.value)
+        master = vol.open("master", create=True)
+        assert master.try_lock(LockMode.EXCLUSIVE)  # an active that has no listener yet
+        try:
+            with pytest.raises(NetError) as info:
+                connect("QM1")
+            assert info.value.mqrc == 2059
+        finally:
+            master.close()
+    finally:
+        standby.close()
