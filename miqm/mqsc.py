@@ -421,7 +421,8 @@ QMSTATUS_ORDER = ("QMNAME", "TYPE", "STATUS", "STANDBY", "STARTDA", "STARTTI", "
 
 def qmstatus_display(qmgr: str, status: dict[str, Any], show: tuple[str, ...]) -> list[str]:
     """AMQ8705I and the DISPLAY QMSTATUS fields."""
-    norm = {k.upper(): v for k, v in status.items()}
+    # the store also carries the AMQ7467/AMQ7468 texts for the error log: not attributes
+    norm = {k.upper(): v for k, v in status.items() if not k.upper().startswith("AMQ")}
     norm["QMNAME"] = qmgr
     norm.setdefault("TYPE", "RESTART")
     norm.setdefault("STATUS", "RUNNING")

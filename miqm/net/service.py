@@ -15,6 +15,7 @@ The ops and reply shapes are listed in docs/protocol.md; this module is the refe
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -289,20 +290,10 @@ class QueueService:
             self.store.alter_queue(cmd.name, **cmd.attrs)
             return [mqsc.MSG_CHANGED]
         if cmd.verb == "DELETE":
-            if "PURGE" not in cmd.options:
-                depth = {k.upper(): v for k, v in
-                         self.store.queue_attrs(cmd.name).items()}.get("CURDEPTH", 0)
-                if depth:
-                    return [f"AMQ8143E: IBM MQ queue {cmd.name} not empty."]
-            self._delete(cmd.name)
+            # the store refuses a non-empty queue without purge (AMQ8143) or one in use
+            self.store.delete_queue(cmd.name, purge="PURGE" in cmd.options)
             return [mqsc.MSG_DELETED]
         return [f"AMQ8101E: {cmd.verb} QLOCAL is not supported."]
-
-    def _delete(self, name: str) -> None:
-        try:
-            self.store.delete_queue(name, purge=True)
-        except TypeError:  # a store whose delete_queue takes no purge flag purges anyway
-            self.store.delete_queue(name)
 
 
 def _qname(q: Any) -> str:
@@ -320,8 +311,9 @@ def _amq_line(exc: MiqmError, cmd: mqsc.Command) -> str:
     if mqrc == MQRC_UNKNOWN_OBJECT_NAME:
         return mqsc.not_found(cmd.name)
     text = str(exc)
-    if text.startswith("AMQ"):
-        return text
+    m = re.match(r"^(AMQ\d{4})[A-Z]?:\s*(.*)$", text)
+    if m:  # runmqsc shows a severity letter: AMQ8143E
+        return f"{m.group(1)}E: {m.group(2)}"
     if exc.amq:
         return f"{exc.amq}E: {text}"
     return f"AMQ8101E: IBM MQ error ({mqrc if mqrc else type(exc).__name__}): {text}"

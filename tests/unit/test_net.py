@@ -55,7 +55,9 @@ class FakeStore:
     def alter_queue(self, name: str, **attrs: Any) -> None:
         self.queues[name].update(attrs)
 
-    def delete_queue(self, name: str) -> None:
+    def delete_queue(self, name: str, purge: bool = False) -> None:
+        if self.msgs[name] and not purge:
+            raise ObjectError(f"AMQ8143: IBM MQ queue {name} not empty.", amq="AMQ8143")
         del self.queues[name]
         del self.msgs[name]
 
@@ -211,6 +213,13 @@ def test_put_get_and_mqsc_through_the_listener(served) -> None:
         missing = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL",
                                              "name": "NOPE"})
         assert missing["failed"] and missing["lines"] == ["AMQ8147E: IBM MQ object NOPE not found."]
+        conn.call("put", queue="Q1", body=protocol.b64(b"stays"))
+        full = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1"})
+        assert full["failed"] and full["lines"] == ["AMQ8143E: IBM MQ queue Q1 not empty."]
+        purged = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1",
+                                            "options": ["PURGE"]})
+        assert purged["lines"] == ["AMQ8007I: IBM MQ queue deleted."]
+        conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1"})
         st = conn.call("mqsc", command={"verb": "DISPLAY", "objtype": "QMSTATUS", "show": ["ALL"]})
         assert any("RECLOG(S0000001.LOG)" in line for line in st["lines"])
         img = conn.call("rcdmqimg", name="Q1")
