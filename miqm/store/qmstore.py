@@ -1,0 +1,941 @@
+"""QueueManagerStore: local queues, units of work and checkpoints over the recovery log.
+
+Write-ahead discipline (design point 4):
+
+* every persistent change is appended to the :class:`~miqm.store.log.RecoveryLog` under
+  the store lock, then applied to memory; a commit, a prepare, or a persistent put/get
+  outside syncpoint forces the log *after* releasing the lock, so concurrent callers
+  share forces (the log's group commit);
+* queue files change only in :meth:`checkpoint`, after the log is forced past every
+  record the change reflects (see :mod:`miqm.store.queues` for why a crash mid-checkpoint
+  is harmless); the checkpoint file is replaced last, then the log may free extents.
+
+Non-persistent messages are never logged and live only in memory.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lockfs.errors import LockFsError
+from lockfs.volume import Volume
+from miqm import amq
+from miqm.errors import MessagingError, ObjectError, StoreError
+from miqm.store import checkpoint as ckpt
+from miqm.store import records as R
+from miqm.store.queues import DEFAULT_ATTRS, LocalQueue, MemMessage, QueueFile, encode_record
+from miqm.store.queues import delete_mark as _delete_mark
+from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
+from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
+
+MQRC_BACKED_OUT = 2003
+MQRC_GET_INHIBITED = 2016
+MQRC_SYNCPOINT_LIMIT_REACHED = 2024
+MQRC_MSG_TOO_BIG_FOR_Q = 2030
+MQRC_PRIORITY_ERROR = 2050
+MQRC_PUT_INHIBITED = 2051
+MQRC_Q_FULL = 2053
+MQRC_UNKNOWN_OBJECT_NAME = 2085
+MQRC_HANDLE_NOT_AVAILABLE = 2017
+
+_INT_ATTRS = {"MAXDEPTH": (0, 999_999_999), "DEFPRTY": (0, 9), "MAXMSGL": (0, 104_857_600)}
+_ENUM_ATTRS = {"DEFPSIST": ("YES", "NO"), "PUT": ("ENABLED", "DISABLED"),
+               "GET": ("ENABLED", "DISABLED")}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as returned by ``get``."""
+
+    body: bytes
+    msgid: bytes
+    correlid: bytes
+    priority: int
+    persistent: bool
+    put_time: _dt.datetime
+
+
+class _Waiter:
+    """A getter blocked outside syncpoint: a put may hand it a message directly."""
+
+    __slots__ = ("correlid", "msgid", "result")
+
+    def __init__(self, msgid: bytes | None, correlid: bytes | None) -> None:
+        self.msgid = msgid
+        self.correlid = correlid
+        self.result: Message | None = None
+
+
+def _pad24(b: bytes | None) -> bytes:
+    b = b or b""
+    if len(b) > 24:
+        raise MessagingError("message or correlation id longer than 24 bytes", mqrc=2206)
+    return b + bytes(24 - len(b))
+
+
+def _norm_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        key = k.upper()
+        if key in _INT_ATTRS:
+            lo, hi = _INT_ATTRS[key]
+            try:
+                v = int(v)
+            except (TypeError, ValueError) as exc:
+                raise ObjectError(f"{key}({v}) is not a number") from exc
+            if not lo <= v <= hi:
+                raise ObjectError(f"{key}({v}) is out of range {lo}-{hi}")
+        elif key in _ENUM_ATTRS:
+            v = str(v).upper()
+            if v not in _ENUM_ATTRS[key]:
+                raise ObjectError(f"{key}({v}) is not valid: use {' or '.join(_ENUM_ATTRS[key])}")
+        elif key == "DESCR":
+            v = str(v)[:64]
+        else:
+            continue  # unknown attributes are the MQSC layer's business, not stored
+        out[key] = v
+    return out
+
+
+class QueueManagerStore:
+    """The queue manager's persistent store; see module docstring and docs/architecture.md.
+
+    Thread-safe: one lock guards the state; log forces happen outside it.
+    """
+
+    def __init__(self, data: Volume, log: Any, qmgr: str, settings: LogSettings,
+                 tuning: StoreTuning, *, write_guard: Callable[[], None] | None,
+                 errlog: Callable[[str, str], None] | None,
+                 clock: Callable[[], float], wallclock: Callable[[], float]) -> None:
+        self.data = data
+        self.log = log
+        self.qmgr = qmgr
+        self.settings = settings
+        self.tuning = tuning
+        self._guard = write_guard
+        self._errlog = errlog or (lambda amq_no, text: None)
+        self._clock = clock
+        self._wallclock = wallclock
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._waiters: dict[str, list[_Waiter]] = {}
+        self.state = StoreState()
+        self._nonce = os.urandom(8)
+        self._completed_cp = 0
+        self._next_cp = 1
+        self._records_since_cp = 0
+        self._last_cp_time = clock()
+        self._check_due = False
+        self._closed = False
+        self._failed: BaseException | None = None
+        self._damaged: dict[str, str] = {}
+        self._media: dict[str, int] = {}
+        self._deleted_files: set[str] = set()
+        self._capacity = settings.file_size * (settings.primary_files + settings.secondary_files)
+        self._cp_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.recovery_stats: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    @staticmethod
+    def create(data: Volume, log: Volume, qmgr: str, settings: LogSettings) -> None:
+        """crtmqm: an empty log and an initial checkpoint file. Refuses to overwrite."""
+        from miqm.store.log import RecoveryLog
+
+        if data.exists(ckpt.NAME):
+            raise ObjectError(f"queue manager '{qmgr}' already has a store in {data.describe()}")
+        RecoveryLog.create(log, settings)
+        data.makedirs("queues")
+        ckpt.write(data, ckpt.CheckpointInfo(qmgr={"MAXUMSGS": StoreTuning().max_umsgs}))
+
+    @classmethod
+    def open(cls, data: Volume, log: Volume, qmgr: str, settings: LogSettings,
+             tuning: StoreTuning, *, generation: int,
+             write_guard: Callable[[], None] | None = None,
+             errlog: Callable[[str, str], None] | None = None,
+             on_event: Callable[..., None] | None = None,
+             clock: Callable[[], float] = time.monotonic,
+             wallclock: Callable[[], float] = time.time,
+             background: bool = True,
+             recovery_log: Any = None) -> QueueManagerStore:
+        """Open the store: restart recovery, then a checkpoint.
+
+        ``recovery_log`` substitutes an already-open log (tests); ``background`` starts
+        the thread that takes CheckPointWaitLen checkpoints.
+        """
+        info = ckpt.read(data)
+        if recovery_log is None:
+            from miqm.store.log import RecoveryLog
+
+            recovery_log = RecoveryLog.open(log, settings, generation=generation,
+                                            write_guard=write_guard, on_event=on_event,
+                                            clock=clock)
+        store = cls(data, recovery_log, qmgr, settings, tuning, write_guard=write_guard,
+                    errlog=errlog, clock=clock, wallclock=wallclock)
+        try:
+            store._recover(info)
+            store.checkpoint()
+        except BaseException:
+            try:
+                recovery_log.close()
+            except Exception:  # the recovery failure is what the user must see
+                pass
+            store._close_files()
+            raise
+        if background:
+            store._cp_thread = threading.Thread(target=store._cp_loop, name="checkpoint",
+                                                daemon=True)
+            store._cp_thread.start()
+        return store
+
+    def close(self) -> None:
+        """Shutdown checkpoint, then close the log and the queue files."""
+        with self._lock:
+            if self._closed:
+                return
+            self._stop.set()
+            try:
+                if self._failed is None:
+                    self._checkpoint_locked()
+            finally:
+                self._closed = True
+                self._cond.notify_all()
+                try:
+                    self.log.close()
+                finally:
+                    self._close_files()
+
+    def _close_files(self) -> None:
+        for q in self.state.queues.values():
+            if q.file is not None:
+                q.file.close()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self, info: ckpt.CheckpointInfo) -> None:
+        st = StoreState(info.next_key, info.next_txid)
+        st.qmgr = dict(info.qmgr)
+        self.state = st
+        self._completed_cp = info.seq
+        max_cp = info.seq
+        for name, qid in sorted(info.queues.items()):
+            q, seen = self._load_queue(name, qid, info.seq)
+            max_cp = max(max_cp, seen)
+            st.queues[name] = q
+        self._media = dict(info.media)
+        for name, lsn in self._media.items():
+            if name in st.queues:
+                st.queues[name].media_lsn = lsn
+        self._next_cp = max_cp + 1
+        start = info.restart_lsn if info.restart_lsn is not None else self._log_start()
+        t0 = time.perf_counter()
+        stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
+        stats["seconds"] = time.perf_counter() - t0
+        self.recovery_stats = stats
+        for q in st.queues.values():
+            if q.file is not None and q.file.garbage:
+                if self._guard is not None:
+                    self._guard()
+                q.file.zero_garbage()
+        # directories of queues deleted after the checkpoint (or never checkpointed)
+        self._deleted_files = {n for n in self._list_queue_dirs() if n not in st.queues}
+
+    def _list_queue_dirs(self) -> list[str]:
+        try:
+            return self.data.listdir("queues")
+        except LockFsError:
+            return []
+
+    def _log_start(self) -> int:
+        fn = getattr(self.log, "first_lsn", None)
+        if callable(fn):
+            return int(fn())
+        if fn is not None:
+            return int(fn)
+        return 0
+
+    def _load_queue(self, name: str, qid: int, completed: int) -> tuple[LocalQueue, int]:
+        """Rebuild a queue's index from its file (as of checkpoint ``completed``)."""
+        qf = QueueFile(self.data, name)
+        newer = QueueFile(self.data, name, f"queues/{name}/q.new")
+        try:
+            if newer.open_existing():
+                # a replacement file written by a checkpoint: current once that completed
+                if newer.qid == qid and newer.created_cp <= completed:
+                    newer.close()
+                    self.data.rename(newer.path, qf.path)
+                else:
+                    newer.close()
+                    self.data.unlink(newer.path)
+        except StoreError:
+            newer.close()
+            self.data.unlink(newer.path)
+        try:
+            exists = qf.open_existing()
+        except StoreError as exc:
+            self._damaged[name] = str(exc)
+            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {exc}")
+            return LocalQueue(name, qid, {}), 0
+        if not exists or qf.qid != qid:
+            qf.close()
+            if exists or completed > 0:
+                why = (f"queue file {self.data.describe()}/{qf.path} is missing"
+                       if not exists else
+                       f"queue file {self.data.describe()}/{qf.path} belongs to another "
+                       "incarnation of the queue")
+                self._damaged[name] = why
+                self._errlog("AMQ7472", f"Object {name}, type queue damaged: {why}")
+            return LocalQueue(name, qid, {}), 0
+        q = LocalQueue(name, qid, qf.attrs)
+        q.file, q.file_qid, q.header_dirty = qf, qid, False
+        for r in qf.scan(completed):
+            q.add(r.key, r.priority, r.block, r.body_len, r.msgid, r.correlid, generated_key)
+        if qf.max_key >= self.state.next_key:
+            self.state.next_key = qf.max_key + 1
+        return q, qf.max_cp_seen
+
+    # ------------------------------------------------------------------ internals
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"queue manager '{self.qmgr}' store is closed")
+        if self._failed is not None:
+            raise StoreError(f"queue manager '{self.qmgr}' store stopped after a failure: "
+                             f"{self._failed}")
+
+    def _queue(self, name: str) -> LocalQueue:
+        q = self.state.queues.get(name)
+        if q is None:
+            raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
+                                 mqrc=MQRC_UNKNOWN_OBJECT_NAME)
+        if name in self._damaged:
+            raise StoreError(f"queue '{name}' is damaged: {self._damaged[name]}; recreate it "
+                             "with rcrmqobj", amq="AMQ7472")
+        return q
+
+    def _append(self, payload: bytes, uow: UnitOfWork | None = None) -> int:
+        """Append under the lock; notes what the record pins and what it triggers."""
+        try:
+            lsn = self.log.append(payload)
+        except BaseException as exc:
+            # a failed append may have left the log unusable: fail-stop, never guess
+            from miqm.errors import LogFullError
+
+            if not isinstance(exc, LogFullError):
+                self._failed = exc
+            raise
+        if uow is not None and uow.first_lsn is None:
+            uow.first_lsn = lsn
+        self._records_since_cp += 1
+        if self._records_since_cp >= self.tuning.checkpoint_log_recd_max:
+            self._check_due = True
+        elif self._records_since_cp % 64 == 0:
+            self._check_due = True
+        self._last_lsn = lsn
+        return lsn
+
+    def _force(self, lsn: int) -> None:
+        try:
+            self.log.force(lsn)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    def _after_op(self) -> None:
+        """Checkpoint / AMQ7469 work deferred to the end of an operation (under the lock)."""
+        if not self._check_due:
+            return
+        self._check_due = False
+        self._relieve_log_space()
+        if (self._records_since_cp >= self.tuning.checkpoint_log_recd_max
+                or self._log_usage() >= 0.5):
+            self._checkpoint_locked()
+
+    def _log_usage(self) -> float:
+        try:
+            return float(self.log.usage())
+        except Exception:
+            return 0.0
+
+    def _pinned_fraction(self, u: UnitOfWork) -> float:
+        if u.first_lsn is None:
+            return 0.0
+        head = getattr(self, "_last_lsn", u.first_lsn)
+        return (head - u.first_lsn) / self._capacity
+
+    def _relieve_log_space(self) -> None:
+        """AMQ7469: roll back (or, if prepared, roll forward) units pinning too much log."""
+        limit = self.tuning.uow_log_space_limit
+        acted = False
+        while True:
+            u = self.state.uows.oldest_logged()
+            if u is None or self._pinned_fraction(u) <= limit:
+                break
+            if u.state == PREPARED:
+                lsn = self._append(R.encode_json(R.CARRY, {"xid": u.xid,
+                                                           "ops": u.logged_ops()}, u.txid))
+                u.first_lsn = lsn
+                self._errlog("AMQ7469", "AMQ7469: Transactions rolled forward to release log "
+                             f"space (unit {u.xid}).")
+            else:
+                self._append(R.encode_end(R.BACKOUT, u.txid))
+                self.state.apply_backout(u, ROLLED_BACK)
+                self._errlog("AMQ7469", amq.text("AMQ7469") + f" (unit {u.txid} of queue "
+                             f"manager '{self.qmgr}')")
+                self._cond.notify_all()
+            acted = True
+        if acted:
+            self._checkpoint_locked()
+
+    def _cp_loop(self) -> None:
+        tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
+        while not self._stop.wait(tick):
+            try:
+                with self._lock:
+                    if self._closed or self._failed is not None:
+                        return
+                    if (self._clock() - self._last_cp_time >= self.tuning.checkpoint_wait_len
+                            and self._records_since_cp >= self.tuning.checkpoint_log_recd_min):
+                        self._checkpoint_locked()
+            except Exception as exc:  # reported; the next operation will fail clearly
+                self._errlog("AMQ6118", f"checkpoint failed: {exc}")
+                return
+
+    def _check_uow(self, uow: UnitOfWork) -> None:
+        if uow.state == ROLLED_BACK:
+            uow.state = "ended"
+            raise MessagingError("the unit of work was backed out to release log space "
+                                 "(AMQ7469, MQRC 2003)", mqrc=MQRC_BACKED_OUT)
+        if uow.state == PREPARED:
+            raise MessagingError("the unit of work is prepared; resolve it by xid",
+                                 mqrc=2072)
+        if uow.state != ACTIVE:
+            raise MessagingError("the unit of work has ended", mqrc=MQRC_HANDLE_NOT_AVAILABLE)
+
+    def _msgid(self, key: int) -> bytes:
+        return MSGID_PREFIX + self._nonce + key.to_bytes(8, "big") + b"\0\0\0\0"
+
+    # ------------------------------------------------------------------ objects
+    def define_queue(self, name: str, **attrs: Any) -> None:
+        """DEFINE QLOCAL: logged (forced) before it exists."""
+        norm = _norm_attrs(attrs)
+        with self._lock:
+            self._check_open()
+            if name in self.state.queues:
+                raise ObjectError(f"AMQ8150: IBM MQ object {name} already exists.",
+                                  amq="AMQ8150")
+            qid = self.state.next_key
+            self.state.next_key += 1
+            now = self._wallclock()
+            stamp = _dt.datetime.fromtimestamp(now, _dt.UTC)
+            full = {**DEFAULT_ATTRS, **norm,
+                    "CRDATE": stamp.strftime("%Y-%m-%d"), "CRTIME": stamp.strftime("%H.%M.%S")}
+            full["ALTDATE"], full["ALTTIME"] = full["CRDATE"], full["CRTIME"]
+            lsn = self._append(R.encode_json(R.DEFINE, {"name": name, "qid": qid,
+                                                        "attrs": full}))
+            self.state.queues[name] = LocalQueue(name, qid, full)
+            self._damaged.pop(name, None)
+            self._after_op()
+        self._force(lsn)
+
+    def alter_queue(self, name: str, **attrs: Any) -> None:
+        """ALTER QLOCAL."""
+        norm = _norm_attrs(attrs)
+        with self._lock:
+            self._check_open()
+            q = self._queue(name)
+            stamp = _dt.datetime.fromtimestamp(self._wallclock(), _dt.UTC)
+            norm["ALTDATE"], norm["ALTTIME"] = stamp.strftime("%Y-%m-%d"), stamp.strftime(
+                "%H.%M.%S")
+            lsn = self._append(R.encode_json(R.ALTER, {"name": name, "attrs": norm}))
+            q.attrs.update(norm)
+            q.header_dirty = True
+            self._after_op()
+        self._force(lsn)
+
+    def delete_queue(self, name: str, purge: bool = False) -> None:
+        """DELETE QLOCAL (refused with messages on it unless ``purge``, or with
+        uncommitted work on it)."""
+        with self._lock:
+            self._check_open()
+            q = self.state.queues.get(name)
+            if q is None:
+                raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
+                                     mqrc=MQRC_UNKNOWN_OBJECT_NAME)
+            if q.locked or q.uncommitted:
+                raise ObjectError(f"AMQ8148: IBM MQ object {name} in use.", amq="AMQ8148")
+            if q.present and not purge:
+                raise ObjectError(f"AMQ8143: IBM MQ queue {name} not empty.", amq="AMQ8143")
+            lsn = self._append(R.encode_json(R.DELETE, {"name": name}))
+            del self.state.queues[name]
+            self._damaged.pop(name, None)
+            if q.file is not None:
+                q.file.close()
+            self._deleted_files.add(name)
+            self._cond.notify_all()
+            self._after_op()
+        self._force(lsn)
+
+    def queue_attrs(self, name: str) -> dict[str, Any]:
+        """Attributes as DISPLAY QLOCAL shows them (MQSC names), with CURDEPTH."""
+        with self._lock:
+            q = self._queue(name)
+            return self._attrs_of(q)
+
+    def _attrs_of(self, q: LocalQueue) -> dict[str, Any]:
+        a = {"QUEUE": q.name, "TYPE": "QLOCAL", **q.attrs}
+        a["CURDEPTH"] = q.depth
+        a["UNCOM"] = "YES" if q.uncommitted or q.locked else "NO"
+        a["IPPROCS"] = a["OPPROCS"] = 0
+        return a
+
+    def list_queues(self, pattern: str = "*") -> list[dict[str, Any]]:
+        """Attributes of every queue whose name matches ``pattern`` (``*`` generic)."""
+        with self._lock:
+            return [self._attrs_of(q) for n, q in sorted(self.state.queues.items())
+                    if fnmatch.fnmatchcase(n, pattern) and n not in self._damaged]
+
+    def set_qmgr_attrs(self, **attrs: Any) -> None:
+        """ALTER QMGR (MAXUMSGS)."""
+        norm = {}
+        for k, v in attrs.items():
+            if k.upper() == "MAXUMSGS":
+                v = int(v)
+                if not 1 <= v <= 999_999_999:
+                    raise ObjectError(f"MAXUMSGS({v}) is out of range 1-999999999")
+                norm["MAXUMSGS"] = v
+        with self._lock:
+            self._check_open()
+            lsn = self._append(R.encode_json(R.QMGR, norm))
+            self.state.qmgr.update(norm)
+            self._after_op()
+        self._force(lsn)
+
+    def qmgr_attrs(self) -> dict[str, Any]:
+        """DISPLAY QMGR attributes."""
+        with self._lock:
+            return {"QMNAME": self.qmgr, "MAXUMSGS": self._max_umsgs()}
+
+    def _max_umsgs(self) -> int:
+        return int(self.state.qmgr.get("MAXUMSGS", self.tuning.max_umsgs))
+
+    # ------------------------------------------------------------------ messaging
+    def begin(self) -> UnitOfWork:
+        """Start a unit of work (nothing is logged until its first persistent operation)."""
+        with self._lock:
+            self._check_open()
+            return self.state.uows.new()
+
+    def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
+            priority: int | None = None, msgid: bytes | None = None,
+            correlid: bytes | None = None, uow: UnitOfWork | None = None) -> bytes:
+        """MQPUT; returns the msgid. Outside syncpoint a persistent put is durable on
+        return; under syncpoint nothing is visible to others until commit."""
+        body = bytes(body)
+        lsn = None
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            if uow is not None:
+                self._check_uow(uow)
+            if q.attrs["PUT"] != "ENABLED":
+                raise MessagingError(f"puts are inhibited on queue '{queue}' (MQRC 2051)",
+                                     mqrc=MQRC_PUT_INHIBITED)
+            if len(body) > int(q.attrs["MAXMSGL"]):
+                raise MessagingError(f"message of {len(body)} bytes exceeds MAXMSGL of queue "
+                                     f"'{queue}' (MQRC 2030)", mqrc=MQRC_MSG_TOO_BIG_FOR_Q)
+            prio = int(q.attrs["DEFPRTY"]) if priority is None else int(priority)
+            if not 0 <= prio <= 9:
+                raise MessagingError(f"priority {prio} is not 0-9 (MQRC 2050)",
+                                     mqrc=MQRC_PRIORITY_ERROR)
+            pers = (q.attrs["DEFPSIST"] == "YES") if persistent is None else bool(persistent)
+            if uow is not None and len(uow.ops) >= self._max_umsgs():
+                raise MessagingError("MAXUMSGS reached for this unit of work (MQRC 2024)",
+                                     mqrc=MQRC_SYNCPOINT_LIMIT_REACHED)
+            key = self.state.next_key
+            self.state.next_key += 1
+            mid = _pad24(msgid) if msgid else self._msgid(key)
+            cid = _pad24(correlid)
+            now = self._wallclock()
+            if uow is None and self._hand_over(queue, mid, cid, prio, pers, now, body):
+                return mid
+            if q.depth >= int(q.attrs["MAXDEPTH"]):
+                raise MessagingError(f"queue '{queue}' is full (MQRC 2053)", mqrc=MQRC_Q_FULL)
+            if pers:
+                lsn = self._append(R.encode_put(uow.txid if uow else 0, queue, key, prio, now,
+                                                mid, cid, body), uow)
+            self.state.add_message(q, key, MemMessage(prio, pers, now, mid, cid, body))
+            if uow is not None:
+                q.uncommitted[key] = uow.txid
+                uow.ops.append(("P", queue, key, pers))
+            else:
+                self._cond.notify_all()
+            self._after_op()
+        if lsn is not None and uow is None:
+            self._force(lsn)
+        return mid
+
+    def _hand_over(self, queue: str, mid: bytes, cid: bytes, prio: int, pers: bool,
+                   now: float, body: bytes) -> bool:
+        """Put to a waiting getter outside syncpoint: the message never touches the queue.
+
+        No log record is needed even when persistent: the put and the destructive get
+        complete together in memory, so a crash either precedes both (the put was never
+        acknowledged) or follows both (the message was delivered, nothing to recover).
+        Getters under syncpoint are never handed a message (their backout must be able to
+        restore it, which needs the logged put).
+        """
+        for w in self._waiters.get(queue, ()):
+            if w.result is None and (w.msgid is None or w.msgid == mid) and (
+                    w.correlid is None or w.correlid == cid):
+                w.result = Message(body, mid, cid, prio, pers,
+                                   _dt.datetime.fromtimestamp(now, _dt.UTC))
+                self._waiters[queue].remove(w)
+                self._cond.notify_all()
+                return True
+        return False
+
+    def _select(self, q: LocalQueue, msgid: bytes | None,
+                correlid: bytes | None) -> tuple[int, int, int] | None:
+        """(key, priority, index) of the message a get would return."""
+        idx = q.index
+        if msgid is not None:
+            cands = []
+            k = q.msgids.get(msgid)
+            if k is not None:
+                cands.append(k)
+            gk = generated_key(msgid)
+            if gk is not None:
+                cands.append(gk)
+            for k in cands:
+                hit = idx.find(k)
+                if hit is None or not q.available(k):
+                    continue
+                m = self._read(q, k, *hit)
+                if m.msgid == msgid and (correlid is None or m.correlid == correlid):
+                    return k, hit[0], hit[1]
+            return None
+        if correlid is not None:
+            best = None
+            for k in q.correlids.get(correlid, ()):
+                hit = idx.find(k)
+                if hit is None or not q.available(k):
+                    continue
+                cand = (-hit[0], k, hit)
+                if best is None or cand < best:
+                    best = cand
+            return None if best is None else (best[1], best[2][0], best[2][1])
+        for p in range(9, -1, -1):
+            ks, bl = idx.keys[p], idx.blocks[p]
+            for i in range(idx.head[p], len(ks)):
+                if bl[i] == -2:
+                    continue
+                k = ks[i]
+                if k in q.locked or k in q.uncommitted:
+                    continue
+                return k, p, i
+        return None
+
+    def _read(self, q: LocalQueue, key: int, p: int, i: int) -> Message:
+        m = q.mem.get(key)
+        if m is not None:
+            return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
+                           _dt.datetime.fromtimestamp(m.put_time, _dt.UTC))
+        assert q.file is not None
+        try:
+            _k, prio, pers, t, mid, cid, body = q.file.read(q.index.blocks[p][i],
+                                                            q.index.lens[p][i])
+        except LockFsError as exc:
+            raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
+        return Message(body, mid, cid, prio, pers, _dt.datetime.fromtimestamp(t, _dt.UTC))
+
+    def get(self, queue: str, *, msgid: bytes | None = None, correlid: bytes | None = None,
+            wait: float = 0.0, browse: bool = False,
+            uow: UnitOfWork | None = None) -> Message | None:
+        """MQGET (or browse). Returns None if nothing arrives within ``wait`` seconds."""
+        mid = _pad24(msgid) if msgid is not None else None
+        cid = _pad24(correlid) if correlid is not None else None
+        deadline = self._clock() + max(0.0, wait)
+        lsn = None
+        waiter: _Waiter | None = None
+        with self._lock:
+            try:
+                while True:
+                    self._check_open()
+                    q = self._queue(queue)
+                    if uow is not None and not browse:
+                        self._check_uow(uow)
+                    if not browse and q.attrs["GET"] != "ENABLED":
+                        raise MessagingError(f"gets are inhibited on queue '{queue}' "
+                                             "(MQRC 2016)", mqrc=MQRC_GET_INHIBITED)
+                    if waiter is not None and waiter.result is not None:
+                        return waiter.result
+                    hit = self._select(q, mid, cid)
+                    if hit is not None:
+                        key, p, i = hit
+                        msg = self._read(q, key, p, i)
+                        if browse:
+                            return msg
+                        if uow is not None:
+                            if len(uow.ops) >= self._max_umsgs():
+                                raise MessagingError("MAXUMSGS reached for this unit of work "
+                                                     "(MQRC 2024)",
+                                                     mqrc=MQRC_SYNCPOINT_LIMIT_REACHED)
+                            if msg.persistent:
+                                self._append(R.encode_get(uow.txid, queue, key), uow)
+                            q.locked[key] = uow.txid
+                            uow.ops.append(("G", queue, key, msg.persistent))
+                        else:
+                            if msg.persistent:
+                                lsn = self._append(R.encode_get(0, queue, key))
+                            q.remove(key)
+                        self._after_op()
+                        break
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        return None
+                    if waiter is None and uow is None and not browse:
+                        waiter = _Waiter(mid, cid)
+                        self._waiters.setdefault(queue, []).append(waiter)
+                    self._cond.wait(min(remaining, 1.0))
+            finally:
+                if waiter is not None and waiter in self._waiters.get(queue, ()):
+                    self._waiters[queue].remove(waiter)
+        if lsn is not None:
+            self._force(lsn)
+        return msg
+
+    def commit(self, uow: UnitOfWork) -> None:
+        """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
+        lsn = None
+        with self._lock:
+            self._check_open()
+            if uow.state == PREPARED:
+                raise MessagingError("the unit of work is prepared; resolve it by xid",
+                                     mqrc=2072)
+            self._check_uow(uow)
+            if uow.logged:
+                lsn = self._append(R.encode_end(R.COMMIT, uow.txid))
+            self.state.apply_commit(uow)
+            self._cond.notify_all()
+            self._after_op()
+        if lsn is not None:
+            self._force(lsn)
+
+    def backout(self, uow: UnitOfWork) -> None:
+        """MQBACK: undo the unit (its BACKOUT record need not be forced: restart would
+        undo it anyway)."""
+        with self._lock:
+            if uow.state in (ROLLED_BACK, "ended"):
+                uow.state = "ended"
+                return
+            self._check_open()
+            if uow.logged:
+                self._append(R.encode_end(R.BACKOUT, uow.txid))
+            self.state.apply_backout(uow)
+            self._cond.notify_all()
+            self._after_op()
+
+    def prepare(self, uow: UnitOfWork) -> str:
+        """Phase one of two-phase commit: durable PREPARE; returns the xid."""
+        with self._lock:
+            self._check_open()
+            self._check_uow(uow)
+            xid = f"{self.qmgr}.{self._nonce.hex()}.{uow.txid}"
+            lsn = self._append(R.encode_prepare(uow.txid, xid), uow)
+            uow.state, uow.xid = PREPARED, xid
+            self.state.uows.by_xid[xid] = uow
+            self._after_op()
+        self._force(lsn)
+        return xid
+
+    def resolve(self, xid: str, commit: bool) -> None:
+        """Phase two for a prepared (possibly recovered, in-doubt) unit."""
+        lsn = None
+        with self._lock:
+            self._check_open()
+            u = self.state.uows.by_xid.get(xid)
+            if u is None or u.state != PREPARED:
+                raise ObjectError(f"no in-doubt unit of work with xid '{xid}'")
+            lsn = self._append(R.encode_end(R.COMMIT if commit else R.BACKOUT, u.txid))
+            if commit:
+                self.state.apply_commit(u)
+            else:
+                self.state.apply_backout(u)
+            self._cond.notify_all()
+            self._after_op()
+        self._force(lsn)
+
+    def in_doubt(self) -> list[str]:
+        """Xids of prepared units awaiting resolve."""
+        with self._lock:
+            return sorted(u.xid for u in self.state.uows.units.values()
+                          if u.state == PREPARED and u.xid)
+
+    # ------------------------------------------------------------------ checkpoint
+    def checkpoint(self) -> None:
+        """Take a checkpoint now (also done on open, close, and by the triggers)."""
+        with self._lock:
+            self._check_open()
+            self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> None:
+        st = self.state
+        seq = self._next_cp
+        info = ckpt.CheckpointInfo(
+            seq=seq, next_key=st.next_key, next_txid=st.uows.next_txid,
+            queues={n: q.qid for n, q in st.queues.items()},
+            uows=st.uows.snapshot(), qmgr=dict(st.qmgr), media=dict(self._media))
+        try:
+            cp_lsn = self._append(R.encode_json(R.CHECKPOINT, {"seq": seq, "uows": info.uows}))
+            info.cp_lsn = cp_lsn
+            info.restart_lsn = st.uows.restart_lsn(cp_lsn)
+            self._force(cp_lsn)  # write-ahead: every record these files reflect is durable
+            replaced: list[LocalQueue] = []
+            for q in st.queues.values():
+                if q.name in self._damaged:
+                    continue
+                if self._write_queue(q, seq):
+                    replaced.append(q)
+            if self._guard is not None:
+                self._guard()
+            ckpt.write(self.data, info)
+        except BaseException as exc:
+            self._failed = self._failed or exc
+            raise
+        self._completed_cp = seq
+        self._next_cp = seq + 1
+        for q in replaced:
+            assert q.file is not None
+            self.data.rename(q.file.path, f"queues/{q.name}/q")
+            q.file.path = f"queues/{q.name}/q"
+        for q in st.queues.values():
+            if q.file is not None:
+                q.file.release_freed()
+                if q.file.shrink_if_oversized():
+                    pass
+            if len(q.msgids) + len(q.correlids) > 2 * max(16, q.present):
+                q.purge_stale_selectors()
+        for name in list(self._deleted_files):
+            if name not in st.queues:
+                self.data.remove_tree(f"queues/{name}")
+            self._deleted_files.discard(name)
+        media_lsn = min(self._media.values()) if self._media else None
+        try:
+            self.log.set_restart_lsn(info.restart_lsn, media_lsn)
+        except TypeError:
+            self.log.set_restart_lsn(info.restart_lsn)
+        self._records_since_cp = 0
+        self._last_cp_time = self._clock()
+        self.last_checkpoint = info
+
+    def _write_queue(self, q: LocalQueue, seq: int) -> bool:
+        """Bring one queue file up to date for checkpoint ``seq``; True if it is a new
+        file (``q.new``) to be renamed into place once the checkpoint is complete."""
+        fresh = q.file is None or q.file_qid != q.qid
+        if fresh:
+            if q.file is not None:
+                q.file.close()
+            if self._guard is not None:
+                self._guard()
+            qf = QueueFile(self.data, q.name, f"queues/{q.name}/q.new")
+            qf.create(q.qid, seq, q.attrs)
+            q.file, q.file_qid, q.header_dirty = qf, q.qid, False
+            q.to_delete.clear()
+            if self.data.exists(f"queues/{q.name}/q"):
+                # records of the old incarnation stay in q until the rename
+                pass
+        qf = q.file
+        assert qf is not None
+        dirty = False
+        if q.header_dirty:
+            if self._guard is not None:
+                self._guard()
+            qf.write_header(q.attrs)
+            q.header_dirty = False
+            dirty = True
+        for block, n, key in q.to_delete:
+            if self._guard is not None:
+                self._guard()
+            qf.f.pwrite(_delete_mark(key, seq, q.qid), block * 512 + 4096)  # type: ignore
+            qf.free_later(block, n)
+            dirty = True
+        q.to_delete.clear()
+        pending = [(k, m) for k, m in q.mem.items() if m.persistent]
+        if pending:
+            if self._guard is not None:
+                self._guard()
+            run_start = -1
+            run = bytearray()
+            for k, m in pending:
+                hit = q.index.find(k, m.priority)
+                if hit is None:
+                    continue
+                rec = encode_record(k, seq, q.qid, m.priority, True, m.put_time, m.msgid,
+                                    m.correlid, m.body)
+                b = qf.allocate(len(rec) // 512)
+                if run_start >= 0 and b == run_start + len(run) // 512:
+                    run += rec
+                else:
+                    if run:
+                        qf.f.pwrite(run, 4096 + run_start * 512)  # type: ignore[union-attr]
+                    run_start, run = b, bytearray(rec)
+                q.index.blocks[hit[0]][hit[1]] = b
+                del q.mem[k]
+            if run:
+                qf.f.pwrite(run, 4096 + run_start * 512)  # type: ignore[union-attr]
+            dirty = True
+        if dirty or fresh:
+            qf.f.fdatasync()  # type: ignore[union-attr]
+        return fresh
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        """DISPLAY QMSTATUS fields (CURRLOG, RECLOG, MEDIALOG, LOGUTIL, ...)."""
+        with self._lock:
+            out: dict[str, Any] = {"QMNAME": self.qmgr, "STATUS": "RUNNING",
+                                   "LOGTYPE": self.settings.log_type}
+            stats = self._safe(self.log.stats) or {}
+            out["CURRLOG"] = stats.get("current_extent") or stats.get("CURRLOG") or ""
+            out["RECLOG"] = self._safe(self.log.oldest_extent_for_restart) or ""
+            out["MEDIALOG"] = (self._safe(self.log.oldest_extent_for_media) or ""
+                               if self.settings.log_type == "LINEAR" else "")
+            out["LOGUTIL"] = round(self._log_usage() * 100, 1)
+            out["LOGPATH"] = getattr(getattr(self.log, "volume", None), "url", "")
+            out["INDOUBT"] = len(self.in_doubt())
+            out["CHECKPOINT"] = self._completed_cp
+            if out["RECLOG"]:
+                out["AMQ7467"] = amq.text("AMQ7467", qmgr=self.qmgr, extent=out["RECLOG"])
+            if out["MEDIALOG"]:
+                out["AMQ7468"] = amq.text("AMQ7468", qmgr=self.qmgr, extent=out["MEDIALOG"])
+            return out
+
+    @staticmethod
+    def _safe(fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    def logger_dump(self) -> dict[str, Any]:
+        """The log's amqldmpa fields."""
+        return dict(self.log.stats())
+
+    # ------------------------------------------------------------------ media
+    def record_image(self, queue: str) -> None:
+        """rcdmqimg: a media image of ``queue`` (linear logging)."""
+        from miqm.store import media
+
+        media.record_image(self, queue)
+
+    def recreate_object(self, queue: str) -> None:
+        """rcrmqobj: rebuild ``queue``'s file from its image plus the log."""
+        from miqm.store import media
+
+        media.recreate_object(self, queue)

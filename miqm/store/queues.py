@@ -1,0 +1,465 @@
+"""Local queues: the queue file on the data volume and the compact in-memory index.
+
+Queue file ``queues/<Q>/q`` (see docs/store-format.md):
+
+* bytes 0..4095: two header slots (0 and 2048), written alternately, each with magic,
+  crc32c, a write counter, the queue's incarnation id (qid), the checkpoint that created
+  the file, and the definition (attributes, JSON). A torn header write leaves the other.
+* from 4096: 512-byte blocks. A message occupies a run of blocks starting with a record
+  header (below) followed by its body. The space map (which blocks are in use) lives in
+  memory and is rebuilt by scanning headers on open.
+
+Record header (108 bytes): ``del_cp u64, del_crc u32, pad u32`` (the delete mark, written
+alone and checked by its own crc so a torn mark reads as "not deleted"), ``magic "MIQR",
+crc u32`` (over the rest of the header and the body), ``key u64, cp u64`` (the checkpoint
+that wrote it), ``qid u32, body_len u32, priority u8, flags u8, pad u16, put_time f64,
+msgid 24s, correlid 24s``.
+
+Crash safety without a second copy: the queue file changes only during a checkpoint, after
+the log is forced (write-ahead). A checkpoint never writes into blocks that are in use as
+of the last *completed* checkpoint C, so a crash mid-checkpoint leaves C's records intact;
+records and delete marks stamped with a checkpoint newer than C are ignored on open (and
+their headers zeroed), and the log is replayed from C.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from crc32c import crc32c
+
+from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.volume import Volume, VolumeFile
+from miqm.errors import StoreError
+
+BLOCK = 512
+DATA_START = 4096
+HDR_SLOT = 2048
+_QHDR = struct.Struct("<4sIIQIQI")  # magic, crc, version, seq, qid, created_cp, json length
+_QMAGIC = b"MIQQ"
+QFILE_VERSION = 1
+_DEL = struct.Struct("<QII")
+_REC = struct.Struct("<4sIQQIIBBHd24s24s")
+REC_HDR = _DEL.size + _REC.size  # 108
+_RMAGIC = b"MIQR"
+_DELKEY = struct.Struct("<QQI")
+FLAG_PERSISTENT = 1
+
+DEFAULT_ATTRS: dict[str, Any] = {
+    "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
+    "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304,
+}
+
+
+def blocks_for(body_len: int) -> int:
+    """512-byte blocks a record with a body of ``body_len`` bytes occupies."""
+    return (REC_HDR + body_len + BLOCK - 1) // BLOCK
+
+
+def block_offset(block: int) -> int:
+    """File offset of data block ``block``."""
+    return DATA_START + block * BLOCK
+
+
+def encode_record(key: int, cp: int, qid: int, priority: int, persistent: bool,
+                  put_time: float, msgid: bytes, correlid: bytes, body: bytes) -> bytes:
+    """A message record padded to whole blocks (delete mark clear)."""
+    rest = struct.pack("<QQIIBBHd24s24s", key, cp, qid, len(body), priority,
+                       FLAG_PERSISTENT if persistent else 0, 0, put_time, msgid, correlid)
+    crc = crc32c(body, crc32c(rest))
+    data = b"".join((_DEL.pack(0, 0, 0), _RMAGIC, struct.pack("<I", crc), rest, body))
+    pad = (-len(data)) % BLOCK
+    return data + bytes(pad) if pad else data
+
+
+def delete_mark(key: int, cp: int, qid: int) -> bytes:
+    """The 16-byte delete mark for a record, stamped with the checkpoint that wrote it."""
+    return _DEL.pack(cp, crc32c(_DELKEY.pack(key, cp, qid)), 0)
+
+
+@dataclass(slots=True)
+class FileRecord:
+    """A live record found by scanning a queue file."""
+
+    key: int
+    block: int
+    nblocks: int
+    body_len: int
+    priority: int
+    msgid: bytes
+    correlid: bytes
+
+
+class QueueFile:
+    """One queue file: header slots, record I/O and the space map."""
+
+    def __init__(self, volume: Volume, name: str, path: str | None = None) -> None:
+        self.volume = volume
+        self.name = name
+        self.path = path or f"queues/{name}/q"
+        self.f: VolumeFile | None = None
+        self.hseq = 0
+        self.qid = 0
+        self.created_cp = 0
+        self.attrs: dict[str, Any] = {}
+        # 0 free, 1 in use, 2 freed by the running checkpoint (reusable once it completes)
+        self.space = bytearray()
+        self._hint = 0
+        self.garbage: list[int] = []
+        self.max_key = 0
+        self.max_cp_seen = 0
+
+    # -- open / header -------------------------------------------------------------
+    def create(self, qid: int, created_cp: int, attrs: dict[str, Any]) -> None:
+        """Make a fresh file (replacing any) with one header; not yet synced."""
+        self.volume.makedirs(self.path.rsplit("/", 1)[0])
+        self.f = self.volume.open(self.path, create=True)
+        self.f.truncate(0)
+        self.qid, self.created_cp, self.hseq = qid, created_cp, 0
+        self.space = bytearray()
+        self.write_header(attrs)
+
+    def open_existing(self) -> bool:
+        """Open and read the header; False if the file does not exist."""
+        try:
+            self.f = self.volume.open(self.path)
+        except VolumeNotFound:
+            return False
+        best = None
+        raw = self.f.pread(DATA_START, 0)
+        for slot in (0, HDR_SLOT):
+            part = raw[slot:slot + HDR_SLOT]
+            if len(part) < _QHDR.size:
+                continue
+            magic, crc, ver, seq, qid, ccp, n = _QHDR.unpack_from(part, 0)
+            body = part[_QHDR.size:_QHDR.size + n]
+            if magic != _QMAGIC or len(body) != n:
+                continue
+            if crc32c(part[8:_QHDR.size] + body) != crc:
+                continue
+            if best is None or seq > best[0]:
+                best = (seq, qid, ccp, body, ver)
+        if best is None:
+            raise StoreError(
+                f"queue file {self.volume.describe()}/{self.path} is corrupt: no valid header "
+                "(restore it with rcrmqobj, or delete the queue)")
+        self.hseq, self.qid, self.created_cp = best[0], best[1], best[2]
+        self.attrs = json.loads(best[3])
+        return True
+
+    def write_header(self, attrs: dict[str, Any]) -> None:
+        """Write the definition into the older header slot (the newer one stays valid)."""
+        assert self.f is not None
+        self.hseq += 1
+        body = json.dumps(attrs, separators=(",", ":")).encode()
+        if _QHDR.size + len(body) > HDR_SLOT:
+            raise StoreError(f"queue {self.name}: definition too large for the header")
+        rest = _QHDR.pack(_QMAGIC, 0, QFILE_VERSION, self.hseq, self.qid, self.created_cp,
+                          len(body))[8:]
+        crc = crc32c(rest + body)
+        data = _QMAGIC + struct.pack("<I", crc) + rest + body
+        self.f.pwrite(data + bytes(HDR_SLOT - len(data)), (self.hseq % 2) * HDR_SLOT)
+        self.attrs = dict(attrs)
+
+    # -- scanning ------------------------------------------------------------------
+    def scan(self, completed_cp: int, chunk: int = 4 << 20) -> Iterator[FileRecord]:
+        """Yield records live as of checkpoint ``completed_cp``; build the space map.
+
+        Records or delete marks stamped with a newer checkpoint come from a checkpoint that
+        never completed: such records are skipped (and their headers zeroed by
+        :meth:`zero_garbage`), such marks ignored.
+        """
+        assert self.f is not None
+        size = self.f.size()
+        nblocks = max(0, (size - DATA_START) // BLOCK)
+        self.space = bytearray(nblocks)
+        self.garbage: list[int] = []
+        self.max_key = 0
+        self.max_cp_seen = 0
+        buf = b""
+        buf_start = 0  # block number of buf[0]
+        b = 0
+
+        def view(block: int, nbytes: int) -> bytes:
+            nonlocal buf, buf_start
+            end = (block - buf_start) * BLOCK + nbytes
+            if block < buf_start or end > len(buf):
+                want = max(nbytes, chunk)
+                buf = self.f.pread(want, block_offset(block))  # type: ignore[union-attr]
+                buf_start = block
+            s = (block - buf_start) * BLOCK
+            return buf[s:s + nbytes]
+
+        while b < nblocks:
+            head = view(b, REC_HDR)
+            if head[16:20] != _RMAGIC:
+                b += 1
+                continue
+            del_cp, del_crc, _ = _DEL.unpack_from(head, 0)
+            (_m, crc, key, cp, qid, blen, prio, _fl, _p, _t, msgid, correlid) = _REC.unpack_from(
+                head, 16)
+            n = blocks_for(blen)
+            self.max_cp_seen = max(self.max_cp_seen, cp)
+            if b + n > nblocks or qid != self.qid or cp > completed_cp:
+                self.garbage.append(b)
+                b += 1
+                continue
+            rec = view(b, REC_HDR + blen)
+            if len(rec) != REC_HDR + blen or crc32c(rec[24:]) != crc:
+                self.garbage.append(b)
+                b += 1
+                continue
+            deleted = (del_cp != 0 and del_cp <= completed_cp
+                       and crc32c(_DELKEY.pack(key, del_cp, qid)) == del_crc)
+            if del_cp:
+                self.max_cp_seen = max(self.max_cp_seen, del_cp)
+            if deleted:
+                b += 1  # its blocks are free: later records may start inside them
+                continue
+            self.space[b:b + n] = b"\x01" * n
+            self.max_key = max(self.max_key, key)
+            yield FileRecord(key, b, n, blen, prio, msgid, correlid)
+            b += n
+
+    def zero_garbage(self) -> None:
+        """Clear the magic of records left by an incomplete checkpoint (then sync)."""
+        assert self.f is not None
+        for b in self.garbage:
+            if not self.space[b]:
+                self.f.pwrite(bytes(8), block_offset(b) + 16)
+        if self.garbage:
+            self.f.fdatasync()
+        self.garbage = []
+
+    # -- records -------------------------------------------------------------------
+    def read(self, block: int, body_len: int) -> tuple[int, int, bool, float, bytes, bytes, bytes]:
+        """(key, priority, persistent, put_time, msgid, correlid, body) of a record."""
+        assert self.f is not None
+        data = self.f.pread(REC_HDR + body_len, block_offset(block))
+        (magic, crc, key, _cp, _qid, blen, prio, fl, _p, t, msgid, correlid) = _REC.unpack_from(
+            data, 16)
+        if magic != _RMAGIC or blen != body_len or crc32c(data[24:]) != crc:
+            raise StoreError(
+                f"queue file {self.volume.describe()}/{self.path} is corrupt at offset "
+                f"{block_offset(block)} (restore it with rcrmqobj)")
+        return key, prio, bool(fl & FLAG_PERSISTENT), t, msgid, correlid, data[REC_HDR:]
+
+    def allocate(self, n: int) -> int:
+        """First run of ``n`` free blocks (extends the map past the end if needed)."""
+        pat = b"\x00" * n
+        i = self.space.find(pat, self._hint)
+        if i < 0 and self._hint:
+            i = self.space.find(pat)
+        if i < 0:
+            # grow: reuse a free tail if there is one
+            tail = len(self.space)
+            while tail > 0 and self.space[tail - 1] == 0:
+                tail -= 1
+            i = tail
+            need = i + n - len(self.space)
+            if need > 0:
+                self.space.extend(bytes(need))
+        self.space[i:i + n] = b"\x01" * n
+        self._hint = i + n
+        return i
+
+    def free_later(self, block: int, n: int) -> None:
+        """Mark blocks freed by this checkpoint (reusable only after it completes)."""
+        self.space[block:block + n] = b"\x02" * n
+
+    def release_freed(self) -> None:
+        """The checkpoint completed: blocks it freed may be reused."""
+        self.space = bytearray(self.space.replace(b"\x02", b"\x00"))
+        self._hint = 0
+
+    def shrink_if_oversized(self) -> bool:
+        """Truncate free tail blocks when they exceed both 1% of the file and 16 KiB."""
+        assert self.f is not None
+        used = len(self.space)
+        while used > 0 and self.space[used - 1] == 0:
+            used -= 1
+        size = self.f.size()
+        want = block_offset(used)
+        if size - want > 16384 and size - want > size // 100:
+            self.f.truncate(want)
+            del self.space[used:]
+            return True
+        return False
+
+    def close(self) -> None:
+        """Close the file."""
+        if self.f is not None:
+            try:
+                self.f.close()
+            except LockFsError:
+                pass
+            self.f = None
+
+
+class PriorityIndex:
+    """Messages of one queue ordered by priority (high first) then key (FIFO), in arrays.
+
+    Per message: key (8 bytes), block (8, -1 while the body is only in memory, -2 for a
+    removed slot) and body length (4). Removed slots are tombstones compacted lazily.
+    """
+
+    __slots__ = ("blocks", "dead", "head", "keys", "lens")
+
+    def __init__(self) -> None:
+        self.keys = [array("q") for _ in range(10)]
+        self.blocks = [array("q") for _ in range(10)]
+        self.lens = [array("i") for _ in range(10)]
+        self.head = [0] * 10
+        self.dead = [0] * 10
+
+    def add(self, key: int, prio: int, block: int, length: int) -> None:
+        """Insert (normally appended: keys grow)."""
+        ks = self.keys[prio]
+        if not ks or ks[-1] < key:
+            ks.append(key)
+            self.blocks[prio].append(block)
+            self.lens[prio].append(length)
+            return
+        i = bisect_left(ks, key)
+        if i < len(ks) and ks[i] == key:
+            return
+        ks.insert(i, key)
+        self.blocks[prio].insert(i, block)
+        self.lens[prio].insert(i, length)
+        if i < self.head[prio]:
+            self.head[prio] = i
+
+    def find(self, key: int, prio: int | None = None) -> tuple[int, int] | None:
+        """(priority, index) of a present key."""
+        for p in range(9, -1, -1) if prio is None else (prio,):
+            ks = self.keys[p]
+            i = bisect_left(ks, key, self.head[p])
+            if i < len(ks) and ks[i] == key and self.blocks[p][i] != -2:
+                return p, i
+        return None
+
+    def remove(self, prio: int, i: int) -> None:
+        """Tombstone slot ``i``; compact when tombstones dominate."""
+        self.blocks[prio][i] = -2
+        self.dead[prio] += 1
+        h = self.head[prio]
+        bl = self.blocks[prio]
+        while h < len(bl) and bl[h] == -2:
+            h += 1
+        self.head[prio] = h
+        live = len(bl) - self.dead[prio]
+        if self.dead[prio] > 4096 and self.dead[prio] > live:
+            self._compact(prio)
+
+    def _compact(self, p: int) -> None:
+        ks, bl, ls = self.keys[p], self.blocks[p], self.lens[p]
+        keep = [i for i in range(self.head[p], len(bl)) if bl[i] != -2]
+        self.keys[p] = array("q", (ks[i] for i in keep))
+        self.blocks[p] = array("q", (bl[i] for i in keep))
+        self.lens[p] = array("i", (ls[i] for i in keep))
+        self.head[p] = 0
+        self.dead[p] = 0
+
+    def iter_order(self) -> Iterator[tuple[int, int]]:
+        """(priority, index) of every present slot in delivery order."""
+        for p in range(9, -1, -1):
+            bl = self.blocks[p]
+            for i in range(self.head[p], len(bl)):
+                if bl[i] != -2:
+                    yield p, i
+
+    def count(self) -> int:
+        """Present slots."""
+        return sum(len(self.keys[p]) - self.dead[p] - self._dead_before_head(p)
+                   for p in range(10))
+
+    def _dead_before_head(self, p: int) -> int:
+        return 0  # the head only skips tombstones, which ``dead`` already counts
+
+
+@dataclass(slots=True)
+class MemMessage:
+    """A message whose body is in memory: non-persistent, or not yet checkpointed."""
+
+    priority: int
+    persistent: bool
+    put_time: float
+    msgid: bytes
+    correlid: bytes
+    body: bytes
+
+
+class LocalQueue:
+    """One local queue: definition, index, in-memory bodies and per-message UOW state."""
+
+    def __init__(self, name: str, qid: int, attrs: dict[str, Any]) -> None:
+        self.name = name
+        self.qid = qid
+        self.attrs: dict[str, Any] = {**DEFAULT_ATTRS, **attrs}
+        self.index = PriorityIndex()
+        self.mem: dict[int, MemMessage] = {}  # key -> body in memory
+        self.locked: dict[int, int] = {}  # key -> txid of an uncommitted get
+        self.uncommitted: dict[int, int] = {}  # key -> txid of an uncommitted put
+        self.msgids: dict[bytes, int] = {}  # caller-chosen msgid -> key
+        self.correlids: dict[bytes, list[int]] = {}
+        self.present = 0
+        self.to_delete: list[tuple[int, int, int]] = []  # (block, nblocks, key) in the file
+        self.file: QueueFile | None = None
+        self.file_qid = 0  # qid of the file on disk (0: no file yet)
+        self.header_dirty = True
+        self.media_lsn: int | None = None
+
+    @property
+    def depth(self) -> int:
+        """CURDEPTH: present messages, counting uncommitted puts, not uncommitted gets."""
+        return self.present - len(self.locked)
+
+    def add(self, key: int, prio: int, block: int, length: int, msgid: bytes,
+            correlid: bytes, generated: Callable[[bytes], int | None]) -> None:
+        """Index a message (its body is in ``mem`` or at ``block`` in the file)."""
+        self.index.add(key, prio, block, length)
+        self.present += 1
+        if generated(msgid) != key:
+            self.msgids[msgid] = key
+        if correlid.strip(b"\0"):
+            self.correlids.setdefault(correlid, []).append(key)
+
+    def remove(self, key: int) -> None:
+        """Drop a message for good (a committed get, or an undone put).
+
+        The msgid/correlid maps are cleaned lazily (lookups check presence) so removal
+        needs no read of the record."""
+        hit = self.index.find(key)
+        if hit is None:
+            return
+        p, i = hit
+        block = self.index.blocks[p][i]
+        if block >= 0:
+            self.to_delete.append((block, blocks_for(self.index.lens[p][i]), key))
+        self.index.remove(p, i)
+        self.present -= 1
+        self.mem.pop(key, None)
+        self.locked.pop(key, None)
+        self.uncommitted.pop(key, None)
+
+    def purge_stale_selectors(self) -> None:
+        """Drop msgid/correlid entries whose message is gone (run at checkpoints)."""
+        for m, k in list(self.msgids.items()):
+            if self.index.find(k) is None:
+                del self.msgids[m]
+        for c, ks in list(self.correlids.items()):
+            live = [k for k in ks if self.index.find(k) is not None]
+            if live:
+                self.correlids[c] = live
+            else:
+                del self.correlids[c]
+
+    def available(self, key: int) -> bool:
+        """Visible to a getter: not an uncommitted put, not locked by a get."""
+        return key not in self.locked and key not in self.uncommitted

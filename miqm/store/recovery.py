@@ -1,0 +1,274 @@
+"""The store's state machine and restart recovery over the recovery log.
+
+:class:`StoreState` holds what the queue manager knows (queues, their messages, the
+in-flight units of work) and the *apply* functions that change it. The same functions
+run at runtime (after a record is appended) and during replay, so redo cannot drift from
+what was done the first time.
+
+Restart (:func:`restart`), as MQ's three phases:
+
+1. **Replay** from the restart point ``min(checkpoint, oldest in-flight unit's first
+   record)``. Records before the checkpoint only rebuild the in-flight units' operation
+   lists (their effects are already in the queue files); records after it are redone.
+   Redo is idempotent: a put whose key is present is skipped, a get of a missing key too.
+2. **Recovery**: the in-flight table is complete (prepared units keep their xid).
+3. **Undo** of every unit that is neither committed nor prepared, newest operation first,
+   each undo written as a compensation record (CLR) then applied; a BACKOUT record ends
+   the unit. A restart interrupted here sees the CLRs on the next replay and undoes only
+   what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from miqm import amq
+from miqm.store import records as R
+from miqm.store.queues import LocalQueue, MemMessage
+from miqm.store.uow import ACTIVE, PREPARED, UnitOfWork, UowTable
+
+MSGID_PREFIX = b"MIQM"
+
+
+def generated_key(msgid: bytes) -> int | None:
+    """The key embedded in a msgid this store generated (``MIQM`` + nonce + key)."""
+    if len(msgid) == 24 and msgid[:4] == MSGID_PREFIX:
+        return int.from_bytes(msgid[12:20], "big")
+    return None
+
+
+class StoreState:
+    """Queues, messages and units of work, with the operations that change them."""
+
+    def __init__(self, next_key: int = 1, next_txid: int = 1) -> None:
+        self.queues: dict[str, LocalQueue] = {}
+        self.uows = UowTable(next_txid)
+        self.next_key = next_key
+        self.qmgr: dict[str, Any] = {}
+        self.only: str | None = None  # media recovery: apply records of one queue only
+
+    # -- helpers -------------------------------------------------------------------
+    def add_message(self, q: LocalQueue, key: int, m: MemMessage) -> None:
+        """Put a message with its body in memory onto ``q``."""
+        q.mem[key] = m
+        q.add(key, m.priority, -1, len(m.body), m.msgid, m.correlid, generated_key)
+        if key >= self.next_key:
+            self.next_key = key + 1
+
+    def _q(self, name: str) -> LocalQueue | None:
+        if self.only is not None and name != self.only:
+            return None
+        return self.queues.get(name)
+
+    def undo_op(self, u: UnitOfWork, idx: int) -> None:
+        """Undo operation ``idx`` of ``u``: remove its put, or release its get."""
+        kind, qname, key, _lg = u.ops[idx]
+        u.undone.add(idx)
+        q = self._q(qname)
+        if q is None:
+            return
+        if kind == "P":
+            if q.uncommitted.get(key) == u.txid:
+                q.remove(key)
+        elif q.locked.get(key) == u.txid:
+            del q.locked[key]
+
+    def apply_commit(self, u: UnitOfWork) -> None:
+        """Make the unit's puts visible and its gets final."""
+        for i, (kind, qname, key, _lg) in enumerate(u.ops):
+            if i in u.undone:
+                continue
+            q = self._q(qname)
+            if q is None:
+                continue
+            if kind == "P":
+                if q.uncommitted.get(key) == u.txid:
+                    del q.uncommitted[key]
+            elif q.locked.get(key) == u.txid:
+                q.remove(key)
+        self.uows.end(u)
+
+    def apply_backout(self, u: UnitOfWork, state: str = "ended") -> None:
+        """Undo every operation still in effect, newest first."""
+        for i in range(len(u.ops) - 1, -1, -1):
+            if i not in u.undone:
+                self.undo_op(u, i)
+        self.uows.end(u, state)
+
+    # -- replay --------------------------------------------------------------------
+    def note_first(self, u: UnitOfWork, lsn: int) -> None:
+        """Remember the unit's first record (what it pins in the log)."""
+        if u.first_lsn is None:
+            u.first_lsn = lsn
+
+    def mark(self, rec: R.Record) -> None:
+        """A record from before the checkpoint of a unit in flight at the checkpoint:
+        rebuild its operation list; the messages themselves are already in the files."""
+        u = self.uows.get_or_make(rec.txid)
+        self.note_first(u, rec.lsn)
+        t = rec.type
+        if t == R.PUT:
+            u.ops.append(("P", rec.queue, rec.key, True))
+            q = self._q(rec.queue)
+            if q is not None and q.index.find(rec.key) is not None:
+                q.uncommitted[rec.key] = u.txid
+        elif t == R.GET:
+            u.ops.append(("G", rec.queue, rec.key, True))
+            q = self._q(rec.queue)
+            if q is not None and q.index.find(rec.key) is not None:
+                q.locked[rec.key] = u.txid
+        elif t == R.CLR:
+            self._clr(u, rec)
+        elif t == R.PREPARE:
+            u.state, u.xid = PREPARED, rec.xid
+            self.uows.by_xid[rec.xid] = u
+        elif t == R.CARRY:
+            self._carry(u, rec)
+
+    def _clr(self, u: UnitOfWork, rec: R.Record) -> None:
+        for i in range(len(u.ops) - 1, -1, -1):
+            k, qn, key, _lg = u.ops[i]
+            if i not in u.undone and k == rec.kind and qn == rec.queue and key == rec.key:
+                self.undo_op(u, i)
+                return
+
+    def _carry(self, u: UnitOfWork, rec: R.Record) -> None:
+        u.ops = [(k, qn, key, True) for k, qn, key in rec.ops]
+        u.undone = set()
+        u.state, u.xid = PREPARED, rec.xid
+        u.first_lsn = rec.lsn
+        self.uows.by_xid[rec.xid] = u
+        for k, qn, key in rec.ops:
+            q = self._q(qn)
+            if q is None or q.index.find(key) is None:
+                continue
+            (q.uncommitted if k == "P" else q.locked)[key] = u.txid
+
+    def redo(self, rec: R.Record) -> None:
+        """Apply one record from after the checkpoint (idempotently)."""
+        t = rec.type
+        if t == R.PUT:
+            q = self._q(rec.queue)
+            if rec.txid:
+                u = self.uows.get_or_make(rec.txid)
+                self.note_first(u, rec.lsn)
+                u.ops.append(("P", rec.queue, rec.key, True))
+            if q is None:
+                return
+            if q.index.find(rec.key) is None:
+                self.add_message(q, rec.key, MemMessage(rec.priority, True, rec.put_time,
+                                                        rec.msgid, rec.correlid, rec.body))
+                if rec.txid:
+                    q.uncommitted[rec.key] = rec.txid
+            elif rec.key >= self.next_key:
+                self.next_key = rec.key + 1
+        elif t == R.GET:
+            q = self._q(rec.queue)
+            if not rec.txid:
+                if q is not None:
+                    q.remove(rec.key)
+                return
+            u = self.uows.get_or_make(rec.txid)
+            self.note_first(u, rec.lsn)
+            u.ops.append(("G", rec.queue, rec.key, True))
+            if q is not None and q.index.find(rec.key) is not None:
+                q.locked[rec.key] = rec.txid
+        elif t == R.COMMIT:
+            u = self.uows.units.get(rec.txid)
+            if u is not None:
+                self.apply_commit(u)
+        elif t == R.BACKOUT:
+            u = self.uows.units.get(rec.txid)
+            if u is not None:
+                self.apply_backout(u)
+        elif t in (R.PREPARE, R.CLR, R.CARRY):
+            self.mark(rec)
+        elif t == R.DEFINE:
+            if self.only is None or rec.queue == self.only:
+                old = self.queues.get(rec.queue)
+                if old is None or old.qid != rec.qid:
+                    self.queues[rec.queue] = LocalQueue(rec.queue, rec.qid, rec.attrs)
+        elif t == R.ALTER:
+            q = self._q(rec.queue)
+            if q is not None:
+                q.attrs.update(rec.attrs)
+                q.header_dirty = True
+        elif t == R.DELETE:
+            if self.only is None:
+                self.queues.pop(rec.queue, None)
+        elif t == R.QMGR:
+            self.qmgr.update(rec.attrs)
+        elif t == R.MEDIA:
+            q = self.queues.get(rec.queue)
+            if q is not None:
+                q.media_lsn = rec.key
+
+
+def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
+           cp_txids: set[int]) -> int:
+    """Phase 1 over ``log_records`` (LogRecord objects); returns how many were read."""
+    n = 0
+    decode = R.decode
+    for lr in log_records:
+        n += 1
+        rec = decode(lr.payload, lr.lsn)
+        if cp_lsn is not None and lr.lsn < cp_lsn:
+            if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
+                state.mark(rec)
+            continue
+        state.redo(rec)
+    return n
+
+
+def undo_inflight(state: StoreState, append: Callable[[bytes], int],
+                  force: Callable[[int], None]) -> tuple[int, int]:
+    """Phase 3: roll back in-flight units that are not prepared, writing CLRs.
+
+    Returns (units rolled back, units left in doubt)."""
+    rolled = 0
+    units = list(state.uows.units.values())
+    last = None
+    for u in units:
+        if u.state == PREPARED:
+            continue
+        for i in range(len(u.ops) - 1, -1, -1):
+            if i in u.undone:
+                continue
+            kind, qname, key, logged = u.ops[i]
+            if logged:
+                last = append(R.encode_clr(u.txid, kind, qname, key))
+            state.undo_op(u, i)
+        last = append(R.encode_end(R.BACKOUT, u.txid))
+        state.uows.end(u)
+        rolled += 1
+    if last is not None:
+        force(last)
+    in_doubt = sum(1 for u in state.uows.units.values() if u.state == PREPARED)
+    return rolled, in_doubt
+
+
+def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
+            cp_uows: list[dict[str, Any]], qmgr: str,
+            errlog: Callable[[str, str], None]) -> dict[str, int]:
+    """Run restart recovery over ``log`` from ``start_lsn``; returns counters."""
+    for d in cp_uows:
+        u = state.uows.get_or_make(int(d["txid"]))
+        u.state = str(d.get("state") or ACTIVE)
+        u.xid = d.get("xid")
+        u.first_lsn = d.get("first_lsn")
+        if u.xid:
+            state.uows.by_xid[u.xid] = u
+        # the ops are rebuilt from the log; keep first_lsn as the checkpoint said
+        u.first_lsn = None
+    n = replay(state, log.records(start_lsn), cp_lsn, {int(d["txid"]) for d in cp_uows})
+    errlog("AMQ7229", amq.text("AMQ7229", count=n, qmgr=qmgr))
+    errlog("AMQ7230", amq.text("AMQ7230", qmgr=qmgr))
+    total = len(state.uows.units)
+    errlog("AMQ7231", amq.text("AMQ7231", count=sum(len(u.ops) for u in
+                                                     state.uows.units.values()), qmgr=qmgr))
+    rolled, in_doubt = undo_inflight(state, log.append, log.force)
+    errlog("AMQ7232", amq.text("AMQ7232", qmgr=qmgr))
+    if total:
+        errlog("AMQ7233", amq.text("AMQ7233", count=rolled, total=total, qmgr=qmgr))
+    return {"records": n, "rolled_back": rolled, "in_doubt": in_doubt}
