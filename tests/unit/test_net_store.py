@@ -1,0 +1,109 @@
+"""The client commands against the real store, served by the real listener in this process
+(no execution controller): crtmqm, runmqsc, amqsput, amqsget, amqldmpa, rcdmqimg and
+rcrmqobj through their entry points; a store restart keeps persistent messages only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.cli import amqldmpa, crtmqm, media, runmqsc, samples
+from tests.unit.test_cli_mqadmin import run
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
+                                reason="needs the store's recovery log")
+
+
+class Served:
+    """A store opened the way the controller opens it, behind a listener, with the
+    listener record written for bindings-mode clients."""
+
+    def __init__(self, root: str, qmgr: str) -> None:
+        self.root, self.qmgr = root, qmgr
+        self.generation = 0
+        self.store: Any = None
+        self.listener: Any = None
+
+    def start(self) -> None:
+        from miqm.config import parse_qm_ini
+        from miqm.net.server import Listener
+        from miqm.net.service import QueueService
+        from miqm.store.qmstore import QueueManagerStore
+
+        data = PosixVolume(os.path.join(self.root, "qmgrs", self.qmgr))
+        config = parse_qm_ini(data.read_bytes("qm.ini").decode())
+        self.generation += 1
+        self.store = QueueManagerStore.open(data, PosixVolume(config.log_path), self.qmgr,
+                                            config.log, config.tuning,
+                                            generation=self.generation, background=False)
+        self.listener = Listener(QueueService(self.store, self.qmgr).handle)
+        host, port = self.listener.start()
+        data.write_atomic("listener", json.dumps({"host": host, "port": port,
+                                                  "host_name": "t", "pid": os.getpid()}).encode())
+
+    def stop(self) -> None:
+        self.listener.stop()
+        self.store.close()
+        os.unlink(os.path.join(self.root, "qmgrs", self.qmgr, "listener"))
+
+
+@pytest.fixture()
+def served(tmp_path, monkeypatch, capsys) -> Iterator[Served]:
+    root = str(tmp_path / "root")
+    monkeypatch.setenv("MIQM_DATA_ROOT", root)
+    monkeypatch.delenv("MIQM_CONNECTION", raising=False)
+    rc, _, err = run(crtmqm.main, ["crtmqm", "-ll", "-lf", "64", "QMS"], capsys, monkeypatch)
+    assert rc == 0, err
+    s = Served(root, "QMS")
+    s.start()
+    try:
+        yield s
+    finally:
+        if s.listener is not None and s.store is not None:
+            try:
+                s.stop()
+            except Exception:
+                pass
+
+
+def test_end_to_end_against_the_real_store(served, capsys, monkeypatch) -> None:
+    script = ("DEFINE QLOCAL(Q1) MAXDEPTH(100) DESCR('test queue')\n"
+              "DISPLAY QLOCAL(Q1)\nALTER QLOCAL(Q1) MAXDEPTH(200)\nDIS QL(Q*) CURDEPTH\n"
+              "ALTER QMGR MAXUMSGS(500)\nDISPLAY QMGR\nDISPLAY QMSTATUS ALL\n"
+              "DEFINE QLOCAL(Q1)\nDELETE QLOCAL(NOPE)\n")
+    rc, out, err = run(runmqsc.main, ["runmqsc", "QMS"], capsys, monkeypatch, stdin=script)
+    assert rc == 10, out + err
+    for expect in ("AMQ8006I: IBM MQ queue created.", "DESCR(test queue)", "MAXDEPTH(100)",
+                   "AMQ8008I: IBM MQ queue changed.", "CURDEPTH(0)", "MAXUMSGS(500)",
+                   "AMQ8705I: Display Queue Manager Status Details.", "RECLOG(S",
+                   "AMQ8150E", "AMQ8147E: IBM MQ object NOPE not found.",
+                   "2 valid MQSC commands could not be processed."):
+        assert expect in out, (expect, out)
+    assert "AMQ7467(" not in out
+
+    rc, _, err = run(samples.amqsput_main, ["amqsput", "QMS", "Q1", "--syncpoint", "3"],
+                     capsys, monkeypatch, stdin="p1\np2\np3\np4\n")
+    assert rc == 0, err
+    rc, _, err = run(samples.amqsput_main, ["amqsput", "QMS", "Q1", "--non-persistent"],
+                     capsys, monkeypatch, stdin="n1\nn2\n")
+    assert rc == 0, err
+    rc, out, err = run(amqldmpa.main, ["amqldmpa", "-m", "QMS"], capsys, monkeypatch)
+    assert rc == 0 and "logactive" in out, err
+    rc, out, err = run(media.rcdmqimg_main, ["rcdmqimg", "-m", "QMS", "-t", "queue", "Q1"],
+                       capsys, monkeypatch)
+    assert rc == 0 and "Q1" in out and "AMQ7467I" in out, out + err
+
+    served.stop()
+    served.start()  # restart: recovery keeps persistent messages, drops non-persistent
+    rc, out, err = run(samples.amqsget_main, ["amqsget", "QMS", "Q1", "--wait", "0",
+                                              "--syncpoint", "2"], capsys, monkeypatch)
+    assert rc == 0, err
+    assert out == "p1\np2\np3\np4\n"
+    rc, _, err = run(samples.amqsget_main, ["amqsget", "QMS", "NOPE"], capsys, monkeypatch)
+    assert rc == 1 and "MQOPEN ended with reason code 2085" in err
