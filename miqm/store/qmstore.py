@@ -140,6 +140,8 @@ class QueueManagerStore:
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
         self._capacity = settings.file_size * (settings.primary_files + settings.secondary_files)
+        self._pin_limit = int(self._capacity * tuning.uow_log_space_limit)
+        self._pin_threshold: int | None = None  # an LSN past which a unit may pin too much
         self._cp_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.recovery_stats: dict[str, Any] = {}
@@ -239,6 +241,9 @@ class QueueManagerStore:
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
         stats["seconds"] = time.perf_counter() - t0
         self.recovery_stats = stats
+        oldest = st.uows.oldest_logged()
+        if oldest is not None and oldest.first_lsn is not None:
+            self._pin_threshold = oldest.first_lsn + self._pin_limit
         for q in st.queues.values():
             if q.file is not None and q.file.garbage:
                 if self._guard is not None:
@@ -332,6 +337,10 @@ class QueueManagerStore:
             raise
         if uow is not None and uow.first_lsn is None:
             uow.first_lsn = lsn
+            if self._pin_threshold is None:
+                self._pin_threshold = lsn + self._pin_limit
+        if self._pin_threshold is not None and lsn > self._pin_threshold:
+            self._check_due = True
         self._records_since_cp += 1
         if self._records_since_cp >= self.tuning.checkpoint_log_recd_max:
             self._check_due = True
@@ -376,6 +385,8 @@ class QueueManagerStore:
         while True:
             u = self.state.uows.oldest_logged()
             if u is None or self._pinned_fraction(u) <= limit:
+                self._pin_threshold = (None if u is None or u.first_lsn is None
+                                       else u.first_lsn + self._pin_limit)
                 break
             if u.state == PREPARED:
                 lsn = self._append(R.encode_json(R.CARRY, {"xid": u.xid,

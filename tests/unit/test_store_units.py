@@ -1,0 +1,376 @@
+"""Unit tests of the store's pure parts (records, index, units of work, checkpoint file)
+and of QueueManagerStore over an in-memory log (tests/unit/test_store_fakelog.py) on a
+real data directory: commit/backout/prepare across restarts, restart interrupted in undo,
+AMQ7469, queue attributes and MQI semantics."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import MessagingError, ObjectError, StoreError
+from miqm.store import checkpoint as ckpt
+from miqm.store import records as R
+from miqm.store.qmstore import QueueManagerStore
+from miqm.store.queues import PriorityIndex, encode_record
+from miqm.store.settings import LogSettings, StoreTuning
+from tests.unit.test_store_fakelog import FakeLog
+
+SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
+
+
+# -- records --------------------------------------------------------------------------
+def test_put_record_round_trip() -> None:
+    p = R.encode_put(7, "Q.A", 42, 5, 1.5, b"m" * 24, b"c" * 24, b"body")
+    r = R.decode(p, lsn=99)
+    assert (r.type, r.txid, r.queue, r.key, r.priority, r.put_time) == (R.PUT, 7, "Q.A", 42,
+                                                                          5, 1.5)
+    assert (r.msgid, r.correlid, r.body, r.lsn) == (b"m" * 24, b"c" * 24, b"body", 99)
+
+
+def test_other_records_round_trip() -> None:
+    assert R.decode(R.encode_get(3, "Q", 9)).key == 9
+    assert R.decode(R.encode_end(R.COMMIT, 3)).type == R.COMMIT
+    assert R.decode(R.encode_prepare(3, "X.1")).xid == "X.1"
+    c = R.decode(R.encode_clr(3, "G", "Q", 9))
+    assert (c.type, c.kind, c.queue, c.key) == (R.CLR, "G", "Q", 9)
+    carry = R.decode(R.encode_json(R.CARRY, {"xid": "x", "ops": [["P", "Q", 1]]}, 4))
+    assert carry.ops == [("P", "Q", 1)] and carry.txid == 4
+    d = R.decode(R.encode_json(R.DEFINE, {"name": "Q", "qid": 5, "attrs": {"MAXDEPTH": 1}}))
+    assert (d.queue, d.qid, d.attrs) == ("Q", 5, {"MAXDEPTH": 1})
+
+
+def test_truncated_record_is_a_store_error() -> None:
+    p = R.encode_put(1, "Q", 1, 0, 0.0, bytes(24), bytes(24), b"x" * 100)
+    with pytest.raises(StoreError):
+        R.decode(p[:-10])
+    with pytest.raises(StoreError):
+        R.decode(bytes([99]) + bytes(8))
+
+
+def test_queue_record_is_whole_blocks() -> None:
+    rec = encode_record(1, 1, 1, 0, True, 0.0, bytes(24), bytes(24), b"x" * 1024)
+    assert len(rec) % 512 == 0 and len(rec) == 1536
+
+
+# -- index ----------------------------------------------------------------------------
+def test_index_orders_priority_then_fifo_and_tombstones() -> None:
+    ix = PriorityIndex()
+    for key, prio in [(1, 0), (2, 5), (3, 0), (4, 5), (5, 9)]:
+        ix.add(key, prio, -1, 10)
+    order = [ix.keys[p][i] for p, i in ix.iter_order()]
+    assert order == [5, 2, 4, 1, 3]
+    p, i = ix.find(2)  # type: ignore[misc]
+    ix.remove(p, i)
+    assert ix.find(2) is None
+    assert [ix.keys[p][i] for p, i in ix.iter_order()] == [5, 4, 1, 3]
+    ix.add(0, 0, -1, 1)  # an out-of-order key (replay) is inserted in place
+    assert [ix.keys[p][i] for p, i in ix.iter_order()][-3:] == [0, 1, 3]
+
+
+# -- checkpoint file --------------------------------------------------------------------
+def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
+    vol = PosixVolume(str(tmp_path))
+    info = ckpt.CheckpointInfo(seq=3, cp_lsn=100, restart_lsn=50, queues={"Q": 2})
+    ckpt.write(vol, info)
+    assert ckpt.read(vol) == info
+    raw = bytearray((tmp_path / ckpt.NAME).read_bytes())
+    raw[-2] ^= 0xFF
+    (tmp_path / ckpt.NAME).write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=r"amqalchk\.fil is corrupt"):
+        ckpt.read(vol)
+
+
+# -- the store over an in-memory log ---------------------------------------------------
+class Harness:
+    """A data directory plus a fake log that can 'crash' (keep only forced records)."""
+
+    def __init__(self, tmp: Path, tuning: StoreTuning | None = None) -> None:
+        self.dir = tmp
+        self.data = PosixVolume(str(tmp))
+        self.data.makedirs("queues")
+        ckpt.write(self.data, ckpt.CheckpointInfo())
+        self.log = FakeLog()
+        self.tuning = tuning or StoreTuning()
+        self.lines: list[tuple[str, str]] = []
+        self.gen = 0
+
+    def open(self) -> QueueManagerStore:
+        self.gen += 1
+        return QueueManagerStore.open(
+            self.data, None, "QM", SETTINGS, self.tuning, generation=self.gen,
+            recovery_log=self.log, errlog=lambda a, t: self.lines.append((a, t)),
+            background=False)
+
+    def crash(self, store: QueueManagerStore) -> QueueManagerStore:
+        """Drop the store without a shutdown checkpoint; keep only the forced log."""
+        store._closed = True
+        store._close_files()
+        self.log = self.log.crashed()
+        return self.open()
+
+
+def drain(store: QueueManagerStore, q: str = "Q") -> list[bytes]:
+    out = []
+    while (m := store.get(q)) is not None:
+        out.append(m.body)
+    return out
+
+
+def test_commit_backout_prepare_survive_crash(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", MAXDEPTH=100)
+    s.put("Q", b"auto", persistent=True)
+    s.put("Q", b"np", persistent=False)
+    c = s.begin()
+    s.put("Q", b"committed", persistent=True, uow=c)
+    s.commit(c)
+    b = s.begin()
+    s.put("Q", b"backedout", persistent=True, uow=b)
+    s.backout(b)
+    inflight = s.begin()
+    s.put("Q", b"inflight", persistent=True, uow=inflight)
+    p = s.begin()
+    s.put("Q", b"prepared", persistent=True, uow=p)
+    xid = s.prepare(p)
+    s.checkpoint()
+    g = s.begin()
+    assert s.get("Q", uow=g).body == b"auto"  # an uncommitted get: restored by restart
+    s2 = h.crash(s)
+    assert s2.in_doubt() == [xid]
+    assert s2.queue_attrs("Q")["CURDEPTH"] == 3  # auto, committed, prepared (uncommitted)
+    assert drain(s2) == [b"auto", b"committed"]
+    s2.resolve(xid, commit=True)
+    assert drain(s2) == [b"prepared"]
+    assert any(a == "AMQ7229" for a, _ in h.lines)
+    s2.close()
+
+
+def test_in_doubt_survives_several_restarts_then_backout(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q")
+    p = s.begin()
+    s.put("Q", b"x", persistent=True, uow=p)
+    xid = s.prepare(p)
+    for _ in range(3):
+        s = h.crash(s)
+        assert s.in_doubt() == [xid]
+        s.checkpoint()
+    s.resolve(xid, commit=False)
+    assert drain(s) == []
+    s = h.crash(s)
+    assert s.in_doubt() == [] and drain(s) == []
+
+
+def test_restart_interrupted_during_undo_resumes_with_clrs(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q")
+    for i in range(5):
+        s.put("Q", b"m%d" % i, persistent=True)
+    u = s.begin()
+    for _ in range(3):
+        s.get("Q", uow=u)
+    s.put("Q", b"new", persistent=True, uow=u)
+    s.log.force(s.log.end_lsn())  # the unit's records are durable, its end is not
+    s._closed = True
+    # restart 1 fails after writing two CLRs (everything appended counts as durable)
+    h.log.forced = h.log.next
+    h.log.fail_after = 2
+    with pytest.raises(OSError):
+        h.open()
+    clrs = [r for r in h.log.records(0) if R.decode(r.payload).type == R.CLR]
+    assert len(clrs) == 2
+    h.log.fail_after = None
+    h.log.forced = h.log.next
+    s2 = h.open()
+    recs = [R.decode(r.payload) for r in h.log.records(0)]
+    undone = [(r.kind, r.key) for r in recs if r.type == R.CLR]
+    assert len(undone) == 4 and len(set(undone)) == 4  # each operation undone once
+    assert drain(s2) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+
+
+def test_nonpersistent_gone_after_restart_and_never_logged(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="NO")
+    before = len(h.log.recs)
+    s.put("Q", b"np")
+    assert len(h.log.recs) == before
+    s.close()
+    s = h.open()
+    assert drain(s) == []
+
+
+def test_priorities_msgid_correlid_browse(tmp_path: Path) -> None:
+    s = Harness(tmp_path).open()
+    s.define_queue("Q", DEFPSIST="YES")
+    a = s.put("Q", b"low1", priority=1)
+    s.put("Q", b"high", priority=8, correlid=b"C1")
+    s.put("Q", b"low2", priority=1, msgid=b"MINE")
+    assert s.get("Q", browse=True).body == b"high"
+    assert s.get("Q", msgid=b"MINE").body == b"low2"
+    assert s.get("Q", correlid=b"C1").body == b"high"
+    assert s.get("Q", msgid=a).body == b"low1"
+    assert s.get("Q") is None
+
+
+def test_limits_maxdepth_maxumsgs_inhibit(tmp_path: Path) -> None:
+    s = Harness(tmp_path, StoreTuning(max_umsgs=2)).open()
+    s.define_queue("Q", MAXDEPTH=2)
+    s.put("Q", b"1")
+    s.put("Q", b"2")
+    with pytest.raises(MessagingError) as e:
+        s.put("Q", b"3")
+    assert e.value.mqrc == 2053
+    s.define_queue("R")
+    u = s.begin()
+    s.put("R", b"a", uow=u)
+    s.put("R", b"b", uow=u)
+    with pytest.raises(MessagingError) as e:
+        s.put("R", b"c", uow=u)
+    assert e.value.mqrc == 2024
+    s.alter_queue("R", PUT="DISABLED")
+    with pytest.raises(MessagingError) as e:
+        s.put("R", b"d")
+    assert e.value.mqrc == 2051
+    with pytest.raises(MessagingError) as e:
+        s.put("NOPE", b"x")
+    assert e.value.mqrc == 2085
+    with pytest.raises(ObjectError):
+        s.define_queue("Q")
+    with pytest.raises(ObjectError):
+        s.delete_queue("Q")  # not empty
+    s.delete_queue("Q", purge=True)
+    assert [q["QUEUE"] for q in s.list_queues()] == ["R"]
+
+
+def test_definitions_persist_across_restart(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("A", MAXDEPTH=7, DESCR="first", DEFPSIST="YES")
+    s.define_queue("B")
+    s.checkpoint()
+    s.alter_queue("A", MAXDEPTH=9)
+    s.delete_queue("B")
+    s.set_qmgr_attrs(MAXUMSGS=55)
+    s = h.crash(s)
+    a = s.queue_attrs("A")
+    assert (a["MAXDEPTH"], a["DESCR"], a["DEFPSIST"]) == (9, "first", "YES")
+    assert [q["QUEUE"] for q in s.list_queues()] == ["A"]
+    assert s.qmgr_attrs()["MAXUMSGS"] == 55
+    s.close()
+    assert not (tmp_path / "queues" / "B").exists()
+
+
+def test_get_wait_is_handed_a_put(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="YES")
+    got: list[bytes] = []
+    t = threading.Thread(target=lambda: got.append(s.get("Q", wait=5).body))
+    t.start()
+    time.sleep(0.2)
+    before = len(h.log.recs)
+    s.put("Q", b"direct")
+    t.join(5)
+    assert got == [b"direct"]
+    assert len(h.log.recs) == before  # handed over: never on the queue, nothing logged
+    assert s.queue_attrs("Q")["CURDEPTH"] == 0
+
+
+def test_get_wait_under_syncpoint_woken_by_commit(tmp_path: Path) -> None:
+    s = Harness(tmp_path).open()
+    s.define_queue("Q", DEFPSIST="YES")
+    got: list[bytes] = []
+
+    def getter() -> None:
+        u = s.begin()
+        m = s.get("Q", wait=5, uow=u)
+        s.commit(u)
+        got.append(m.body)
+
+    t = threading.Thread(target=getter)
+    t.start()
+    time.sleep(0.1)
+    p = s.begin()
+    s.put("Q", b"late", uow=p)
+    time.sleep(0.1)
+    assert got == []
+    s.commit(p)
+    t.join(5)
+    assert got == [b"late"]
+
+
+def test_amq7469_rolls_back_oldest_and_rolls_forward_prepared(tmp_path: Path) -> None:
+    h = Harness(tmp_path, StoreTuning(uow_log_space_limit=0.1))
+    s = h.open()
+    cap = s._capacity
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100000)
+    old = s.begin()
+    s.put("Q", b"old", uow=old)
+    prep = s.begin()
+    s.put("Q", b"prep", uow=prep)
+    xid = s.prepare(prep)
+    body = b"z" * 4000
+    for _ in range(int(cap * 0.15 / 4000) + 2):
+        s.put("Q", body)
+    with pytest.raises(MessagingError) as e:
+        s.put("Q", b"more", uow=old)
+    assert e.value.mqrc == 2003
+    assert any(a == "AMQ7469" and "rolled back" in t for a, t in h.lines)
+    assert any(a == "AMQ7469" and "rolled forward" in t for a, t in h.lines)
+    assert s.in_doubt() == [xid]
+    first = s.state.uows.by_xid[xid].first_lsn
+    assert first is not None and s.log.end_lsn() - first < cap * 0.1
+    s = h.crash(s)
+    assert s.in_doubt() == [xid]
+    s.resolve(xid, commit=True)
+    bodies = drain(s)
+    assert b"prep" in bodies and b"old" not in bodies
+
+
+def test_queue_file_shrinks_when_oversized(tmp_path: Path) -> None:
+    s = Harness(tmp_path).open()
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=10000)
+    for _ in range(200):
+        s.put("Q", b"x" * 1000)
+    s.checkpoint()
+    big = (tmp_path / "queues/Q/q").stat().st_size
+    drain(s)
+    s.checkpoint()  # marks deletions
+    s.checkpoint()  # the freed tail is now reusable, so it is cut
+    small = (tmp_path / "queues/Q/q").stat().st_size
+    assert big > 200 * 1024 and small <= 8192
+
+
+def test_corrupt_queue_file_is_one_clear_line(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="YES")
+    s.put("Q", b"x")
+    s.close()
+    (tmp_path / "queues/Q/q").write_bytes(b"garbage" * 1000)
+    s = h.open()
+    with pytest.raises(StoreError, match=r"queues/Q/q is corrupt"):
+        s.get("Q")
+    assert any("queues/Q/q is corrupt" in t for _, t in h.lines)
+
+
+def test_message_bodies_leave_memory_at_checkpoint(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=10000)
+    for i in range(300):
+        s.put("Q", b"%d" % i, priority=i % 10)
+    s.checkpoint()
+    assert not s.state.queues["Q"].mem
+    s = h.crash(s)
+    bodies = drain(s)
+    assert len(bodies) == 300 and bodies[0] == b"9"
