@@ -253,9 +253,9 @@ class QueueFile:
     def allocate(self, n: int) -> int:
         """First run of ``n`` free blocks (extends the map past the end if needed)."""
         pat = b"\x00" * n
+        # first fit from the hint; the hint only moves forward within a checkpoint, so
+        # filling a large file is linear, not quadratic
         i = self.space.find(pat, self._hint)
-        if i < 0 and self._hint:
-            i = self.space.find(pat)
         if i < 0:
             # grow: reuse a free tail if there is one
             tail = len(self.space)
