@@ -574,7 +574,8 @@ class QueueManagerStore:
             mid = _pad24(msgid) if msgid else self._msgid(key)
             cid = _pad24(correlid)
             now = self._wallclock()
-            if uow is None and self._hand_over(queue, mid, cid, prio, pers, now, body):
+            if (uow is None and q.present == len(q.uncommitted) + len(q.locked)
+                    and self._hand_over(queue, mid, cid, prio, pers, now, body)):
                 return mid
             if q.depth >= int(q.attrs["MAXDEPTH"]):
                 raise MessagingError(f"queue '{queue}' is full (MQRC 2053)", mqrc=MQRC_Q_FULL)
@@ -817,6 +818,12 @@ class QueueManagerStore:
             if self._guard is not None:
                 self._guard()
             ckpt.write(self.data, info)
+        except LockFsError as exc:
+            err = StoreError(f"checkpoint of queue manager '{self.qmgr}' failed: {exc}; "
+                             "committed work is safe in the log, restart the queue manager "
+                             "once the data directory is writable")
+            self._failed = self._failed or err
+            raise err from exc
         except BaseException as exc:
             self._failed = self._failed or exc
             raise

@@ -374,3 +374,33 @@ def test_message_bodies_leave_memory_at_checkpoint(tmp_path: Path) -> None:
     s = h.crash(s)
     bodies = drain(s)
     assert len(bodies) == 300 and bodies[0] == b"9"
+
+
+def test_full_disk_at_checkpoint_is_clear_and_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from lockfs.errors import VolumeIOError
+    from lockfs.posix import PosixFile
+
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="YES")
+    for i in range(5):
+        s.put("Q", b"m%d" % i)
+    real = PosixFile.pwrite
+
+    def full(self: PosixFile, data: bytes, offset: int) -> None:
+        if "/queues/" in self.path:
+            raise VolumeIOError(f"write {self.path}: No space left on device",
+                                errno=errno.ENOSPC)
+        real(self, data, offset)
+
+    monkeypatch.setattr(PosixFile, "pwrite", full)
+    with pytest.raises(StoreError, match="checkpoint of queue manager 'QM' failed"):
+        s.checkpoint()
+    with pytest.raises(StoreError, match="stopped after a failure"):
+        s.put("Q", b"after")
+    monkeypatch.setattr(PosixFile, "pwrite", real)
+    s = h.crash(s)
+    assert drain(s) == [b"m%d" % i for i in range(5)]
