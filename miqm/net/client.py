@@ -201,8 +201,14 @@ class Connection:
     """
 
     def __init__(self, qmgr: str, *, timeout: float = 5.0, reconnect: bool = False,
-                 reconnect_timeout: float = 60.0, call_timeout: float = 60.0) -> None:
+                 reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
+                 endpoints: list[Endpoint] | None = None,
+                 allow_standby: bool = False) -> None:
         self.qmgr = qmgr
+        self.endpoints = endpoints
+        self.allow_standby = allow_standby
+        #: True when connected to an instance that answered hello as a standby
+        self.standby = False
         self.timeout = timeout
         self.reconnect = reconnect
         self.reconnect_timeout = reconnect_timeout
@@ -230,7 +236,7 @@ class Connection:
     def _open(self) -> Connection:
         saw_standby = False
         errors: list[str] = []
-        for ep in candidates(self.qmgr):
+        for ep in self.endpoints or candidates(self.qmgr):
             try:
                 sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
             except OSError as exc:
@@ -246,12 +252,14 @@ class Connection:
                 sock.close()
                 errors.append(f"{ep}: {exc}")
                 continue
-            if reply.get("ok"):
+            is_standby = reply.get("mqrc") == MQRC_STANDBY_Q_MGR
+            if reply.get("ok") or (is_standby and self.allow_standby):
                 self._sock, self.endpoint = sock, ep
                 self.server_host = str(reply.get("host", ""))
+                self.standby = is_standby
                 return self
             sock.close()
-            if reply.get("mqrc") == MQRC_STANDBY_Q_MGR:
+            if is_standby:
                 saw_standby = True
             elif reply.get("mqrc") == MQRC_Q_MGR_NAME_ERROR:
                 errors.append(f"{ep}: {reply.get('error')}")
@@ -357,10 +365,18 @@ class Connection:
 
 
 def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
-            reconnect_timeout: float = 60.0, call_timeout: float = 60.0) -> Connection:
-    """Connect to the active instance of ``qmgr`` (see the module docstring)."""
+            reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
+            endpoints: list[Endpoint] | None = None,
+            allow_standby: bool = False) -> Connection:
+    """Connect to the active instance of ``qmgr`` (see the module docstring).
+
+    ``endpoints`` replaces resolution (a control command that knows the address of a
+    particular instance); ``allow_standby`` accepts an instance that answers as a standby
+    (for control ops such as ``end`` and ``instance``, which a standby serves).
+    """
     conn = Connection(qmgr, timeout=timeout, reconnect=reconnect,
-                      reconnect_timeout=reconnect_timeout, call_timeout=call_timeout)
+                      reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
+                      endpoints=endpoints, allow_standby=allow_standby)
     if reconnect:
         # a reconnecting client also waits for the first connection, as MQ's does
         conn._reopen()

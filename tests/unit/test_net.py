@@ -271,6 +271,11 @@ def test_wrong_qmgr_and_standby_and_nothing_listening(monkeypatch, served) -> No
         with pytest.raises(NetError) as info:
             connect("QM1")
         assert info.value.mqrc == 2543
+        with connect("QM1", allow_standby=True) as conn:  # control ops reach a standby
+            assert conn.standby
+        with connect("QM1", endpoints=[Endpoint(*served[1].address)]) \
+                as conn:
+            assert not conn.standby and conn.call("ping")["qmgr"] == "QM1"
         # a standby first, then the active: the client finds the active
         active = os.environ.get("MIQM_CONNECTION")
         _, served_listener = served
