@@ -404,3 +404,49 @@ def test_full_disk_at_checkpoint_is_clear_and_loses_nothing(
     monkeypatch.setattr(PosixFile, "pwrite", real)
     s = h.crash(s)
     assert drain(s) == [b"m%d" % i for i in range(5)]
+
+
+LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=2, secondary_files=1)
+
+
+def test_media_image_recreates_a_deleted_queue_file(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.settings = LINEAR
+    s = QueueManagerStore.open(h.data, None, "QM", LINEAR, h.tuning, generation=1,
+                               recovery_log=h.log, background=False)
+    s.define_queue("Q", DEFPSIST="YES")
+    for i in range(6):
+        s.put("Q", b"m%d" % i)
+    s.record_image("Q")
+    assert s.get("Q").body == b"m0"
+    s.put("Q", b"after-image")
+    u = s.begin()
+    s.put("Q", b"uncommitted", uow=u)
+    s.checkpoint()
+    (tmp_path / "queues/Q/q").unlink()
+    s.recreate_object("Q")
+    s.commit(u)
+    assert drain(s) == [b"m1", b"m2", b"m3", b"m4", b"m5", b"after-image", b"uncommitted"]
+
+
+def test_queue_file_lost_while_down_is_damaged_until_recreated(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    s = QueueManagerStore.open(h.data, None, "QM", LINEAR, h.tuning, generation=1,
+                               recovery_log=h.log, background=False)
+    s.define_queue("Q", DEFPSIST="YES")
+    s.put("Q", b"a")
+    s.record_image("Q")
+    s.put("Q", b"b")
+    s.close()
+    (tmp_path / "queues/Q/q").unlink()
+    lines: list[str] = []
+    s = QueueManagerStore.open(h.data, None, "QM", LINEAR, h.tuning, generation=2,
+                               recovery_log=h.log, background=False,
+                               errlog=lambda a, t: lines.append(t))
+    assert any("damaged" in t for t in lines)
+    with pytest.raises(StoreError, match="rcrmqobj"):
+        s.get("Q")
+    s.recreate_object("Q")
+    assert drain(s) == [b"a", b"b"]
+    with pytest.raises(ObjectError):
+        Harness(tmp_path / "c").open().record_image("NOPE")
