@@ -31,7 +31,6 @@ from miqm.errors import MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
 from miqm.store.queues import DEFAULT_ATTRS, LocalQueue, MemMessage, QueueFile, encode_record
-from miqm.store.queues import delete_mark as _delete_mark
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
 from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
@@ -881,7 +880,7 @@ class QueueManagerStore:
         for block, n, key in q.to_delete:
             if self._guard is not None:
                 self._guard()
-            qf.f.pwrite(_delete_mark(key, seq, q.qid), block * 512 + 4096)  # type: ignore
+            qf.mark_deleted(block, key, seq)
             qf.free_later(block, n)
             dirty = True
         q.to_delete.clear()

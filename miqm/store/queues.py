@@ -9,11 +9,14 @@ Queue file ``queues/<Q>/q`` (see docs/store-format.md):
   header (below) followed by its body. The space map (which blocks are in use) lives in
   memory and is rebuilt by scanning headers on open.
 
-Record header (108 bytes): ``del_cp u64, del_crc u32, pad u32`` (the delete mark, written
-alone and checked by its own crc so a torn mark reads as "not deleted"), ``magic "MIQR",
-crc u32`` (over the rest of the header and the body), ``key u64, cp u64`` (the checkpoint
-that wrote it), ``qid u32, body_len u32, priority u8, flags u8, pad u16, put_time f64,
-msgid 24s, correlid 24s``.
+Record header (108 bytes): ``magic "MIQR", crc u32`` (over the rest of the header up to the
+delete mark, and the body), ``key u64, cp u64`` (the checkpoint that wrote it), ``qid u32,
+body_len u32, priority u8, flags u8, pad u16, put_time f64, msgid 24s, correlid 24s``,
+then ``del_cp u64, del_crc u32, pad u32``: the delete mark, written alone and checked by
+its own crc so a torn mark reads as "not deleted". It sits *after* the crc-covered header
+on purpose: a torn write of a new record over a deleted one can change the mark only if
+it has already replaced the whole header before it, so a deleted record can never come
+back with a fresh-looking mark (the crash harness found exactly that with the mark first).
 
 Crash safety without a second copy: the queue file changes only during a checkpoint, after
 the log is forced (write-ahead). A checkpoint never writes into blocks that are in use as
@@ -46,6 +49,7 @@ _QMAGIC = b"MIQQ"
 QFILE_VERSION = 1
 _DEL = struct.Struct("<QII")
 _REC = struct.Struct("<4sIQQIIBBHd24s24s")
+DEL_AT = _REC.size  # 92: the delete mark follows the crc-covered header
 REC_HDR = _DEL.size + _REC.size  # 108
 _RMAGIC = b"MIQR"
 _DELKEY = struct.Struct("<QQI")
@@ -73,7 +77,7 @@ def encode_record(key: int, cp: int, qid: int, priority: int, persistent: bool,
     rest = struct.pack("<QQIIBBHd24s24s", key, cp, qid, len(body), priority,
                        FLAG_PERSISTENT if persistent else 0, 0, put_time, msgid, correlid)
     crc = crc32c(body, crc32c(rest))
-    data = b"".join((_DEL.pack(0, 0, 0), _RMAGIC, struct.pack("<I", crc), rest, body))
+    data = b"".join((_RMAGIC, struct.pack("<I", crc), rest, _DEL.pack(0, 0, 0), body))
     pad = (-len(data)) % BLOCK
     return data + bytes(pad) if pad else data
 
@@ -198,12 +202,12 @@ class QueueFile:
 
         while b < nblocks:
             head = view(b, REC_HDR)
-            if head[16:20] != _RMAGIC:
+            if head[:4] != _RMAGIC:
                 b += 1
                 continue
-            del_cp, del_crc, _ = _DEL.unpack_from(head, 0)
+            del_cp, del_crc, _ = _DEL.unpack_from(head, DEL_AT)
             (_m, crc, key, cp, qid, blen, prio, _fl, _p, _t, msgid, correlid) = _REC.unpack_from(
-                head, 16)
+                head, 0)
             n = blocks_for(blen)
             self.max_cp_seen = max(self.max_cp_seen, cp)
             if b + n > nblocks or qid != self.qid or cp > completed_cp:
@@ -211,7 +215,8 @@ class QueueFile:
                 b += 1
                 continue
             rec = view(b, REC_HDR + blen)
-            if len(rec) != REC_HDR + blen or crc32c(rec[24:]) != crc:
+            if len(rec) != REC_HDR + blen or crc32c(rec[REC_HDR:],
+                                                     crc32c(rec[8:DEL_AT])) != crc:
                 self.garbage.append(b)
                 b += 1
                 continue
@@ -232,7 +237,7 @@ class QueueFile:
         assert self.f is not None
         for b in self.garbage:
             if not self.space[b]:
-                self.f.pwrite(bytes(8), block_offset(b) + 16)
+                self.f.pwrite(bytes(8), block_offset(b))
         if self.garbage:
             self.f.fdatasync()
         self.garbage = []
@@ -243,8 +248,9 @@ class QueueFile:
         assert self.f is not None
         data = self.f.pread(REC_HDR + body_len, block_offset(block))
         (magic, crc, key, _cp, _qid, blen, prio, fl, _p, t, msgid, correlid) = _REC.unpack_from(
-            data, 16)
-        if magic != _RMAGIC or blen != body_len or crc32c(data[24:]) != crc:
+            data, 0)
+        if (magic != _RMAGIC or blen != body_len
+                or crc32c(data[REC_HDR:], crc32c(data[8:DEL_AT])) != crc):
             raise StoreError(
                 f"queue file {self.volume.describe()}/{self.path} is corrupt at offset "
                 f"{block_offset(block)} (restore it with rcrmqobj)")
@@ -268,6 +274,11 @@ class QueueFile:
         self.space[i:i + n] = b"\x01" * n
         self._hint = i + n
         return i
+
+    def mark_deleted(self, block: int, key: int, cp: int) -> None:
+        """Write the delete mark of the record at ``block`` (checkpoint ``cp``)."""
+        assert self.f is not None
+        self.f.pwrite(delete_mark(key, cp, self.qid), block_offset(block) + DEL_AT)
 
     def free_later(self, block: int, n: int) -> None:
         """Mark blocks freed by this checkpoint (reusable only after it completes)."""

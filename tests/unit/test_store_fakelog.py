@@ -99,3 +99,65 @@ def test_fake_log_keeps_only_forced_records_on_crash() -> None:
     log.force(a)
     log.append(b"two")
     assert [r.payload for r in log.crashed().records(0)] == [b"one"]
+
+
+class VolumeFakeLog(FakeLog):
+    """A stand-in log on a Volume: one append-only file of ``len, crc, lsn, payload``
+    frames; ``force`` writes the buffered frames and fdatasyncs; reading stops at the
+    first torn or bad frame. Enough to crash-test the store's own files before (or
+    independently of) the real RecoveryLog."""
+
+    import struct as _struct
+
+    _FR = _struct.Struct("<IIQ")
+
+    def __init__(self, volume: Any) -> None:
+        super().__init__()
+        self.f = volume.open("fake.log", create=True)
+        self.buf = bytearray()
+        self.buf_start = 0
+        self.next = 16
+        size = self.f.size()
+        for _ in self._scan(size):
+            pass
+        self.buf_start = self.next
+
+    def _scan(self, size: int):
+        import crc32c
+
+        data = self.f.pread(size, 0) if size else b""
+        pos = 0
+        while pos + self._FR.size <= len(data):
+            n, crc, lsn = self._FR.unpack_from(data, pos)
+            payload = data[pos + self._FR.size:pos + self._FR.size + n]
+            if n == 0 or len(payload) != n or crc32c.crc32c(payload) != crc or lsn != pos + 16:
+                break
+            yield FakeRecord(lsn, 1, payload, lsn + self._FR.size + n)
+            pos += self._FR.size + n
+            self.next = pos + 16
+
+    def records(self, start_lsn: int):
+        for r in self._scan(self.f.size()):
+            if r.lsn >= start_lsn:
+                yield r
+
+    def append(self, payload: bytes) -> int:
+        import crc32c
+
+        with self.lock:
+            lsn = self.next
+            self.buf += self._FR.pack(len(payload), crc32c.crc32c(payload), lsn) + payload
+            self.next += self._FR.size + len(payload)
+            return lsn
+
+    def force(self, lsn: int) -> None:
+        with self.lock:
+            if self.buf:
+                self.f.pwrite(bytes(self.buf), self.buf_start - 16)
+                self.buf_start = self.next
+                self.buf = bytearray()
+                self.f.fdatasync()
+            self.forces += 1
+
+    def close(self) -> None:
+        self.f.close()
