@@ -133,6 +133,7 @@ class QueueManagerStore:
         self._records_since_cp = 0
         self._last_cp_time = clock()
         self._check_due = False
+        self._usage_after_cp = 0.0
         self._closed = False
         self._failed: BaseException | None = None
         self._damaged: dict[str, str] = {}
@@ -361,8 +362,11 @@ class QueueManagerStore:
             return
         self._check_due = False
         self._relieve_log_space()
+        usage = self._log_usage()
+        # log space running low: checkpoint so the log can free extents, but not again
+        # and again while a unit of work pins them (AMQ7469 deals with that)
         if (self._records_since_cp >= self.tuning.checkpoint_log_recd_max
-                or self._log_usage() >= 0.5):
+                or (usage >= 0.5 and usage >= self._usage_after_cp + 0.1)):
             self._checkpoint_locked()
 
     def _log_usage(self) -> float:
@@ -850,6 +854,7 @@ class QueueManagerStore:
             self.log.set_restart_lsn(info.restart_lsn)
         self._records_since_cp = 0
         self._last_cp_time = self._clock()
+        self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
 
     def _write_queue(self, q: LocalQueue, seq: int) -> bool:
