@@ -387,11 +387,7 @@ class PriorityIndex:
 
     def count(self) -> int:
         """Present slots."""
-        return sum(len(self.keys[p]) - self.dead[p] - self._dead_before_head(p)
-                   for p in range(10))
-
-    def _dead_before_head(self, p: int) -> int:
-        return 0  # the head only skips tombstones, which ``dead`` already counts
+        return sum(len(self.keys[p]) - self.dead[p] for p in range(10))
 
 
 @dataclass(slots=True)

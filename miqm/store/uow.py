@@ -9,7 +9,6 @@ operations are undone in memory only and never reach the log.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 ACTIVE, PREPARED, ROLLED_BACK, ENDED = "active", "prepared", "rolled_back", "ended"
@@ -30,7 +29,6 @@ class UnitOfWork:
     first_lsn: int | None = None
     ops: list[tuple[str, str, int, bool]] = field(default_factory=list)
     undone: set[int] = field(default_factory=set)  # op indexes undone by CLRs (restart)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def logged(self) -> bool:

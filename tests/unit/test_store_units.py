@@ -450,3 +450,43 @@ def test_queue_file_lost_while_down_is_damaged_until_recreated(tmp_path: Path) -
     assert drain(s) == [b"a", b"b"]
     with pytest.raises(ObjectError):
         Harness(tmp_path / "c").open().record_image("NOPE")
+
+
+def test_concurrent_producers_and_consumers_deliver_exactly_once(tmp_path: Path) -> None:
+    s = Harness(tmp_path, StoreTuning(checkpoint_log_recd_max=300)).open()
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100000)
+    got: list[bytes] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def producer(p: int) -> None:
+        for i in range(0, 150, 3):
+            u = s.begin()
+            for j in range(3):
+                s.put("Q", b"%d-%d" % (p, i + j), uow=u, priority=(i + j) % 10)
+            s.commit(u)
+
+    def consumer() -> None:
+        while True:
+            u = s.begin()
+            m = s.get("Q", uow=u, wait=0.05)
+            if m is None:
+                s.backout(u)
+                if done.is_set():
+                    return
+                continue
+            s.commit(u)
+            with lock:
+                got.append(m.body)
+
+    ps = [threading.Thread(target=producer, args=(p,)) for p in range(6)]
+    cs = [threading.Thread(target=consumer) for _ in range(3)]
+    for t in ps + cs:
+        t.start()
+    for t in ps:
+        t.join()
+    done.set()
+    for t in cs:
+        t.join()
+    assert sorted(got) == sorted(b"%d-%d" % (p, i) for p in range(6) for i in range(150))
+    assert s.queue_attrs("Q")["CURDEPTH"] == 0
