@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -200,10 +201,11 @@ class Listener:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        deadline = time.monotonic() + timeout  # one budget for all, not one per session
         for _conn, session, thread in conns:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
             # a thread still inside a handler (a long get-wait) must not keep its unit of
             # work open past the end of the instance: run the hooks from here
             session.close()
         if self._accept_thread is not None:
-            self._accept_thread.join(timeout)
+            self._accept_thread.join(max(0.1, deadline - time.monotonic()))

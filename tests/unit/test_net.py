@@ -424,3 +424,46 @@ def test_bindings_mode_with_only_a_standby_running_is_2543(tmp_path, monkeypatch
             master.close()
     finally:
         standby.close()
+
+
+def test_concurrent_clients_and_a_prompt_stop(served) -> None:
+    store, listener = served
+    store.define_queue("Q1")
+    errors: list[BaseException] = []
+
+    def producer(k: int) -> None:
+        try:
+            with connect("QM1") as conn:
+                for i in range(50):
+                    conn.call("put", queue="Q1", body=protocol.b64(f"{k}-{i}".encode()))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and len(store.msgs["Q1"]) == 400
+    store.msgs["Q1"].clear()
+    waiters = [connect("QM1") for _ in range(5)]
+    outcomes: list[int] = []
+
+    def wait_get(c: Any) -> None:
+        try:
+            c.call("get", queue="Q1", wait=3)
+        except NetError as exc:
+            outcomes.append(exc.mqrc)
+
+    blocked = [threading.Thread(target=wait_get, args=(c,)) for c in waiters]
+    for t in blocked:
+        t.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    listener.stop(timeout=1.0)
+    assert time.monotonic() - t0 < 2.5  # one budget, not one per blocked session
+    for t in blocked:
+        t.join(10)
+    assert len(outcomes) == 5  # each blocked get ends with an error, none hangs
+    for c in waiters:
+        c.close()
