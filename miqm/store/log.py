@@ -1,0 +1,925 @@
+"""The recovery log: pre-formatted extents, write-ahead appends, group commit, TripleWrite.
+
+Layout (see ``docs/log-format.md``): the log directory holds the control file
+``amqhlctl.lfh`` and extents ``S0000000.LOG``… of ``LogFilePages`` pages each. Pages 0
+and 1 of every extent are the TripleWrite slots; pages 2… hold log pages (framing in
+:mod:`miqm.store.framing`). Log pages are numbered globally: page ``g`` lives in logical
+extent ``g // (LogFilePages - 2)``. Circular logs map logical extents onto a ring of
+reusable files (the control file says which); linear logs name the file after the
+logical extent.
+
+Writing rules that make every crash recoverable:
+
+* A page is written in place only once it is sealed (full). The partial last page of a
+  force goes to one of the two slots of its extent, alternately, so the slot holding the
+  previous durable image of that page is never the one being overwritten (TripleWrite).
+  ``SingleWrite`` rewrites the partial page in place instead (faster, and a torn write can
+  then damage records already forced on that page - MQ's trade-off).
+* A force writes everything appended so far and fdatasyncs it; concurrent ``force`` calls
+  queue on one lock and the holder writes for all of them (group commit).
+* The control file names every extent before any page of it is written.
+
+Reading stops at the first page with no valid image (torn tail) or at the last
+unsealed page. If a valid page written by a *later* force than the missing one exists
+further on, the missing page had been forced: that is corruption, reported with the
+extent and offset, and nothing is written. Records of an older activation generation
+after a newer one are refused (a stale writer).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import crc32c
+
+from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.volume import Volume, VolumeFile
+from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
+from miqm.store import framing as F
+from miqm.store.settings import PAGE, LogSettings
+
+CONTROL = "amqhlctl.lfh"
+SLOTS = 2
+CONTROL_MAGIC = b"MQLH"
+CONTROL_VERSION = 1
+_CTL_HDR = struct.Struct("<4sHHII")  # magic, version, reserved, crc32c, length
+_CHUNK_PAGES = 256
+
+
+def extent_name(index: int) -> str:
+    """``S0000012.LOG`` for file index 12."""
+    return f"S{index:07d}.LOG"
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record read back from the log."""
+
+    lsn: int
+    generation: int
+    payload: bytes
+    next_lsn: int
+
+
+@dataclass
+class _Control:
+    log_type: str
+    file_pages: int
+    generation: int
+    restart_lsn: int
+    media_lsn: int | None
+    active: list[tuple[int, str]]  # (logical extent, file name), in order
+    free: list[str]  # circular: formatted files ready for reuse
+
+    def to_bytes(self) -> bytes:
+        body = json.dumps({
+            "log_type": self.log_type, "file_pages": self.file_pages,
+            "generation": self.generation, "restart_lsn": self.restart_lsn,
+            "media_lsn": self.media_lsn, "active": [list(a) for a in self.active],
+            "free": self.free,
+        }, sort_keys=True).encode()
+        return _CTL_HDR.pack(CONTROL_MAGIC, CONTROL_VERSION, 0, crc32c.crc32c(body),
+                             len(body)) + body
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, where: str) -> _Control:
+        bad = LogCorruptError(
+            f"the log control file {where} is corrupt; restore the log directory from a "
+            "backup (the extents themselves were not touched)", amq="AMQ6118")
+        if len(raw) < _CTL_HDR.size:
+            raise bad
+        magic, version, _, crc, length = _CTL_HDR.unpack_from(raw)
+        body = raw[_CTL_HDR.size:_CTL_HDR.size + length]
+        if magic != CONTROL_MAGIC or len(body) != length or crc32c.crc32c(body) != crc:
+            raise bad
+        if version != CONTROL_VERSION:
+            raise LogCorruptError(f"the log control file {where} has format version "
+                                  f"{version}; this miqm reads version {CONTROL_VERSION}",
+                                  amq="AMQ6118")
+        try:
+            d = json.loads(body)
+            return cls(str(d["log_type"]), int(d["file_pages"]), int(d["generation"]),
+                       int(d["restart_lsn"]),
+                       None if d["media_lsn"] is None else int(d["media_lsn"]),
+                       [(int(k), str(n)) for k, n in d["active"]], [str(n) for n in d["free"]])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise bad from exc
+
+
+class _WriteStats:
+    """amqldmpa's write-size and write-time figures (sizes in bytes, times in µs)."""
+
+    def __init__(self) -> None:
+        self.size_short = self.size_long = 0.0
+        self.size_max = 0
+        self.time_short = self.time_long = 0.0
+        self.time_short_max = self.time_long_max = 0.0
+        self.time_max = 0.0
+        self.time_max_at = ""
+        self.per_file: deque[tuple[str, float]] = deque(maxlen=8)
+        self.forces = 0
+
+    def note(self, size: int, micros: float, extent: str) -> None:
+        self.forces += 1
+        self.size_short += (size - self.size_short) / 8
+        self.size_long += (size - self.size_long) / 128
+        self.size_max = max(self.size_max, size)
+        self.time_short += (micros - self.time_short) / 8
+        self.time_long += (micros - self.time_long) / 128
+        self.time_short_max = max(self.time_short_max, self.time_short)
+        self.time_long_max = max(self.time_long_max, self.time_long)
+        if micros > self.time_max:
+            self.time_max = micros
+            self.time_max_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if not self.per_file or self.per_file[-1][0] != extent:
+            self.per_file.append((extent, micros))
+        elif micros > self.per_file[-1][1]:
+            self.per_file[-1] = (extent, micros)
+
+
+class RecoveryLog:
+    """The write-ahead recovery log of one queue manager (API in docs/architecture.md)."""
+
+    # ------------------------------------------------------------------ creation
+    @staticmethod
+    def create(volume: Volume, settings: LogSettings) -> None:
+        """crtmqm: pre-format the first extents and write the control file.
+
+        Circular logs get all their primary files, linear logs their first extent and
+        one formatted ahead. Refuses to touch a directory that already holds a log.
+        """
+        try:
+            existing = [n for n in volume.listdir("") if n == CONTROL or
+                        (n.startswith("S") and n.endswith(".LOG"))]
+        except VolumeNotFound:
+            volume.makedirs("")
+            existing = []
+        except LockFsError as exc:
+            raise StoreError(f"cannot read the log directory {volume.describe()}: {exc}",
+                             amq="AMQ7017") from exc
+        if existing:
+            raise StoreError(f"the log directory {volume.describe()} already holds a log "
+                             f"({existing[0]}); delete it or choose another -ld path",
+                             amq="AMQ7017")
+        count = settings.primary_files if settings.log_type == "CIRCULAR" else 2
+        size = settings.file_size
+        try:
+            for i in range(count):
+                _format_extent(volume, extent_name(i), size)
+            ctl = _Control(settings.log_type, settings.file_pages, 0, F.page_lsn(0), None,
+                           [(0, extent_name(0))],
+                           [extent_name(i) for i in range(1, count)]
+                           if settings.log_type == "CIRCULAR" else [])
+            volume.write_atomic(CONTROL, ctl.to_bytes())
+        except LockFsError as exc:
+            for i in range(count):
+                try:
+                    volume.unlink(extent_name(i))
+                    volume.unlink(extent_name(i) + ".tmp")
+                except LockFsError:
+                    pass
+            raise LogWriteError(f"cannot create the log in {volume.describe()}: {exc}",
+                                amq="AMQ6708") from exc
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, volume: Volume, settings: LogSettings, *, generation: int,
+             write_guard: Callable[[], None] | None = None,
+             on_event: Callable[..., None] | None = None,
+             clock: Callable[[], float] = time.monotonic) -> RecoveryLog:
+        """Open the log for restart. Nothing is written until the first append or force
+        after :meth:`records` has found the end (so a corrupt log is left untouched)."""
+        try:
+            raw = volume.read_bytes(CONTROL)
+        except VolumeNotFound as exc:
+            raise StoreError(f"log not available: {volume.describe()}/{CONTROL} is missing; "
+                             "restore the log directory or recreate the queue manager",
+                             amq="AMQ7017") from exc
+        except LockFsError as exc:
+            raise StoreError(f"log not available: cannot read {volume.describe()}/{CONTROL}: "
+                             f"{exc}", amq="AMQ7017") from exc
+        ctl = _Control.from_bytes(raw, f"{volume.describe()}/{CONTROL}")
+        if generation < ctl.generation:
+            raise LogCorruptError(
+                f"activation generation {generation} is older than generation "
+                f"{ctl.generation} recorded in the log: another instance has taken over; "
+                "this instance must not write", amq="AMQ7279")
+        return cls(volume, settings, ctl, max(generation, ctl.generation + 1), write_guard,
+                   on_event, clock)
+
+    def __init__(self, volume: Volume, settings: LogSettings, ctl: _Control, generation: int,
+                 write_guard: Callable[[], None] | None,
+                 on_event: Callable[..., None] | None,
+                 clock: Callable[[], float]) -> None:
+        self.volume = volume
+        self.settings = settings
+        self._ctl = ctl
+        self.circular = ctl.log_type == "CIRCULAR"
+        self.file_pages = ctl.file_pages  # geometry is fixed at crtmqm
+        self.pages_per_extent = self.file_pages - SLOTS
+        self.extent_bytes = self.pages_per_extent * PAGE
+        self.max_extents = settings.primary_files + settings.secondary_files
+        self.generation = generation
+        self._guard = write_guard
+        self._on_event = on_event
+        self._clock = clock
+        self._files: dict[int, VolumeFile] = {}
+        self._lock = threading.Lock()  # the append buffer
+        self._flush_lock = threading.Lock()  # one force (and control-file update) at a time
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._ready = False
+        self._end: int | None = None  # append point, once records() has reached the end
+        self._cleanup: list[tuple[int, int]] = []  # (extent, page index in file) to zero
+        self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
+        self._slot_next: dict[int, int] = {}
+        self._pages: list[bytearray] = []
+        self._used: list[int] = []
+        self._sealed: list[bool] = []
+        self._first_page = 0
+        self._append_lsn = 0
+        self._durable = 0
+        self._buffer_limit = settings.effective_buffer_pages * PAGE
+        self._waiters = 0
+        self._stats = _WriteStats()
+        self._preformat: threading.Thread | None = None
+        for k, name in ctl.active:
+            self._open_extent(k, name)
+
+    def _open_extent(self, k: int, name: str) -> VolumeFile:
+        f = self._files.get(k)
+        if f is not None:
+            return f
+        try:
+            f = self.volume.open(name)
+            size = f.size()
+        except VolumeNotFound as exc:
+            raise StoreError(f"log file {name} of {self.volume.describe()} is missing; the "
+                             "queue manager cannot start without it: restore it",
+                             amq="AMQ6767") from exc
+        except LockFsError as exc:
+            raise StoreError(f"log file {name} of {self.volume.describe()} cannot be opened: "
+                             f"{exc}", amq="AMQ6767") from exc
+        if size < self.file_pages * PAGE:
+            f.close()
+            raise LogCorruptError(f"log file {name} of {self.volume.describe()} is "
+                                  f"{size} bytes, expected {self.file_pages * PAGE}: it is "
+                                  "damaged; restore it", amq="AMQ6118")
+        self._files[k] = f
+        return f
+
+    def _file_for(self, k: int) -> VolumeFile | None:
+        f = self._files.get(k)
+        if f is not None:
+            return f
+        if not self.circular and self.volume.exists(extent_name(k)):
+            return self._open_extent(k, extent_name(k))  # an inactive linear extent
+        return None
+
+    # ------------------------------------------------------------------ geometry
+    def extent_of_page(self, g: int) -> int:
+        """The logical extent holding log page ``g``."""
+        return g // self.pages_per_extent
+
+    def _offset(self, g: int) -> int:
+        return (SLOTS + g % self.pages_per_extent) * PAGE
+
+    def _name_of(self, k: int) -> str:
+        if not self.circular:
+            return extent_name(k)
+        for kk, name in self._ctl.active:
+            if kk == k:
+                return name
+        return "?"
+
+    def _where(self, g: int) -> str:
+        k = self.extent_of_page(g)
+        return f"log file {self._name_of(k)} offset {self._offset(g)}"
+
+    def first_lsn(self) -> int:
+        """The oldest LSN still needed for restart."""
+        return self._ctl.restart_lsn
+
+    # ------------------------------------------------------------------ reading
+    def records(self, start_lsn: int) -> Iterator[LogRecord]:
+        """Records from ``start_lsn`` (a record's LSN) to the end of the log.
+
+        On a freshly opened log this is restart's scan: it finds the end (torn tail) and
+        raises :class:`LogCorruptError` for damage before it or for a stale writer. On a
+        log in use it reads what has been appended (forcing it first).
+        """
+        if self._end is not None:
+            self.force(self._append_lsn)
+            yield from self._read(start_lsn, self._durable, finding_end=False)
+            return
+        yield from self._read(start_lsn, None, finding_end=True)
+
+    def _check_available(self, start_lsn: int) -> None:
+        k = self.extent_of_page(F.lsn_page(start_lsn))
+        if self._file_for(k) is None or (self.circular and k < self._ctl.active[0][0]):
+            raise StoreError(f"the log record at LSN {start_lsn} is in an extent that is no "
+                             f"longer available in {self.volume.describe()}", amq="AMQ7017")
+
+    def _read(self, start_lsn: int, limit: int | None, *, finding_end: bool
+              ) -> Iterator[LogRecord]:
+        self._check_available(start_lsn)
+        reader = _PageReader(self)
+        g = F.lsn_page(start_lsn)
+        off = start_lsn - F.page_lsn(g)
+        if off < 0:
+            raise LogCorruptError(f"LSN {start_lsn} is not the position of a record",
+                                  amq="AMQ6118")
+        max_gen = 0
+        pending: list[bytes] | None = None
+        pending_lsn = 0
+        pending_gen = 0
+        complete_end = start_lsn
+        stop_pos = start_lsn
+        image: tuple[F.PageInfo, memoryview, int] | None = None
+        last_k = self._ctl.active[-1][0] if self._ctl.active else 0
+        while True:
+            if limit is not None and F.page_lsn(g) + off >= limit:
+                break
+            if self.extent_of_page(g) > last_k and limit is None:
+                stop_pos = F.page_lsn(g)
+                image = None
+                break
+            image = reader.page(g)
+            if image is None:
+                stop_pos = F.page_lsn(g)
+                break
+            info, data, _src = image
+            base = F.page_lsn(g)
+            try:
+                frags = F.parse_fragments(data, info.used, off)
+            except ValueError as exc:
+                raise LogCorruptError(f"the recovery log is damaged at {self._where(g)}: "
+                                      f"{exc}; the queue manager cannot start",
+                                      amq="AMQ6118") from exc
+            for foff, kind, gen, length in frags:
+                lsn = base + foff
+                if limit is not None and lsn >= limit:
+                    break
+                if gen < max_gen:
+                    raise LogCorruptError(
+                        f"a record of activation generation {gen} follows generation "
+                        f"{max_gen} at {self._where(g)} (data offset {foff}): a stale "
+                        "instance wrote after the takeover; the queue manager cannot start",
+                        amq="AMQ6118")
+                max_gen = gen
+                body = data[foff + F.FRAG_HEADER:foff + F.FRAG_HEADER + length]
+                end = lsn + F.FRAG_HEADER + length
+                if kind == F.FULL:
+                    if pending is not None:
+                        raise self._bad_sequence(g, foff)
+                    complete_end = end
+                    yield LogRecord(lsn, gen, bytes(body), end)
+                elif kind == F.FIRST:
+                    if pending is not None:
+                        raise self._bad_sequence(g, foff)
+                    pending, pending_lsn, pending_gen = [bytes(body)], lsn, gen
+                else:
+                    if pending is None:
+                        raise self._bad_sequence(g, foff)
+                    pending.append(bytes(body))
+                    if kind == F.LAST:
+                        complete_end = end
+                        payload = b"".join(pending)
+                        pending = None
+                        yield LogRecord(pending_lsn, pending_gen, payload, end)
+            if not info.sealed:
+                stop_pos = base + info.used
+                break
+            g += 1
+            off = 0
+        if not finding_end:
+            return
+        end = pending_lsn if pending is not None else complete_end
+        self._find_stale(reader, g, stop_pos, end)
+        self._end = end
+
+    def _bad_sequence(self, g: int, foff: int) -> LogCorruptError:
+        return LogCorruptError(f"the recovery log is damaged at {self._where(g)} (data offset "
+                               f"{foff}): record fragments out of sequence", amq="AMQ6118")
+
+    def _find_stale(self, reader: _PageReader, g_stop: int, stop_pos: int, end: int) -> None:
+        """After the scan stopped at page ``g_stop``: corruption, or a torn tail to clean."""
+        end_page = F.lsn_page(end)
+        cleanup: list[tuple[int, int]] = []
+        for k, _name in self._ctl.active:
+            f = self._files.get(k)
+            if f is None:
+                continue
+            first_g = k * self.pages_per_extent
+            for slot in range(SLOTS):
+                info = reader.slot(k, slot)
+                if info is not None and info.page_no > end_page:
+                    if info.batch_start > stop_pos and info.page_no > g_stop:
+                        raise self._corrupt(g_stop, info.page_no)
+                    cleanup.append((k, slot))
+            lo = max(first_g, end_page + 1)
+            for g in range(lo, first_g + self.pages_per_extent):
+                found = reader.in_place(g)
+                if found is None:
+                    continue
+                if found.batch_start > stop_pos and g > g_stop:
+                    raise self._corrupt(g_stop, g)
+                cleanup.append((k, SLOTS + g % self.pages_per_extent))
+        seed_image = reader.page(end_page)
+        seed_data = b""
+        seed_slot = -1
+        if seed_image is not None:
+            info, data, src = seed_image
+            if info.sealed and end == F.page_lsn(end_page) + info.used:
+                # a full page on disk is never rewritten: appends start on the next one
+                end_page += 1
+            else:
+                seed_data = bytes(data[:end - F.page_lsn(end_page)])
+                seed_slot = src
+        self._cleanup = cleanup
+        self._tail_seed = (end_page, seed_data, seed_slot)
+
+    def _corrupt(self, g_stop: int, later: int) -> LogCorruptError:
+        return LogCorruptError(
+            f"the recovery log is damaged at {self._where(g_stop)}: that page was forced "
+            f"before page {later} ({self._where(later)}) but cannot be read (bad checksum or "
+            "missing); nothing was overwritten: restore the log from a backup",
+            amq="AMQ6118")
+
+    def end_lsn(self) -> int:
+        """Where appends go (finds the end first if restart has not)."""
+        self._ensure_end()
+        return self._append_lsn if self._ready else int(self._end)  # type: ignore[arg-type]
+
+    def _ensure_end(self) -> None:
+        if self._end is None:
+            for _ in self._read(self._ctl.restart_lsn, None, finding_end=True):
+                pass
+
+    # ------------------------------------------------------------------ preparing to write
+    def _make_ready(self) -> None:
+        """Zero stale pages after the end, record the generation, seed the tail buffer."""
+        self._ensure_end()
+        with self._flush_lock:
+            if self._ready:
+                return
+            self._check_usable()
+            end = int(self._end)  # type: ignore[arg-type]
+            try:
+                touched: set[int] = set()
+                if self._cleanup:
+                    self._guard_call()
+                    zero = F.zero_page()
+                    for k, page_index in self._cleanup:
+                        self._files[k].pwrite(zero, page_index * PAGE)
+                        touched.add(k)
+                    for k in sorted(touched):
+                        self._files[k].fdatasync()
+                self._ctl.generation = self.generation
+                self._write_control()
+            except LockFsError as exc:
+                self._failed = exc
+                raise LogWriteError(f"cannot write the log in {self.volume.describe()}: {exc}",
+                                    amq="AMQ6708") from exc
+            end_page, seed, slot = self._tail_seed or (F.lsn_page(end), b"", -1)
+            page = bytearray(F.DATA)
+            page[:len(seed)] = seed
+            self._pages, self._used, self._sealed = [page], [len(seed)], [False]
+            self._first_page = end_page
+            self._append_lsn = self._durable = max(end, F.page_lsn(end_page))
+            if slot >= 0:
+                self._slot_next[self.extent_of_page(end_page)] = 1 - slot
+            self._cleanup = []
+            self._ready = True
+
+    def _guard_call(self) -> None:
+        if self._guard is not None:
+            self._guard()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise StoreError("the recovery log is closed")
+        if self._failed is not None:
+            raise LogWriteError(f"the recovery log stopped after a write failure: "
+                                f"{self._failed}", amq="AMQ6708")
+
+    # ------------------------------------------------------------------ appending
+    def append(self, payload: bytes) -> int:
+        """Buffer a record; returns its LSN. Not durable until :meth:`force`."""
+        if not self._ready:
+            self._make_ready()
+        n = len(payload)
+        while True:
+            with self._lock:
+                self._check_usable()
+                if self._append_lsn - self._durable <= self._buffer_limit or n > \
+                        self._buffer_limit:
+                    self._check_room(n)
+                    return self._put(payload)
+                target = self._append_lsn
+            self.force(target)  # LogBufferPages is full: write it out first
+
+    def append_and_force(self, payload: bytes) -> int:
+        """Append and wait until the record is on stable storage."""
+        lsn = self.append(payload)
+        self.force(lsn)
+        return lsn
+
+    def _check_room(self, n: int) -> None:
+        if not self.circular:
+            return
+        per_page = F.DATA - F.FRAG_HEADER
+        pages = (self._used[-1] + n + F.FRAG_HEADER * (n // per_page + 2)) // F.DATA + 1
+        last_page = self._first_page + len(self._pages) - 1 + pages
+        k_last = self.extent_of_page(last_page)
+        k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
+        if k_last - k_first + 1 > self.max_extents:
+            raise LogFullError(
+                f"the log is full: {self.max_extents} extents are in use back to the restart "
+                f"point in {self._name_of(k_first)}; a long-running unit of work holds it "
+                "(commit or back it out) or increase LogSecondaryFiles", amq="AMQ7463")
+
+    def _put(self, payload: bytes) -> int:
+        gen = self.generation
+        mv = memoryview(payload)
+        remaining = len(mv)
+        pos = 0
+        lsn = -1
+        first = True
+        pages, used, sealed = self._pages, self._used, self._sealed
+        while True:
+            u = used[-1]
+            space = F.DATA - u
+            if space < F.FRAG_HEADER + (1 if remaining else 0):
+                sealed[-1] = True
+                pages.append(bytearray(F.DATA))
+                used.append(0)
+                sealed.append(False)
+                continue
+            chunk = min(space - F.FRAG_HEADER, remaining)
+            last = chunk == remaining
+            kind = (F.FULL if last else F.FIRST) if first else (F.LAST if last else F.MIDDLE)
+            page = pages[-1]
+            page[u:u + F.FRAG_HEADER] = F.frag_header(chunk, kind, gen)
+            page[u + F.FRAG_HEADER:u + F.FRAG_HEADER + chunk] = mv[pos:pos + chunk]
+            if first:
+                lsn = F.page_lsn(self._first_page + len(pages) - 1) + u
+                first = False
+            u += F.FRAG_HEADER + chunk
+            used[-1] = u
+            pos += chunk
+            remaining -= chunk
+            if last:
+                break
+        self._append_lsn = F.page_lsn(self._first_page + len(pages) - 1) + used[-1]
+        return lsn
+
+    # ------------------------------------------------------------------ forcing
+    def force(self, lsn: int) -> None:
+        """Return once everything up to and including the record at ``lsn`` is durable.
+
+        Concurrent callers share forces: whoever gets the flush lock writes everything
+        appended so far, so the others usually find their record already durable.
+        """
+        if lsn < self._durable:
+            return
+        if not self._ready:
+            self._make_ready()
+        self._waiters += 1
+        try:
+            with self._flush_lock:
+                if lsn < self._durable:
+                    return
+                self._flush()
+        finally:
+            self._waiters -= 1
+
+    def _flush(self) -> None:
+        self._check_usable()
+        with self._lock:
+            target = self._append_lsn
+            if target <= self._durable:
+                return
+            first = self._first_page
+            snap = [(first + i, bytes(self._pages[i][:self._used[i]]), self._sealed[i])
+                    for i in range(len(self._pages))]
+            batch_start = self._durable
+        t0 = time.perf_counter()
+        gen = self.generation
+        written = 0
+        touched: dict[int, VolumeFile] = {}
+        try:
+            self._guard_call()
+            run: list[bytes] = []
+            run_start = -1
+            run_k = -1
+
+            def flush_run() -> None:
+                nonlocal written
+                if run:
+                    f = touched[run_k]
+                    f.pwrite(b"".join(run), self._offset(run_start))
+                    written += len(run) * PAGE
+                    run.clear()
+
+            for g, data, is_sealed in snap:
+                k = self.extent_of_page(g)
+                if k not in touched:
+                    touched[k] = self._assign(k)
+                image = F.page_image(data, g, gen, batch_start, is_sealed)
+                if is_sealed or not self.settings.triple_write:
+                    if run and (k != run_k or g != run_start + len(run)):
+                        flush_run()
+                    if not run:
+                        run_start, run_k = g, k
+                    run.append(image)
+                else:
+                    flush_run()
+                    slot = self._slot_next.get(k, 0)
+                    touched[k].pwrite(image, slot * PAGE)
+                    self._slot_next[k] = 1 - slot
+                    written += PAGE
+            flush_run()
+            for f in touched.values():
+                f.fdatasync()
+        except BaseException as exc:
+            self._failed = exc
+            if isinstance(exc, LockFsError):
+                raise LogWriteError(f"the log write to {self.volume.describe()} failed: {exc}; "
+                                    "the queue manager must stop (nothing forced is lost)",
+                                    amq="AMQ6708") from exc
+            raise
+        micros = (time.perf_counter() - t0) * 1e6
+        with self._lock:
+            self._durable = target
+            done = 0
+            for _g, _d, is_sealed in snap:
+                if not is_sealed:
+                    break
+                done += 1
+            if done:
+                del self._pages[:done]
+                del self._used[:done]
+                del self._sealed[:done]
+                self._first_page += done
+        self._stats.note(written, micros, self._name_of(self.extent_of_page(snap[-1][0])))
+
+    def _assign(self, k: int) -> VolumeFile:
+        """The file for logical extent ``k``, assigning a formatted one if it is new."""
+        f = self._files.get(k)
+        if f is not None:
+            return f
+        self._guard_call()
+        if self.circular:
+            if self._ctl.free:
+                name = self._ctl.free.pop(0)
+            else:  # a secondary extent, formatted now (the log is under pressure)
+                taken = {n for _, n in self._ctl.active}
+                i = 0
+                while extent_name(i) in taken:
+                    i += 1
+                name = extent_name(i)
+                _format_extent(self.volume, name, self.file_pages * PAGE)
+        else:
+            name = extent_name(k)
+            if self._preformat is not None:
+                self._preformat.join()
+                self._preformat = None
+            if not self.volume.exists(name):
+                _format_extent(self.volume, name, self.file_pages * PAGE)
+        self._ctl.active.append((k, name))
+        self._write_control()  # the extent is named before any page of it is written
+        f = self._open_extent(k, name)
+        self._slot_next[k] = 0
+        self._event("log_extent", extent=name, logical=k)
+        if not self.circular:
+            self._start_preformat(k + 1)
+        return f
+
+    def _start_preformat(self, k: int) -> None:
+        """Linear logs format the next extent ahead of need, off the commit path."""
+        name = extent_name(k)
+
+        def work() -> None:
+            try:
+                if not self.volume.exists(name):
+                    self._guard_call()
+                    _format_extent(self.volume, name, self.file_pages * PAGE)
+            except Exception:  # formatted on demand instead; the error surfaces there
+                pass
+
+        self._preformat = threading.Thread(target=work, name="log-preformat", daemon=True)
+        self._preformat.start()
+
+    def _write_control(self) -> None:
+        self._guard_call()
+        self.volume.write_atomic(CONTROL, self._ctl.to_bytes())
+
+    # ------------------------------------------------------------------ checkpoints
+    def set_restart_lsn(self, lsn: int, media_lsn: int | None = None) -> None:
+        """A checkpoint completed: extents wholly before ``lsn`` are no longer needed for
+        restart. Circular logs reuse them (and delete surplus secondaries); linear logs
+        keep them as inactive (``media_lsn``: the oldest needed for media recovery)."""
+        if not self._ready:
+            self._make_ready()
+        with self._flush_lock:
+            self._check_usable()
+            k_first = self.extent_of_page(F.lsn_page(lsn))
+            freed = [(k, n) for k, n in self._ctl.active if k < k_first]
+            self._ctl.active = [(k, n) for k, n in self._ctl.active if k >= k_first]
+            self._ctl.restart_lsn = lsn
+            if media_lsn is not None or not self.circular:
+                self._ctl.media_lsn = media_lsn
+            deleted: list[str] = []
+            if self.circular:
+                for _k, name in freed:
+                    self._ctl.free.append(name)
+                surplus = len(self._ctl.active) + len(self._ctl.free) - \
+                    self.settings.primary_files
+                while surplus > 0 and self._ctl.free:
+                    name = max(self._ctl.free)
+                    self._ctl.free.remove(name)
+                    deleted.append(name)
+                    surplus -= 1
+            try:
+                self._write_control()
+                for k, _n in freed:
+                    f = self._files.pop(k, None)
+                    if f is not None:
+                        f.close()
+                for name in deleted:
+                    self.volume.unlink(name)
+            except LockFsError as exc:
+                self._failed = exc
+                raise LogWriteError(f"cannot update the log control file in "
+                                    f"{self.volume.describe()}: {exc}", amq="AMQ6708") from exc
+            if freed:
+                self._event("log_extents_freed", extents=[n for _, n in freed],
+                            deleted=deleted, linear=not self.circular)
+
+    # ------------------------------------------------------------------ state
+    def usage(self) -> float:
+        """Fraction of the active log between the restart point and the head."""
+        head = self._append_lsn if self._ready else (self._end or self._ctl.restart_lsn)
+        return max(0.0, (head - self._ctl.restart_lsn) / (self.max_extents * self.extent_bytes))
+
+    def oldest_extent_for_restart(self) -> str:
+        """AMQ7467: the oldest extent restart needs."""
+        return self._name_of(self.extent_of_page(F.lsn_page(self._ctl.restart_lsn)))
+
+    def oldest_extent_for_media(self) -> str:
+        """AMQ7468: the oldest extent media recovery needs (linear logs)."""
+        lsn = self._ctl.media_lsn
+        if lsn is None or lsn > self._ctl.restart_lsn:
+            lsn = self._ctl.restart_lsn
+        return self._name_of(self.extent_of_page(F.lsn_page(lsn)))
+
+    def stats(self) -> dict[str, Any]:
+        """The logger's state in amqldmpa's terms."""
+        s = self._stats
+        active = [k for k, _ in self._ctl.active]
+        if self.circular:
+            files = len(self._ctl.active) + len(self._ctl.free)
+            inactive = 0
+        else:
+            try:
+                names = [n for n in self.volume.listdir("") if n.startswith("S")
+                         and n.endswith(".LOG")]
+            except LockFsError:
+                names = []
+            files = len(names)
+            first = active[0] if active else 0
+            inactive = sum(1 for n in names if int(n[1:8]) < first)
+        return {
+            "logactive": len(active),
+            "loginactive": inactive,
+            "FileCount": files,
+            "filenum": [int(n[1:8]) for _, n in self._ctl.active],
+            "logBufSz": self._buffer_limit // PAGE,
+            "WriteSizeShort": round(s.size_short),
+            "WriteSizeLong": round(s.size_long),
+            "WriteSizeMax": s.size_max,
+            "WriteTimeShort": round(s.time_short),
+            "WriteTimeLong": round(s.time_long),
+            "WriteTimeShortMax": round(s.time_short_max),
+            "WriteTimeLongMax": round(s.time_long_max),
+            "WriteTimeMax": round(s.time_max),
+            "WriteTimeMaxAt": s.time_max_at,
+            "WriteTimeMaxFiles": [round(t) for _, t in s.per_file],
+            "LogType": self._ctl.log_type,
+            "Generation": self.generation,
+            "Forces": s.forces,
+            "HeadLSN": self._append_lsn,
+            "RestartLSN": self._ctl.restart_lsn,
+        }
+
+    def progress(self) -> tuple[int, int]:
+        """(forces completed, callers waiting for a force now): the liveness check."""
+        return (self._stats.forces, self._waiters)
+
+    def _event(self, name: str, **fields: Any) -> None:
+        if self._on_event is not None:
+            try:
+                self._on_event(name, **fields)
+            except Exception:  # an observer must never break the log
+                pass
+
+    def close(self) -> None:
+        """Force what is buffered, record the state, close the extents."""
+        if self._closed:
+            return
+        try:
+            if self._ready and self._failed is None:
+                self.force(self._append_lsn)
+                with self._flush_lock:
+                    self._write_control()
+        finally:
+            self._closed = True
+            if self._preformat is not None:
+                self._preformat.join()
+            for f in self._files.values():
+                try:
+                    f.close()
+                except LockFsError:
+                    pass
+            self._files.clear()
+
+
+class _PageReader:
+    """Reads log pages in 1 MiB chunks and picks the newest valid image of each page."""
+
+    def __init__(self, log: RecoveryLog) -> None:
+        self.log = log
+        self._chunk_key: tuple[int, int] | None = None
+        self._chunk = b""
+        self._slots: dict[int, list[tuple[F.PageInfo, memoryview] | None]] = {}
+
+    def _load_slots(self, k: int) -> list[tuple[F.PageInfo, memoryview] | None]:
+        got = self._slots.get(k)
+        if got is None:
+            f = self.log._file_for(k)
+            got = []
+            raw = f.pread(SLOTS * PAGE, 0) if f is not None else b""
+            for s in range(SLOTS):
+                info = F.check_page(raw, s * PAGE)
+                got.append(None if info is None else
+                           (info, memoryview(raw)[s * PAGE + F.PAGE_HEADER:(s + 1) * PAGE]))
+            self._slots[k] = got
+        return got
+
+    def slot(self, k: int, s: int) -> F.PageInfo | None:
+        """The header of slot ``s`` of extent ``k`` if it holds a valid image."""
+        got = self._load_slots(k)[s]
+        return None if got is None else got[0]
+
+    def _in_place_raw(self, g: int) -> tuple[bytes, int] | None:
+        log = self.log
+        k = log.extent_of_page(g)
+        idx = g % log.pages_per_extent
+        cstart = idx - idx % _CHUNK_PAGES
+        key = (k, cstart)
+        if self._chunk_key != key:
+            f = log._file_for(k)
+            if f is None:
+                return None
+            self._chunk = f.pread(_CHUNK_PAGES * PAGE, (SLOTS + cstart) * PAGE)
+            self._chunk_key = key
+        return self._chunk, (idx - cstart) * PAGE
+
+    def in_place(self, g: int) -> F.PageInfo | None:
+        """The header of page ``g`` at its own place, if valid."""
+        got = self._in_place_raw(g)
+        if got is None:
+            return None
+        return F.check_page(got[0], got[1], g)
+
+    def page(self, g: int) -> tuple[F.PageInfo, memoryview, int] | None:
+        """The newest valid image of page ``g``: (header, data, -1 or the slot index)."""
+        best: tuple[F.PageInfo, memoryview, int] | None = None
+        got = self._in_place_raw(g)
+        if got is not None:
+            raw, off = got
+            info = F.check_page(raw, off, g)
+            if info is not None:
+                best = (info, memoryview(raw)[off + F.PAGE_HEADER:off + F.PAGE], -1)
+        for s, entry in enumerate(self._load_slots(self.log.extent_of_page(g))):
+            if entry is not None and entry[0].page_no == g and (
+                    best is None or entry[0].order() > best[0].order()):
+                best = (entry[0], entry[1], s)
+        return best
+
+
+def _format_extent(volume: Volume, name: str, size: int) -> None:
+    """A zero-filled extent, created under a temporary name and renamed into place."""
+    tmp = name + ".tmp"
+    with volume.open(tmp, create=True) as f:
+        f.truncate(0)
+        f.allocate_zeroed(size)
+    volume.rename(tmp, name)
