@@ -40,6 +40,8 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 _PAGE = struct.Struct("<4sIQIHHQ")
 _FRAG = struct.Struct("<HBBI")
+_TAIL = struct.Struct("<QIHHQ")
+_HEAD = struct.Struct("<4sI")
 _ZERO_PAGE = bytes(PAGE)
 
 
@@ -78,6 +80,15 @@ def page_image(data: bytes | bytearray | memoryview, page_no: int, generation: i
                        batch_start)
     crc = crc32c.crc32c(data, crc32c.crc32c(tail))
     return b"".join((MAGIC, struct.pack("<I", crc), tail, data, bytes(DATA - used)))
+
+
+def seal_header(page: bytearray, page_no: int, generation: int, used: int, sealed: bool,
+                batch_start: int) -> None:
+    """Fill the header of a page buffer (PAGE bytes, data from offset PAGE_HEADER) in place,
+    with its checksum over the header and the first ``used`` data bytes."""
+    _TAIL.pack_into(page, 8, page_no, generation, used, SEALED if sealed else 0, batch_start)
+    crc = crc32c.crc32c(memoryview(page)[8:PAGE_HEADER + used])
+    _HEAD.pack_into(page, 0, MAGIC, crc)
 
 
 def check_page(buf: bytes | bytearray | memoryview, offset: int,

@@ -123,10 +123,10 @@ class _WriteStats:
         self.time_short_max = self.time_long_max = 0.0
         self.time_max = 0.0
         self.time_max_at = ""
-        self.per_file: deque[tuple[str, float]] = deque(maxlen=8)
+        self.per_file: deque[tuple[int, float]] = deque(maxlen=8)
         self.forces = 0
 
-    def note(self, size: int, micros: float, extent: str) -> None:
+    def note(self, size: int, micros: float, extent: int) -> None:
         self.forces += 1
         self.size_short += (size - self.size_short) / 8
         self.size_long += (size - self.size_long) / 128
@@ -248,6 +248,9 @@ class RecoveryLog:
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
         self._waiters = 0
+        self._cv = threading.Condition(threading.Lock())
+        self._flushing = False
+        self._triple = settings.triple_write
         self._stats = _WriteStats()
         self._preformat: threading.Thread | None = None
         for k, name in ctl.active:
@@ -489,8 +492,8 @@ class RecoveryLog:
                 raise LogWriteError(f"cannot write the log in {self.volume.describe()}: {exc}",
                                     amq="AMQ6708") from exc
             end_page, seed, slot = self._tail_seed or (F.lsn_page(end), b"", -1)
-            page = bytearray(F.DATA)
-            page[:len(seed)] = seed
+            page = bytearray(PAGE)
+            page[F.PAGE_HEADER:F.PAGE_HEADER + len(seed)] = seed
             self._pages, self._used, self._sealed = [page], [len(seed)], [False]
             self._first_page = end_page
             self._append_lsn = self._durable = max(end, F.page_lsn(end_page))
@@ -533,7 +536,7 @@ class RecoveryLog:
         return lsn
 
     def _check_room(self, n: int) -> None:
-        if not self.circular:
+        if not self.circular or self._used[-1] + F.FRAG_HEADER + n <= F.DATA:
             return
         per_page = F.DATA - F.FRAG_HEADER
         pages = (self._used[-1] + n + F.FRAG_HEADER * (n // per_page + 2)) // F.DATA + 1
@@ -547,6 +550,21 @@ class RecoveryLog:
                 "(commit or back it out) or increase LogSecondaryFiles", amq="AMQ7463")
 
     def _put(self, payload: bytes) -> int:
+        n = len(payload)
+        u = self._used[-1]
+        if u + F.FRAG_HEADER + n <= F.DATA:  # the common case: fits on the current page
+            page = self._pages[-1]
+            at = F.PAGE_HEADER + u
+            page[at:at + F.FRAG_HEADER] = F.frag_header(n, F.FULL, self.generation)
+            end = u + F.FRAG_HEADER + n
+            page[at + F.FRAG_HEADER:F.PAGE_HEADER + end] = payload
+            self._used[-1] = end
+            base = (self._first_page + len(self._pages) - 1) * PAGE + F.PAGE_HEADER
+            self._append_lsn = base + end
+            return base + u
+        return self._put_pages(payload)
+
+    def _put_pages(self, payload: bytes) -> int:
         gen = self.generation
         mv = memoryview(payload)
         remaining = len(mv)
@@ -559,7 +577,7 @@ class RecoveryLog:
             space = F.DATA - u
             if space < F.FRAG_HEADER + (1 if remaining else 0):
                 sealed[-1] = True
-                pages.append(bytearray(F.DATA))
+                pages.append(bytearray(PAGE))
                 used.append(0)
                 sealed.append(False)
                 continue
@@ -567,8 +585,9 @@ class RecoveryLog:
             last = chunk == remaining
             kind = (F.FULL if last else F.FIRST) if first else (F.LAST if last else F.MIDDLE)
             page = pages[-1]
-            page[u:u + F.FRAG_HEADER] = F.frag_header(chunk, kind, gen)
-            page[u + F.FRAG_HEADER:u + F.FRAG_HEADER + chunk] = mv[pos:pos + chunk]
+            at = F.PAGE_HEADER + u
+            page[at:at + F.FRAG_HEADER] = F.frag_header(chunk, kind, gen)
+            page[at + F.FRAG_HEADER:at + F.FRAG_HEADER + chunk] = mv[pos:pos + chunk]
             if first:
                 lsn = F.page_lsn(self._first_page + len(pages) - 1) + u
                 first = False
@@ -585,68 +604,83 @@ class RecoveryLog:
     def force(self, lsn: int) -> None:
         """Return once everything up to and including the record at ``lsn`` is durable.
 
-        Concurrent callers share forces: whoever gets the flush lock writes everything
-        appended so far, so the others usually find their record already durable.
+        Concurrent callers share forces (group commit): one caller at a time writes
+        everything appended so far while the others wait on a condition; when it is done
+        they all wake, most find their record durable, and one of the rest leads the next.
         """
         if lsn < self._durable:
             return
         if not self._ready:
             self._make_ready()
-        self._waiters += 1
+        cv = self._cv
+        with cv:
+            self._waiters += 1
+            try:
+                while lsn >= self._durable:
+                    if not self._flushing:
+                        self._flushing = True
+                        break
+                    cv.wait()
+                else:
+                    return
+            finally:
+                self._waiters -= 1
         try:
             with self._flush_lock:
-                if lsn < self._durable:
-                    return
                 self._flush()
         finally:
-            self._waiters -= 1
+            with cv:
+                self._flushing = False
+                cv.notify_all()
 
     def _flush(self) -> None:
         self._check_usable()
+        gen = self.generation
         with self._lock:
             target = self._append_lsn
             if target <= self._durable:
                 return
             first = self._first_page
-            snap = [(first + i, bytes(self._pages[i][:self._used[i]]), self._sealed[i])
-                    for i in range(len(self._pages))]
             batch_start = self._durable
+            used, sealed = self._used, self._sealed
+            # Headers are filled in place under the lock; the pages are then written from
+            # the live buffers: appends only ever add bytes after ``used``, which the
+            # checksum does not cover and the reader ignores.
+            snap = []
+            for i, page in enumerate(self._pages):
+                F.seal_header(page, first + i, gen, used[i], sealed[i], batch_start)
+                snap.append((first + i, page, sealed[i]))
         t0 = time.perf_counter()
-        gen = self.generation
         written = 0
-        touched: dict[int, VolumeFile] = {}
+        per_extent = self.pages_per_extent
         try:
-            self._guard_call()
-            run: list[bytes] = []
-            run_start = -1
-            run_k = -1
-
-            def flush_run() -> None:
-                nonlocal written
-                if run:
-                    f = touched[run_k]
-                    f.pwrite(b"".join(run), self._offset(run_start))
-                    written += len(run) * PAGE
-                    run.clear()
-
-            for g, data, is_sealed in snap:
-                k = self.extent_of_page(g)
-                if k not in touched:
-                    touched[k] = self._assign(k)
-                image = F.page_image(data, g, gen, batch_start, is_sealed)
-                if is_sealed or not self.settings.triple_write:
-                    if run and (k != run_k or g != run_start + len(run)):
-                        flush_run()
+            if self._guard is not None:
+                self._guard()
+            touched: dict[int, VolumeFile] = {}
+            run: list[bytearray] = []
+            run_g = run_k = -1
+            for g, image, is_sealed in snap:
+                k = g // per_extent
+                f = touched.get(k)
+                if f is None:
+                    f = touched[k] = self._files.get(k) or self._assign(k)
+                if is_sealed or not self._triple:
+                    if run and (k != run_k or g != run_g + len(run)):
+                        written += self._write_run(touched[run_k], run_g, run)
+                        run = []
                     if not run:
-                        run_start, run_k = g, k
+                        run_g, run_k = g, k
                     run.append(image)
                 else:
-                    flush_run()
+                    if run:
+                        written += self._write_run(touched[run_k], run_g, run)
+                        run = []
                     slot = self._slot_next.get(k, 0)
-                    touched[k].pwrite(image, slot * PAGE)
+                    f.pwrite(image, slot * PAGE)
                     self._slot_next[k] = 1 - slot
                     written += PAGE
-            flush_run()
+            if run:
+                written += self._write_run(touched[run_k], run_g, run)
             for f in touched.values():
                 f.fdatasync()
         except BaseException as exc:
@@ -657,19 +691,23 @@ class RecoveryLog:
                                     amq="AMQ6708") from exc
             raise
         micros = (time.perf_counter() - t0) * 1e6
+        done = 0
+        for _g, _d, is_sealed in snap:
+            if not is_sealed:
+                break
+            done += 1
         with self._lock:
             self._durable = target
-            done = 0
-            for _g, _d, is_sealed in snap:
-                if not is_sealed:
-                    break
-                done += 1
             if done:
                 del self._pages[:done]
                 del self._used[:done]
                 del self._sealed[:done]
                 self._first_page += done
-        self._stats.note(written, micros, self._name_of(self.extent_of_page(snap[-1][0])))
+        self._stats.note(written, micros, snap[-1][0] // per_extent)
+
+    def _write_run(self, f: VolumeFile, g: int, run: list[bytearray]) -> int:
+        f.pwrite(run[0] if len(run) == 1 else b"".join(run), self._offset(g))
+        return len(run) * PAGE
 
     def _assign(self, k: int) -> VolumeFile:
         """The file for logical extent ``k``, assigning a formatted one if it is new."""
