@@ -77,13 +77,14 @@ class _Control:
     media_lsn: int | None
     active: list[tuple[int, str]]  # (logical extent, file name), in order
     free: list[str]  # circular: formatted files ready for reuse
+    generation_lsn: int = 0  # where the current generation began to append
 
     def to_bytes(self) -> bytes:
         body = json.dumps({
             "log_type": self.log_type, "file_pages": self.file_pages,
             "generation": self.generation, "restart_lsn": self.restart_lsn,
             "media_lsn": self.media_lsn, "active": [list(a) for a in self.active],
-            "free": self.free,
+            "free": self.free, "generation_lsn": self.generation_lsn,
         }, sort_keys=True).encode()
         return _CTL_HDR.pack(CONTROL_MAGIC, CONTROL_VERSION, 0, crc32c.crc32c(body),
                              len(body)) + body
@@ -108,7 +109,8 @@ class _Control:
             return cls(str(d["log_type"]), int(d["file_pages"]), int(d["generation"]),
                        int(d["restart_lsn"]),
                        None if d["media_lsn"] is None else int(d["media_lsn"]),
-                       [(int(k), str(n)) for k, n in d["active"]], [str(n) for n in d["free"]])
+                       [(int(k), str(n)) for k, n in d["active"]], [str(n) for n in d["free"]],
+                       int(d.get("generation_lsn", 0)))
         except (ValueError, KeyError, TypeError) as exc:
             raise bad from exc
 
@@ -340,6 +342,7 @@ class RecoveryLog:
             raise LogCorruptError(f"LSN {start_lsn} is not the position of a record",
                                   amq="AMQ6118")
         max_gen = 0
+        ctl_gen, gen_lsn = self._ctl.generation, self._ctl.generation_lsn
         pending: list[bytes] | None = None
         pending_lsn = 0
         pending_gen = 0
@@ -376,6 +379,12 @@ class RecoveryLog:
                         f"{max_gen} at {self._where(g)} (data offset {foff}): a stale "
                         "instance wrote after the takeover; the queue manager cannot start",
                         amq="AMQ6118")
+                if gen < ctl_gen and lsn >= gen_lsn:
+                    raise LogCorruptError(
+                        f"a record of activation generation {gen} is at {self._where(g)} (data "
+                        f"offset {foff}), after generation {ctl_gen} began at LSN {gen_lsn}: a "
+                        "stale instance wrote after the takeover; the queue manager cannot "
+                        "start", amq="AMQ6118")
                 max_gen = gen
                 body = data[foff + F.FRAG_HEADER:foff + F.FRAG_HEADER + length]
                 end = lsn + F.FRAG_HEADER + length
@@ -468,13 +477,20 @@ class RecoveryLog:
 
     # ------------------------------------------------------------------ preparing to write
     def _make_ready(self) -> None:
-        """Zero stale pages after the end, record the generation, seed the tail buffer."""
+        """Before the first write: zero stale pages after the end, write a fresh image of
+        the tail page in this generation, then record the generation in the control file
+        (in that order, so a crash in between never leaves an older generation's bytes
+        after the point the control file says this generation began)."""
         self._ensure_end()
         with self._flush_lock:
             if self._ready:
                 return
             self._check_usable()
             end = int(self._end)  # type: ignore[arg-type]
+            end_page, seed, slot = self._tail_seed or (F.lsn_page(end), b"", -1)
+            page = bytearray(PAGE)
+            page[F.PAGE_HEADER:F.PAGE_HEADER + len(seed)] = seed
+            k_end = self.extent_of_page(end_page)
             try:
                 touched: set[int] = set()
                 if self._cleanup:
@@ -485,22 +501,36 @@ class RecoveryLog:
                         touched.add(k)
                     for k in sorted(touched):
                         self._files[k].fdatasync()
+                if k_end in self._files:
+                    slot = self._write_tail_seed(k_end, end_page, page, len(seed), slot, end)
                 self._ctl.generation = self.generation
+                self._ctl.generation_lsn = end
                 self._write_control()
             except LockFsError as exc:
                 self._failed = exc
                 raise LogWriteError(f"cannot write the log in {self.volume.describe()}: {exc}",
                                     amq="AMQ6708") from exc
-            end_page, seed, slot = self._tail_seed or (F.lsn_page(end), b"", -1)
-            page = bytearray(PAGE)
-            page[F.PAGE_HEADER:F.PAGE_HEADER + len(seed)] = seed
             self._pages, self._used, self._sealed = [page], [len(seed)], [False]
             self._first_page = end_page
             self._append_lsn = self._durable = max(end, F.page_lsn(end_page))
             if slot >= 0:
-                self._slot_next[self.extent_of_page(end_page)] = 1 - slot
+                self._slot_next[k_end] = 1 - slot
             self._cleanup = []
             self._ready = True
+
+    def _write_tail_seed(self, k: int, g: int, page: bytearray, used: int, slot: int,
+                         end: int) -> int:
+        F.seal_header(page, g, self.generation, used, False, end)
+        f = self._files[k]
+        self._guard_call()
+        if self._triple:
+            target = 1 - slot if slot >= 0 else 0
+            f.pwrite(page, target * PAGE)
+        else:
+            target = -1
+            f.pwrite(page, self._offset(g))
+        f.fdatasync()
+        return target
 
     def _guard_call(self) -> None:
         if self._guard is not None:
