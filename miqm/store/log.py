@@ -433,16 +433,16 @@ class RecoveryLog:
             for slot in range(SLOTS):
                 info = reader.slot(k, slot)
                 if info is not None and info.page_no > end_page:
-                    if info.batch_start > stop_pos and info.page_no > g_stop:
-                        raise self._corrupt(g_stop, info.page_no)
+                    if info.page_no > g_stop:
+                        self._check_later(g_stop, stop_pos, info)
                     cleanup.append((k, slot))
             lo = max(first_g, end_page + 1)
             for g in range(lo, first_g + self.pages_per_extent):
                 found = reader.in_place(g)
                 if found is None:
                     continue
-                if found.batch_start > stop_pos and g > g_stop:
-                    raise self._corrupt(g_stop, g)
+                if g > g_stop:
+                    self._check_later(g_stop, stop_pos, found)
                 cleanup.append((k, SLOTS + g % self.pages_per_extent))
         seed_image = reader.page(end_page)
         seed_data = b""
@@ -457,6 +457,19 @@ class RecoveryLog:
                 seed_slot = src
         self._cleanup = cleanup
         self._tail_seed = (end_page, seed_data, seed_slot)
+
+    def _check_later(self, g_stop: int, stop_pos: int, info: F.PageInfo) -> None:
+        """A valid page after where reading stopped: a stale writer's, or proof that the
+        page at ``g_stop`` had been forced (corruption); else a torn tail's leftovers."""
+        ctl = self._ctl
+        if info.generation < ctl.generation and F.page_lsn(info.page_no) >= ctl.generation_lsn:
+            raise LogCorruptError(
+                f"a page of activation generation {info.generation} is at "
+                f"{self._where(info.page_no)}, after generation {ctl.generation} began at LSN "
+                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; the queue "
+                "manager cannot start", amq="AMQ6118")
+        if info.batch_start > stop_pos:
+            raise self._corrupt(g_stop, info.page_no)
 
     def _corrupt(self, g_stop: int, later: int) -> LogCorruptError:
         return LogCorruptError(

@@ -1,0 +1,382 @@
+"""The recovery log over byte buffers and small extents: framing, torn tails, mid-log
+corruption, records across pages and extents, circular wrap, linear roll, stale writers,
+TripleWrite, group commit, bad control files and missing extents."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import LogCorruptError, LogFullError, StoreError
+from miqm.store import framing as F
+from miqm.store.log import CONTROL, SLOTS, RecoveryLog
+from miqm.store.settings import PAGE, LogSettings
+
+SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
+LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=2, secondary_files=2)
+
+
+def new_log(tmp_path: Path, settings: LogSettings = SMALL) -> PosixVolume:
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, settings)
+    return vol
+
+
+def reopen(vol: PosixVolume, gen: int, settings: LogSettings = SMALL
+           ) -> tuple[RecoveryLog, list[tuple[int, bytes]]]:
+    log = RecoveryLog.open(vol, settings, generation=gen)
+    recs = [(r.lsn, r.payload) for r in log.records(log.first_lsn())]
+    return log, recs
+
+
+def payload(i: int, size: int) -> bytes:
+    return (f"{i:08d}".encode() * (size // 8 + 1))[:size]
+
+
+def digest(directory: Path) -> str:
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        h.update(name.encode())
+        h.update((directory / name).read_bytes())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- framing (pure bytes)
+def test_page_image_round_trip_and_rejections() -> None:
+    data = F.frag_header(5, F.FULL, 7) + b"hello"
+    img = F.page_image(data, 42, 7, 1000, sealed=False)
+    assert len(img) == PAGE
+    info = F.check_page(img, 0, 42)
+    assert info is not None and (info.page_no, info.generation, info.used, info.sealed,
+                                 info.batch_start) == (42, 7, len(data), False, 1000)
+    assert F.check_page(img, 0, 43) is None  # a page from another place (stale cycle)
+    torn = bytearray(img)
+    torn[F.PAGE_HEADER + 3] ^= 0xFF
+    assert F.check_page(torn, 0, 42) is None
+    assert F.check_page(F.zero_page(), 0, 0) is None
+    assert F.check_page(img[:100], 0, 42) is None
+    # bytes after `used` are not covered: a live buffer may grow while it is written
+    grown = bytearray(img)
+    grown[F.PAGE_HEADER + len(data)] = 1
+    assert F.check_page(grown, 0, 42) is not None
+
+
+def test_seal_header_matches_page_image() -> None:
+    data = F.frag_header(3, F.FULL, 1) + b"abc"
+    buf = bytearray(PAGE)
+    buf[F.PAGE_HEADER:F.PAGE_HEADER + len(data)] = data
+    F.seal_header(buf, 9, 1, len(data), True, 77)
+    assert bytes(buf) == F.page_image(data, 9, 1, 77, sealed=True)
+
+
+def test_parse_fragments() -> None:
+    data = F.frag_header(2, F.FIRST, 1) + b"ab" + F.frag_header(0, F.LAST, 1)
+    assert F.parse_fragments(data, len(data)) == [(0, F.FIRST, 1, 2), (10, F.LAST, 1, 0)]
+    with pytest.raises(ValueError):
+        F.parse_fragments(data, len(data) - 1)
+
+
+# ---------------------------------------------------------------- records and extents
+def test_records_across_pages_and_extents_survive_reopen(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, recs = reopen(vol, 1)
+    assert recs == []
+    sizes = [0, 1, 100, F.DATA - F.FRAG_HEADER, F.DATA, 3 * PAGE + 5, 300_000, 7]
+    written = []
+    for i, size in enumerate(sizes):
+        body = payload(i, size)
+        written.append((log.append(body), body))
+    log.force(written[-1][0])
+    log.close()
+    log, recs = reopen(vol, 2)
+    assert recs == written
+    # a record larger than one extent: it spans S0000000 and S0000001 at least
+    assert log.stats()["logactive"] >= 2
+    lsns = [lsn for lsn, _ in recs]
+    assert lsns == sorted(lsns)
+    log.close()
+
+
+def test_unforced_records_are_lost_forced_ones_kept(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    kept = [(log.append_and_force(payload(i, 200)), payload(i, 200)) for i in range(30)]
+    log.append(b"never forced")  # the process dies with this only in memory
+    log, recs = reopen(vol, 2)
+    assert recs == kept
+    assert log.end_lsn() == kept[-1][0] + F.FRAG_HEADER + 200
+    log.close()
+
+
+def test_torn_tail_is_the_end_and_appends_continue(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    kept = [(log.append_and_force(payload(i, 900)), payload(i, 900)) for i in range(40)]
+    head = log._first_page
+    # a torn write of the next in-place page and garbage in the next slot: a force that
+    # never completed
+    path = tmp_path / "log" / "S0000000.LOG"
+    raw = bytearray(path.read_bytes())
+    off = (SLOTS + head + 1) * PAGE
+    raw[off:off + 600] = F.page_image(b"x" * 2000, head + 1, 1, log._durable, True)[:600]
+    slot = log._slot_next[0]
+    raw[slot * PAGE:slot * PAGE + 100] = os.urandom(100)
+    path.write_bytes(bytes(raw))
+    log, recs = reopen(vol, 2)
+    assert recs == kept
+    more = [(log.append_and_force(payload(100 + i, 900)), payload(100 + i, 900))
+            for i in range(10)]
+    log.close()
+    log, recs = reopen(vol, 3)
+    assert recs == kept + more
+    log.close()
+
+
+def test_mid_log_corruption_names_extent_and_offset_and_writes_nothing(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    for i in range(60):
+        log.append_and_force(payload(i, 700))
+    log.close()
+    path = tmp_path / "log" / "S0000000.LOG"
+    raw = bytearray(path.read_bytes())
+    bad = (SLOTS + 3) * PAGE + 200  # a page forced long before the tail
+    raw[bad] ^= 0x55
+    path.write_bytes(bytes(raw))
+    before = digest(tmp_path / "log")
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    with pytest.raises(LogCorruptError) as err:
+        list(log.records(log.first_lsn()))
+    assert "S0000000.LOG" in str(err.value) and f"offset {(SLOTS + 3) * PAGE}" in str(err.value)
+    assert err.value.amq == "AMQ6118"
+    with pytest.raises(LogCorruptError):  # nor does a later write attempt touch anything
+        log.append(b"x")
+    log.close()
+    assert digest(tmp_path / "log") == before
+
+
+def test_stale_writer_after_takeover_is_refused(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    old, _ = reopen(vol, 1)
+    for i in range(5):
+        old.append_and_force(payload(i, 100))
+    # a new activation takes over (the old one is still running: a fenced-off writer)
+    new, recs = reopen(vol, 2)
+    assert len(recs) == 5
+    new.append_and_force(b"new active")
+    for i in range(10):  # the old instance writes after the takeover
+        old.append_and_force(payload(i, 1000))
+    third = RecoveryLog.open(vol, SMALL, generation=3)
+    with pytest.raises(LogCorruptError, match="stale"):
+        list(third.records(third.first_lsn()))
+    for log in (old, new, third):
+        log.close()
+
+
+def test_older_generation_cannot_open(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 5)
+    log.append_and_force(b"a")
+    log.close()
+    with pytest.raises(LogCorruptError, match="generation 4"):
+        RecoveryLog.open(vol, SMALL, generation=4)
+
+
+def test_crash_after_generation_recorded_before_any_append(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    big = payload(1, 20_000)
+    log.append_and_force(b"first")
+    lsn = log.append(big)
+    # force only part of the big record: its first pages are sealed and written, the
+    # LAST fragment is not (simulate by writing the buffer's sealed pages only)
+    log._flush_lock.acquire()
+    try:
+        with log._lock:
+            pages = [p for p, s in zip(log._pages, log._sealed, strict=True) if s]
+            for i, page in enumerate(pages):
+                g = log._first_page + i
+                F.seal_header(page, g, 1, log._used[i], True, log._durable)
+                log._files[0].pwrite(page, log._offset(g))
+        log._files[0].fdatasync()
+    finally:
+        log._flush_lock.release()
+    log2, recs = reopen(vol, 2)
+    assert [p for _, p in recs] == [b"first"]
+    assert log2.end_lsn() == lsn
+    log2._make_ready()  # records generation 2 and dies before appending anything
+    log3, recs = reopen(vol, 3)
+    assert [p for _, p in recs] == [b"first"]
+    log3.append_and_force(b"after")
+    log3.close()
+    _, recs = reopen(vol, 4)
+    assert [p for _, p in recs] == [b"first", b"after"]
+
+
+# ---------------------------------------------------------------- log space
+def test_circular_wrap_reuses_primaries_and_releases_secondaries(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    extent = log.extent_bytes
+    body = payload(0, 2000)
+    count = 0
+    for _round in range(12):  # about twelve extents' worth, restart point kept close
+        last = 0
+        for _ in range(extent // 2100 // 2):
+            last = log.append(body)
+            count += 1
+        log.force(last)
+        log.set_restart_lsn(last)
+    names = sorted(n for n in os.listdir(tmp_path / "log") if n.endswith(".LOG"))
+    assert names == ["S0000000.LOG", "S0000001.LOG"]  # only the primaries, reused
+    assert log.extent_of_page(F.lsn_page(last)) >= 5  # the log really wrapped
+    # pressure: without checkpoints the secondaries are formatted, then the log is full
+    with pytest.raises(LogFullError) as full:
+        while True:
+            log.force(log.append(body))
+    assert full.value.amq == "AMQ7463"
+    names = sorted(n for n in os.listdir(tmp_path / "log") if n.endswith(".LOG"))
+    assert len(names) == SMALL.primary_files + SMALL.secondary_files
+    log.set_restart_lsn(log.end_lsn())
+    names = sorted(n for n in os.listdir(tmp_path / "log") if n.endswith(".LOG"))
+    assert len(names) == SMALL.primary_files  # secondaries released
+    tail = log.append_and_force(b"still writable")
+    log.close()
+    log, recs = reopen(vol, 2)
+    assert recs[-1] == (tail, b"still writable")
+    log.close()
+
+
+def test_linear_log_rolls_extents_and_keeps_inactive_ones(tmp_path: Path) -> None:
+    vol = new_log(tmp_path, LINEAR)
+    log, _ = reopen(vol, 1, LINEAR)
+    first = log.append_and_force(b"first record")
+    body = payload(0, 3000)
+    last = 0
+    for _ in range(4 * log.extent_bytes // 3000):
+        last = log.append(body)
+    log.force(last)
+    assert log.oldest_extent_for_restart() == "S0000000.LOG"
+    log.set_restart_lsn(last, media_lsn=first)
+    st = log.stats()
+    assert st["loginactive"] >= 3 and st["logactive"] == 1
+    assert log.oldest_extent_for_restart() != "S0000000.LOG"
+    assert log.oldest_extent_for_media() == "S0000000.LOG"
+    # media recovery reads from an inactive extent
+    assert next(iter(log.records(first))).payload == b"first record"
+    log._preformat and log._preformat.join()
+    names = sorted(n for n in os.listdir(tmp_path / "log") if n.endswith(".LOG"))
+    assert len(names) >= st["logactive"] + st["loginactive"] + 1  # one formatted ahead
+    log.close()
+    log, recs = reopen(vol, 2, LINEAR)
+    assert recs[0][0] == last
+    log.close()
+
+
+# ---------------------------------------------------------------- write integrity
+class _SpyFile:
+    def __init__(self, inner, writes):  # type: ignore[no-untyped-def]
+        self._inner, self._writes = inner, writes
+
+    def pwrite(self, data, offset):  # type: ignore[no-untyped-def]
+        self._writes.append((offset, bytes(data)))
+        return self._inner.pwrite(data, offset)
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("integrity", ["TripleWrite", "SingleWrite"])
+def test_partial_pages_are_never_written_in_place_with_triple_write(
+        tmp_path: Path, integrity: str) -> None:
+    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2,
+                           write_integrity=integrity)
+    vol = new_log(tmp_path, settings)
+    log, _ = reopen(vol, 1, settings)
+    writes: list[tuple[int, bytes]] = []
+    log._make_ready()
+    log._files[0] = _SpyFile(log._files[0], writes)  # type: ignore[assignment]
+    for i in range(50):
+        log.append_and_force(payload(i, 300))
+    in_place_partial = 0
+    slot_writes = set()
+    for offset, data in writes:
+        for p in range(len(data) // PAGE):
+            index = offset // PAGE + p
+            info = F.check_page(data, p * PAGE)
+            assert info is not None
+            if index < SLOTS:
+                slot_writes.add(index)
+            elif not info.sealed:
+                in_place_partial += 1
+    if integrity == "TripleWrite":
+        assert in_place_partial == 0 and slot_writes == {0, 1}
+    else:
+        assert in_place_partial > 0 and not slot_writes
+    log.close()
+    _, recs = reopen(vol, 2, settings)
+    assert [p for _, p in recs] == [payload(i, 300) for i in range(50)]
+
+
+def test_concurrent_commits_share_forces(tmp_path: Path) -> None:
+    vol = new_log(tmp_path, LogSettings(file_pages=1024, primary_files=3, secondary_files=2))
+    log = RecoveryLog.open(vol, LogSettings(file_pages=1024, primary_files=3,
+                                            secondary_files=2), generation=1)
+    list(log.records(log.first_lsn()))
+    per_thread = 200
+
+    def worker(t: int) -> None:
+        for i in range(per_thread):
+            log.append_and_force(payload(t * 1000 + i, 100))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    forces, waiting = log.progress()
+    assert waiting == 0
+    assert forces < 16 * per_thread  # some commits shared a force
+    log.close()
+
+
+# ---------------------------------------------------------------- bad input
+def test_corrupt_control_file_is_one_clear_error(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    path = tmp_path / "log" / CONTROL
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0x20
+    path.write_bytes(bytes(raw))
+    with pytest.raises(LogCorruptError) as err:
+        RecoveryLog.open(vol, SMALL, generation=1)
+    assert CONTROL in str(err.value) and err.value.amq == "AMQ6118"
+    path.write_bytes(b"garbage")
+    with pytest.raises(LogCorruptError):
+        RecoveryLog.open(vol, SMALL, generation=1)
+    path.unlink()
+    with pytest.raises(StoreError, match="missing"):
+        RecoveryLog.open(vol, SMALL, generation=1)
+
+
+def test_missing_or_short_extent_is_one_clear_error(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    (tmp_path / "log" / "S0000000.LOG").unlink()
+    with pytest.raises(StoreError) as err:
+        RecoveryLog.open(vol, SMALL, generation=1)
+    assert "S0000000.LOG" in str(err.value) and err.value.amq == "AMQ6767"
+    vol2 = new_log(tmp_path / "b")
+    with open(tmp_path / "b" / "log" / "S0000000.LOG", "r+b") as f:
+        f.truncate(PAGE * 3)
+    with pytest.raises(LogCorruptError, match="damaged"):
+        RecoveryLog.open(vol2, SMALL, generation=1)
+
+
+def test_create_refuses_an_existing_log(tmp_path: Path) -> None:
+    vol = new_log(tmp_path)
+    with pytest.raises(StoreError, match="already holds a log"):
+        RecoveryLog.create(vol, SMALL)
