@@ -72,14 +72,15 @@ class _Run:
     errors: list[str] = field(default_factory=list)
 
 
-def _open_store(directory: str, tuning: StoreTuning | None = None) -> Any:
+def _open_store(directory: str, tuning: StoreTuning | None = None,
+                settings: LogSettings | None = None) -> Any:
     from miqm.store.qmstore import QueueManagerStore
 
     data = PosixVolume(os.path.join(directory, "data"))
     log = PosixVolume(os.path.join(directory, "log"))
     return QueueManagerStore.open(
-        data, log, "BENCH", _bench_log_settings(), tuning or StoreTuning(), generation=1
-    )
+        data, log, "BENCH", settings or _bench_log_settings(), tuning or StoreTuning(),
+        generation=1)
 
 
 def _bench_log_settings() -> LogSettings:
@@ -87,7 +88,7 @@ def _bench_log_settings() -> LogSettings:
     return LogSettings(file_pages=4096, primary_files=4, secondary_files=8)
 
 
-def _create_store(directory: str) -> None:
+def _create_store(directory: str, settings: LogSettings | None = None) -> None:
     from miqm.store.qmstore import QueueManagerStore
 
     os.makedirs(os.path.join(directory, "data"), exist_ok=True)
@@ -96,7 +97,7 @@ def _create_store(directory: str) -> None:
         PosixVolume(os.path.join(directory, "data")),
         PosixVolume(os.path.join(directory, "log")),
         "BENCH",
-        _bench_log_settings(),
+        settings or _bench_log_settings(),
     )
 
 
