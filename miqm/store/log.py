@@ -35,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import crc32c
 
@@ -58,9 +58,8 @@ def extent_name(index: int) -> str:
     return f"S{index:07d}.LOG"
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """One record read back from the log."""
+class LogRecord(NamedTuple):
+    """One record read back from the log (a tuple: restart reads a million of them)."""
 
     lsn: int
     generation: int
@@ -343,6 +342,8 @@ class RecoveryLog:
                                   amq="AMQ6118")
         max_gen = 0
         ctl_gen, gen_lsn = self._ctl.generation, self._ctl.generation_lsn
+        stop_at = limit if limit is not None else 1 << 62
+        FULL = F.FULL  # a local for the hot loop
         pending: list[bytes] | None = None
         pending_lsn = 0
         pending_gen = 0
@@ -369,38 +370,30 @@ class RecoveryLog:
                 raise LogCorruptError(f"the recovery log is damaged at {self._where(g)}: "
                                       f"{exc}; the queue manager cannot start",
                                       amq="AMQ6118") from exc
+            raw, roff = reader.last_raw
+            roff += F.PAGE_HEADER + F.FRAG_HEADER
             for foff, kind, gen, length in frags:
                 lsn = base + foff
-                if limit is not None and lsn >= limit:
+                if lsn >= stop_at:
                     break
-                if gen < max_gen:
-                    raise LogCorruptError(
-                        f"a record of activation generation {gen} follows generation "
-                        f"{max_gen} at {self._where(g)} (data offset {foff}): a stale "
-                        "instance wrote after the takeover; the queue manager cannot start",
-                        amq="AMQ6118")
-                if gen < ctl_gen and lsn >= gen_lsn:
-                    raise LogCorruptError(
-                        f"a record of activation generation {gen} is at {self._where(g)} (data "
-                        f"offset {foff}), after generation {ctl_gen} began at LSN {gen_lsn}: a "
-                        "stale instance wrote after the takeover; the queue manager cannot "
-                        "start", amq="AMQ6118")
-                max_gen = gen
-                body = data[foff + F.FRAG_HEADER:foff + F.FRAG_HEADER + length]
+                if gen != max_gen or (gen < ctl_gen and lsn >= gen_lsn):
+                    self._check_generation(g, foff, gen, max_gen, lsn)
+                    max_gen = gen
+                body = raw[roff + foff:roff + foff + length]
                 end = lsn + F.FRAG_HEADER + length
-                if kind == F.FULL:
+                if kind == FULL:
                     if pending is not None:
                         raise self._bad_sequence(g, foff)
                     complete_end = end
-                    yield LogRecord(lsn, gen, bytes(body), end)
+                    yield LogRecord(lsn, gen, body, end)
                 elif kind == F.FIRST:
                     if pending is not None:
                         raise self._bad_sequence(g, foff)
-                    pending, pending_lsn, pending_gen = [bytes(body)], lsn, gen
+                    pending, pending_lsn, pending_gen = [body], lsn, gen
                 else:
                     if pending is None:
                         raise self._bad_sequence(g, foff)
-                    pending.append(bytes(body))
+                    pending.append(body)
                     if kind == F.LAST:
                         complete_end = end
                         payload = b"".join(pending)
@@ -416,6 +409,20 @@ class RecoveryLog:
         end = pending_lsn if pending is not None else complete_end
         self._find_stale(reader, g, stop_pos, end)
         self._end = end
+
+    def _check_generation(self, g: int, foff: int, gen: int, max_gen: int, lsn: int) -> None:
+        ctl = self._ctl
+        if gen < max_gen:
+            raise LogCorruptError(
+                f"a record of activation generation {gen} follows generation {max_gen} at "
+                f"{self._where(g)} (data offset {foff}): a stale instance wrote after the "
+                "takeover; the queue manager cannot start", amq="AMQ6118")
+        if gen < ctl.generation and lsn >= ctl.generation_lsn:
+            raise LogCorruptError(
+                f"a record of activation generation {gen} is at {self._where(g)} (data offset "
+                f"{foff}), after generation {ctl.generation} began at LSN "
+                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; the queue "
+                "manager cannot start", amq="AMQ6118")
 
     def _bad_sequence(self, g: int, foff: int) -> LogCorruptError:
         return LogCorruptError(f"the recovery log is damaged at {self._where(g)} (data offset "
@@ -941,6 +948,8 @@ class _PageReader:
         self._chunk_key: tuple[int, int] | None = None
         self._chunk = b""
         self._slots: dict[int, list[tuple[F.PageInfo, memoryview] | None]] = {}
+        self._slot_raw: dict[int, bytes] = {}
+        self.last_raw: tuple[bytes, int] = (b"", 0)
 
     def _load_slots(self, k: int) -> list[tuple[F.PageInfo, memoryview] | None]:
         got = self._slots.get(k)
@@ -948,6 +957,7 @@ class _PageReader:
             f = self.log._file_for(k)
             got = []
             raw = f.pread(SLOTS * PAGE, 0) if f is not None else b""
+            self._slot_raw[k] = raw
             for s in range(SLOTS):
                 info = F.check_page(raw, s * PAGE)
                 got.append(None if info is None else
@@ -982,18 +992,21 @@ class _PageReader:
         return F.check_page(got[0], got[1], g)
 
     def page(self, g: int) -> tuple[F.PageInfo, memoryview, int] | None:
-        """The newest valid image of page ``g``: (header, data, -1 or the slot index)."""
+        """The newest valid image of page ``g``: (header, data, -1 or the slot index).
+        ``last_raw`` is then (bytes holding the image, offset of the image in them)."""
         best: tuple[F.PageInfo, memoryview, int] | None = None
         got = self._in_place_raw(g)
         if got is not None:
             raw, off = got
             info = F.check_page(raw, off, g)
             if info is not None:
-                best = (info, memoryview(raw)[off + F.PAGE_HEADER:off + F.PAGE], -1)
+                best = (info, memoryview(raw)[off + F.PAGE_HEADER:off + PAGE], -1)
+                self.last_raw = (raw, off)
         for s, entry in enumerate(self._load_slots(self.log.extent_of_page(g))):
             if entry is not None and entry[0].page_no == g and (
                     best is None or entry[0].order() > best[0].order()):
                 best = (entry[0], entry[1], s)
+                self.last_raw = (self._slot_raw[self.log.extent_of_page(g)], s * PAGE)
         return best
 
 

@@ -48,6 +48,7 @@ class StoreState:
         self.next_key = next_key
         self.qmgr: dict[str, Any] = {}
         self.only: str | None = None  # media recovery: apply records of one queue only
+        self.last_uow: UnitOfWork | None = None  # replay's cache of the unit last seen
 
     # -- helpers -------------------------------------------------------------------
     def add_message(self, q: LocalQueue, key: int, m: MemMessage) -> None:
@@ -89,6 +90,8 @@ class StoreState:
             elif q.locked.get(key) == u.txid:
                 q.remove(key)
         self.uows.end(u)
+        if self.last_uow is u:
+            self.last_uow = None
 
     def apply_backout(self, u: UnitOfWork, state: str = "ended") -> None:
         """Undo every operation still in effect, newest first."""
@@ -96,6 +99,8 @@ class StoreState:
             if i not in u.undone:
                 self.undo_op(u, i)
         self.uows.end(u, state)
+        if self.last_uow is u:
+            self.last_uow = None
 
     # -- replay --------------------------------------------------------------------
     def note_first(self, u: UnitOfWork, lsn: int) -> None:
@@ -209,18 +214,26 @@ class StoreState:
 _ZERO24 = bytes(24)
 
 
+_HEAD = struct.Struct("<BQH")  # type, txid, length of the queue name
+_NAMES: dict[bytes, str] = {}
+
+
 def _redo_put_fast(state: StoreState, payload: bytes, lsn: int) -> bool:
     """Redo a PUT without building a Record (the common record; restart speed).
     Returns False when the general path must handle it."""
-    txid = int.from_bytes(payload[1:9], "little")
-    n = payload[9] | (payload[10] << 8)
-    name = payload[11:11 + n].decode()
+    _t, txid, n = _HEAD.unpack_from(payload)
+    raw_name = payload[11:11 + n]
+    name = _NAMES.get(raw_name)
+    if name is None:
+        name = _NAMES[raw_name] = raw_name.decode()
     q = state.queues.get(name)
     if q is None or state.only is not None:
         return False
     key, prio, t, msgid, correlid, blen = R._PUT.unpack_from(payload, 11 + n)
     if txid:
-        u = state.uows.get_or_make(txid)
+        u = state.last_uow
+        if u is None or u.txid != txid:
+            u = state.last_uow = state.uows.get_or_make(txid)
         if u.first_lsn is None:
             u.first_lsn = lsn
         u.ops.append(("P", name, key, True))
