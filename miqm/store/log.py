@@ -189,6 +189,16 @@ class RecoveryLog:
             raise LogWriteError(f"cannot create the log in {volume.describe()}: {exc}",
                                 amq="AMQ6708") from exc
 
+    @staticmethod
+    def recorded_generation(volume: Volume) -> int:
+        """The activation generation in the control file (0 if it cannot be read): the
+        HA layer starts the next activation above it."""
+        try:
+            raw = volume.read_bytes(CONTROL)
+            return _Control.from_bytes(raw, CONTROL).generation
+        except (LockFsError, StoreError):
+            return 0
+
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, volume: Volume, settings: LogSettings, *, generation: int,

@@ -1,0 +1,171 @@
+"""``dspmq [-m QMgr] [-x] [-o status | -o standby] [-f] [--json]``: queue manager status.
+
+The status comes from this host's run record (an instance here), the lock files
+(``master``/``active``/``standby``: held or not, asked without taking a lock) and
+``qmstatus.ini``. Every queue manager is probed on a separate thread with a deadline, so
+``dspmq`` answers within a second even when the shared filesystem hangs: the queue
+manager is then reported as ``Status not available``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import typer
+
+from miqm.cli.common import fail, make_app, run_typer
+
+app = make_app("Display queue managers and their instances.")
+
+DEADLINE = 0.9  # seconds for all probes together
+
+
+def probe(name: str, data_path: str) -> dict[str, Any]:
+    """What the lock files and qmstatus.ini say about ``name`` (may block on the FS)."""
+    from lockfs.lockfile import peek
+    from lockfs.volume import open_volume
+    from miqm.ha import qmstatus
+
+    volume = open_volume(data_path)
+    try:
+        locks = {}
+        for lock in ("master", "active", "standby"):
+            rec, held = peek(volume, lock)
+            locks[lock] = {"held": held, "host": rec.host if rec else None,
+                           "lock_id": rec.lock_id if rec else None,
+                           "pid": rec.pid if rec else None,
+                           "generation": rec.generation if rec else None}
+        st = qmstatus.try_read(volume)
+        return {"locks": locks,
+                "qmstatus": None if st is None else {
+                    "status": st.status, "permit_standby": st.permit_standby}}
+    finally:
+        volume.close()
+
+
+def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None
+             ) -> dict[str, Any]:
+    """The dspmq facts for one queue manager (pure: tests feed it directly)."""
+    instances: list[dict[str, Any]] = []
+    standby = "Not applicable"
+    if probed is None:
+        status = "Status not available"
+        if local is not None:
+            instances.append({"host": local.get("host"), "mode": _mode(local.get("mode")),
+                              "pid": local.get("pid")})
+        return {"qmgr": name, "status": status, "standby": standby, "instances": instances,
+                "locks": {}}
+    locks = probed["locks"]
+    st = probed.get("qmstatus") or {}
+    master = locks["master"]
+    standby_lock = locks["standby"]
+    master_held = master["held"] is True or (master["held"] is None
+                                             and st.get("status") in ("Running", "Starting"))
+    if local is not None and local.get("mode") == "active":
+        status = str(local.get("status") or "Running")
+    elif local is not None and local.get("mode") == "standby":
+        status = "Running as standby"
+    elif local is not None:
+        status = "Starting"
+    elif master_held:
+        status = "Running elsewhere"
+    else:
+        recorded = str(st.get("status") or "Ended normally")
+        status = recorded if recorded.startswith("Ended") else "Ended unexpectedly"
+    if master_held and master["host"]:
+        instances.append({"host": master["host"], "mode": "Active", "pid": master["pid"]})
+    if standby_lock["held"] is True and standby_lock["host"]:
+        instances.append({"host": standby_lock["host"], "mode": "Standby",
+                          "pid": standby_lock["pid"]})
+    if local is not None and not any(i["host"] == local.get("host") for i in instances):
+        instances.append({"host": local.get("host"), "mode": _mode(local.get("mode")),
+                          "pid": local.get("pid")})
+    if master_held:
+        standby = "Permitted" if st.get("permit_standby") else "Not permitted"
+    return {"qmgr": name, "status": status, "standby": standby, "instances": instances,
+            "locks": {k: v for k, v in locks.items() if v["held"]}}
+
+
+def _mode(mode: object) -> str:
+    return {"active": "Active", "standby": "Standby"}.get(str(mode), "Starting")
+
+
+def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
+                locks: bool) -> list[str]:
+    """dspmq's text lines for one queue manager."""
+    head = f"QMNAME({info['qmgr']})".ljust(58)
+    parts = []
+    if "status" in fields:
+        parts.append(f"STATUS({info['status']})")
+    if "standby" in fields:
+        parts.append(f"STANDBY({info['standby']})")
+    lines = [(head + " ".join(parts)).rstrip()]
+    if instances:
+        for inst in info["instances"]:
+            lines.append(f"    INSTANCE({inst['host']}) MODE({inst['mode']})")
+    if locks:
+        for name in ("master", "active", "standby"):
+            lk = info["locks"].get(name)
+            if lk:
+                lines.append(f"    {name}({lk['host']},{lk['lock_id']})")
+    return lines
+
+
+@app.command()
+def dspmq(
+    qmgr: str = typer.Option(None, "-m", metavar="QMgr", help="only this queue manager"),
+    show_instances: bool = typer.Option(False, "-x", help="show the instances"),
+    output: list[str] = typer.Option(None, "-o", metavar="status|standby|all|default",
+                                     help="fields to show"),
+    show_locks: bool = typer.Option(False, "-f", help="show the lock file holders"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object per queue manager"),
+) -> None:
+    """Display the queue managers defined on this host and their status."""
+    from miqm.ha import runfile
+    from miqm.paths import find, load_registry
+
+    fields: list[str] = []
+    for o in output or ["status"]:
+        o = o.lower()
+        if o in ("status", "default"):
+            fields.append("status")
+        elif o == "standby":
+            fields.append("standby")
+        elif o == "all":
+            fields += ["status", "standby"]
+        else:
+            fail(f"dspmq: -o {o} is not supported: use status, standby, all or default "
+                 "(try 'dspmq -h')", 2)
+    entries = [find(qmgr)] if qmgr else sorted(load_registry().values(), key=lambda e: e.name)
+    results: dict[str, dict[str, Any] | None] = {e.name: None for e in entries}
+
+    def worker(name: str, data_path: str) -> None:
+        try:
+            results[name] = probe(name, data_path)
+        except Exception:  # unreadable shared filesystem: Status not available
+            results[name] = None
+
+    threads = []
+    for e in entries:
+        t = threading.Thread(target=worker, args=(e.name, e.data_path), daemon=True)
+        t.start()
+        threads.append(t)
+    deadline = time.monotonic() + DEADLINE
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    for e in entries:
+        info = describe(e.name, results.get(e.name), runfile.read(e.name))
+        if as_json:
+            typer.echo(json.dumps(info))
+        else:
+            for line in format_text(info, instances=show_instances, fields=fields,
+                                    locks=show_locks):
+                typer.echo(line)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    run_typer(app, "dspmq")

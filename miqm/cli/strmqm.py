@@ -1,0 +1,96 @@
+"""``strmqm [-x] QMgr``: start an instance of a queue manager.
+
+Starts the execution controller (``python -m miqm.ha.controller``) detached, waits on a
+pipe for its first verdict and prints MQ's console lines: the queue manager is running
+here (active), or a standby instance has been started, or one line saying why not. The
+controller's own stdout/stderr go to ``$MIQM_DATA_ROOT/run/<dir>.out``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+import typer
+
+from miqm.cli.common import fail, make_app, run_typer
+
+app = make_app("Start a queue manager instance (-x: permit a standby / run as one).")
+
+#: how long strmqm waits for the controller's verdict (restart recovery can be long)
+VERDICT_TIMEOUT = float(os.environ.get("MIQM_STRMQM_TIMEOUT", "600"))
+
+
+def _wait_verdict(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> dict | None:
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            if b"\n" in buf:
+                break
+        elif proc.poll() is not None and not select.select([fd], [], [], 0)[0]:
+            break
+    try:
+        return json.loads(buf.decode().splitlines()[0]) if buf.strip() else None
+    except (ValueError, IndexError):
+        return None
+
+
+@app.command()
+def strmqm(
+    qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
+    standby: bool = typer.Option(False, "-x", help="permit a standby instance; become the "
+                                 "standby if the queue manager is active elsewhere"),
+) -> None:
+    """Start the queue manager (or a standby instance of it) on this host."""
+    from miqm.ha import runfile
+    from miqm.paths import check_qmgr_name, data_root, directory_name, find
+
+    check_qmgr_name(qmgr)
+    find(qmgr)  # AMQ7048 here, not in the detached process
+    local = runfile.read(qmgr)
+    if local is not None:
+        mode = local.get("mode")
+        what = "a standby instance" if mode == "standby" else "an instance"
+        fail(f"AMQ8041: IBM MQ queue manager '{qmgr}' already has {what} running on this "
+             f"host (pid {local.get('pid')}).", 5)
+    run_dir = os.path.join(data_root(), "run")
+    os.makedirs(run_dir, exist_ok=True)
+    out_path = os.path.join(run_dir, f"{directory_name(qmgr)}.out")
+    r, w = os.pipe()
+    argv = [sys.executable, "-m", "miqm.ha.controller", qmgr, "--verdict-fd", str(w)]
+    if standby:
+        argv.insert(4, "-x")
+    with open(out_path, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                pass_fds=(w,), start_new_session=True, close_fds=True)
+    os.close(w)
+    try:
+        verdict = _wait_verdict(r, proc, VERDICT_TIMEOUT)
+    finally:
+        os.close(r)
+    if verdict is None:
+        if proc.poll() is None:
+            fail(f"AMQ7880: queue manager '{qmgr}' did not report within "
+                 f"{VERDICT_TIMEOUT:g}s; it is still starting (pid {proc.pid}): check "
+                 "dspmq and errors/AMQERR01.LOG.", 71)
+        fail(f"AMQ6184: the execution controller of '{qmgr}' ended unexpectedly (exit "
+             f"{proc.returncode}); see {out_path} and errors/AMQERR01.LOG.", 71)
+    for line in verdict.get("lines", []):
+        typer.echo(line, err=not verdict.get("ok"))
+    if not verdict.get("ok"):
+        raise typer.Exit(int(verdict.get("exit") or 71))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    run_typer(app, "strmqm")

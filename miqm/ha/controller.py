@@ -1,0 +1,561 @@
+"""The execution controller: one process per instance (``python -m miqm.ha.controller``).
+
+``strmqm [-x] QM`` starts it detached and waits on a pipe for its first verdict. It then:
+
+1. tries ``master`` (exclusive, non-blocking). Got it: **active**. Not got it: without
+   ``-x`` the start fails (the queue manager runs elsewhere); with ``-x`` it takes
+   ``standby`` (exclusive, non-blocking; held already: a third instance, refused) and
+   becomes the **standby**.
+2. A standby keeps a control listener (it answers ``end`` and ``instance``; every other
+   request gets MQRC 2543) and retries ``master`` every StandbyPollInterval, woken early
+   by a watch on the lock files where the filesystem can tell. Never a blocking lock wait.
+3. On getting ``master`` it checks ``qmstatus.ini``: data from another platform, a
+   queue manager that crashed while starting (``PermitFailover=No``), or an active that
+   ended without permitting switchover: the standby ends instead of taking over.
+4. Active: a new activation generation above every one recorded (master record, log
+   control file), the holder record in ``master`` and ``active``, status Starting, restart
+   recovery with the store's writes guarded by the ownership belief, the listener and its
+   address in ``<datadir>/listener``, status Running, then the verify / monitor /
+   liveness threads.
+
+A fatal condition (lost lock, stalled verify, stuck logger) stops the process at once
+with ``os._exit`` after the belief is revoked and the error log line is queued: nothing
+is written after ownership is in doubt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.lockfile import HolderRecord, LockFile
+from lockfs.volume import LockMode, Volume, open_volume
+from miqm import amq, paths
+from miqm.config import QMConfig, parse_qm_ini
+from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
+from miqm.ha import qmstatus, runfile
+from miqm.ha.errlog import ErrorLog
+from miqm.ha.events import EventLog
+from miqm.ha.monitors import Monitors, Ownership
+from miqm.ha.qmstatus import QMStatus
+
+VERSION = "V9.4.0.0"
+EXIT_OK = 0
+EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
+EXIT_STANDBY_REFUSED = 69
+EXIT_FATAL = 71
+FATAL_EXIT = 70  # self-termination after losing ownership / unresponsive
+
+
+class Verdict:
+    """The one-line JSON answer to strmqm on its pipe (once)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        self.sent = False
+
+    def send(self, ok: bool, lines: list[str], code: int = 0, mode: str = "") -> None:
+        if self.sent or self.fd is None:
+            self.sent = True
+            return
+        self.sent = True
+        data = json.dumps({"ok": ok, "lines": lines, "exit": code, "mode": mode}) + "\n"
+        try:
+            os.write(self.fd, data.encode())
+            os.close(self.fd)
+        except OSError:
+            pass  # strmqm gave up waiting; the error log has it
+
+
+class Controller:
+    """One instance of one queue manager."""
+
+    def __init__(self, qmgr: str, permit_standby: bool, verdict: Verdict) -> None:
+        self.qmgr = qmgr
+        self.permit_standby = permit_standby
+        self.verdict = verdict
+        self.pid = os.getpid()
+        self.host = paths.hostname()
+        self.lock_id = (int(time.time() * 1000) + secrets.randbelow(1000)) % 10**10
+        self.instance_id = f"{self.host}-{self.pid}-{self.lock_id}"
+        self.mode = "starting"
+        self.status = "Starting"
+        self.data: Volume
+        self.log_volume: Volume
+        self.cfg: QMConfig
+        self.errlog: ErrorLog | None = None
+        self.events: EventLog | None = None
+        self.master: LockFile | None = None
+        self.active_lock: LockFile | None = None
+        self.standby_lock: LockFile | None = None
+        self.record: HolderRecord | None = None
+        self.ownership: Ownership | None = None
+        self.monitors: Monitors | None = None
+        self.store: Any = None
+        self.service: Any = None
+        self.listener: Any = None
+        self.address: tuple[str, int] | None = None
+        self._ended = threading.Event()
+        self._end_request: dict[str, Any] | None = None
+        self._wake = threading.Event()
+        self._watch: Any = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ plumbing
+    def say(self, number: str, text: str | None = None, **fields: object) -> str:
+        """Write an AMQ message to the error log and the event history."""
+        fields.setdefault("qmgr", self.qmgr)
+        line = text if text is not None else amq.text(number, **fields)
+        if self.errlog is not None:
+            self.errlog.write(number, line)
+        self.event("amq_message", amq=number, text=line)
+        return line
+
+    def event(self, name: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(name, **fields)
+
+    def _run_record(self) -> None:
+        runfile.write(self.qmgr, {
+            "pid": self.pid, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+            "status": self.status, "address": list(self.address) if self.address else None,
+            "started": time.time(), "lock_id": self.lock_id,
+        })
+
+    def fatal(self, number: str, detail: str) -> None:
+        """Stop now, writing nothing more to the queue manager's data."""
+        if self.ownership is not None:
+            self.ownership.revoke()
+        self.event("fatal", amq=number, detail=detail)
+        text = amq.text(number, qmgr=self.qmgr)
+        if self.errlog is not None:
+            self.errlog.write(number, f"{text} {detail}")
+            self.errlog.flush(1.0)
+        if self.events is not None:
+            self.events.close(0.5)
+        self.verdict.send(False, [f"{number}: {text} {detail}"], FATAL_EXIT)
+        runfile.remove(self.qmgr, self.pid)
+        os._exit(FATAL_EXIT)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Find the queue manager, read qm.ini, open the volumes and the logs."""
+        entry = paths.find(self.qmgr)
+        try:
+            self.data = open_volume(entry.data_path)
+            text = self.data.read_bytes("qm.ini").decode("utf-8", "replace")
+        except VolumeNotFound:
+            raise ConfigError(f"AMQ7880: qm.ini of queue manager '{self.qmgr}' is missing "
+                              f"from {entry.data_path}; restore it or recreate the queue "
+                              "manager", amq="AMQ7880") from None
+        except LockFsError as exc:
+            raise ConfigError(f"cannot read the data directory of '{self.qmgr}' "
+                              f"({entry.data_path}): {exc}", amq="AMQ6119") from None
+        self.cfg = parse_qm_ini(text, f"{entry.data_path}/qm.ini")
+        lease = self.data.lease_seconds
+        ha = self.cfg.ha
+        if lease is not None and ha.verify_interval + ha.monitor_stall >= lease:
+            raise ConfigError(
+                f"VerifyInterval ({ha.verify_interval:g}s) + MonitorStall "
+                f"({ha.monitor_stall:g}s) must be less than the filesystem lease "
+                f"({lease:g}s) of {entry.data_path}: an instance cut off from it must stop "
+                "before another can take its lock; lower them in qm.ini", amq="AMQ7880")
+        log_location = self.cfg.log_path or paths.default_log_location(self.qmgr)
+        try:
+            self.log_volume = open_volume(log_location)
+        except LockFsError as exc:
+            raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
+                              amq="AMQ7017") from None
+        self.errlog = ErrorLog(self.data, self.qmgr, self.host)
+        self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
+        self._run_record()
+
+    def holder(self, generation: int = 0) -> HolderRecord:
+        return HolderRecord(self.host, self.lock_id, time.time(), self.pid, generation)
+
+    def try_lock(self, lock: LockFile, mode: LockMode,
+                 record: HolderRecord | None = None) -> bool:
+        t0 = time.perf_counter()
+        got = lock.acquire(mode, record)
+        self.event("lock_attempt", file=lock.name, mode=mode.value, granted=got,
+                   latency_s=round(time.perf_counter() - t0, 6))
+        return got
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> int:
+        """The instance's life; returns the process exit code."""
+        try:
+            self.setup()
+        except MiqmError as exc:
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            return exc.exit_code or EXIT_FATAL
+        self.master = master = LockFile(self.data, "master")
+        try:
+            if self.try_lock(master, LockMode.EXCLUSIVE):
+                return self.become_active(failover_from=None)
+            if not self.permit_standby:
+                line = (f"IBM MQ queue manager '{self.qmgr}' is running elsewhere: its master "
+                        "lock is held by another instance. Use strmqm -x to start a standby "
+                        "instance here.")
+                self.say("AMQ8146", line)
+                self.verdict.send(False, [line], EXIT_RUNNING_ELSEWHERE)
+                return EXIT_RUNNING_ELSEWHERE
+            return self.become_standby()
+        except MiqmError as exc:
+            self.say(exc.amq or "AMQ6184", exc.user_line())
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            return exc.exit_code or EXIT_FATAL
+        except LockFsError as exc:
+            line = f"AMQ6119: the shared filesystem failed for '{self.qmgr}': {exc}"
+            self.say("AMQ6119", line)
+            self.verdict.send(False, [line], EXIT_FATAL)
+            return EXIT_FATAL
+        finally:
+            self.shutdown_logs()
+
+    def shutdown_logs(self) -> None:
+        runfile.remove(self.qmgr, self.pid)
+        if self.errlog is not None:
+            self.errlog.close()
+        if self.events is not None:
+            self.events.close()
+
+    # ------------------------------------------------------------------ standby
+    def become_standby(self) -> int:
+        status = qmstatus.try_read(self.data)
+        if status is not None and status.status in ("Running", "Starting") \
+                and not status.permit_standby:
+            line = (f"IBM MQ queue manager '{self.qmgr}' is running elsewhere without "
+                    "permitting standby instances (it was started without -x); this instance "
+                    "is not permitted to run as a standby.")
+            self.say("AMQ8146", line)
+            self.verdict.send(False, [line], EXIT_STANDBY_REFUSED)
+            return EXIT_STANDBY_REFUSED
+        self.standby_lock = LockFile(self.data, "standby")
+        if not self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder()):
+            line = (f"IBM MQ queue manager '{self.qmgr}' already has an active instance and a "
+                    "standby instance; a third instance is not permitted.")
+            self.say("AMQ8146", line)
+            self.verdict.send(False, [line], EXIT_STANDBY_REFUSED)
+            return EXIT_STANDBY_REFUSED
+        self.mode, self.status = "standby", "Running as standby"
+        self._prepare_for_takeover()
+        self._start_listener()
+        self._write_standby_address()
+        self._run_record()
+        self.event("role", role="standby")
+        self.say("AMQ5051", f"A standby instance of queue manager '{self.qmgr}' has been "
+                            f"started on {self.host}.")
+        self.verdict.send(True, [f"A standby instance of queue manager '{self.qmgr}' has been "
+                                 "started. The active instance is running elsewhere."],
+                          EXIT_OK, "standby")
+        from lockfs.watch import watch_local
+
+        self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
+                                  self._wake)
+        poll = self.cfg.ha.standby_poll
+        try:
+            while True:
+                self._wake.wait(poll)
+                self._wake.clear()
+                if self._end_request is not None:
+                    return self._end_standby("ended by endmqm -x")
+                assert self.master is not None
+                if self.try_lock(self.master, LockMode.EXCLUSIVE):
+                    seen = time.monotonic()
+                    verdict = self._takeover_allowed()
+                    if verdict is not None:
+                        self.master.release()
+                        return self._end_standby(verdict)
+                    return self.become_active(failover_from=seen)
+        finally:
+            if self._watch is not None:
+                self._watch.stop()
+
+    def _prepare_for_takeover(self) -> None:
+        """Load what the active role needs before it is needed (failover speed)."""
+        import miqm.net.server
+        import miqm.net.service
+        import miqm.store.qmstore  # noqa: F401
+
+    def _takeover_allowed(self) -> str | None:
+        """None if this standby may take over now; else why not."""
+        try:
+            status = qmstatus.read(self.data)
+        except ConfigError as exc:
+            return f"cannot read qmstatus.ini: {exc.user_line()}"
+        if not status.ours():
+            return amq.text("AMQ7272", qmgr=self.qmgr, platform=status.platform_string,
+                            ours=qmstatus.platform_string())
+        if status.status.startswith("Ended") and not status.switchover:
+            return ("the active instance ended without permitting switchover "
+                    f"(status {status.status}); the standby ends too")
+        if not status.permit_failover:
+            return ("the active instance ended while starting (PermitFailover=No): this "
+                    "standby does not take over, so a queue manager that crashes on start "
+                    "does not crash again here; fix the cause, then strmqm")
+        return None
+
+    def _end_standby(self, why: str) -> int:
+        self.say("AMQ8004", f"The standby instance of queue manager '{self.qmgr}' on "
+                            f"{self.host} ended: {why}")
+        self.event("role", role="ended", reason=why)
+        if self.listener is not None:
+            self.listener.stop(1.0)
+        self._clear_standby_address()
+        if self.standby_lock is not None:
+            self.standby_lock.release()
+        return EXIT_OK
+
+    def _write_standby_address(self) -> None:
+        if self.address is None:
+            return
+        try:
+            self.data.write_atomic("standby-listener", json.dumps({
+                "host": self.address[0], "port": self.address[1], "host_name": self.host,
+                "pid": self.pid}).encode())
+        except LockFsError:
+            pass  # endmqm -x from this host still finds it through the run file
+
+    def _clear_standby_address(self) -> None:
+        try:
+            raw = self.data.read_bytes("standby-listener")
+            if json.loads(raw).get("pid") == self.pid:
+                self.data.unlink("standby-listener")
+        except (LockFsError, ValueError, AttributeError):
+            pass
+
+    # ------------------------------------------------------------------ active
+    def next_generation(self) -> int:
+        from miqm.store.log import RecoveryLog
+
+        assert self.master is not None
+        prev = self.master.previous.generation if self.master.previous else 0
+        return max(prev, RecoveryLog.recorded_generation(self.log_volume)) + 1
+
+    def verify_master(self) -> float:
+        """Reread the master record through the locked file; raise unless it is ours."""
+        t0 = time.perf_counter()
+        assert self.master is not None
+        if self.master.lost():
+            raise OwnershipLostError("the filesystem reports the master lock lost",
+                                     amq="AMQ7279")
+        found = self.master.read_record()
+        if self.record is None or not self.record.same_holder(found):
+            who = f"{found.host} (pid {found.pid}, generation {found.generation})" \
+                if found else "an unreadable record"
+            raise OwnershipLostError(f"the master lock record now names {who}",
+                                     amq="AMQ7279")
+        return time.perf_counter() - t0
+
+    def become_active(self, failover_from: float | None) -> int:
+        started = time.monotonic()
+        assert self.master is not None
+        status = qmstatus.read(self.data)
+        if not status.ours():
+            line = amq.text("AMQ7272", qmgr=self.qmgr, platform=status.platform_string,
+                            ours=qmstatus.platform_string())
+            self.master.release()
+            raise HAError(line, amq="AMQ7272", exit_code=EXIT_FATAL)
+        if failover_from is not None:
+            self.event("failover_start", from_status=status.status)
+        generation = self.next_generation()
+        self.record = self.holder(generation)
+        self.master.write_record(self.record)
+        self.active_lock = LockFile(self.data, "active")
+        if not self.try_lock(self.active_lock, LockMode.SHARED, self.record):
+            self.master.release()
+            raise HAError(f"the active lock of '{self.qmgr}' is held exclusively elsewhere",
+                          amq="AMQ7279", exit_code=EXIT_FATAL)
+        if self.standby_lock is not None:
+            self.standby_lock.release()
+            self._clear_standby_address()
+            self.standby_lock = None
+        ha = self.cfg.ha
+        validity = ha.verify_interval + ha.monitor_stall
+        if self.data.lease_seconds is not None:
+            validity = min(validity, self.data.lease_seconds * 2 / 3)
+        self.ownership = Ownership(validity, lambda: (self.verify_master(), None)[1])
+        self.ownership.renew()
+        self.mode, self.status = "active", "Starting"
+        self._run_record()
+        self.event("role", role="active", generation=generation,
+                   failover=failover_from is not None)
+        qmstatus.write(self.data, QMStatus("Starting", self.permit_standby, False,
+                                           qmstatus.platform_signature(),
+                                           qmstatus.platform_string()))
+        lines = [f"IBM MQ queue manager '{self.qmgr}' starting."]
+        recovery: list[str] = []
+
+        def errlog(number: str, text: str) -> None:
+            recovery.append(text)
+            self.say(number, text)
+
+        from miqm.net.service import QueueService
+        from miqm.store.qmstore import QueueManagerStore
+
+        try:
+            self.store = QueueManagerStore.open(
+                self.data, self.log_volume, self.qmgr, self.cfg.log, self.cfg.tuning,
+                generation=generation, write_guard=self.ownership.guard, errlog=errlog,
+                on_event=lambda name, **f: self.event(name, **f))
+        except MiqmError as exc:
+            # PermitFailover stays No: the standby will not take over to fail the same way
+            self.say(exc.amq or "AMQ7880", exc.user_line())
+            self.release_locks()
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            return exc.exit_code or EXIT_FATAL
+        self.service = QueueService(self.store, self.qmgr, host_name=self.host)
+        if self.listener is None:
+            self._start_listener()
+        assert self.address is not None
+        self.data.write_atomic("listener", json.dumps({
+            "host": self.address[0], "port": self.address[1], "host_name": self.host,
+            "pid": self.pid}).encode())
+        self.status = "Running"
+        qmstatus.write(self.data, QMStatus("Running", self.permit_standby, True,
+                                           qmstatus.platform_signature(),
+                                           qmstatus.platform_string()))
+        self._run_record()
+        self.monitors = Monitors(
+            self.ownership, self.verify_master, self.store.log.progress, self.fatal,
+            verify_interval=ha.verify_interval, monitor_stall=ha.monitor_stall,
+            liveness_interval=ha.liveness_interval,
+            event=lambda name, **f: self.event(name, **f))
+        self.monitors.start()
+        self.say("AMQ8003")
+        lines += recovery
+        lines.append(amq.text("AMQ8003", qmgr=self.qmgr).replace("V9.4.0.0", VERSION))
+        if failover_from is not None:
+            took = time.monotonic() - failover_from
+            self.say("AMQ5975", host=self.host)
+            self.event("failover_end", duration_s=round(took, 4),
+                       recovery_s=round(time.monotonic() - started, 4))
+        self.verdict.send(True, lines, EXIT_OK, "active")
+        self._ended.wait()
+        return self._end_active()
+
+    def release_locks(self) -> None:
+        for lock in (self.active_lock, self.master, self.standby_lock):
+            if lock is not None:
+                lock.release()
+
+    def _end_active(self) -> int:
+        req = self._end_request or {}
+        mode = str(req.get("mode", "controlled"))
+        switchover = bool(req.get("switchover"))
+        final = {"controlled": "Ended normally", "wait": "Ended normally",
+                 "immediate": "Ended immediately", "preemptive": "Ended pre-emptively"}
+        self.status = {"controlled": "Quiescing", "wait": "Quiescing",
+                       "immediate": "Ending immediately",
+                       "preemptive": "Ending pre-emptively"}.get(mode, "Quiescing")
+        self._run_record()
+        if self.monitors is not None:
+            self.monitors.stop()
+        if self.listener is not None:
+            self.listener.stop(5.0 if mode in ("controlled", "wait") else 1.0)
+        try:
+            if mode != "preemptive":
+                self.store.close()
+        except MiqmError as exc:
+            self.say(exc.amq or "AMQ6184", f"shutdown checkpoint failed: {exc.user_line()}")
+        try:
+            self.data.unlink("listener")
+            qmstatus.write(self.data, QMStatus(final.get(mode, "Ended normally"),
+                                               self.permit_standby, True,
+                                               qmstatus.platform_signature(),
+                                               qmstatus.platform_string(),
+                                               switchover=switchover))
+        except LockFsError:
+            pass
+        if switchover:
+            self.say("AMQ8004", f"IBM MQ queue manager '{self.qmgr}' ended, permitting "
+                                "switchover to a standby instance.")
+        else:
+            self.say("AMQ8004", qmgr=self.qmgr)
+        self.event("role", role="ended", mode=mode, switchover=switchover)
+        self.release_locks()
+        return EXIT_OK
+
+    # ------------------------------------------------------------------ listener
+    def _start_listener(self) -> None:
+        from miqm.net.server import Listener
+
+        host = os.environ.get("MIQM_LISTENER_HOST", "127.0.0.1")
+        self.listener = Listener(self.handle, host=host, port=0)
+        self.address = self.listener.start()
+
+    def handle(self, request: dict[str, Any], session: Any) -> dict[str, Any]:
+        """Control ops here; the rest to the queue service when active."""
+        from miqm.net.service import standby_reply
+
+        op = request.get("op")
+        if op == "instance":
+            return {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+                    "status": self.status, "pid": self.pid}
+        if op == "end":
+            return self.request_end(request)
+        if self.mode != "active" or self.service is None or self.status != "Running":
+            reply = standby_reply()
+            reply["host"] = self.host
+            return reply
+        return self.service.handle(request, session)
+
+    def request_end(self, request: dict[str, Any]) -> dict[str, Any]:
+        """endmqm: remember the request and wake the main thread."""
+        standby_only = bool(request.get("standby_only"))
+        if standby_only and self.mode != "standby":
+            return {"ok": False, "mqrc": 2543, "amq": "AMQ8146",
+                    "error": f"this instance of '{self.qmgr}' on {self.host} is not a standby"}
+        if not standby_only and self.mode == "standby":
+            return {"ok": False, "mqrc": 2543, "amq": "AMQ8146",
+                    "error": f"the instance of '{self.qmgr}' on {self.host} is a standby: "
+                             "end it with endmqm -x"}
+        with self._lock:
+            if self._end_request is None:
+                self._end_request = dict(request)
+        self._wake.set()
+        self._ended.set()
+        return {"ok": True, "pid": self.pid, "host": self.host, "mode": self.mode}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Process entry point."""
+    parser = argparse.ArgumentParser(prog="miqm.ha.controller")
+    parser.add_argument("qmgr")
+    parser.add_argument("-x", action="store_true", dest="standby")
+    parser.add_argument("--verdict-fd", type=int, default=None)
+    args = parser.parse_args(argv)
+    verdict = Verdict(args.verdict_fd)
+    ctl = Controller(args.qmgr, args.standby, verdict)
+
+    def on_term(signum: int, frame: Any) -> None:
+        ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby"})
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        code = ctl.run()
+    except BaseException as exc:  # the last resort: say it, never hang strmqm
+        detail = "".join(traceback.format_exception(exc))
+        sys.stderr.write(detail)
+        line = f"AMQ6184: an internal error occurred in the execution controller " \
+               f"({type(exc).__name__}: {exc}); details in the controller output file."
+        verdict.send(False, [line], EXIT_FATAL)
+        code = EXIT_FATAL
+    verdict.send(code == 0, [], code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

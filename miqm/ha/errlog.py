@@ -1,0 +1,103 @@
+"""The queue manager error log ``errors/AMQERR01.LOG`` (rotating to 02 and 03).
+
+Both instances append MQ-style entries to the same files on the shared data directory.
+Writing happens on a background thread so that the verify, monitor and liveness threads
+never block on a slow or hung filesystem just to say something; :meth:`ErrorLog.flush`
+waits (with a deadline) for what was queued, for the last words before an instance stops.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import queue
+import threading
+import time
+
+from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.volume import Volume
+
+DIR = "errors"
+MAX_BYTES = 2 * 1024 * 1024  # per file before rotation
+
+
+def format_entry(amq: str, text: str, *, qmgr: str, host: str, pid: int,
+                 now: float | None = None) -> str:
+    """One entry in MQ's layout: header line, process line, message, separator."""
+    ts = _dt.datetime.fromtimestamp(time.time() if now is None else now, _dt.UTC)
+    return (f"{ts.strftime('%m/%d/%Y %I:%M:%S %p')} - Process({pid}) Host({host}) "
+            f"QMgr({qmgr})\n"
+            f"{amq}: {text}\n"
+            "----- miqm -----------------------------------------------------------------\n")
+
+
+class ErrorLog:
+    """Append-only MQ error log on a volume, written by a daemon thread."""
+
+    def __init__(self, volume: Volume, qmgr: str, host: str, *,
+                 echo: bool = False, max_bytes: int = MAX_BYTES) -> None:
+        self.volume = volume
+        self.qmgr = qmgr
+        self.host = host
+        self.pid = os.getpid()
+        self.max_bytes = max_bytes
+        self.echo = echo
+        self._q: queue.Queue[str | None] = queue.Queue()
+        self._done = threading.Condition()
+        self._queued = 0
+        self._written = 0
+        self._thread = threading.Thread(target=self._run, name="errlog", daemon=True)
+        self._thread.start()
+
+    def write(self, amq: str, text: str) -> None:
+        """Queue an entry (never blocks on the filesystem)."""
+        entry = format_entry(amq, text, qmgr=self.qmgr, host=self.host, pid=self.pid)
+        with self._done:
+            self._queued += 1
+        self._q.put(entry)
+
+    def flush(self, timeout: float = 2.0) -> bool:
+        """Wait until everything queued is written; False if the deadline passed."""
+        deadline = time.monotonic() + timeout
+        with self._done:
+            while self._written < self._queued:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._done.wait(left)
+        return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Flush and stop the writer thread."""
+        self.flush(timeout)
+        self._q.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            entry = self._q.get()
+            if entry is None:
+                return
+            try:
+                self._append(entry)
+            except LockFsError:
+                pass  # an unwritable error log must not stop the queue manager
+            finally:
+                with self._done:
+                    self._written += 1
+                    self._done.notify_all()
+
+    def _append(self, entry: str) -> None:
+        path = f"{DIR}/AMQERR01.LOG"
+        self.volume.makedirs(DIR)
+        try:
+            size = self.volume.stat(path).size
+        except VolumeNotFound:
+            size = 0
+        if size + len(entry) > self.max_bytes and size > 0:
+            self.volume.rename(f"{DIR}/AMQERR02.LOG", f"{DIR}/AMQERR03.LOG") \
+                if self.volume.exists(f"{DIR}/AMQERR02.LOG") else None
+            self.volume.rename(path, f"{DIR}/AMQERR02.LOG")
+            size = 0
+        with self.volume.open(path, create=True) as f:
+            f.pwrite(entry.encode(), f.size())

@@ -1,0 +1,69 @@
+"""This host's record of a running instance: ``$MIQM_DATA_ROOT/run/<dir>.json``.
+
+Written by the execution controller (JSON ``pid``, ``qmgr``, ``host``, ``mode``,
+``status``, ``address`` [host, port] of its control listener, ``started``) and removed
+when it ends. Local commands (``endmqm``, ``dspmq``, ``strmqm``) read it to find the
+instance on this host without touching the shared filesystem; a record whose process is
+gone is stale and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from miqm.paths import data_root, directory_name
+
+
+def path(qmgr: str, root: str | None = None) -> str:
+    """Where the run record of ``qmgr`` lives on this host."""
+    return os.path.join(root or data_root(), "run", f"{directory_name(qmgr)}.json")
+
+
+def write(qmgr: str, record: dict[str, Any]) -> None:
+    """Replace the record atomically."""
+    p = path(qmgr)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    tmp = f"{p}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    os.replace(tmp, p)
+
+
+def remove(qmgr: str, pid: int) -> None:
+    """Remove the record if it is still ``pid``'s."""
+    rec = read(qmgr, check_alive=False)
+    if rec is not None and rec.get("pid") == pid:
+        try:
+            os.unlink(path(qmgr))
+        except FileNotFoundError:
+            pass
+
+
+def alive(pid: int) -> bool:
+    """True if process ``pid`` exists (and is not a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def read(qmgr: str, *, check_alive: bool = True) -> dict[str, Any] | None:
+    """The record of the instance on this host, or None (none, unreadable, or stale)."""
+    try:
+        with open(path(qmgr), encoding="utf-8") as f:
+            rec = json.load(f)
+        pid = int(rec["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if check_alive and not alive(pid):
+        return None
+    return rec if isinstance(rec, dict) else None
