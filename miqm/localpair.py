@@ -40,6 +40,8 @@ class Host:
 
     name: str
     root: str
+    #: extra environment for this host's commands (tests inject MIQM_FAULTS this way)
+    extra: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         """The environment a command for this host runs with."""
@@ -47,6 +49,8 @@ class Host:
         env["MIQM_DATA_ROOT"] = self.root
         env["MIQM_HOSTNAME"] = self.name
         env.pop("MIQM_CONNECTION", None)
+        env.pop("MIQM_FAULTS", None)
+        env.update(self.extra)
         return env
 
 

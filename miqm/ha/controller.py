@@ -136,22 +136,26 @@ class Controller:
         if self.ownership is not None:
             self.ownership.revoke()
         self.event("fatal", amq=number, detail=detail)
-        text = amq.text(number, qmgr=self.qmgr)
+        text = amq.text(number, qmgr=self.qmgr, detail=detail)
+        if detail not in text:
+            text = f"{text} {detail}"
         if self.errlog is not None:
-            self.errlog.write(number, f"{text} {detail}")
+            self.errlog.write(number, text)
             self.errlog.flush(1.0)
         if self.events is not None:
             self.events.close(0.5)
-        self.verdict.send(False, [f"{number}: {text} {detail}"], FATAL_EXIT)
+        self.verdict.send(False, [f"{number}: {text}"], FATAL_EXIT)
         runfile.remove(self.qmgr, self.pid)
         os._exit(FATAL_EXIT)
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
         """Find the queue manager, read qm.ini, open the volumes and the logs."""
+        from lockfs.faults import wrap_from_env
+
         entry = paths.find(self.qmgr)
         try:
-            self.data = open_volume(entry.data_path)
+            self.data = wrap_from_env(open_volume(entry.data_path), "data")
             text = self.data.read_bytes("qm.ini").decode("utf-8", "replace")
         except VolumeNotFound:
             raise ConfigError(f"AMQ7880: qm.ini of queue manager '{self.qmgr}' is missing "
@@ -171,7 +175,7 @@ class Controller:
                 "before another can take its lock; lower them in qm.ini", amq="AMQ7880")
         log_location = self.cfg.log_path or paths.default_log_location(self.qmgr)
         try:
-            self.log_volume = open_volume(log_location)
+            self.log_volume = wrap_from_env(open_volume(log_location), "log")
         except LockFsError as exc:
             raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
                               amq="AMQ7017") from None
@@ -275,6 +279,8 @@ class Controller:
                     verdict = self._takeover_allowed()
                     if verdict is not None:
                         self.master.release()
+                        if verdict.startswith(amq.text("AMQ7272", qmgr=self.qmgr)[:20]):
+                            self.say("AMQ7272", verdict)
                         return self._end_standby(verdict)
                     return self.become_active(failover_from=seen)
         finally:
@@ -430,7 +436,7 @@ class Controller:
             self.ownership, self.verify_master, self.store.log.progress, self.fatal,
             verify_interval=ha.verify_interval, monitor_stall=ha.monitor_stall,
             liveness_interval=ha.liveness_interval,
-            event=lambda name, **f: self.event(name, **f))
+            event=lambda name, **f: self.event(name, **f), health=self.store_health)
         self.monitors.start()
         self.say("AMQ8003")
         lines += recovery
@@ -443,6 +449,14 @@ class Controller:
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
+
+    def store_health(self) -> tuple[str, str] | None:
+        """A store that stopped after a failure (a failed log write) stops the instance."""
+        failed = getattr(self.store, "_failed", None)
+        if failed is None:
+            return None
+        number = getattr(failed, "amq", None) or "AMQ6708"
+        return number, f"the queue manager's store stopped: {failed}"
 
     def release_locks(self) -> None:
         for lock in (self.active_lock, self.master, self.standby_lock):

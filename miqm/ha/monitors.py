@@ -80,8 +80,10 @@ class Monitors:
                  progress: Callable[[], tuple[int, int]], fatal: Callable[[str, str], None],
                  *, verify_interval: float, monitor_stall: float, liveness_interval: float,
                  event: Callable[..., None] | None = None,
+                 health: Callable[[], tuple[str, str] | None] | None = None,
                  clock: Clock = time.monotonic) -> None:
         self.ownership = ownership
+        self._health = health or (lambda: None)
         self._verify = verify  # returns its latency in seconds; raises when not ours
         self._progress = progress
         self._fatal = fatal
@@ -115,7 +117,14 @@ class Monitors:
         return True
 
     def monitor_once(self) -> bool:
-        """False (and AMQ7280) if a verify has been in progress longer than MonitorStall."""
+        """False (and AMQ7280) if a verify has been in progress longer than MonitorStall;
+        False (and the reported AMQ message) if the health check reports a failure (the
+        store stopped after a failed log write, say)."""
+        problem = self._health()
+        if problem is not None:
+            self._event("health", ok=False, amq=problem[0], detail=problem[1])
+            self._fatal(*problem)
+            return False
         started = self.verify_started
         if started is not None and self._clock() - started > self.monitor_stall:
             stalled = self._clock() - started

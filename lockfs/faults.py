@@ -1,0 +1,211 @@
+"""A fault-injecting Volume wrapper for tests: stall an operation, fail it with EIO, lose a
+lock, tear a write.
+
+``FaultyVolume(inner, [Fault(...), ...])`` passes every call through to ``inner`` unless a
+fault matches it. A :class:`Fault` names the operation (``pread``, ``pwrite``,
+``fdatasync``, ``open``, ``rename``, ``try_lock``, ``lock_lost``, ``write_atomic``…, or
+``*``), a glob for the path (``master``, ``S*.LOG``), what to do, and when:
+
+* ``stall``: sleep ``seconds`` before the call (a hung NFS server), or until released;
+* ``eio``: raise :class:`VolumeIOError` (errno EIO) instead of doing the call;
+* ``lost``: the file's locks are lost (``lock_lost()`` is True and later I/O through it
+  raises :class:`LockLostError`), as after an NFSv4 lease expiry;
+* ``tear``: a ``pwrite`` writes only its first ``keep`` bytes, then raises EIO.
+
+``after`` (seconds from when the wrapper was made) delays a fault, ``times`` limits how
+often it fires (0 = always). Integration tests inject faults into a real execution
+controller through the environment: ``MIQM_FAULTS`` holds a JSON list of fault objects
+(keys as the dataclass fields, plus ``volume``: ``data`` or ``log``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lockfs.errors import LockLostError, VolumeIOError
+from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+
+ENV = "MIQM_FAULTS"
+
+
+@dataclass
+class Fault:
+    """One injected fault (see the module docstring)."""
+
+    op: str
+    path: str = "*"
+    kind: str = "eio"  # stall | eio | lost | tear
+    seconds: float = 3600.0
+    after: float = 0.0
+    times: int = 0
+    keep: int = 100
+    volume: str = "*"
+    fired: int = 0
+    release: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def matches(self, op: str, path: str, age: float) -> bool:
+        return ((self.op == "*" or self.op == op) and fnmatch.fnmatch(path, self.path)
+                and age >= self.after and (self.times == 0 or self.fired < self.times))
+
+
+def faults_from_env(volume_tag: str) -> list[Fault]:
+    """The faults in ``MIQM_FAULTS`` that apply to volume ``volume_tag``."""
+    raw = os.environ.get(ENV)
+    if not raw:
+        return []
+    out = []
+    for d in json.loads(raw):
+        f = Fault(**{k: v for k, v in d.items() if k in Fault.__dataclass_fields__})
+        if f.volume in ("*", volume_tag):
+            out.append(f)
+    return out
+
+
+class _Injector:
+    def __init__(self, faults: list[Fault]) -> None:
+        self.faults = faults
+        self.born = time.monotonic()
+        self.lost_paths: set[str] = set()
+
+    def check(self, op: str, path: str) -> Fault | None:
+        age = time.monotonic() - self.born
+        for f in self.faults:
+            if f.matches(op, path, age):
+                f.fired += 1
+                if f.kind == "stall":
+                    f.release.wait(f.seconds)
+                    continue
+                if f.kind == "eio":
+                    raise VolumeIOError(f"injected EIO on {op} {path}", errno=errno.EIO,
+                                        path=path)
+                if f.kind == "lost":
+                    self.lost_paths.add(path)
+                    continue
+                return f  # tear: the caller applies it
+        if path in self.lost_paths and op not in ("lock_lost", "close", "unlock"):
+            raise LockLostError(f"injected: the lock on {path} was lost", path=path)
+        return None
+
+
+class FaultyFile(VolumeFile):
+    """A file whose calls go through the injector first."""
+
+    def __init__(self, inner: VolumeFile, inj: _Injector, path: str) -> None:
+        self.inner = inner
+        self.inj = inj
+        self.path = path  # relative to the volume, as faults name it
+
+    def pread(self, size: int, offset: int) -> bytes:
+        self.inj.check("pread", self.path)
+        return self.inner.pread(size, offset)
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        tear = self.inj.check("pwrite", self.path)
+        if tear is not None:
+            self.inner.pwrite(bytes(data)[:tear.keep], offset)
+            raise VolumeIOError(f"injected torn write on {self.path}", errno=errno.EIO,
+                                path=self.path)
+        self.inner.pwrite(data, offset)
+
+    def fdatasync(self) -> None:
+        self.inj.check("fdatasync", self.path)
+        self.inner.fdatasync()
+
+    def size(self) -> int:
+        self.inj.check("size", self.path)
+        return self.inner.size()
+
+    def truncate(self, size: int) -> None:
+        self.inj.check("truncate", self.path)
+        self.inner.truncate(size)
+
+    def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        self.inj.check("try_lock", self.path)
+        return self.inner.try_lock(mode, start, length)
+
+    def unlock(self, start: int = 0, length: int = WHOLE_FILE) -> None:
+        self.inner.unlock(start, length)
+
+    def lock_lost(self) -> bool:
+        self.inj.check("lock_lost", self.path)
+        return self.path in self.inj.lost_paths or self.inner.lock_lost()
+
+    def conflicting_lock(self, mode: LockMode, start: int = 0,
+                         length: int = WHOLE_FILE) -> bool:
+        query = getattr(self.inner, "conflicting_lock", None)
+        if query is None:
+            raise AttributeError("conflicting_lock")
+        return bool(query(mode, start, length))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class FaultyVolume(Volume):
+    """Wraps a volume and applies ``faults`` to its operations."""
+
+    def __init__(self, inner: Volume, faults: list[Fault]) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.lease_seconds = inner.lease_seconds
+        self.injector = _Injector(faults)
+
+    @property
+    def faults(self) -> list[Fault]:
+        """The faults (tests add to or release them)."""
+        return self.injector.faults
+
+    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:
+        self.injector.check("open", path)
+        return FaultyFile(self.inner.open(path, create=create, exclusive=exclusive),
+                          self.injector, path)
+
+    def stat(self, path: str) -> FileStat:
+        self.injector.check("stat", path)
+        return self.inner.stat(path)
+
+    def listdir(self, path: str = "") -> list[str]:
+        self.injector.check("listdir", path)
+        return self.inner.listdir(path)
+
+    def makedirs(self, path: str) -> None:
+        self.inner.makedirs(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.injector.check("rename", dst)
+        self.inner.rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self.injector.check("unlink", path)
+        self.inner.unlink(path)
+
+    def rmdir(self, path: str) -> None:
+        self.inner.rmdir(path)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self.injector.check("write_atomic", path)
+        super().write_atomic(path, data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+
+def wrap_from_env(volume: Volume, tag: str) -> Volume:
+    """``volume`` wrapped with the faults ``MIQM_FAULTS`` sets for ``tag``, if any."""
+    faults = faults_from_env(tag)
+    return FaultyVolume(volume, faults) if faults else volume
+
+
+def describe_faults(faults: list[Fault]) -> list[dict[str, Any]]:
+    """The faults as JSON-able dicts (for logs)."""
+    return [{"op": f.op, "path": f.path, "kind": f.kind, "fired": f.fired} for f in faults]
