@@ -25,11 +25,12 @@ DEADLINE = 0.9  # seconds for all probes together
 
 def probe(name: str, data_path: str) -> dict[str, Any]:
     """What the lock files and qmstatus.ini say about ``name`` (may block on the FS)."""
+    from lockfs.faults import wrap_from_env
     from lockfs.lockfile import peek
     from lockfs.volume import open_volume
     from miqm.ha import qmstatus
 
-    volume = open_volume(data_path)
+    volume = wrap_from_env(open_volume(data_path), "data")
     try:
         locks = {}
         for lock in ("master", "active", "standby"):

@@ -293,3 +293,18 @@ def test_eio_on_the_log_stops_without_corrupting_anything(pair: LocalPair) -> No
     pair.wait_active(not_host="hosta", timeout=15)  # its restart reads the log cleanly
     got = pair.get_all(pair.b, "HA.Q")
     assert got[:20] == lines and got[20:] in ([], ["doomed"])
+
+
+def test_dspmq_answers_within_a_second_when_the_filesystem_hangs(pair: LocalPair) -> None:
+    _start_both(pair)
+    env = pair.b.env()
+    env["MIQM_FAULTS"] = json.dumps([{"volume": "data", "op": "open", "path": "master",
+                                      "kind": "stall", "seconds": 30}])
+    t0 = time.monotonic()
+    proc = subprocess.run(["dspmq", "-x", "-m", "QMHA"], env=env, capture_output=True,
+                          text=True, timeout=20)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert "STATUS(Status not available)" in proc.stdout
+    assert "INSTANCE(hostb) MODE(Standby)" in proc.stdout  # what this host knows itself
+    assert took < 3.0, f"dspmq took {took:.2f}s"  # ~1 s of probing plus interpreter start
