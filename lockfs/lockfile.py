@@ -80,6 +80,7 @@ class LockFile:
         self.name = name
         self.mode: LockMode | None = None
         self._file: VolumeFile | None = None
+        self._spare: VolumeFile | None = None  # kept open between refused attempts
         #: the record found in the file when the lock was taken (the previous holder's)
         self.previous: HolderRecord | None = None
 
@@ -88,21 +89,30 @@ class LockFile:
         """True while this object holds the lock."""
         return self._file is not None
 
-    def acquire(self, mode: LockMode, record: HolderRecord | None = None) -> bool:
+    def acquire(self, mode: LockMode, record: HolderRecord | None = None, *,
+                keep_open: bool = False) -> bool:
         """Try once, without waiting; on success optionally write ``record``.
 
-        Returns False at once if another holder conflicts. Raises LockFsError when the
-        file cannot be opened or written.
+        Returns False at once if another holder conflicts. With ``keep_open`` a refused
+        attempt keeps the file open for the next one (a polling standby must not close
+        the file every time: each close is an inotify event that would wake it again).
+        Raises LockFsError when the file cannot be opened or written.
         """
         if self._file is not None:
             raise LockFsError(f"lock file {self.name} is already held by this object")
-        try:
-            f = self.volume.open(self.name)
-        except VolumeNotFound:
-            f = self.volume.open(self.name, create=True)
+        f = self._spare
+        self._spare = None
+        if f is None:
+            try:
+                f = self.volume.open(self.name)
+            except VolumeNotFound:
+                f = self.volume.open(self.name, create=True)
         try:
             if not f.try_lock(mode):
-                f.close()
+                if keep_open:
+                    self._spare = f
+                else:
+                    f.close()
                 return False
             self.previous = HolderRecord.decode(f.pread(RECORD_SIZE, 0))
             self._file, self.mode = f, mode
@@ -131,6 +141,9 @@ class LockFile:
     def release(self) -> None:
         """Unlock and close. Safe to call when not held."""
         f, self._file, self.mode = self._file, None, None
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         if f is None:
             return
         try:

@@ -53,15 +53,20 @@ def bench_store(
 @bench_app.command("failover")
 def bench_failover(
     cycles: int = typer.Option(5, help="number of failovers to measure"),
-    fault: str = typer.Option("kill", help="kill | pause | switchover"),
+    fault: str = typer.Option("kill", help="kill | switchover (pause and partition need "
+                              "the NFSv4 lab: on a local directory a paused active keeps "
+                              "its lock, so there is no failover to time)"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
     """Fail over ``cycles`` times between two local instances and report the durations."""
     from miqm.bench.failover import bench_failover as run
 
-    if fault not in ("kill", "pause", "switchover"):
-        fail(f"--fault {fault!r} is not one of kill, pause, switchover "
-             "(partition needs the NFSv4 lab: see deploy/lab.sh)", 2)
+    if fault in ("pause", "partition"):
+        fail(f"--fault {fault} needs a filesystem with leases (the NFSv4 lab, deploy/lab.sh): "
+             "on a local directory the paused or cut-off active keeps its lock and the "
+             "standby rightly never takes over", 2)
+    if fault not in ("kill", "switchover"):
+        fail(f"--fault {fault!r} is not one of kill, switchover, pause, partition", 2)
     if cycles < 1:
         fail("--cycles must be at least 1", 2)
     result = run(cycles, fault, echo=(lambda s: None) if as_json else print)

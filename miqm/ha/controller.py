@@ -187,9 +187,9 @@ class Controller:
         return HolderRecord(self.host, self.lock_id, time.time(), self.pid, generation)
 
     def try_lock(self, lock: LockFile, mode: LockMode,
-                 record: HolderRecord | None = None) -> bool:
+                 record: HolderRecord | None = None, keep_open: bool = False) -> bool:
         t0 = time.perf_counter()
-        got = lock.acquire(mode, record)
+        got = lock.acquire(mode, record, keep_open=keep_open)
         self.event("lock_attempt", file=lock.name, mode=mode.value, granted=got,
                    latency_s=round(time.perf_counter() - t0, 6))
         return got
@@ -274,7 +274,7 @@ class Controller:
                 if self._end_request is not None:
                     return self._end_standby("ended by endmqm -x")
                 assert self.master is not None
-                if self.try_lock(self.master, LockMode.EXCLUSIVE):
+                if self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True):
                     seen = time.monotonic()
                     verdict = self._takeover_allowed()
                     if verdict is not None:
