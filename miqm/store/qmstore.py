@@ -816,6 +816,8 @@ class QueueManagerStore:
             for q in st.queues.values():
                 if q.name in self._damaged:
                     continue
+                if self._guard is not None:  # a pause may have ended between queues
+                    self._guard()
                 if self._write_queue(q, seq):
                     replaced.append(q)
             if self._guard is not None:
