@@ -1,0 +1,124 @@
+"""Bad input through the real commands: one clear line with its AMQ number, a non-zero
+exit, no traceback, and nothing lost or overwritten."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+class Env:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = dict(os.environ, MIQM_DATA_ROOT=str(root), MIQM_HOSTNAME="hostbad")
+        self.env.pop("MIQM_CONNECTION", None)
+
+    def run(self, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(list(argv), env=self.env, input=stdin, capture_output=True,
+                              text=True, timeout=60)
+        assert "Traceback" not in proc.stdout + proc.stderr
+        return proc
+
+    def fails_with(self, amq: str, *argv: str) -> str:
+        proc = self.run(*argv)
+        assert proc.returncode != 0, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert amq in lines[0], lines[0]
+        return lines[0]
+
+
+@pytest.fixture
+def qm(tmp_path: Path) -> Iterator[Env]:
+    e = Env(tmp_path / "root")
+    assert e.run("crtmqm", "QMBAD").returncode == 0
+    try:
+        yield e
+    finally:
+        e.run("endmqm", "-i", "QMBAD")
+
+
+def _digest(d: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(d.rglob("*")):
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def test_corrupt_or_out_of_range_qm_ini(qm: Env) -> None:
+    ini = qm.root / "qmgrs" / "QMBAD" / "qm.ini"
+    good = ini.read_text()
+    ini.write_text(good + "this is not a stanza line\n")
+    assert "line" in qm.fails_with("AMQ7880", "strmqm", "QMBAD")
+    ini.write_text(good.replace("LogPrimaryFiles=3", "LogPrimaryFiles=999"))
+    assert "LogPrimaryFiles" in qm.fails_with("AMQ8101", "strmqm", "QMBAD")
+    ini.write_text(good.replace("VerifyInterval=10", "VerifyInterval=80"))
+    qm.fails_with("", "strmqm", "QMBAD")  # VerifyInterval + MonitorStall >= lease
+    ini.write_text(good)
+    assert qm.run("strmqm", "QMBAD").returncode == 0
+
+
+def test_corrupt_control_file_and_missing_extent(qm: Env) -> None:
+    log = qm.root / "log" / "QMBAD"
+    ctl = log / "amqhlctl.lfh"
+    good = ctl.read_bytes()
+    ctl.write_bytes(good[:20] + b"XX" + good[22:])
+    before = _digest(log)
+    assert "amqhlctl.lfh" in qm.fails_with("AMQ6118", "strmqm", "QMBAD")
+    assert _digest(log) == before
+    ctl.write_bytes(good)
+    extent = log / "S0000000.LOG"
+    extent.rename(log / "moved")
+    assert "S0000000.LOG" in qm.fails_with("AMQ6767", "strmqm", "QMBAD")
+    (log / "moved").rename(extent)
+    assert qm.run("strmqm", "QMBAD").returncode == 0
+
+
+def test_mid_log_corruption_stops_strmqm_naming_extent_and_offset(qm: Env) -> None:
+    assert qm.run("strmqm", "QMBAD").returncode == 0
+    assert qm.run("runmqsc", "QMBAD", stdin="DEFINE QLOCAL(Q)\n").returncode == 0
+    lines = "".join(f"message {i:05d} " + "x" * 900 + "\n" for i in range(120))
+    assert qm.run("amqsput", "QMBAD", "Q", stdin=lines).returncode == 0
+    assert qm.run("endmqm", "-p", "QMBAD").returncode == 0  # no shutdown checkpoint
+    log = qm.root / "log" / "QMBAD"
+    extent = log / "S0000000.LOG"
+    raw = bytearray(extent.read_bytes())
+    bad = 2 * 4096 + 3 * 4096 + 100  # data page 3: forced long before the tail
+    raw[bad] ^= 0xFF
+    extent.write_bytes(bytes(raw))
+    before = _digest(log)
+    line = qm.fails_with("AMQ6118", "strmqm", "QMBAD")
+    assert "S0000000.LOG" in line and f"offset {5 * 4096}" in line
+    assert _digest(log) == before  # nothing overwritten
+
+
+def test_wrong_flags_and_unknown_names(qm: Env) -> None:
+    for argv in (("strmqm", "-z", "QMBAD"), ("endmqm", "-c", "-i", "QMBAD"),
+                 ("dspmq", "-o", "bogus"), ("crtmqm", "-lf", "10", "QMX"),
+                 ("amqsget",), ("miqm", "bench", "failover", "--fault", "nope")):
+        proc = qm.run(*argv)
+        assert proc.returncode != 0
+        assert len(proc.stderr.strip().splitlines()) == 1, (argv, proc.stderr)
+    qm.fails_with("AMQ7048", "strmqm", "NOSUCHQM")
+    qm.fails_with("AMQ7048", "dspmq", "-m", "NOSUCHQM")
+
+
+def test_garbage_lock_file_and_qmstatus(qm: Env) -> None:
+    data = qm.root / "qmgrs" / "QMBAD"
+    (data / "master").write_bytes(os.urandom(700))
+    assert qm.run("strmqm", "QMBAD").returncode == 0  # the record is rewritten
+    out = qm.run("dspmq", "-x", "-f", "-m", "QMBAD").stdout
+    assert "STATUS(Running)" in out and "master(hostbad," in out
+    assert qm.run("endmqm", "-i", "QMBAD").returncode == 0
+    (data / "qmstatus.ini").write_text("not an ini file\n")
+    qm.fails_with("qmstatus.ini", "strmqm", "QMBAD")
+    out = qm.run("dspmq", "-m", "QMBAD")
+    assert out.returncode == 0 and "QMNAME(QMBAD)" in out.stdout
