@@ -1,0 +1,779 @@
+"""The nfs4 backend: a userspace NFSv4.0 client (libnfs 4, ``libnfs.so.13``, via ctypes).
+
+Location: ``nfs4://server[:port]/export[/dir...][?lease=N&timeout=N]``. The first path
+component names the export (its NFSv4 pseudo path, e.g. ``/export``); the rest is the
+volume's root directory inside it. ``lease`` is the server's lease in seconds (default:
+the constructor's ``lease_seconds``, else 90); ``timeout`` bounds every call in whole
+seconds (default: about a third of the lease; libnfs may take up to a second more).
+
+How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
+
+* every libnfs context gets its own ``nfs4_set_client_name``: each is its own NFSv4
+  client with its own lease, so nothing one file does disturbs another file's state;
+* each open file has its own context (a failed OPEN or a LOCK leaves libnfs' open-owner
+  sequence out of step with the server, so a context is never reused for a second OPEN);
+  a lock attempt on a file whose context has already tried a lock opens the file again in
+  a fresh context, which becomes the file's context if the lock is granted;
+* metadata (stat, listdir, mkdir, rename, unlink) goes through one shared context per
+  volume; it is replaced after a timeout or a broken connection;
+* libnfs does not renew leases by itself: a daemon thread per locked file READs through
+  the locked handle at least every lease/3 (GETATTR and COMMIT do not renew). The lock is
+  taken as lost when the server says EXPIRED, or once a whole lease has passed since the
+  last READ/WRITE/LOCK that succeeded was sent (the server cannot have let the lease run
+  out earlier than that, so the holder gives up before anyone else can get the lock);
+* destroying a context does not release its locks: ``close`` unlocks first;
+* libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
+  ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import itertools
+import os
+import socket
+import stat as stat_mod
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from lockfs.errors import (
+    BadLocation,
+    LockFsError,
+    LockLostError,
+    VolumeIOError,
+    VolumeNotFound,
+    VolumePermissionError,
+    VolumeStalled,
+)
+from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+
+DEFAULT_LEASE = 90.0
+NFS_PORT = 2049
+_ALL = 2**64 - 1  # NFSv4 lock length "to the end of the file" (l_len = 0 is rejected)
+# libnfs 4.0.0 encodes a COMPOUND into a fixed 4 KiB buffer: larger WRITEs fail to encode
+_WRITE_CHUNK = 3584
+
+# enum nfs4_fcntl_op / nfs4_lock_op and struct nfs4_flock l_type values (libnfs.h)
+_NFS4_F_SETLK = 0
+_NFS4_F_TEST = 3
+_F_RDLCK, _F_WRLCK, _F_UNLCK = 0, 1, 2
+
+# NFSv4 statuses whose meaning is "the state this call named is gone"
+_STATE_GONE = ("NFS4ERR_EXPIRED", "NFS4ERR_BAD_STATEID", "NFS4ERR_STALE_STATEID",
+               "NFS4ERR_STALE_CLIENTID", "NFS4ERR_ADMIN_REVOKED")
+
+
+# --------------------------------------------------------------------------- location
+@dataclass(frozen=True)
+class Nfs4Location:
+    """A parsed ``nfs4://`` URL."""
+
+    server: str
+    port: int
+    export: str  # "/export"
+    root: str  # "" or "/dir/sub" inside the export
+    lease: float | None  # from ?lease=, None when absent
+    timeout: int | None  # from ?timeout=, None when absent
+
+
+def parse_nfs4_url(url: str) -> Nfs4Location:
+    """Split ``nfs4://server[:port]/export[/dir...][?lease=N&timeout=N]``.
+
+    Raises :class:`BadLocation` for anything else (another scheme, no server, a path
+    with ``..``, an unknown or malformed option).
+    """
+    if not url.startswith("nfs4://"):
+        raise BadLocation(f"not an nfs4:// URL: {url!r}")
+    parts = urlsplit(url)
+    if parts.fragment:
+        raise BadLocation(f"{url}: a URL fragment (#...) is not allowed")
+    try:
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise BadLocation(f"{url}: bad server or port ({exc})") from None
+    if not host:
+        raise BadLocation(f"{url}: no server named")
+    if parts.username is not None or parts.password is not None:
+        raise BadLocation(f"{url}: user names are not supported")
+    comps = [unquote(c) for c in parts.path.split("/") if c]
+    if any(c in (".", "..") for c in comps):
+        raise BadLocation(f"{url}: '.' and '..' are not allowed in the path")
+    if not comps:
+        raise BadLocation(f"{url}: no export named (nfs4://server/export/...)")
+    lease: float | None = None
+    timeout: int | None = None
+    try:
+        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError as exc:
+        raise BadLocation(f"{url}: bad query ({exc})") from None
+    for key, values in query.items():
+        if len(values) != 1:
+            raise BadLocation(f"{url}: option {key!r} given more than once")
+        value = values[0]
+        try:
+            if key == "lease":
+                lease = float(value)
+                if not 0 < lease <= 3600:
+                    raise ValueError("out of range")
+            elif key == "timeout":
+                timeout = int(value)
+                if not 1 <= timeout <= 3600:
+                    raise ValueError("out of range")
+            else:
+                raise BadLocation(f"{url}: unknown option {key!r} (lease, timeout)")
+        except ValueError:
+            raise BadLocation(f"{url}: bad {key} value {value!r}") from None
+    return Nfs4Location(
+        server=host,
+        port=port if port is not None else NFS_PORT,
+        export="/" + comps[0],
+        root="".join("/" + c for c in comps[1:]),
+        lease=lease,
+        timeout=timeout,
+    )
+
+
+def default_timeout(lease: float) -> int:
+    """Seconds allowed per call: about a third of the lease, 1..30."""
+    return int(max(1, min(30, round(lease / 3))))
+
+
+# --------------------------------------------------------------------------- libnfs
+class _NfsStat64(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "dev", "ino", "mode", "nlink", "uid", "gid", "rdev", "size", "blksize", "blocks",
+        "atime", "mtime", "ctime", "atime_nsec", "mtime_nsec", "ctime_nsec", "used")]
+
+
+class _Nfs4Flock(ctypes.Structure):
+    _fields_ = [("l_type", ctypes.c_int), ("l_whence", ctypes.c_int),
+                ("l_pid", ctypes.c_uint32), ("l_start", ctypes.c_uint64),
+                ("l_len", ctypes.c_uint64)]
+
+
+class _NfsDirent(ctypes.Structure):
+    pass
+
+
+_NfsDirent._fields_ = [("next", ctypes.POINTER(_NfsDirent)), ("name", ctypes.c_char_p)]
+
+_lib: ctypes.CDLL | None = None
+_lib_lock = threading.Lock()
+
+
+def _libnfs() -> ctypes.CDLL:
+    """Load libnfs once and declare the functions used."""
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        name = os.environ.get("MIQM_LIBNFS") or "libnfs.so.13"
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            found = ctypes.util.find_library("nfs")
+            if not found:
+                raise BadLocation("libnfs (libnfs.so.13) is not installed: apt-get install "
+                                  "libnfs13, or use a mounted path") from None
+            lib = ctypes.CDLL(found)
+        vp, cp, i, u64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64
+        sigs: dict[str, tuple[object, list[object]]] = {
+            "nfs_init_context": (vp, []),
+            "nfs_destroy_context": (None, [vp]),
+            "nfs4_set_client_name": (None, [vp, cp]),
+            "nfs_set_version": (i, [vp, i]),
+            "nfs_set_timeout": (None, [vp, i]),
+            "nfs_set_autoreconnect": (None, [vp, i]),
+            "nfs_set_tcp_syncnt": (None, [vp, i]),
+            "nfs_parse_url_incomplete": (vp, [vp, cp]),
+            "nfs_destroy_url": (None, [vp]),
+            "nfs_get_error": (cp, [vp]),
+            "nfs_mount": (i, [vp, cp, cp]),
+            "nfs_open2": (i, [vp, cp, i, i, ctypes.POINTER(vp)]),
+            "nfs_close": (i, [vp, vp]),
+            "nfs_pread": (i, [vp, vp, u64, u64, vp]),
+            "nfs_pwrite": (i, [vp, vp, u64, u64, vp]),
+            "nfs_fsync": (i, [vp, vp]),
+            "nfs_fstat64": (i, [vp, vp, ctypes.POINTER(_NfsStat64)]),
+            "nfs_ftruncate": (i, [vp, vp, u64]),
+            "nfs_stat64": (i, [vp, cp, ctypes.POINTER(_NfsStat64)]),
+            "nfs_opendir": (i, [vp, cp, ctypes.POINTER(vp)]),
+            "nfs_readdir": (ctypes.POINTER(_NfsDirent), [vp, vp]),
+            "nfs_closedir": (None, [vp, vp]),
+            "nfs_mkdir2": (i, [vp, cp, i]),
+            "nfs_rename": (i, [vp, cp, cp]),
+            "nfs_unlink": (i, [vp, cp]),
+            "nfs_rmdir": (i, [vp, cp]),
+            "nfs_fcntl": (i, [vp, vp, i, ctypes.POINTER(_Nfs4Flock)]),
+            "nfs_lockf": (i, [vp, vp, i, u64]),
+        }
+        for fname, (restype, argtypes) in sigs.items():
+            fn = getattr(lib, fname)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        _lib = lib
+        return lib
+
+
+_names = itertools.count(1)
+_host = socket.gethostname()
+_boot = uuid.uuid4().hex[:12]
+
+
+def _client_name() -> str:
+    """A name no other context (of this or any process) uses: the NFSv4 client id."""
+    return f"miqm/{_host}/{os.getpid()}/{_boot}/{next(_names)}"
+
+
+class _Failure(Exception):
+    """A libnfs call failed: ``status`` is its negative errno, ``text`` nfs_get_error."""
+
+    def __init__(self, status: int, text: str, what: str) -> None:
+        super().__init__(f"{what}: {text or os.strerror(-status)}")
+        self.status = status
+        self.text = text
+        self.what = what
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status == -errno.EINTR
+
+    @property
+    def broken(self) -> bool:
+        """The connection (not the operation) failed: the context is unusable."""
+        return self.timed_out or self.status == -errno.EFAULT or (
+            self.status == -errno.EIO and "nfs_service" in self.text)
+
+    @property
+    def denied(self) -> bool:
+        return "NFS4ERR_DENIED" in self.text
+
+    @property
+    def state_gone(self) -> bool:
+        return any(s in self.text for s in _STATE_GONE)
+
+    def to_lockfs(self, path: str) -> LockFsError:
+        """The lockfs exception for this failure."""
+        msg = str(self)
+        code = -self.status if self.status < 0 else None
+        if self.timed_out:
+            return VolumeStalled(f"{msg} (no answer from the NFS server in time)",
+                                 errno=errno.ETIMEDOUT, path=path)
+        if self.status == -errno.ENOENT or "NFS4ERR_NOENT" in self.text:
+            return VolumeNotFound(msg, errno=errno.ENOENT, path=path)
+        if self.status in (-errno.EACCES, -errno.EPERM, -errno.EROFS) or any(
+                s in self.text for s in ("NFS4ERR_ACCESS", "NFS4ERR_PERM", "NFS4ERR_ROFS")):
+            return VolumePermissionError(msg, errno=code, path=path)
+        if self.state_gone:
+            return LockLostError(msg, errno=code, path=path)
+        return VolumeIOError(msg, errno=code, path=path)
+
+
+class _Context:
+    """One libnfs context: one NFSv4 client, one TCP connection, mounted on the export.
+
+    libnfs contexts are not thread-safe: every call goes through :meth:`call`, which holds
+    ``mutex`` (ctypes drops the GIL during the call).
+    """
+
+    def __init__(self, loc: Nfs4Location, timeout: int) -> None:
+        lib = _libnfs()
+        self.lib = lib
+        self.mutex = threading.Lock()
+        self.name = _client_name()
+        self.lock_tried = False
+        ptr = lib.nfs_init_context()
+        if not ptr:
+            raise VolumeIOError("libnfs: cannot create a context")
+        self.ptr: int | None = ptr
+        try:
+            lib.nfs4_set_client_name(ptr, self.name.encode())
+            if lib.nfs_set_version(ptr, 4) != 0:
+                raise VolumeIOError("libnfs: NFSv4 not supported by this libnfs")
+            lib.nfs_set_timeout(ptr, timeout * 1000)
+            lib.nfs_set_autoreconnect(ptr, 0)
+            lib.nfs_set_tcp_syncnt(ptr, 1 if timeout <= 3 else 2)
+            if loc.port != NFS_PORT:
+                url = lib.nfs_parse_url_incomplete(
+                    ptr, f"nfs://{loc.server}/?nfsport={loc.port}".encode())
+                if url:
+                    lib.nfs_destroy_url(url)
+            host = loc.server.encode()
+            self.check(lib.nfs_mount(ptr, host, loc.export.encode()),
+                       f"mount {loc.server}:{loc.export}")
+        except _Failure as exc:
+            self.destroy()
+            raise exc.to_lockfs(f"{loc.server}:{loc.export}") from None
+        except BaseException:
+            self.destroy()
+            raise
+
+    def check(self, rc: int, what: str) -> int:
+        """``rc`` if it is not an error, else raise :class:`_Failure`."""
+        if rc < 0:
+            text = ""
+            if self.ptr:
+                raw = self.lib.nfs_get_error(self.ptr)
+                text = raw.decode("utf-8", "replace") if raw else ""
+            raise _Failure(rc, text, what)
+        return rc
+
+    def call(self, what: str, fn_name: str, *args: object) -> int:
+        """Call libnfs ``fn_name(ctx, *args)`` under the mutex; raise on failure."""
+        with self.mutex:
+            if not self.ptr:
+                raise _Failure(-errno.EBADF, "context closed", what)
+            rc = getattr(self.lib, fn_name)(self.ptr, *args)
+            return self.check(rc, what)
+
+    def destroy(self) -> None:
+        """Free the context (no RPC is sent; state on the server expires with the lease)."""
+        with self.mutex:
+            ptr, self.ptr = self.ptr, None
+            if ptr:
+                self.lib.nfs_destroy_context(ptr)
+
+
+# --------------------------------------------------------------------------- files
+class Nfs4File(VolumeFile):
+    """A file opened over NFSv4 in a context of its own; see the module docstring."""
+
+    def __init__(self, volume: Nfs4Volume, rel: str, full: str, ctx: _Context,
+                 fh: int) -> None:
+        self.volume = volume
+        self.path = rel
+        self._full = full
+        self._ctx = ctx
+        self._fh: int | None = fh
+        self._mutex = threading.RLock()  # guards _ctx/_fh swaps and the lock state
+        self._locks: dict[tuple[int, int], LockMode] = {}
+        self._lost = False
+        self._lost_why = ""
+        self._last_ok = 0.0  # monotonic send time of the last call that renewed the lease
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # ---------------------------------------------------------------- helpers
+    def _ensure_open(self) -> tuple[_Context, int]:
+        if self._fh is None:
+            raise VolumeIOError(f"{self._full}: file is closed", errno=errno.EBADF,
+                                path=self._full)
+        if self._locks and self.lock_lost():
+            raise LockLostError(f"the lock on {self._full} was lost ({self._lost_why})",
+                                path=self._full)
+        return self._ctx, self._fh
+
+    def _io(self, what: str, fn_name: str, *args: object, renews: bool = False) -> int:
+        """One call on the file's handle with its error mapping and lease bookkeeping."""
+        with self._mutex:
+            ctx, fh = self._ensure_open()
+            sent = time.monotonic()
+            try:
+                rc = ctx.call(f"{what} {self._full}", fn_name, fh, *args)
+            except _Failure as exc:
+                if self._locks and exc.state_gone:
+                    self._mark_lost(exc.text)
+                    raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
+                                        path=self._full) from None
+                if not self._locks and (exc.state_gone or exc.broken) and not exc.timed_out:
+                    # an idle unlocked file's client lease ran out: open it again, retry once
+                    self._reopen()
+                    return self._ctx.call(f"{what} {self._full}", fn_name, self._fh, *args)
+                raise exc.to_lockfs(self._full) from None
+            if renews and self._locks:
+                self._last_ok = max(self._last_ok, sent)
+            return rc
+
+    def _reopen(self) -> None:
+        ctx, fh = self.volume._open_ctx(self._full, create=False)
+        old = self._ctx
+        self._ctx, self._fh = ctx, fh
+        old.destroy()
+
+    def _mark_lost(self, why: str) -> None:
+        if not self._lost:
+            self._lost = True
+            self._lost_why = why
+        self._stop.set()
+
+    # ---------------------------------------------------------------- data
+    def pread(self, size: int, offset: int) -> bytes:
+        out = bytearray()
+        while len(out) < size:
+            want = size - len(out)
+            buf = ctypes.create_string_buffer(want)
+            n = self._io("read", "nfs_pread", offset + len(out), want, buf, renews=True)
+            if n <= 0:
+                break
+            out += buf.raw[:n]
+        return bytes(out)
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        raw = bytes(data)
+        done = 0
+        while done < len(raw):
+            chunk = raw[done:done + _WRITE_CHUNK]
+            n = self._io("write", "nfs_pwrite", offset + done, len(chunk), chunk,
+                         renews=True)
+            if n <= 0:
+                raise VolumeIOError(f"write {self._full}: server wrote nothing",
+                                    errno=errno.EIO, path=self._full)
+            done += n
+
+    def fdatasync(self) -> None:
+        # COMMIT succeeds even after the lease ran out: _ensure_open checks the lock first
+        self._io("fdatasync", "nfs_fsync")
+
+    def size(self) -> int:
+        st = _NfsStat64()
+        self._io("stat", "nfs_fstat64", ctypes.byref(st))
+        return int(st.size)
+
+    def truncate(self, size: int) -> None:
+        self._io("truncate", "nfs_ftruncate", size)
+
+    # ---------------------------------------------------------------- locks
+    def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        ltype = _F_WRLCK if mode is LockMode.EXCLUSIVE else _F_RDLCK
+        span = _ALL if length == WHOLE_FILE else length
+        with self._mutex:
+            self._ensure_open()
+            if self._locks:
+                # convert or add a range through the context that holds the others
+                return self._lock_in(self._ctx, self._fh, ltype, start, span, mode, length)
+            if mode is LockMode.EXCLUSIVE and self._ctx.lock_tried and self.conflicting_lock(
+                    mode, start, length):
+                return False  # LOCKT: refused without spending a fresh context
+            if not self._ctx.lock_tried:
+                return self._lock_in(self._ctx, self._fh, ltype, start, span, mode, length)
+            ctx, fh = self.volume._open_ctx(self._full, create=False)
+            try:
+                got = self._lock_in(ctx, fh, ltype, start, span, mode, length)
+            except BaseException:
+                ctx.destroy()
+                raise
+            if not got:
+                ctx.destroy()  # its open state expires with its lease
+                return False
+            old = self._ctx
+            self._ctx, self._fh = ctx, fh
+            old.destroy()
+            return True
+
+    def _lock_in(self, ctx: _Context, fh: int | None, ltype: int, start: int, span: int,
+                 mode: LockMode, length: int) -> bool:
+        ctx.lock_tried = True
+        fl = _Nfs4Flock(ltype, os.SEEK_SET, 0, start, span)
+        sent = time.monotonic()
+        try:
+            ctx.call(f"lock {self._full}", "nfs_fcntl", fh, _NFS4_F_SETLK, ctypes.byref(fl))
+        except _Failure as exc:
+            if exc.denied:
+                return False
+            if self._locks and exc.state_gone:
+                self._mark_lost(exc.text)
+            raise exc.to_lockfs(self._full) from None
+        if not self._locks:
+            self._lost = False
+            self._lost_why = ""
+        self._last_ok = sent
+        self._locks[(start, length)] = mode
+        self._start_renewer()
+        return True
+
+    def unlock(self, start: int = 0, length: int = WHOLE_FILE) -> None:
+        span = _ALL if length == WHOLE_FILE else length
+        with self._mutex:
+            if self._fh is None or (start, length) not in self._locks:
+                return
+            del self._locks[(start, length)]
+            if not self._locks:
+                self._stop.set()
+            if self._lost:
+                return  # nothing to release: the server already dropped it
+            fl = _Nfs4Flock(_F_UNLCK, os.SEEK_SET, 0, start, span)
+            try:
+                self._ctx.call(f"unlock {self._full}", "nfs_fcntl", self._fh, _NFS4_F_SETLK,
+                               ctypes.byref(fl))
+            except _Failure as exc:
+                if exc.state_gone:
+                    return  # expired: released all the same
+                raise exc.to_lockfs(self._full) from None
+
+    def lock_lost(self) -> bool:
+        if not self._lost and self._locks:
+            lease = self.volume.lease_seconds or DEFAULT_LEASE
+            if time.monotonic() - self._last_ok >= lease:
+                self._mark_lost(f"no lease renewal answered for {lease:g}s")
+        return self._lost
+
+    def conflicting_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
+        """True if a lock held by another client conflicts with ``mode`` (NFSv4 LOCKT).
+
+        libnfs only tests for a write lock, so a SHARED query also reports other shared
+        holders as conflicting; callers ask with EXCLUSIVE ("is it held at all?").
+        """
+        span = _ALL if length == WHOLE_FILE else length
+        with self._mutex:
+            ctx, fh = self._ensure_open()
+            if start != 0:
+                raise VolumeIOError("conflicting_lock: only ranges from offset 0 are supported")
+            try:
+                ctx.call(f"lock test {self._full}", "nfs_lockf", fh, _NFS4_F_TEST, span)
+            except _Failure as exc:
+                if exc.denied:
+                    return True
+                raise exc.to_lockfs(self._full) from None
+            return False
+
+    # ---------------------------------------------------------------- renewal
+    def _start_renewer(self) -> None:
+        if self._renewer is not None and self._renewer.is_alive() and not self._stop.is_set():
+            return
+        self._stop = threading.Event()
+        t = threading.Thread(target=self._renew_loop, args=(self._stop,),
+                             name=f"nfs4-renew {self.path}", daemon=True)
+        self._renewer = t
+        t.start()
+
+    def _renew_loop(self, stop: threading.Event) -> None:
+        """READ through the locked handle every lease/3 (sooner after a failure)."""
+        lease = self.volume.lease_seconds or DEFAULT_LEASE
+        period = lease / 3
+        retry = min(period, 0.5)
+        buf = ctypes.create_string_buffer(1)
+        while not stop.is_set():
+            with self._mutex:
+                due = self._last_ok + period
+            if stop.wait(max(0.0, due - time.monotonic())):
+                return
+            with self._mutex:
+                if stop.is_set() or not self._locks or self._fh is None:
+                    return
+                if self.lock_lost():
+                    return
+                ctx, fh = self._ctx, self._fh
+            sent = time.monotonic()
+            try:
+                ctx.call(f"renew {self._full}", "nfs_pread", fh, 0, 1, buf)
+            except _Failure as exc:
+                with self._mutex:
+                    if exc.state_gone and not stop.is_set():
+                        self._mark_lost(exc.text)
+                        return
+                    self.lock_lost()
+                if stop.wait(retry):
+                    return
+                continue
+            with self._mutex:
+                if not stop.is_set():
+                    self._last_ok = max(self._last_ok, sent)
+
+    # ---------------------------------------------------------------- close
+    def close(self) -> None:
+        with self._mutex:
+            if self._fh is None:
+                return
+            self._stop.set()
+            if self._locks and not self._lost:
+                for (start, length) in list(self._locks):
+                    try:
+                        self.unlock(start, length)
+                    except LockFsError:
+                        break  # the lease runs out instead
+            self._locks.clear()
+            ctx, fh, self._fh = self._ctx, self._fh, None
+            try:
+                ctx.call(f"close {self._full}", "nfs_close", fh)
+            except _Failure:
+                pass
+            finally:
+                ctx.destroy()
+
+
+# --------------------------------------------------------------------------- volume
+class Nfs4Volume(Volume):
+    """A volume rooted at a directory of an NFSv4 export, reached through libnfs."""
+
+    def __init__(self, location: str, *, lease_seconds: float | None = None,
+                 timeout: int | None = None) -> None:
+        self.url = location
+        self.location = parse_nfs4_url(location)
+        lease = self.location.lease or lease_seconds or DEFAULT_LEASE
+        self.lease_seconds = float(lease)
+        self.timeout = timeout or self.location.timeout or default_timeout(self.lease_seconds)
+        self._meta: _Context | None = None
+        self._meta_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- helpers
+    def _p(self, path: str) -> str:
+        if path.startswith("/") or ".." in path.split("/"):
+            raise BadLocation(f"path {path!r} escapes the volume {self.url}")
+        rel = "/".join(c for c in path.split("/") if c)
+        full = f"{self.location.root}/{rel}" if rel else self.location.root
+        return full or "/"
+
+    def _new_ctx(self) -> _Context:
+        return _Context(self.location, self.timeout)
+
+    def _meta_call(self, what: str, path: str, fn_name: str, *args: object) -> int:
+        """A metadata call on the shared context; a broken context is replaced next time."""
+        with self._meta_lock:
+            if self._meta is None:
+                self._meta = self._new_ctx()
+            ctx = self._meta
+        try:
+            return ctx.call(what, fn_name, *args)
+        except _Failure as exc:
+            if exc.broken:
+                with self._meta_lock:
+                    if self._meta is ctx:
+                        self._meta = None
+                ctx.destroy()
+            raise exc.to_lockfs(path) from None
+
+    def _open_ctx(self, full: str, *, create: bool) -> tuple[_Context, int]:
+        """Open ``full`` in a new context; returns (context, file handle)."""
+        ctx = self._new_ctx()
+        fh = ctypes.c_void_p()
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        try:
+            ctx.call(f"open {full}", "nfs_open2", full.encode(), flags, 0o660,
+                     ctypes.byref(fh))
+        except _Failure as exc:
+            ctx.destroy()
+            raise exc.to_lockfs(full) from None
+        except BaseException:
+            ctx.destroy()
+            raise
+        if not fh.value:
+            ctx.destroy()
+            raise VolumeIOError(f"open {full}: no file handle", path=full)
+        return ctx, fh.value
+
+    # ---------------------------------------------------------------- Volume
+    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:
+        full = self._p(path)
+        try:
+            st = self.stat(path)
+        except VolumeNotFound:
+            if not create:
+                raise
+            try:
+                ctx, fh = self._open_ctx(full, create=True)
+            except VolumeIOError:
+                # created by someone else in between (O_CREAT on an existing file fails)
+                if exclusive or not self.exists(path):
+                    raise
+                ctx, fh = self._open_ctx(full, create=False)
+            return Nfs4File(self, path, full, ctx, fh)
+        if create and exclusive:
+            raise VolumeIOError(f"open {full}: file exists", errno=errno.EEXIST, path=full)
+        if st.is_dir:
+            raise VolumeIOError(f"open {full}: is a directory", errno=errno.EISDIR, path=full)
+        ctx, fh = self._open_ctx(full, create=False)
+        return Nfs4File(self, path, full, ctx, fh)
+
+    def stat(self, path: str) -> FileStat:
+        full = self._p(path)
+        st = _NfsStat64()
+        self._meta_call(f"stat {full}", full, "nfs_stat64", full.encode(), ctypes.byref(st))
+        return FileStat(size=int(st.size), mtime=st.mtime + st.mtime_nsec / 1e9,
+                        is_dir=stat_mod.S_ISDIR(st.mode))
+
+    def listdir(self, path: str = "") -> list[str]:
+        full = self._p(path)
+        lib = _libnfs()
+        with self._meta_lock:
+            if self._meta is None:
+                self._meta = self._new_ctx()
+            ctx = self._meta
+        handle = ctypes.c_void_p()
+        try:
+            ctx.call(f"list {full}", "nfs_opendir", full.encode(), ctypes.byref(handle))
+        except _Failure as exc:
+            if exc.broken:
+                with self._meta_lock:
+                    if self._meta is ctx:
+                        self._meta = None
+                ctx.destroy()
+            raise exc.to_lockfs(full) from None
+        names: list[str] = []
+        with ctx.mutex:
+            try:
+                while ctx.ptr:
+                    ent = lib.nfs_readdir(ctx.ptr, handle)
+                    if not ent:
+                        break
+                    name = ent.contents.name.decode("utf-8", "surrogateescape")
+                    if name not in (".", ".."):
+                        names.append(name)
+            finally:
+                if ctx.ptr:
+                    lib.nfs_closedir(ctx.ptr, handle)
+        return sorted(names)
+
+    def makedirs(self, path: str) -> None:
+        self._p(path)
+        comps = [c for c in path.split("/") if c]
+        root_parts = [c for c in self.location.root.split("/") if c]
+        prefix = ""
+        for comp in root_parts + comps:
+            prefix = f"{prefix}/{comp}"
+            try:
+                self._meta_call(f"mkdir {prefix}", prefix, "nfs_mkdir2", prefix.encode(), 0o770)
+            except VolumeIOError as exc:
+                if exc.errno != errno.EEXIST and "NFS4ERR_EXIST" not in str(exc):
+                    raise
+
+    def rename(self, src: str, dst: str) -> None:
+        s, d = self._p(src), self._p(dst)
+        self._meta_call(f"rename {s} -> {d}", f"{s} -> {d}", "nfs_rename", s.encode(),
+                        d.encode())
+
+    def unlink(self, path: str) -> None:
+        full = self._p(path)
+        try:
+            self._meta_call(f"unlink {full}", full, "nfs_unlink", full.encode())
+        except VolumeNotFound:
+            pass
+
+    def rmdir(self, path: str) -> None:
+        full = self._p(path)
+        try:
+            self._meta_call(f"rmdir {full}", full, "nfs_rmdir", full.encode())
+        except VolumeNotFound:
+            pass
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write a uniquely named temporary file, sync it, then RENAME it over ``path``."""
+        base = path.rsplit("/", 1)
+        name = base[-1]
+        tmp_name = f".{name}.{os.getpid()}.{next(_names)}.tmp"
+        tmp = f"{base[0]}/{tmp_name}" if len(base) == 2 else tmp_name
+        try:
+            with self.open(tmp, create=True, exclusive=True) as f:
+                f.pwrite(data, 0)
+                f.fdatasync()
+            self.rename(tmp, path)
+        except BaseException:
+            try:
+                self.unlink(tmp)
+            except LockFsError:
+                pass
+            raise
+
+    def close(self) -> None:
+        with self._meta_lock:
+            ctx, self._meta = self._meta, None
+        if ctx is not None:
+            ctx.destroy()
+
+    def describe(self) -> str:
+        return f"{self.url} (NFSv4, lease {self.lease_seconds:g}s)"
