@@ -1,0 +1,166 @@
+"""The nfs4 backend against a real NFSv4 server (deploy/lab.sh: nfs-ganesha, lease 5 s).
+
+Lock holders run as separate processes in the network namespaces miqm-a and miqm-b, so
+each is its own NFS client host whose link can be cut. Measured hand-off times are
+printed (``pytest -s`` shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from lockfs import LockMode, open_volume
+from lockfs.errors import VolumeNotFound
+from tests import lab
+
+pytestmark = [pytest.mark.root, pytest.mark.integration, pytest.mark.timeout(120)]
+
+nfs_lab = lab.nfs_lab
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_volume_round_trip(nfs_lab: lab.NfsLab) -> None:
+    sub = _name("rt")
+    vol = open_volume(nfs_lab.url(sub))
+    try:
+        assert vol.lease_seconds == nfs_lab.lease
+        vol.makedirs("q/sub")
+        with vol.open("q/data", create=True) as f:
+            payload = os.urandom(20000)  # several WRITEs (libnfs encodes 4 KiB at most)
+            f.pwrite(payload, 0)
+            f.fdatasync()
+            assert f.size() == len(payload)
+            assert f.pread(len(payload) + 10, 0) == payload
+            f.truncate(100)
+            assert f.size() == 100
+        vol.write_atomic("q/ini", b"one")
+        vol.write_atomic("q/ini", b"two")
+        assert vol.read_bytes("q/ini") == b"two"
+        vol.rename("q/data", "q/data2")
+        assert vol.listdir("q") == ["data2", "ini", "sub"]
+        assert vol.stat("q/sub").is_dir and not vol.stat("q/ini").is_dir
+        assert (nfs_lab.export_dir / sub / "q" / "ini").read_bytes() == b"two"
+        with pytest.raises(VolumeNotFound):
+            vol.open("q/data")
+        vol.unlink("q/data2")
+        vol.unlink("q/data2")  # already gone: no error
+        vol.remove_tree("q")
+        assert vol.listdir("") == []
+    finally:
+        vol.close()
+
+
+def test_exclusive_lock_excludes_other_host_and_renewal_keeps_it(nfs_lab: lab.NfsLab) -> None:
+    url, path = nfs_lab.url(""), _name("master")
+    a = nfs_lab.holder("a", url, path)
+    b = c = None
+    try:
+        locked = a.expect("locked")
+        b = nfs_lab.holder("b", url, path)
+        b.expect("refused")
+        # well past the lease, a keeps the lock only because it renews it
+        c = nfs_lab.holder("b", url, path, wait=2.5 * nfs_lab.lease, poll=0.5)
+        refused = c.expect("refused", timeout=4 * nfs_lab.lease)
+        assert refused["t"] - locked["t"] >= 2.5 * nfs_lab.lease
+        assert a.saw("lost") is None
+        a.send("write")
+        a.expect("wrote")
+        a.send("quit")
+        a.expect("closed")
+        d = nfs_lab.holder("b", url, path)
+        d.expect("locked")  # released by close: at once
+        d.stop()
+    finally:
+        for p in (a, b, c):
+            if p is not None:
+                p.stop()
+
+
+def test_kill_9_hands_the_lock_over_after_the_lease(nfs_lab: lab.NfsLab) -> None:
+    url, path = nfs_lab.url(""), _name("master")
+    a = nfs_lab.holder("a", url, path)
+    b = None
+    try:
+        a.expect("locked")
+        b = nfs_lab.holder("b", url, path, wait=6 * nfs_lab.lease, poll=0.1)
+        b.expect("opened")
+        time.sleep(0.5)
+        killed = time.time()
+        os.kill(a.proc.pid, signal.SIGKILL)  # ip netns exec execs the interpreter
+        got = b.expect("locked", timeout=6 * nfs_lab.lease)
+        handoff = got["t"] - killed
+        print(f"\nnfs4 lab: kill -9 -> other host holds the lock after {handoff:.2f}s "
+              f"(lease {nfs_lab.lease}s)")
+        # the server keeps the lock until the holder's lease runs out (renewed <= lease/3
+        # before the kill), then hands it over within a few seconds
+        assert 2 * nfs_lab.lease / 3 - 0.5 <= handoff <= 3 * nfs_lab.lease
+    finally:
+        for p in (a, b):
+            if p is not None:
+                p.stop()
+
+
+def test_cut_link_loses_lock_before_other_host_takes_it(nfs_lab: lab.NfsLab) -> None:
+    url, path = nfs_lab.url(""), _name("master")
+    a = nfs_lab.holder("a", url, path)
+    b = None
+    try:
+        a.expect("locked")
+        b = nfs_lab.holder("b", url, path, wait=6 * nfs_lab.lease, poll=0.1)
+        b.expect("opened")
+        time.sleep(0.5)
+        cut = time.time()
+        nfs_lab.cut("a")
+        lost = a.expect("lost", timeout=2 * nfs_lab.lease)
+        got = b.expect("locked", timeout=6 * nfs_lab.lease)
+        print(f"\nnfs4 lab: link cut -> holder knows it lost the lock after "
+              f"{lost['t'] - cut:.2f}s, other host holds it after {got['t'] - cut:.2f}s "
+              f"(lease {nfs_lab.lease}s)")
+        assert lost["t"] - cut <= nfs_lab.lease + 0.3
+        assert got["t"] >= lost["t"], "the other host got the lock while the holder trusted it"
+        assert got["t"] - cut >= 2 * nfs_lab.lease / 3 - 0.5
+        nfs_lab.heal("a")
+        a.send("write")
+        failed = a.expect("write_failed", "wrote", timeout=3 * nfs_lab.lease)
+        assert failed["event"] == "write_failed", failed
+        assert failed["error"] == "LockLostError"
+        b.send("write")
+        b.expect("wrote")
+    finally:
+        nfs_lab.heal("a")
+        for p in (a, b):
+            if p is not None:
+                p.stop()
+
+
+def test_shared_locks_coexist_and_exclude_exclusive(nfs_lab: lab.NfsLab) -> None:
+    url, path = nfs_lab.url(""), _name("active")
+    procs = []
+    try:
+        a = nfs_lab.holder("a", url, path, mode="shared")
+        procs.append(a)
+        a.expect("locked")
+        b = nfs_lab.holder("b", url, path, mode="shared")
+        procs.append(b)
+        b.expect("locked")
+        c = nfs_lab.holder("b", url, path, mode="exclusive")
+        procs.append(c)
+        c.expect("refused")
+        # a probe without taking the lock (dspmq): LOCKT sees the holders
+        vol = open_volume(url)
+        try:
+            with vol.open(path) as f:
+                assert f.conflicting_lock(LockMode.EXCLUSIVE)  # type: ignore[attr-defined]
+        finally:
+            vol.close()
+    finally:
+        for p in procs:
+            p.stop()

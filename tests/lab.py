@@ -1,0 +1,265 @@
+"""The NFSv4 lab for tests: ``deploy/lab.sh`` (nfs-ganesha + namespaces miqm-a/miqm-b).
+
+Use the session fixture ``nfs_lab`` by binding it in a test module
+(``nfs_lab = lab.nfs_lab``). It skips, with the reason, unless running as root with
+nfs-ganesha, iproute2 and libnfs installed (``make install-system``); it brings the lab up
+in a temporary directory with a 5 s lease and always tears it down.
+
+:data:`HOLDER` is a small lock-holder program for ``python -c``: run it in a namespace
+with :meth:`NfsLab.holder` and drive it through :class:`LabProcess`.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAB_SH = REPO / "deploy" / "lab.sh"
+SERVER = "10.77.0.1"
+LEASE = 5
+
+# A lock holder: argv = url path mode(exclusive|shared) wait_seconds poll_seconds.
+# Prints one JSON object per line: {"event": ..., "t": time.time(), ...}. Tries the lock
+# until granted or wait_seconds pass ("refused"); once "locked", prints "lost" when
+# lock_lost() turns True. Commands on stdin: "write" (pwrite+fdatasync through the locked
+# file: "wrote" or "write_failed"), "status", "quit" (unlock, close, exit).
+HOLDER = r'''
+import json, sys, threading, time
+from lockfs import LockMode, open_volume
+from lockfs.errors import LockFsError
+url, path, mode = sys.argv[1:4]
+wait, poll = float(sys.argv[4]), float(sys.argv[5])
+out = threading.Lock()
+def say(event, **kw):
+    with out:
+        print(json.dumps(dict(event=event, t=time.time(), **kw)), flush=True)
+vol = open_volume(url)
+try:
+    f = vol.open(path)
+except LockFsError:
+    f = vol.open(path, create=True)
+say("opened")
+lm = LockMode.EXCLUSIVE if mode == "exclusive" else LockMode.SHARED
+deadline = time.monotonic() + wait
+attempts = 0
+while True:
+    attempts += 1
+    if f.try_lock(lm):
+        break
+    if time.monotonic() >= deadline:
+        say("refused", attempts=attempts)
+        sys.exit(3)
+    time.sleep(poll)
+say("locked", attempts=attempts)
+def watch():
+    while not f.lock_lost():
+        time.sleep(0.05)
+    say("lost")
+threading.Thread(target=watch, daemon=True).start()
+for line in sys.stdin:
+    cmd = line.strip()
+    if cmd == "write":
+        try:
+            f.pwrite(b"holder-was-here", 0)
+            f.fdatasync()
+            say("wrote")
+        except LockFsError as exc:
+            say("write_failed", error=type(exc).__name__, message=str(exc))
+    elif cmd == "status":
+        say("status", lost=f.lock_lost())
+    elif cmd == "quit":
+        break
+try:
+    f.close()
+finally:
+    vol.close()
+say("closed")
+'''
+
+
+class LabProcess:
+    """A process started in a lab namespace whose stdout is JSON lines (see HOLDER)."""
+
+    def __init__(self, proc: subprocess.Popen[str], name: str) -> None:
+        self.proc = proc
+        self.name = name
+        self.events: list[dict[str, Any]] = []
+        self._q: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                ev = {"event": "output", "text": line.rstrip(), "t": time.time()}
+            self._q.put(ev)
+        self._q.put(None)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+
+    def expect(self, *events: str, timeout: float = 30.0) -> dict[str, Any]:
+        """The next event among ``events`` (others are kept in ``events``); fails on
+        timeout or exit."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{self.name}: none of {events} within {timeout}s; "
+                                     f"seen {self.events}; stderr: {self.stderr()}")
+            try:
+                ev = self._q.get(timeout=left)
+            except queue.Empty:
+                continue
+            if ev is None:
+                self._q.put(None)
+                raise AssertionError(f"{self.name} exited ({self.proc.poll()}) before "
+                                     f"{events}; seen {self.events}; stderr: {self.stderr()}")
+            self.events.append(ev)
+            if ev["event"] in events:
+                return ev
+
+    def saw(self, event: str) -> dict[str, Any] | None:
+        """The first ``event`` already read, if any (drains what is queued first)."""
+        while True:
+            try:
+                ev = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if ev is None:
+                self._q.put(None)
+                break
+            self.events.append(ev)
+        return next((e for e in self.events if e["event"] == event), None)
+
+    def send(self, command: str) -> None:
+        """Write one command line to its stdin."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def stderr(self) -> str:
+        return "".join(self._stderr)[-2000:]
+
+    def stop(self) -> None:
+        """Kill it (if still running) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+
+@dataclass
+class NfsLab:
+    """A running lab: server address, export URL base, its directory on this host."""
+
+    dir: Path
+    server: str = SERVER
+    lease: int = LEASE
+
+    @property
+    def url_base(self) -> str:
+        """``nfs4://10.77.0.1/export``."""
+        return f"nfs4://{self.server}/export"
+
+    @property
+    def export_dir(self) -> Path:
+        """The exported directory as this host sees it (to check files directly)."""
+        return self.dir / "export"
+
+    def url(self, sub: str) -> str:
+        """A volume URL for directory ``sub`` of the export, with the lab's lease."""
+        return f"{self.url_base}/{sub.strip('/')}?lease={self.lease}"
+
+    def lab(self, *args: str) -> str:
+        """Run ``deploy/lab.sh ARGS``; returns its output."""
+        res = subprocess.run([str(LAB_SH), *args], capture_output=True, text=True, timeout=60)
+        if res.returncode != 0:
+            raise RuntimeError(f"lab.sh {' '.join(args)} failed: {res.stdout}{res.stderr}")
+        return res.stdout
+
+    def cut(self, ns: str) -> None:
+        """Cut namespace ``a`` or ``b`` off the server (its link goes down)."""
+        self.lab("cut", ns)
+
+    def heal(self, ns: str) -> None:
+        """Bring its link back."""
+        self.lab("heal", ns)
+
+    def run_in(self, ns: str, argv: list[str], env: dict[str, str] | None = None,
+               **kw: Any) -> subprocess.Popen[str]:
+        """Start ``argv`` inside namespace ``miqm-<ns>`` (``ip netns exec``), pipes on."""
+        full_env = dict(os.environ)
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p)
+        full_env.update(env or {})
+        return subprocess.Popen(["ip", "netns", "exec", f"miqm-{ns}", *argv],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=full_env, **kw)
+
+    def holder(self, ns: str, url: str, path: str, *, mode: str = "exclusive",
+               wait: float = 0.0, poll: float = 0.2) -> LabProcess:
+        """Start :data:`HOLDER` in namespace ``ns``."""
+        argv = [sys.executable, "-c", HOLDER, url, path, mode, str(wait), str(poll)]
+        return LabProcess(self.run_in(ns, argv), f"holder@{ns}")
+
+
+def lab_missing() -> str | None:
+    """Why the lab cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, nfs-ganesha)"
+    for tool in ("ganesha.nfsd", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed (make install-system)"
+    if not Path("/usr/lib/x86_64-linux-gnu/libnfs.so.13").exists() and not ctypes.util.find_library(
+            "nfs"):
+        return "libnfs13 not installed (make install-system)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def nfs_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NfsLab]:
+    """The NFSv4 lab, up for the whole session (lease 5 s), always torn down."""
+    reason = lab_missing()
+    if reason:
+        pytest.skip(f"NFSv4 lab: {reason}")
+    lab = NfsLab(tmp_path_factory.mktemp("nfslab"))
+    lab.lab("down")  # leftovers of an interrupted run
+    try:
+        lab.lab("up", str(lab.dir), "--lease", str(lab.lease))
+        yield lab
+    finally:
+        for ns in ("a", "b"):
+            try:
+                lab.heal(ns)
+            except RuntimeError:
+                pass
+        lab.lab("down", str(lab.dir))
