@@ -28,6 +28,8 @@ after a newer one are refused (a stale writer).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import struct
 import threading
@@ -258,8 +260,9 @@ class RecoveryLog:
         self._append_lsn = 0
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
-        self._waiters = 0
-        self._cv = threading.Condition(threading.Lock())
+        self._wlock = threading.Lock()  # the queue of callers waiting for a force
+        self._waitq: list[tuple[int, int, _Waiter]] = []
+        self._wseq = itertools.count()
         self._flushing = False
         self._triple = settings.triple_write
         self._stats = _WriteStats()
@@ -664,34 +667,50 @@ class RecoveryLog:
     def force(self, lsn: int) -> None:
         """Return once everything up to and including the record at ``lsn`` is durable.
 
-        Concurrent callers share forces (group commit): one caller at a time writes
-        everything appended so far while the others wait on a condition; when it is done
-        they all wake, most find their record durable, and one of the rest leads the next.
+        Concurrent callers share forces (group commit). One caller at a time leads: it
+        writes everything appended so far. The others wait in LSN order, each on its own
+        lock; when a force completes the leader wakes exactly the callers it made durable
+        and hands the lead to the first one left, so nobody wakes just to wait again.
         """
         if lsn < self._durable:
             return
         if not self._ready:
             self._make_ready()
-        cv = self._cv
-        with cv:
-            self._waiters += 1
-            try:
-                while lsn >= self._durable:
-                    if not self._flushing:
-                        self._flushing = True
-                        break
-                    cv.wait()
-                else:
+        while True:
+            with self._wlock:
+                if lsn < self._durable:
                     return
-            finally:
-                self._waiters -= 1
+                self._check_usable()
+                if not self._flushing:
+                    self._flushing = True
+                    break
+                w = _thread_waiter()
+                w.lead = False
+                heapq.heappush(self._waitq, (lsn, next(self._wseq), w))
+            w.lock.acquire()  # released by a leader: our record is durable, or we lead
+            if w.lead:
+                break
         try:
             with self._flush_lock:
                 self._flush()
         finally:
-            with cv:
+            self._hand_off()
+
+    def _hand_off(self) -> None:
+        with self._wlock:
+            q = self._waitq
+            durable = self._durable
+            failed = self._failed is not None
+            while q and (q[0][0] < durable or failed):
+                w = heapq.heappop(q)[2]
+                w.lead = False
+                w.lock.release()
+            if q:
+                w = heapq.heappop(q)[2]
+                w.lead = True  # the flag stays set: the lead passes without a gap
+                w.lock.release()
+            else:
                 self._flushing = False
-                cv.notify_all()
 
     def _flush(self) -> None:
         self._check_usable()
@@ -920,7 +939,7 @@ class RecoveryLog:
 
     def progress(self) -> tuple[int, int]:
         """(forces completed, callers waiting for a force now): the liveness check."""
-        return (self._stats.forces, self._waiters)
+        return (self._stats.forces, len(self._waitq) + (1 if self._flushing else 0))
 
     def _event(self, name: str, **fields: Any) -> None:
         if self._on_event is not None:
@@ -948,6 +967,27 @@ class RecoveryLog:
                 except LockFsError:
                     pass
             self._files.clear()
+
+
+class _Waiter:
+    """A thread's place in the force queue: a lock it blocks on until a leader releases it."""
+
+    __slots__ = ("lead", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.lead = False
+
+
+_local = threading.local()
+
+
+def _thread_waiter() -> _Waiter:
+    w = getattr(_local, "waiter", None)
+    if w is None:
+        w = _local.waiter = _Waiter()
+    return w
 
 
 class _PageReader:
