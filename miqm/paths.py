@@ -48,8 +48,18 @@ def directory_name(qmgr: str) -> str:
 
 
 def join_location(base: str, name: str) -> str:
-    """``base`` + ``/name`` for a local path or an nfs4:// URL."""
-    return base.rstrip("/") + "/" + name
+    """``base`` + ``/name`` for a local path or an nfs4:// URL (options such as
+    ``?lease=10`` stay at the end of the URL)."""
+    path, sep, query = base.partition("?") if "://" in base else (base, "", "")
+    return path.rstrip("/") + "/" + name + sep + query
+
+
+def split_location(location: str) -> tuple[str, str]:
+    """(parent location, last name) of a path or nfs4:// URL; the inverse of
+    :func:`join_location`."""
+    path, sep, query = location.partition("?") if "://" in location else (location, "", "")
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return parent + sep + query, name
 
 
 @dataclass(frozen=True)

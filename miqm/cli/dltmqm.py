@@ -79,8 +79,9 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
 def _remove_dir(location: str) -> None:
     """Remove the (now empty) directory ``location`` itself through its parent."""
     from lockfs.volume import open_volume
+    from miqm.paths import split_location
 
-    parent_loc, _, name = location.rstrip("/").rpartition("/")
+    parent_loc, name = split_location(location)
     if not parent_loc or not name:
         return
     parent = open_volume(parent_loc)
