@@ -7,7 +7,8 @@
 #   lab.sh cut a|b              take that namespace's link down (a partition: packets drop)
 #   lab.sh heal a|b             bring it back up
 #   lab.sh status [DIR]         what is running
-#   lab.sh down [DIR]           stop everything (idempotent; nothing left behind)
+#   lab.sh down [DIR]           stop everything (idempotent; nothing left behind); with
+#                               DIR, refuses when the running lab is another one
 #
 # Clients reach the server at nfs4://10.77.0.1/export/... from the host and from inside
 # the namespaces (`ip netns exec miqm-a CMD`). Needs root, iproute2 and nfs-ganesha
@@ -30,7 +31,7 @@ quiet() { "$@" >/dev/null 2>&1 || true; }
 die() { echo "lab: error: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
     exit 2
 }
 
@@ -142,6 +143,13 @@ cmd_down() {
     need_root
     local dir="${1:-}" recorded="" n
     [ -s "$STATE_FILE" ] && recorded="$(cat "$STATE_FILE")"
+    if [ -n "$dir" ] && [ -d "$dir" ]; then
+        dir="$(cd "$dir" && pwd)"
+    fi
+    if [ -n "$dir" ] && [ -n "$recorded" ] && [ "$dir" != "$recorded" ] \
+        && pid_of "$recorded" >/dev/null; then
+        die "the running lab is $recorded, not $dir: run '$0 down $recorded' (or '$0 down')"
+    fi
     for d in "$dir" "$recorded"; do
         [ -n "$d" ] && [ -d "$d" ] && kill_ganesha "$d"
     done

@@ -12,6 +12,7 @@ with :meth:`NfsLab.holder` and drive it through :class:`LabProcess`.
 from __future__ import annotations
 
 import ctypes.util
+import fcntl
 import json
 import os
 import queue
@@ -31,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 LAB_SH = REPO / "deploy" / "lab.sh"
 SERVER = "10.77.0.1"
 LEASE = 5
+LAB_LOCK = "/run/miqm-lab.lock"
+LAB_LOCK_WAIT = 90.0
 
 # A lock holder: argv = url path mode(exclusive|shared) wait_seconds poll_seconds.
 # Prints one JSON object per line: {"event": ..., "t": time.time(), ...}. Tries the lock
@@ -251,15 +254,30 @@ def nfs_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NfsLab]:
     reason = lab_missing()
     if reason:
         pytest.skip(f"NFSv4 lab: {reason}")
-    lab = NfsLab(tmp_path_factory.mktemp("nfslab"))
-    lab.lab("down")  # leftovers of an interrupted run
+    # The network names are fixed: one lab per machine. Concurrent test sessions take
+    # turns on a lock file instead of tearing down each other's lab.
+    guard = open(LAB_LOCK, "a+")  # held (locked) for the whole session
     try:
-        lab.lab("up", str(lab.dir), "--lease", str(lab.lease))
-        yield lab
-    finally:
-        for ns in ("a", "b"):
+        deadline = time.monotonic() + LAB_LOCK_WAIT
+        while True:
             try:
-                lab.heal(ns)
-            except RuntimeError:
-                pass
-        lab.lab("down", str(lab.dir))
+                fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    pytest.skip(f"NFSv4 lab: another test session holds {LAB_LOCK}")
+                time.sleep(0.5)
+        lab = NfsLab(tmp_path_factory.mktemp("nfslab"))
+        lab.lab("down")  # leftovers of an interrupted run
+        try:
+            lab.lab("up", str(lab.dir), "--lease", str(lab.lease))
+            yield lab
+        finally:
+            for ns in ("a", "b"):
+                try:
+                    lab.heal(ns)
+                except RuntimeError:
+                    pass
+            lab.lab("down", str(lab.dir))
+    finally:
+        guard.close()
