@@ -164,3 +164,26 @@ def test_shared_locks_coexist_and_exclude_exclusive(nfs_lab: lab.NfsLab) -> None
     finally:
         for p in procs:
             p.stop()
+
+
+def test_lock_file_records_over_nfs4(nfs_lab: lab.NfsLab) -> None:
+    from lockfs.lockfile import HolderRecord, LockFile, peek
+
+    vol = open_volume(nfs_lab.url(""))
+    name = _name("lockfile")
+    first, second = LockFile(vol, name), LockFile(vol, name)
+    try:
+        record = HolderRecord("host-a", 7, time.time(), os.getpid(), generation=3)
+        assert first.acquire(LockMode.EXCLUSIVE, record)
+        assert first.read_record() == record
+        assert not second.acquire(LockMode.EXCLUSIVE, keep_open=True)
+        assert not second.acquire(LockMode.EXCLUSIVE, keep_open=True)  # LOCKT on the spare
+        assert peek(vol, name) == (record, True)
+        first.release()
+        assert second.acquire(LockMode.EXCLUSIVE)
+        assert second.previous == record
+        assert not second.lost()
+    finally:
+        first.release()
+        second.release()
+        vol.close()
