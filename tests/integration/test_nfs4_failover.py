@@ -1,0 +1,167 @@
+"""Multi-instance on a real NFSv4 server (the lab: nfs-ganesha with a 5 s lease, hosts A
+and B in their own network namespaces, the built-in nfs4:// client).
+
+Cut the active host's link: the active stops itself before its lease can expire, the
+standby becomes active after the lease, and when the link comes back the old active has
+written nothing (the log holds no record of the old generation after the new one began).
+Every committed message is still there. Root only; dumps both error logs on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import lab
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+nfs_lab = lab.nfs_lab
+ADDR = {"a": "10.77.0.2", "b": "10.77.0.3"}
+TUNING = {"StandbyPollInterval": "0.5", "VerifyInterval": "1", "MonitorStall": "2",
+          "LivenessInterval": "10", "FilesystemLease": str(lab.LEASE)}
+
+
+@dataclass
+class NsHost:
+    ns: str
+    root: Path
+
+    def env(self) -> dict[str, str]:
+        return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": f"host{self.ns}",
+                "MIQM_LISTENER_HOST": ADDR[self.ns], "PYTHONUNBUFFERED": "1"}
+
+
+def _run(labx: lab.NfsLab, host: NsHost, *argv: str, stdin: str | None = None,
+         timeout: float = 60, ok: bool = True) -> tuple[int, str, str]:
+    exe = os.path.join(os.path.dirname(sys.executable), argv[0])
+    proc = labx.run_in(host.ns, [exe, *argv[1:]], env=host.env())
+    out, err = proc.communicate(stdin, timeout=timeout)
+    assert "Traceback" not in out + err, out + err
+    if ok:
+        assert proc.returncode == 0, f"{' '.join(argv)} on {host.ns}: {out}{err}"
+    return proc.returncode, out, err
+
+
+def _pid(host: NsHost, qmgr: str) -> int | None:
+    try:
+        return int(json.loads((host.root / "run" / f"{qmgr}.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+@pytest.fixture
+def hosts(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest
+          ) -> Iterator[tuple[NsHost, NsHost]]:
+    a, b = NsHost("a", tmp_path / "hosta"), NsHost("b", tmp_path / "hostb")
+    for h in (a, b):
+        h.root.mkdir()
+    try:
+        yield a, b
+    finally:
+        rep = getattr(request.node, "rep_call", None)
+        errors = nfs_lab.export_dir / "qm" / "data" / "QMNFS" / "errors"
+        if rep is not None and rep.failed:
+            for f in sorted(errors.glob("AMQERR0*.LOG")) if errors.is_dir() else []:
+                print(f"===== {f}\n{f.read_text(errors='replace')[-6000:]}")
+            for h in (a, b):
+                for f in (h.root / "run").glob("*.out"):
+                    print(f"===== {f}\n{f.read_text(errors='replace')[-3000:]}")
+        for h in (a, b):
+            pid = _pid(h, "QMNFS")
+            if pid and _alive(pid):
+                os.kill(pid, 9)
+        for ns in ("a", "b"):
+            try:
+                nfs_lab.heal(ns)
+            except RuntimeError:
+                pass
+
+
+def test_partitioned_active_fences_itself_and_the_standby_takes_over(
+        nfs_lab: lab.NfsLab, hosts: tuple[NsHost, NsHost]) -> None:
+    a, b = hosts
+    (nfs_lab.export_dir / "qm" / "data").mkdir(parents=True, exist_ok=True)
+    (nfs_lab.export_dir / "qm" / "log").mkdir(parents=True, exist_ok=True)
+    data, log = nfs_lab.url("qm/data"), nfs_lab.url("qm/log")
+    _run(nfs_lab, a, "crtmqm", "-md", data, "-ld", log, "-lf", "256", "QMNFS")
+    ini = nfs_lab.export_dir / "qm" / "data" / "QMNFS" / "qm.ini"
+    text = ini.read_text()
+    for key, value in TUNING.items():
+        text = "\n".join(f"   {key}={value}" if line.strip().startswith(f"{key}=") else line
+                         for line in text.splitlines()) + "\n"
+    ini.write_text(text)
+    _, line, _ = _run(nfs_lab, a, "dspmqinf", "-o", "command", "QMNFS")
+    _run(nfs_lab, b, *line.split())
+    _, out, _ = _run(nfs_lab, a, "strmqm", "-x", "QMNFS", timeout=120)
+    assert "started" in out
+    _, out, _ = _run(nfs_lab, b, "strmqm", "-x", "QMNFS", timeout=120)
+    assert "standby" in out
+    _run(nfs_lab, a, "runmqsc", "QMNFS", stdin="DEFINE QLOCAL(NFS.Q)\n")
+    lines = [f"nfs message {i:03d}" for i in range(20)]
+    _run(nfs_lab, a, "amqsput", "QMNFS", "NFS.Q", stdin="\n".join(lines) + "\n")
+    old_pid = _pid(a, "QMNFS")
+    assert old_pid and _alive(old_pid)
+
+    nfs_lab.cut("a")
+    cut = time.monotonic()
+    gone: list[float] = []
+
+    def watch() -> None:  # the old active's end, to 10 ms
+        while _alive(old_pid) and time.monotonic() - cut < 60:
+            time.sleep(0.01)
+        gone.append(time.monotonic() - cut)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    active = None
+    while time.monotonic() - cut < 60 and active is None:
+        rc, _, _ = _run(nfs_lab, b, "runmqsc", "QMNFS", stdin="PING QMGR\n", ok=False,
+                        timeout=30)
+        if rc == 0:
+            active = time.monotonic() - cut
+        else:
+            time.sleep(0.05)
+    watcher.join(60)
+    stopped = gone[0] if gone else None
+    print(f"lease {nfs_lab.lease}s: old active stopped {stopped}s after the cut, "
+          f"standby serving {active}s after the cut")
+    assert stopped is not None and stopped < nfs_lab.lease, "the cut-off active did not " \
+        "stop itself before its lease could expire"
+    assert active is not None, "the standby never took over"
+    assert active > stopped
+
+    nfs_lab.heal("a")
+    time.sleep(1)
+    _, out, _ = _run(nfs_lab, b, "amqsget", "QMNFS", "NFS.Q", "--wait", "1")
+    assert [ln for ln in out.splitlines() if ln] == lines
+
+    # the log, read straight from the export: the new generation is the last one, and
+    # no record of the old one follows it (the reader refuses that as a stale writer)
+    from lockfs.posix import PosixVolume
+    from miqm.store.log import RecoveryLog
+    from miqm.store.settings import LogSettings
+
+    logv = PosixVolume(str(nfs_lab.export_dir / "qm" / "log" / "QMNFS"))
+    gen = RecoveryLog.recorded_generation(logv)
+    reader = RecoveryLog.open(logv, LogSettings(file_pages=256), generation=gen)
+    gens = [r.generation for r in reader.records(reader.first_lsn())]
+    reader.close()
+    assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
