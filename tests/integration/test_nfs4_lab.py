@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from lockfs import LockMode, open_volume
-from lockfs.errors import VolumeNotFound
+from lockfs.errors import LockLostError, VolumeNotFound, VolumeStalled
 from tests import lab
 
 pytestmark = [pytest.mark.root, pytest.mark.integration, pytest.mark.timeout(120)]
@@ -186,4 +186,38 @@ def test_lock_file_records_over_nfs4(nfs_lab: lab.NfsLab) -> None:
     finally:
         first.release()
         second.release()
+        vol.close()
+
+
+def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> None:
+    pid = int((nfs_lab.dir / "ganesha.pid").read_text())
+    vol = open_volume(nfs_lab.url(""))
+    name = _name("stall")
+    f = vol.open(name, create=True)
+    stopped = False
+    try:
+        assert f.try_lock(LockMode.EXCLUSIVE)
+        timeout = vol.timeout  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGSTOP)
+        stopped = True
+        t0 = time.monotonic()
+        with pytest.raises(VolumeStalled):
+            f.pwrite(b"x", 0)
+        assert time.monotonic() - t0 <= timeout + 1.5
+        with pytest.raises(VolumeStalled):
+            vol.stat(name)
+        deadline = time.monotonic() + nfs_lab.lease + 1
+        while not f.lock_lost() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert f.lock_lost()
+        os.kill(pid, signal.SIGCONT)
+        stopped = False
+        with pytest.raises(LockLostError):
+            f.pwrite(b"x", 0)
+        # the server answers again (a timed-out WRITE may or may not have landed: unknown)
+        assert vol.stat(name).size in (0, 1)
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+        f.close()
         vol.close()
