@@ -308,3 +308,18 @@ def test_dspmq_answers_within_a_second_when_the_filesystem_hangs(pair: LocalPair
     assert "STATUS(Status not available)" in proc.stdout
     assert "INSTANCE(hostb) MODE(Standby)" in proc.stdout  # what this host knows itself
     assert took < 3.0, f"dspmq took {took:.2f}s"  # ~1 s of probing plus interpreter start
+
+
+def test_clients_reach_the_active_from_either_host_and_a_standby_only_says_2543(
+        pair: LocalPair) -> None:
+    _start_both(pair)
+    pair.put(pair.b, "HA.Q", ["put from host b"])  # bindings mode on the standby's host
+    assert pair.get_all(pair.a, "HA.Q") == ["put from host b"]
+    with open(os.path.join(pair.b.root, "run", "QMHA.json")) as f:
+        host, port = json.load(f)["address"]
+    env = pair.b.env()
+    env["MIQM_CONNECTION"] = f"{host}({port})"  # only the standby's listener
+    proc = subprocess.run(["amqsput", "QMHA", "HA.Q"], env=env, input="x\n",
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "2543" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

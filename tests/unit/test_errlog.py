@@ -1,0 +1,29 @@
+"""The error log: MQ-style entries written off the caller's thread, rotated 01 -> 02 -> 03."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockfs.posix import PosixVolume
+from miqm.ha.errlog import ErrorLog, format_entry
+
+
+def test_entries_and_rotation(tmp_path: Path) -> None:
+    log = ErrorLog(PosixVolume(str(tmp_path)), "QM1", "hosta", max_bytes=2000)
+    for i in range(40):
+        log.write("AMQ7229", f"{i} log records accessed on queue manager 'QM1'.")
+    assert log.flush(5)
+    log.close()
+    errors = tmp_path / "errors"
+    names = sorted(p.name for p in errors.iterdir())
+    assert names == ["AMQERR01.LOG", "AMQERR02.LOG", "AMQERR03.LOG"]
+    newest = (errors / "AMQERR01.LOG").read_text()
+    assert "AMQ7229: 39 log records" in newest and "Host(hosta) QMgr(QM1)" in newest
+    assert all((errors / n).stat().st_size <= 2000 for n in names)
+
+
+def test_format_entry() -> None:
+    text = format_entry("AMQ7279", "lost ownership", qmgr="QM1", host="h", pid=7, now=0.0)
+    lines = text.splitlines()
+    assert lines[0] == "01/01/1970 12:00:00 AM - Process(7) Host(h) QMgr(QM1)"
+    assert lines[1] == "AMQ7279: lost ownership"
