@@ -3,7 +3,8 @@
 Use the session fixture ``nfs_lab`` by binding it in a test module
 (``nfs_lab = lab.nfs_lab``). It skips, with the reason, unless running as root with
 nfs-ganesha, iproute2 and libnfs installed (``make install-system``); it brings the lab up
-in a temporary directory with a 5 s lease and always tears it down.
+in a temporary directory with a 5 s lease (``MIQM_LAB_LEASE`` overrides) and always
+tears it down.
 
 :data:`HOLDER` is a small lock-holder program for ``python -c``: run it in a namespace
 with :meth:`NfsLab.holder` and drive it through :class:`LabProcess`.
@@ -31,7 +32,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LAB_SH = REPO / "deploy" / "lab.sh"
 SERVER = "10.77.0.1"
-LEASE = 5
+LEASE = int(os.environ.get("MIQM_LAB_LEASE", "5"))  # seconds; 5 keeps the tests short
 LAB_LOCK = "/run/miqm-lab.lock"
 LAB_LOCK_WAIT = 90.0
 
