@@ -137,6 +137,9 @@ class FaultyFile(VolumeFile):
         self.inj.check("lock_lost", self.path)
         return self.path in self.inj.lost_paths or self.inner.lock_lost()
 
+    def lease_age(self) -> float | None:
+        return self.inner.lease_age()
+
     def conflicting_lock(self, mode: LockMode, start: int = 0,
                          length: int = WHOLE_FILE) -> bool:
         query = getattr(self.inner, "conflicting_lock", None)

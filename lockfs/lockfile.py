@@ -138,6 +138,10 @@ class LockFile:
         """True once the backend knows the lock was lost (an NFSv4 lease expired)."""
         return self._file is not None and self._file.lock_lost()
 
+    def lease_age(self) -> float | None:
+        """Seconds since the lease behind this lock was last renewed (None: no lease)."""
+        return None if self._file is None else self._file.lease_age()
+
     def release(self) -> None:
         """Unlock and close. Safe to call when not held."""
         f, self._file, self.mode = self._file, None, None

@@ -506,6 +506,11 @@ class Nfs4File(VolumeFile):
                     return  # expired: released all the same
                 raise exc.to_lockfs(self._full) from None
 
+    def lease_age(self) -> float | None:
+        if not self._locks:
+            return None
+        return time.monotonic() - self._last_ok
+
     def lock_lost(self) -> bool:
         if not self._lost and self._locks:
             lease = self.volume.lease_seconds or DEFAULT_LEASE

@@ -118,6 +118,12 @@ class VolumeFile(ABC):
         """True once the backend knows a lock held through this file was lost."""
         return False
 
+    def lease_age(self) -> float | None:
+        """Seconds since the server last confirmed the lease the locks held through this
+        file depend on; None where locks never expire (local disk). An instance stops
+        well before this reaches the lease, since the server frees the locks then."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Close the file; releases the locks held through this file (and only those)."""

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests.lab import nfs_lab  # noqa: F401 - one session-wide NFSv4 lab for every module
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked ``root`` unless running as root (CI runs as root)."""

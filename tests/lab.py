@@ -1,7 +1,7 @@
 """The NFSv4 lab for tests: ``deploy/lab.sh`` (nfs-ganesha + namespaces miqm-a/miqm-b).
 
-Use the session fixture ``nfs_lab`` by binding it in a test module
-(``nfs_lab = lab.nfs_lab``). It skips, with the reason, unless running as root with
+The session fixture ``nfs_lab`` is registered once for all modules in
+``tests/conftest.py``. It skips, with the reason, unless running as root with
 nfs-ganesha, iproute2 and libnfs installed (``make install-system``); it brings the lab up
 in a temporary directory with a 5 s lease (``MIQM_LAB_LEASE`` overrides) and always
 tears it down.

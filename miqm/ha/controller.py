@@ -139,11 +139,13 @@ class Controller:
         text = amq.text(number, qmgr=self.qmgr, detail=detail)
         if detail not in text:
             text = f"{text} {detail}"
+        # the last words get a short deadline: cut off from the shared filesystem they
+        # cannot be written, and stopping before the lease runs out matters more
         if self.errlog is not None:
             self.errlog.write(number, text)
-            self.errlog.flush(1.0)
+            self.errlog.flush(0.2)
         if self.events is not None:
-            self.events.close(0.5)
+            self.events.close(0.05)
         self.verdict.send(False, [f"{number}: {text}"], FATAL_EXIT)
         runfile.remove(self.qmgr, self.pid)
         os._exit(FATAL_EXIT)
@@ -451,7 +453,14 @@ class Controller:
         return self._end_active()
 
     def store_health(self) -> tuple[str, str] | None:
-        """A store that stopped after a failure (a failed log write) stops the instance."""
+        """Reasons to stop found by the monitor thread: the master lock's lease not renewed
+        for 3/5 of its length (stop well before the server can give the lock away, even
+        while a verify read hangs), or a store that stopped after a failed log write."""
+        lease = self.data.lease_seconds
+        age = self.master.lease_age() if self.master is not None else None
+        if lease is not None and age is not None and age > 0.6 * lease:
+            return "AMQ7279", (f"the lease on the master lock has not been renewed for "
+                               f"{age:.1f}s of {lease:g}s; stopping before it can expire")
         failed = getattr(self.store, "_failed", None)
         if failed is None:
             return None

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,8 @@ from tests import lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
-nfs_lab = lab.nfs_lab
 ADDR = {"a": "10.77.0.2", "b": "10.77.0.3"}
-TUNING = {"StandbyPollInterval": "0.5", "VerifyInterval": "1", "MonitorStall": "2",
+TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "1", "MonitorStall": "2",
           "LivenessInterval": "10", "FilesystemLease": str(lab.LEASE)}
 
 
@@ -122,6 +122,7 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
 
     nfs_lab.cut("a")
     cut = time.monotonic()
+    cut_wall = time.time()
     gone: list[float] = []
 
     def watch() -> None:  # the old active's end, to 10 ms
@@ -141,8 +142,19 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
             time.sleep(0.05)
     watcher.join(60)
     stopped = gone[0] if gone else None
-    print(f"lease {nfs_lab.lease}s: old active stopped {stopped}s after the cut, "
-          f"standby serving {active}s after the cut")
+    events = nfs_lab.export_dir / "qm" / "data" / "QMNFS" / "events" / "hostb.jsonl"
+    took = granted = None
+    for raw in events.read_text().splitlines() if events.exists() else []:
+        ev = json.loads(raw)
+        at = datetime.fromisoformat(ev["ts"]).timestamp() - cut_wall
+        if ev["event"] == "failover_start":
+            granted = at
+        elif ev["event"] == "failover_end":
+            took = at
+    print(f"lease {nfs_lab.lease}s: old active stopped {stopped}s after the cut; the "
+          f"standby got master after {granted}s, was serving after {took}s (its events), "
+          f"and a client there (a new process) got an answer after {active}s")
+    assert granted is not None and stopped is not None and granted > stopped
     assert stopped is not None and stopped < nfs_lab.lease, "the cut-off active did not " \
         "stop itself before its lease could expire"
     assert active is not None, "the standby never took over"

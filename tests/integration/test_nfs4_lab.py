@@ -20,7 +20,6 @@ from tests import lab
 
 pytestmark = [pytest.mark.root, pytest.mark.integration, pytest.mark.timeout(120)]
 
-nfs_lab = lab.nfs_lab
 
 
 def _name(prefix: str) -> str:
