@@ -10,12 +10,20 @@ fault matches it. A :class:`Fault` names the operation (``pread``, ``pwrite``,
 * ``eio``: raise :class:`VolumeIOError` (errno EIO) instead of doing the call;
 * ``lost``: the file's locks are lost (``lock_lost()`` is True and later I/O through it
   raises :class:`LockLostError`), as after an NFSv4 lease expiry;
-* ``tear``: a ``pwrite`` writes only its first ``keep`` bytes, then raises EIO.
+* ``tear``: a ``pwrite`` writes only its first ``keep`` bytes, then raises EIO;
+* ``suspect``: the file's ``reachability()`` is ``SUSPECT`` (renewals failing, lease may
+  still hold) while the fault is in force: until ``release`` is set or ``seconds`` have
+  passed since it first fired. Name the op ``reachability`` (or ``*``).
 
-``after`` (seconds from when the wrapper was made) delays a fault, ``times`` limits how
-often it fires (0 = always). Integration tests inject faults into a real execution
-controller through the environment: ``MIQM_FAULTS`` holds a JSON list of fault objects
-(keys as the dataclass fields, plus ``volume``: ``data`` or ``log``).
+``lost`` makes ``reachability()`` ``LOST``. ``after`` (seconds from when the wrapper was
+made) delays a fault, ``times`` limits how often it fires (0 = always); setting a fault's
+``release`` event ends a stall at once and ends a ``suspect`` fault. Integration tests
+inject faults into a real execution controller through the environment: ``MIQM_FAULTS``
+holds a JSON list of fault objects (or one object), keys as the dataclass fields plus
+``volume``: ``data`` or ``log``, e.g.
+``MIQM_FAULTS='[{"volume": "data", "op": "pread", "path": "master", "kind": "stall",
+"seconds": 30, "after": 5}]'``. A malformed value raises ``ValueError`` naming the
+variable, rather than running without the faults a test asked for.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lockfs.errors import LockLostError, VolumeIOError
-from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Reachability, Volume, VolumeFile
 
 ENV = "MIQM_FAULTS"
+KINDS = ("stall", "eio", "lost", "tear", "suspect")
 
 
 @dataclass
@@ -41,7 +50,7 @@ class Fault:
 
     op: str
     path: str = "*"
-    kind: str = "eio"  # stall | eio | lost | tear
+    kind: str = "eio"  # stall | eio | lost | tear | suspect
     seconds: float = 3600.0
     after: float = 0.0
     times: int = 0
@@ -49,10 +58,21 @@ class Fault:
     volume: str = "*"
     fired: int = 0
     release: threading.Event = field(default_factory=threading.Event, repr=False)
+    first_fired: float | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"fault kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
     def matches(self, op: str, path: str, age: float) -> bool:
+        """True if this fault applies to ``op`` on ``path`` ``age`` seconds in."""
         return ((self.op == "*" or self.op == op) and fnmatch.fnmatch(path, self.path)
                 and age >= self.after and (self.times == 0 or self.fired < self.times))
+
+    def in_force(self, now: float) -> bool:
+        """For a ``suspect`` fault that has fired: not yet released nor timed out."""
+        return (self.first_fired is not None and not self.release.is_set()
+                and now - self.first_fired < self.seconds)
 
 
 def faults_from_env(volume_tag: str) -> list[Fault]:
@@ -60,11 +80,23 @@ def faults_from_env(volume_tag: str) -> list[Fault]:
     raw = os.environ.get(ENV)
     if not raw:
         return []
-    out = []
-    for d in json.loads(raw):
-        f = Fault(**{k: v for k, v in d.items() if k in Fault.__dataclass_fields__})
-        if f.volume in ("*", volume_tag):
-            out.append(f)
+    try:
+        items = json.loads(raw)
+        if isinstance(items, dict):
+            items = [items]
+        if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
+            raise ValueError("expected a JSON object or a list of objects")
+        settable = set(Fault.__dataclass_fields__) - {"fired", "release", "first_fired"}
+        out = []
+        for d in items:
+            unknown = set(d) - settable
+            if unknown:
+                raise ValueError(f"unknown keys {sorted(unknown)}")
+            f = Fault(**d)
+            if f.volume in ("*", volume_tag):
+                out.append(f)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{ENV}={raw!r}: {exc}") from None
     return out
 
 
@@ -88,10 +120,21 @@ class _Injector:
                 if f.kind == "lost":
                     self.lost_paths.add(path)
                     continue
+                if f.kind == "suspect":
+                    if f.first_fired is None:
+                        f.first_fired = time.monotonic()
+                    continue
                 return f  # tear: the caller applies it
-        if path in self.lost_paths and op not in ("lock_lost", "close", "unlock"):
+        if path in self.lost_paths and op not in ("lock_lost", "close", "unlock",
+                                                  "reachability"):
             raise LockLostError(f"injected: the lock on {path} was lost", path=path)
         return None
+
+    def suspect(self, path: str) -> bool:
+        """True while a fired ``suspect`` fault for ``path`` is in force."""
+        now = time.monotonic()
+        return any(f.kind == "suspect" and fnmatch.fnmatch(path, f.path) and f.in_force(now)
+                   for f in self.faults)
 
 
 class FaultyFile(VolumeFile):
@@ -140,6 +183,16 @@ class FaultyFile(VolumeFile):
     def lease_age(self) -> float | None:
         return self.inner.lease_age()
 
+    def reachability(self) -> Reachability:
+        lost = self.lock_lost()  # fires faults named for lock_lost as well
+        self.inj.check("reachability", self.path)
+        if lost or self.path in self.inj.lost_paths:
+            return Reachability.LOST
+        inner = self.inner.reachability()
+        if inner is Reachability.OK and self.inj.suspect(self.path):
+            return Reachability.SUSPECT
+        return inner
+
     def conflicting_lock(self, mode: LockMode, start: int = 0,
                          length: int = WHOLE_FILE) -> bool:
         query = getattr(self.inner, "conflicting_lock", None)
@@ -157,8 +210,19 @@ class FaultyVolume(Volume):
     def __init__(self, inner: Volume, faults: list[Fault]) -> None:
         self.inner = inner
         self.url = inner.url
-        self.lease_seconds = inner.lease_seconds
         self.injector = _Injector(faults)
+
+    @property  # type: ignore[override]
+    def lease_seconds(self) -> float | None:  # type: ignore[override]
+        """The wrapped volume's lease (it may learn it from the server later)."""
+        return self.inner.lease_seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, value: float | None) -> None:
+        self.inner.lease_seconds = value
+
+    def reachability(self) -> Reachability:
+        return self.inner.reachability()
 
     @property
     def faults(self) -> list[Fault]:

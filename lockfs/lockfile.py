@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import crc32c
 
 from lockfs.errors import LockFsError, VolumeNotFound
-from lockfs.volume import LockMode, Volume, VolumeFile
+from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 
 RECORD_SIZE = 512
 RECORD_VERSION = 1
@@ -141,6 +141,10 @@ class LockFile:
     def lease_age(self) -> float | None:
         """Seconds since the lease behind this lock was last renewed (None: no lease)."""
         return None if self._file is None else self._file.lease_age()
+
+    def reachability(self) -> Reachability:
+        """The locked file's :class:`Reachability` (``OK`` when nothing is held)."""
+        return Reachability.OK if self._file is None else self._file.reachability()
 
     def release(self) -> None:
         """Unlock and close. Safe to call when not held."""

@@ -2,9 +2,12 @@
 
 Location: ``nfs4://server[:port]/export[/dir...][?lease=N&timeout=N]``. The first path
 component names the export (its NFSv4 pseudo path, e.g. ``/export``); the rest is the
-volume's root directory inside it. ``lease`` is the server's lease in seconds (default:
-the constructor's ``lease_seconds``, else 90); ``timeout`` bounds every call in whole
-seconds (default: about a third of the lease; libnfs may take up to a second more).
+volume's root directory inside it. The lease is read from the server at the first
+connection (:mod:`lockfs.nfs4probe`: GETATTR lease_time); ``lease`` (or the constructor's
+``lease_seconds``) may only shorten it, and stands in for it if the server does not
+answer the probe (no lock is taken while the lease is unknown). ``timeout`` bounds every
+call in whole seconds (default: about a third of the lease; libnfs may take a second
+more).
 
 How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
 
@@ -23,7 +26,10 @@ How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
   out earlier than that, so the holder gives up before anyone else can get the lock);
 * destroying a context does not release its locks: ``close`` unlocks first;
 * libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
-  ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`.
+  ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`;
+* reachability (``Nfs4File.reachability``): ``SUSPECT`` while calls on the file fail or
+  time out or a renewal is overdue, ``LOST`` once the lock is lost; ``renew_now`` asks the
+  server directly (a verify that does not trust the local belief).
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from lockfs.errors import (
     VolumePermissionError,
     VolumeStalled,
 )
-from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+from lockfs.nfs4probe import LeaseProbeError, server_lease
+from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Reachability, Volume, VolumeFile
 
 DEFAULT_LEASE = 90.0
 NFS_PORT = 2049
@@ -356,6 +363,7 @@ class Nfs4File(VolumeFile):
         self._lost = False
         self._lost_why = ""
         self._last_ok = 0.0  # monotonic send time of the last call that renewed the lease
+        self._trouble: float | None = None  # since when calls time out or fail (SUSPECT)
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -377,6 +385,8 @@ class Nfs4File(VolumeFile):
             try:
                 rc = ctx.call(f"{what} {self._full}", fn_name, fh, *args)
             except _Failure as exc:
+                if exc.broken and self._trouble is None:
+                    self._trouble = time.monotonic()
                 if self._locks and exc.state_gone:
                     self._mark_lost(exc.text)
                     raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
@@ -388,6 +398,7 @@ class Nfs4File(VolumeFile):
                 raise exc.to_lockfs(self._full) from None
             if renews and self._locks:
                 self._last_ok = max(self._last_ok, sent)
+            self._trouble = None
             return rc
 
     def _reopen(self) -> None:
@@ -442,6 +453,11 @@ class Nfs4File(VolumeFile):
     def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
         ltype = _F_WRLCK if mode is LockMode.EXCLUSIVE else _F_RDLCK
         span = _ALL if length == WHOLE_FILE else length
+        if not self.volume.lease_trusted():
+            raise VolumeIOError(
+                f"lock {self._full}: the server did not tell its lease and none is "
+                f"configured ({self.volume.lease_note}); add ?lease=N (the server's lease "
+                "in seconds) to the nfs4:// URL", errno=errno.EIO, path=self._full)
         with self._mutex:
             self._ensure_open()
             if self._locks:
@@ -483,6 +499,7 @@ class Nfs4File(VolumeFile):
             self._lost = False
             self._lost_why = ""
         self._last_ok = sent
+        self._trouble = None
         self._locks[(start, length)] = mode
         self._start_renewer()
         return True
@@ -517,6 +534,52 @@ class Nfs4File(VolumeFile):
             if time.monotonic() - self._last_ok >= lease:
                 self._mark_lost(f"no lease renewal answered for {lease:g}s")
         return self._lost
+
+    def reachability(self) -> Reachability:
+        """``LOST`` once the lock is lost; ``SUSPECT`` while calls on this file fail or
+        time out, or a lease renewal is overdue (no renewal answered for lease/3 plus a
+        margin) although the lease may still hold; else ``OK``. Never blocks."""
+        if self.lock_lost():
+            return Reachability.LOST
+        if self._trouble is not None:
+            return Reachability.SUSPECT
+        if self._locks:
+            period = (self.volume.lease_seconds or DEFAULT_LEASE) / 3
+            if time.monotonic() - self._last_ok > period + min(period / 2, 2.0):
+                return Reachability.SUSPECT
+        return Reachability.OK
+
+    def renew_now(self) -> bool:
+        """Send one READ with the lock's stateid now, whatever this side believes, and
+        return True if the server accepted it (the lease is renewed).
+
+        False when no lock is held. Raises :class:`LockLostError` when the server says
+        the lock state is gone (NFS4ERR_EXPIRED...), :class:`VolumeStalled` when it does
+        not answer in time. A lock already taken as lost stays lost even if the server
+        still answers: the holder gave up first, and may have told others so.
+        """
+        with self._mutex:
+            if self._fh is None or not self._locks:
+                return False
+            ctx, fh = self._ctx, self._fh
+        buf = ctypes.create_string_buffer(1)
+        sent = time.monotonic()
+        try:
+            ctx.call(f"renew {self._full}", "nfs_pread", fh, 0, 1, buf)
+        except _Failure as exc:
+            with self._mutex:
+                if exc.broken and self._trouble is None:
+                    self._trouble = time.monotonic()
+                if exc.state_gone:
+                    self._mark_lost(exc.text)
+                    raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
+                                        path=self._full) from None
+            raise exc.to_lockfs(self._full) from None
+        with self._mutex:
+            if not self._lost:
+                self._last_ok = max(self._last_ok, sent)
+                self._trouble = None
+        return True
 
     def conflicting_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
         """True if a lock held by another client conflicts with ``mode`` (NFSv4 LOCKT).
@@ -569,6 +632,8 @@ class Nfs4File(VolumeFile):
                 ctx.call(f"renew {self._full}", "nfs_pread", fh, 0, 1, buf)
             except _Failure as exc:
                 with self._mutex:
+                    if self._trouble is None:
+                        self._trouble = time.monotonic()
                     if exc.state_gone and not stop.is_set():
                         self._mark_lost(exc.text)
                         return
@@ -579,6 +644,7 @@ class Nfs4File(VolumeFile):
             with self._mutex:
                 if not stop.is_set():
                     self._last_ok = max(self._last_ok, sent)
+                    self._trouble = None
 
     # ---------------------------------------------------------------- close
     def close(self) -> None:
@@ -606,15 +672,88 @@ class Nfs4File(VolumeFile):
 class Nfs4Volume(Volume):
     """A volume rooted at a directory of an NFSv4 export, reached through libnfs."""
 
+    #: seconds between attempts to ask the server its lease while it does not answer
+    LEASE_PROBE_RETRY = 5.0
+
     def __init__(self, location: str, *, lease_seconds: float | None = None,
                  timeout: int | None = None) -> None:
         self.url = location
         self.location = parse_nfs4_url(location)
-        lease = self.location.lease or lease_seconds or DEFAULT_LEASE
-        self.lease_seconds = float(lease)
-        self.timeout = timeout or self.location.timeout or default_timeout(self.lease_seconds)
+        configured = self.location.lease or lease_seconds
+        self._configured_lease = float(configured) if configured else None
+        self._lease = self._configured_lease or DEFAULT_LEASE
+        #: where the lease in force came from: "url", "argument", "server" or "default"
+        self.lease_source = ("url" if self.location.lease else "argument" if lease_seconds
+                             else "default")
+        #: a note when the server's lease overrode the configured one, or could not be read
+        self.lease_note = ""
+        self._lease_known = False  # the server told its lease (or was asked and answered)
+        self._probe_at: float | None = None
+        self._probe_lock = threading.Lock()
+        self._timeout = timeout or self.location.timeout
         self._meta: _Context | None = None
         self._meta_lock = threading.Lock()
+        self._meta_trouble: float | None = None
+
+    # ---------------------------------------------------------------- lease
+    @property  # type: ignore[override]
+    def lease_seconds(self) -> float:  # type: ignore[override]
+        """The lease locks are held under: the server's own (read over the wire at the
+        first connection) unless a shorter one is configured (``?lease=N`` or the
+        constructor); the configured one, else 90, until the server has answered."""
+        return self._lease
+
+    @lease_seconds.setter
+    def lease_seconds(self, value: float) -> None:
+        self._configured_lease = float(value)
+        self._lease = min(self._lease, float(value)) if self._lease_known else float(value)
+
+    @property
+    def timeout(self) -> int:
+        """Seconds allowed per libnfs call (explicit, else about a third of the lease)."""
+        return self._timeout or default_timeout(self._lease)
+
+    def learn_lease(self) -> bool:
+        """Ask the server its lease (at most every few seconds until it answers) and keep
+        the shorter of it and the configured one. True once the server's lease is known.
+
+        A configured lease longer than the server's would let this side trust a lock the
+        server has already given away, so the server's wins and ``lease_note`` says so.
+        """
+        if self._lease_known:
+            return True
+        with self._probe_lock:
+            if self._lease_known:
+                return True
+            now = time.monotonic()
+            if self._probe_at is not None and now - self._probe_at < self.LEASE_PROBE_RETRY:
+                return False
+            self._probe_at = now
+            try:
+                server = float(server_lease(self.location.server, self.location.port,
+                                            timeout=min(self.timeout, 5)))
+            except LeaseProbeError as exc:
+                self.lease_note = f"the server did not tell its lease ({exc})"
+                return False
+            configured = self._configured_lease
+            if configured is None:
+                self._lease, self.lease_source = server, "server"
+                self.lease_note = ""
+            elif configured > server:
+                self._lease, self.lease_source = server, "server"
+                self.lease_note = (f"configured lease {configured:g}s is longer than the "
+                                   f"server's {server:g}s: using {server:g}s")
+            else:
+                self._lease = configured
+                self.lease_note = ("" if configured == server else
+                                   f"configured lease {configured:g}s is shorter than the "
+                                   f"server's {server:g}s: using {configured:g}s")
+            self._lease_known = True
+            return True
+
+    def lease_trusted(self) -> bool:
+        """True when locks may be taken: the server told its lease, or one was configured."""
+        return self.learn_lease() or self._configured_lease is not None
 
     # ---------------------------------------------------------------- helpers
     def _p(self, path: str) -> str:
@@ -625,23 +764,47 @@ class Nfs4Volume(Volume):
         return full or "/"
 
     def _new_ctx(self) -> _Context:
+        self.learn_lease()
         return _Context(self.location, self.timeout)
+
+    def _meta_ctx(self) -> _Context:
+        """The shared metadata context, connected first if need be."""
+        with self._meta_lock:
+            if self._meta is None:
+                try:
+                    self._meta = self._new_ctx()
+                except (VolumeStalled, VolumeIOError):
+                    if self._meta_trouble is None:
+                        self._meta_trouble = time.monotonic()
+                    raise
+            return self._meta
+
+    def _meta_failed(self, ctx: _Context, exc: _Failure) -> None:
+        """Bookkeeping after a failed metadata call: a broken context is replaced next
+        time and the volume is SUSPECT until a call succeeds."""
+        if exc.broken:
+            if self._meta_trouble is None:
+                self._meta_trouble = time.monotonic()
+            with self._meta_lock:
+                if self._meta is ctx:
+                    self._meta = None
+            ctx.destroy()
 
     def _meta_call(self, what: str, path: str, fn_name: str, *args: object) -> int:
         """A metadata call on the shared context; a broken context is replaced next time."""
-        with self._meta_lock:
-            if self._meta is None:
-                self._meta = self._new_ctx()
-            ctx = self._meta
+        ctx = self._meta_ctx()
         try:
-            return ctx.call(what, fn_name, *args)
+            rc = ctx.call(what, fn_name, *args)
         except _Failure as exc:
-            if exc.broken:
-                with self._meta_lock:
-                    if self._meta is ctx:
-                        self._meta = None
-                ctx.destroy()
+            self._meta_failed(ctx, exc)
             raise exc.to_lockfs(path) from None
+        self._meta_trouble = None
+        return rc
+
+    def reachability(self) -> Reachability:
+        """``SUSPECT`` from a metadata call that timed out or broke the connection until
+        one succeeds; else ``OK`` (lock state is per file)."""
+        return Reachability.OK if self._meta_trouble is None else Reachability.SUSPECT
 
     def _open_ctx(self, full: str, *, create: bool) -> tuple[_Context, int]:
         """Open ``full`` in a new context; returns (context, file handle)."""
@@ -695,20 +858,14 @@ class Nfs4Volume(Volume):
     def listdir(self, path: str = "") -> list[str]:
         full = self._p(path)
         lib = _libnfs()
-        with self._meta_lock:
-            if self._meta is None:
-                self._meta = self._new_ctx()
-            ctx = self._meta
+        ctx = self._meta_ctx()
         handle = ctypes.c_void_p()
         try:
             ctx.call(f"list {full}", "nfs_opendir", full.encode(), ctypes.byref(handle))
         except _Failure as exc:
-            if exc.broken:
-                with self._meta_lock:
-                    if self._meta is ctx:
-                        self._meta = None
-                ctx.destroy()
+            self._meta_failed(ctx, exc)
             raise exc.to_lockfs(full) from None
+        self._meta_trouble = None
         names: list[str] = []
         with ctx.mutex:
             try:
@@ -781,4 +938,4 @@ class Nfs4Volume(Volume):
             ctx.destroy()
 
     def describe(self) -> str:
-        return f"{self.url} (NFSv4, lease {self.lease_seconds:g}s)"
+        return f"{self.url} (NFSv4, lease {self.lease_seconds:g}s from {self.lease_source})"

@@ -18,6 +18,11 @@ Duties every backend keeps (the store and the HA layer rely on them):
   one VolumeFile never drops a lock held through another.
 * A lost lock (lease expiry on NFSv4) shows as ``lock_lost() == True`` and makes later
   I/O through that file raise :class:`LockLostError`.
+* ``VolumeFile.reachability()`` says what the holder may do now (:class:`Reachability`):
+  ``OK`` read and write; ``SUSPECT`` start no new writes until a renewal or a verify
+  succeeds; ``LOST`` stop.
+* A call that cannot complete in time raises :class:`VolumeStalled` instead of blocking
+  for ever; its effect is unknown (a write may or may not have landed).
 """
 
 from __future__ import annotations
@@ -124,6 +129,15 @@ class VolumeFile(ABC):
         well before this reaches the lease, since the server frees the locks then."""
         return None
 
+    def reachability(self) -> Reachability:
+        """How far the locks held through this file (and its I/O) can be trusted now.
+
+        ``LOST`` once :meth:`lock_lost` is true; backends with leases report ``SUSPECT``
+        while renewals fail or are overdue but the lease may still hold. Backends without
+        leases report ``OK`` until a lock is lost.
+        """
+        return Reachability.LOST if self.lock_lost() else Reachability.OK
+
     @abstractmethod
     def close(self) -> None:
         """Close the file; releases the locks held through this file (and only those)."""
@@ -215,6 +229,12 @@ class Volume(ABC):
             self.remove_tree(child)
         if path:
             self.rmdir(path)
+
+    def reachability(self) -> Reachability:
+        """The filesystem as this volume's metadata calls last found it: ``SUSPECT`` after
+        a call stalled or the connection broke, until a later call succeeds; else ``OK``.
+        (Lock state is per file: :meth:`VolumeFile.reachability`.)"""
+        return Reachability.OK
 
     def close(self) -> None:
         """Release backend resources (network contexts). Open files stay the caller's."""

@@ -38,12 +38,14 @@ LAB_LOCK_WAIT = 90.0
 
 # A lock holder: argv = url path mode(exclusive|shared) wait_seconds poll_seconds.
 # Prints one JSON object per line: {"event": ..., "t": time.time(), ...}. Tries the lock
-# until granted or wait_seconds pass ("refused"); once "locked", prints "lost" when
-# lock_lost() turns True. Commands on stdin: "write" (pwrite+fdatasync through the locked
-# file: "wrote" or "write_failed"), "status", "quit" (unlock, close, exit).
+# until granted or wait_seconds pass ("refused"); once "locked", prints "suspect" when
+# reachability() turns SUSPECT (also "ok" when it recovers) and "lost" when it turns LOST.
+# Commands on stdin: "write" (pwrite+fdatasync through the locked file: "wrote" or
+# "write_failed"), "renew" (renew_now(): ask the server whatever this side believes:
+# "renewed" or "renew_failed"), "status", "quit" (unlock, close, exit).
 HOLDER = r'''
 import json, sys, threading, time
-from lockfs import LockMode, open_volume
+from lockfs import LockMode, Reachability, open_volume
 from lockfs.errors import LockFsError
 url, path, mode = sys.argv[1:4]
 wait, poll = float(sys.argv[4]), float(sys.argv[5])
@@ -68,11 +70,15 @@ while True:
         say("refused", attempts=attempts)
         sys.exit(3)
     time.sleep(poll)
-say("locked", attempts=attempts)
+say("locked", attempts=attempts, lease=vol.lease_seconds)
 def watch():
-    while not f.lock_lost():
-        time.sleep(0.05)
-    say("lost")
+    state = Reachability.OK
+    while state is not Reachability.LOST:
+        now = f.reachability()
+        if now is not state:
+            state = now
+            say(now.value, lease_age=f.lease_age())
+        time.sleep(0.02)
 threading.Thread(target=watch, daemon=True).start()
 for line in sys.stdin:
     cmd = line.strip()
@@ -83,8 +89,13 @@ for line in sys.stdin:
             say("wrote")
         except LockFsError as exc:
             say("write_failed", error=type(exc).__name__, message=str(exc))
+    elif cmd == "renew":
+        try:
+            say("renewed", answered=f.renew_now())
+        except LockFsError as exc:
+            say("renew_failed", error=type(exc).__name__, message=str(exc))
     elif cmd == "status":
-        say("status", lost=f.lock_lost())
+        say("status", lost=f.lock_lost(), reachability=f.reachability().value)
     elif cmd == "quit":
         break
 try:

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from lockfs import LockMode, open_volume
+from lockfs import LockMode, Reachability, open_volume
 from lockfs.errors import LockLostError, VolumeNotFound, VolumeStalled
 from tests import lab
 
@@ -57,6 +57,32 @@ def test_volume_round_trip(nfs_lab: lab.NfsLab) -> None:
         vol.close()
 
 
+def test_lease_is_read_from_the_server(nfs_lab: lab.NfsLab) -> None:
+    plain = nfs_lab.url("").split("?")[0]
+    for url, lease, source in ((plain, nfs_lab.lease, "server"),
+                               (plain + "?lease=600", nfs_lab.lease, "server"),
+                               (plain + "?lease=2", 2, "url")):
+        vol = open_volume(url)
+        try:
+            vol.listdir("")  # the first connection asks the server
+            assert (vol.lease_seconds, vol.lease_source) == (lease, source), vol.lease_note
+            assert vol.timeout == lab_timeout(lease)  # type: ignore[attr-defined]
+        finally:
+            vol.close()
+    vol = open_volume(plain + "?lease=600")
+    try:
+        vol.listdir("")
+        assert "longer than the server's" in vol.lease_note  # type: ignore[attr-defined]
+    finally:
+        vol.close()
+
+
+def lab_timeout(lease: float) -> int:
+    from lockfs.nfs4 import default_timeout
+
+    return default_timeout(lease)
+
+
 def test_exclusive_lock_excludes_other_host_and_renewal_keeps_it(nfs_lab: lab.NfsLab) -> None:
     url, path = nfs_lab.url(""), _name("master")
     a = nfs_lab.holder("a", url, path)
@@ -69,7 +95,9 @@ def test_exclusive_lock_excludes_other_host_and_renewal_keeps_it(nfs_lab: lab.Nf
         c = nfs_lab.holder("b", url, path, wait=2.5 * nfs_lab.lease, poll=0.5)
         refused = c.expect("refused", timeout=4 * nfs_lab.lease)
         assert refused["t"] - locked["t"] >= 2.5 * nfs_lab.lease
-        assert a.saw("lost") is None
+        assert a.saw("lost") is None and a.saw("suspect") is None
+        a.send("renew")
+        assert a.expect("renewed")["answered"] is True
         a.send("write")
         a.expect("wrote")
         a.send("quit")
@@ -118,11 +146,13 @@ def test_cut_link_loses_lock_before_other_host_takes_it(nfs_lab: lab.NfsLab) -> 
         time.sleep(0.5)
         cut = time.time()
         nfs_lab.cut("a")
+        suspect = a.expect("suspect", timeout=2 * nfs_lab.lease)
         lost = a.expect("lost", timeout=2 * nfs_lab.lease)
         got = b.expect("locked", timeout=6 * nfs_lab.lease)
-        print(f"\nnfs4 lab: link cut -> holder knows it lost the lock after "
-              f"{lost['t'] - cut:.2f}s, other host holds it after {got['t'] - cut:.2f}s "
-              f"(lease {nfs_lab.lease}s)")
+        print(f"\nnfs4 lab: link cut -> holder SUSPECT after {suspect['t'] - cut:.2f}s, "
+              f"LOST after {lost['t'] - cut:.2f}s, other host holds the lock after "
+              f"{got['t'] - cut:.2f}s (lease {nfs_lab.lease}s)")
+        assert suspect["t"] < lost["t"]
         assert lost["t"] - cut <= nfs_lab.lease + 0.3
         assert got["t"] >= lost["t"], "the other host got the lock while the holder trusted it"
         assert got["t"] - cut >= 2 * nfs_lab.lease / 3 - 0.5
@@ -131,6 +161,12 @@ def test_cut_link_loses_lock_before_other_host_takes_it(nfs_lab: lab.NfsLab) -> 
         failed = a.expect("write_failed", "wrote", timeout=3 * nfs_lab.lease)
         assert failed["event"] == "write_failed", failed
         assert failed["error"] == "LockLostError"
+        # not only this side's belief: the server itself refuses the old stateid
+        a.send("renew")
+        said = a.expect("renew_failed", "renewed", timeout=3 * nfs_lab.lease)
+        assert said["event"] == "renew_failed", said
+        assert said["error"] == "LockLostError" and "NFS4ERR_" in said["message"], said
+        print(f"nfs4 lab: after heal the server answers the old holder: {said['message']}")
         b.send("write")
         b.expect("wrote")
     finally:
@@ -196,6 +232,7 @@ def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> N
     stopped = False
     try:
         assert f.try_lock(LockMode.EXCLUSIVE)
+        assert f.reachability() is Reachability.OK
         timeout = vol.timeout  # type: ignore[attr-defined]
         os.kill(pid, signal.SIGSTOP)
         stopped = True
@@ -203,18 +240,22 @@ def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> N
         with pytest.raises(VolumeStalled):
             f.pwrite(b"x", 0)
         assert time.monotonic() - t0 <= timeout + 1.5
+        if not f.lock_lost():
+            assert f.reachability() is Reachability.SUSPECT
         with pytest.raises(VolumeStalled):
             vol.stat(name)
+        assert vol.reachability() is Reachability.SUSPECT
         deadline = time.monotonic() + nfs_lab.lease + 1
         while not f.lock_lost() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert f.lock_lost()
+        assert f.lock_lost() and f.reachability() is Reachability.LOST
         os.kill(pid, signal.SIGCONT)
         stopped = False
         with pytest.raises(LockLostError):
             f.pwrite(b"x", 0)
         # the server answers again (a timed-out WRITE may or may not have landed: unknown)
         assert vol.stat(name).size in (0, 1)
+        assert vol.reachability() is Reachability.OK
     finally:
         if stopped:
             os.kill(pid, signal.SIGCONT)
