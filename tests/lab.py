@@ -247,6 +247,29 @@ class NfsLab:
         return LabProcess(self.run_in(ns, argv), f"holder@{ns}")
 
 
+def lab_leftovers(lab_dir: Path | None = None) -> list[str]:
+    """What a torn-down lab left behind: namespaces, links, a live ganesha, NFS mounts."""
+    left: list[str] = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"namespace {line.split()[0]}" for line in netns.splitlines()
+             if line.split() and line.split()[0] in ("miqm-a", "miqm-b")]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name in ("miqm-br0", "miqm-a-h", "miqm-b-h"):
+            left.append(f"link {name}")
+    if lab_dir is not None:
+        pidfile = lab_dir / "ganesha.pid"
+        if pidfile.exists() and pidfile.read_text().strip().isdigit():
+            pid = int(pidfile.read_text())
+            if Path(f"/proc/{pid}").exists():
+                left.append(f"ganesha.nfsd pid {pid}")
+        mounts = Path("/proc/mounts").read_text()
+        left += [f"mount {line.split()[1]}" for line in mounts.splitlines()
+                 if str(lab_dir) in line]
+    return left
+
+
 def lab_missing() -> str | None:
     """Why the lab cannot run here, or None."""
     if os.geteuid() != 0:
@@ -291,5 +314,7 @@ def nfs_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NfsLab]:
                 except RuntimeError:
                     pass
             lab.lab("down", str(lab.dir))
+            left = lab_leftovers(lab.dir)
+            assert not left, f"lab.sh down left behind: {', '.join(left)}"
     finally:
         guard.close()
