@@ -21,9 +21,10 @@ How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
   volume; it is replaced after a timeout or a broken connection;
 * libnfs does not renew leases by itself: a daemon thread per locked file READs through
   the locked handle at least every lease/3 (GETATTR and COMMIT do not renew). The lock is
-  taken as lost when the server says EXPIRED, or once a whole lease has passed since the
-  last READ/WRITE/LOCK that succeeded was sent (the server cannot have let the lease run
-  out earlier than that, so the holder gives up before anyone else can get the lock);
+  taken as lost when the server says EXPIRED, or once the lease less a margin
+  (:func:`lease_margin`: the server may count whole seconds) has passed since the last
+  READ/WRITE/LOCK that succeeded was sent (the server cannot have let the lease run out
+  earlier than that, so the holder gives up before anyone else can get the lock);
 * destroying a context does not release its locks: ``close`` unlocks first;
 * libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
   ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`;
@@ -144,6 +145,15 @@ def parse_nfs4_url(url: str) -> Nfs4Location:
         lease=lease,
         timeout=timeout,
     )
+
+
+def lease_margin(lease: float) -> float:
+    """Seconds of a lease the holder does not count on: 1 s because servers may keep lease
+    times in whole seconds (nfs-ganesha stores ``time(NULL)`` at each renewal, so a lease
+    can end up to a second early; seen here as a hand-off 0.1 s before the full lease
+    after the last renewal was sent), plus 5% for clock rates and scheduling; at most
+    half the lease."""
+    return min(1.0 + 0.05 * lease, lease / 2)
 
 
 def default_timeout(lease: float) -> int:
@@ -530,9 +540,10 @@ class Nfs4File(VolumeFile):
 
     def lock_lost(self) -> bool:
         if not self._lost and self._locks:
-            lease = self.volume.lease_seconds or DEFAULT_LEASE
-            if time.monotonic() - self._last_ok >= lease:
-                self._mark_lost(f"no lease renewal answered for {lease:g}s")
+            trusted = self.volume.trusted_lease
+            if time.monotonic() - self._last_ok >= trusted:
+                self._mark_lost(f"no lease renewal answered for {trusted:g}s (lease "
+                                f"{self.volume.lease_seconds:g}s less the safety margin)")
         return self._lost
 
     def reachability(self) -> Reachability:
@@ -707,6 +718,12 @@ class Nfs4Volume(Volume):
     def lease_seconds(self, value: float) -> None:
         self._configured_lease = float(value)
         self._lease = min(self._lease, float(value)) if self._lease_known else float(value)
+
+    @property
+    def trusted_lease(self) -> float:
+        """How long after sending a renewal the holder still trusts its lock: the lease
+        less :func:`lease_margin` (the server may count from up to a second earlier)."""
+        return self._lease - lease_margin(self._lease)
 
     @property
     def timeout(self) -> int:
