@@ -38,7 +38,7 @@ from typing import Any
 
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.lockfile import HolderRecord, LockFile
-from lockfs.volume import LockMode, Volume, open_volume
+from lockfs.volume import LockMode, Reachability, Volume, open_volume
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
@@ -392,7 +392,10 @@ class Controller:
         validity = ha.verify_interval + ha.monitor_stall
         if self.data.lease_seconds is not None:
             validity = min(validity, self.data.lease_seconds * 2 / 3)
-        self.ownership = Ownership(validity, lambda: (self.verify_master(), None)[1])
+        master = self.master
+        self.ownership = Ownership(
+            validity, lambda: (self.verify_master(), None)[1],
+            suspect=lambda: master.reachability() is not Reachability.OK)
         self.ownership.renew()
         self.mode, self.status = "active", "Starting"
         self._run_record()
@@ -456,6 +459,8 @@ class Controller:
         """Reasons to stop found by the monitor thread: the master lock's lease not renewed
         for 3/5 of its length (stop well before the server can give the lock away, even
         while a verify read hangs), or a store that stopped after a failed log write."""
+        if self.master is not None and self.master.reachability() is Reachability.LOST:
+            return "AMQ7279", "the filesystem reports the master lock lost"
         lease = self.data.lease_seconds
         age = self.master.lease_age() if self.master is not None else None
         if lease is not None and age is not None and age > 0.6 * lease:

@@ -35,10 +35,12 @@ class Ownership:
     """The belief that this instance owns the data, valid until ``expires``."""
 
     def __init__(self, validity: float, verify: Callable[[], None],
-                 clock: Clock = time.monotonic) -> None:
+                 clock: Clock = time.monotonic,
+                 suspect: Callable[[], bool] = lambda: False) -> None:
         self.validity = validity
         self._verify = verify
         self._clock = clock
+        self._suspect = suspect  # the filesystem says SUSPECT: verify before any write
         self._lock = threading.Lock()
         self.expires = float("-inf")
         self.revoked = False
@@ -63,10 +65,10 @@ class Ownership:
         if self.revoked:
             raise OwnershipLostError("this instance no longer owns the queue manager data",
                                      amq="AMQ7279")
-        if self._clock() < self.expires:
+        if self._clock() < self.expires and not self._suspect():
             return
         with self._lock:  # one synchronous re-verify for all writers that found it expired
-            if self._clock() < self.expires:
+            if self._clock() < self.expires and not self._suspect():
                 return
             started = self._clock()
             self._verify()  # raises OwnershipLostError when the lock is not ours

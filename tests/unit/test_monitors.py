@@ -121,3 +121,18 @@ def test_liveness_trips_when_callers_wait_and_no_force_completes() -> None:
     state["p"] = (40, 3)  # an interval later: same forces, still waiting
     assert not m.liveness_once()
     assert fatal[0][0] == "AMQ7280"
+
+
+def test_a_suspect_filesystem_makes_every_write_verify_first() -> None:
+    clock = Clock()
+    calls: list[float] = []
+    state = {"suspect": False}
+    own = Ownership(30.0, lambda: calls.append(clock.t), clock,
+                    suspect=lambda: state["suspect"])
+    own.renew()
+    own.guard()
+    assert calls == []
+    state["suspect"] = True  # renewals overdue: the belief alone no longer suffices
+    own.guard()
+    own.guard()
+    assert len(calls) == 2
