@@ -35,7 +35,7 @@ def _filenum(values: list[Any]) -> list[str]:
 def format_dump(qmgr: str, dump: dict[str, Any]) -> list[str]:
     """The dump as text lines (pure, for tests)."""
     lines = [f"Logger dump of queue manager {qmgr}", ""]
-    d = dict(dump)
+    d = {k: v for k, v in dump.items() if k != "current_extent"}
     per_file = d.pop("WriteTimeMaxFiles", None)
     if per_file is None:
         per_file = [d.pop(f"WriteTimeMax[{i}]") for i in range(8) if f"WriteTimeMax[{i}]" in d]

@@ -935,6 +935,8 @@ class RecoveryLog:
             "Forces": s.forces,
             "HeadLSN": self._append_lsn,
             "RestartLSN": self._ctl.restart_lsn,
+            "current_extent": self._name_of(self.extent_of_page(F.lsn_page(
+                max(self._append_lsn, self._ctl.restart_lsn)))),
         }
 
     def progress(self) -> tuple[int, int]:
