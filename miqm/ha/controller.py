@@ -42,7 +42,8 @@ from lockfs.volume import LockMode, Reachability, Volume, open_volume
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
-from miqm.ha import qmstatus, runfile
+from miqm.ha import decide, qmstatus, runfile
+from miqm.ha.decide import Action, State
 from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
 from miqm.ha.monitors import Monitors, Ownership
@@ -207,14 +208,17 @@ class Controller:
         self.master = master = LockFile(self.data, "master")
         try:
             if self.try_lock(master, LockMode.EXCLUSIVE):
-                return self.become_active(failover_from=None)
-            if not self.permit_standby:
-                line = (f"IBM MQ queue manager '{self.qmgr}' is running elsewhere: its master "
-                        "lock is held by another instance. Use strmqm -x to start a standby "
-                        "instance here.")
-                self.say("AMQ8146", line)
-                self.verdict.send(False, [line], EXIT_RUNNING_ELSEWHERE)
-                return EXIT_RUNNING_ELSEWHERE
+                status = qmstatus.read(self.data)
+                decided = decide.step(State.START, self.facts(master=True, status=status),
+                                      qmstatus.platform_string())
+                if decided.action is Action.REFUSE:
+                    master.release()
+                    return self.refuse(decided)
+                return self.become_active(failover_from=None, status=status)
+            decided = decide.step(State.START, self.facts(
+                master=False, status=qmstatus.try_read(self.data)))
+            if decided.action is Action.REFUSE:
+                return self.refuse(decided)
             return self.become_standby()
         except MiqmError as exc:
             self.say(exc.amq or "AMQ6184", exc.user_line())
@@ -236,23 +240,23 @@ class Controller:
             self.events.close()
 
     # ------------------------------------------------------------------ standby
+    def facts(self, **observed: Any) -> decide.Facts:
+        """What this instance observed, for :func:`miqm.ha.decide.step`."""
+        return decide.Facts(self.qmgr, self.permit_standby, qmstatus.platform_signature(),
+                            **observed)
+
+    def refuse(self, decided: decide.Step) -> int:
+        """strmqm fails with the step's line (the error log has it too)."""
+        self.say(decided.amq or "AMQ8146", decided.line)
+        self.verdict.send(False, [decided.line], decided.exit_code)
+        return decided.exit_code
+
     def become_standby(self) -> int:
-        status = qmstatus.try_read(self.data)
-        if status is not None and status.status in ("Running", "Starting") \
-                and not status.permit_standby:
-            line = (f"IBM MQ queue manager '{self.qmgr}' is running elsewhere without "
-                    "permitting standby instances (it was started without -x); this instance "
-                    "is not permitted to run as a standby.")
-            self.say("AMQ8146", line)
-            self.verdict.send(False, [line], EXIT_STANDBY_REFUSED)
-            return EXIT_STANDBY_REFUSED
         self.standby_lock = LockFile(self.data, "standby")
-        if not self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder()):
-            line = (f"IBM MQ queue manager '{self.qmgr}' already has an active instance and a "
-                    "standby instance; a third instance is not permitted.")
-            self.say("AMQ8146", line)
-            self.verdict.send(False, [line], EXIT_STANDBY_REFUSED)
-            return EXIT_STANDBY_REFUSED
+        got = self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder())
+        decided = decide.step(State.SEEKING_STANDBY, self.facts(standby=got))
+        if decided.action is Action.REFUSE:
+            return self.refuse(decided)
         self.mode, self.status = "standby", "Running as standby"
         self._prepare_for_takeover()
         self._start_listener()
@@ -261,9 +265,7 @@ class Controller:
         self.event("role", role="standby")
         self.say("AMQ5051", f"A standby instance of queue manager '{self.qmgr}' has been "
                             f"started on {self.host}.")
-        self.verdict.send(True, [f"A standby instance of queue manager '{self.qmgr}' has been "
-                                 "started. The active instance is running elsewhere."],
-                          EXIT_OK, "standby")
+        self.verdict.send(True, [decided.line], EXIT_OK, "standby")
         from lockfs.watch import watch_local
 
         self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
@@ -273,18 +275,32 @@ class Controller:
             while True:
                 self._wake.wait(poll)
                 self._wake.clear()
-                if self._end_request is not None:
-                    return self._end_standby("ended by endmqm -x")
                 assert self.master is not None
-                if self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True):
-                    seen = time.monotonic()
-                    verdict = self._takeover_allowed()
-                    if verdict is not None:
+                if self._end_request is not None:
+                    got = False
+                else:
+                    got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+                seen = time.monotonic()
+                status: QMStatus | None = None
+                error: str | None = None
+                if got:
+                    try:
+                        status = qmstatus.read(self.data)
+                    except ConfigError as exc:
+                        error = exc.user_line()
+                decided = decide.step(State.STANDBY, self.facts(
+                    master=got, status=status, status_error=error,
+                    end_requested=self._end_request is not None), qmstatus.platform_string())
+                if decided.action is Action.KEEP_POLLING:
+                    continue
+                if decided.action is Action.END_STANDBY:
+                    if got:
                         self.master.release()
-                        if verdict.startswith(amq.text("AMQ7272", qmgr=self.qmgr)[:20]):
-                            self.say("AMQ7272", verdict)
-                        return self._end_standby(verdict)
-                    return self.become_active(failover_from=seen)
+                    if decided.amq is not None:
+                        self.say(decided.amq, decided.line)
+                    return self._end_standby(decided.line)
+                assert status is not None
+                return self.become_active(failover_from=seen, status=status)
         finally:
             if self._watch is not None:
                 self._watch.stop()
@@ -294,24 +310,6 @@ class Controller:
         import miqm.net.server
         import miqm.net.service
         import miqm.store.qmstore  # noqa: F401
-
-    def _takeover_allowed(self) -> str | None:
-        """None if this standby may take over now; else why not."""
-        try:
-            status = qmstatus.read(self.data)
-        except ConfigError as exc:
-            return f"cannot read qmstatus.ini: {exc.user_line()}"
-        if not status.ours():
-            return amq.text("AMQ7272", qmgr=self.qmgr, platform=status.platform_string,
-                            ours=qmstatus.platform_string())
-        if status.status.startswith("Ended") and not status.switchover:
-            return ("the active instance ended without permitting switchover "
-                    f"(status {status.status}); the standby ends too")
-        if not status.permit_failover:
-            return ("the active instance ended while starting (PermitFailover=No): this "
-                    "standby does not take over, so a queue manager that crashes on start "
-                    "does not crash again here; fix the cause, then strmqm")
-        return None
 
     def _end_standby(self, why: str) -> int:
         self.say("AMQ8004", f"The standby instance of queue manager '{self.qmgr}' on "
@@ -365,15 +363,10 @@ class Controller:
                                      amq="AMQ7279")
         return time.perf_counter() - t0
 
-    def become_active(self, failover_from: float | None) -> int:
+    def become_active(self, failover_from: float | None, status: QMStatus) -> int:
+        """Holding master, with ``status`` already judged by :mod:`miqm.ha.decide`."""
         started = time.monotonic()
         assert self.master is not None
-        status = qmstatus.read(self.data)
-        if not status.ours():
-            line = amq.text("AMQ7272", qmgr=self.qmgr, platform=status.platform_string,
-                            ours=qmstatus.platform_string())
-            self.master.release()
-            raise HAError(line, amq="AMQ7272", exit_code=EXIT_FATAL)
         if failover_from is not None:
             self.event("failover_start", from_status=status.status)
         generation = self.next_generation()
