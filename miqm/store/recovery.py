@@ -78,16 +78,21 @@ class StoreState:
 
     def apply_commit(self, u: UnitOfWork) -> None:
         """Make the unit's puts visible and its gets final."""
+        undone = u.undone
+        txid = u.txid
+        last_name: str | None = None
+        q: LocalQueue | None = None
         for i, (kind, qname, key, _lg) in enumerate(u.ops):
-            if i in u.undone:
+            if undone and i in undone:
                 continue
-            q = self._q(qname)
+            if qname != last_name:  # units mostly touch one queue: look it up once
+                q, last_name = self._q(qname), qname
             if q is None:
                 continue
             if kind == "P":
-                if q.uncommitted.get(key) == u.txid:
+                if q.uncommitted.get(key) == txid:
                     del q.uncommitted[key]
-            elif q.locked.get(key) == u.txid:
+            elif q.locked.get(key) == txid:
                 q.remove(key)
         self.uows.end(u)
         if self.last_uow is u:
@@ -214,22 +219,32 @@ class StoreState:
 _ZERO24 = bytes(24)
 
 
-_HEAD = struct.Struct("<BQH")  # type, txid, length of the queue name
 _NAMES: dict[bytes, str] = {}
+
+
+_PUT_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def _put_layout(n: int) -> struct.Struct:
+    """The whole PUT header for a queue name of ``n`` bytes, as one struct (one unpack)."""
+    layout = _PUT_LAYOUTS.get(n)
+    if layout is None:
+        layout = _PUT_LAYOUTS[n] = struct.Struct(f"<BQH{n}s" + R._PUT.format.lstrip("<"))
+    return layout
 
 
 def _redo_put_fast(state: StoreState, payload: bytes, lsn: int) -> bool:
     """Redo a PUT without building a Record (the common record; restart speed).
     Returns False when the general path must handle it."""
-    _t, txid, n = _HEAD.unpack_from(payload)
-    raw_name = payload[11:11 + n]
+    n = payload[9] | (payload[10] << 8)
+    layout = _put_layout(n)
+    _t, txid, _n, raw_name, key, prio, t, msgid, correlid, blen = layout.unpack_from(payload)
     name = _NAMES.get(raw_name)
     if name is None:
         name = _NAMES[raw_name] = raw_name.decode()
     q = state.queues.get(name)
     if q is None or state.only is not None:
         return False
-    key, prio, t, msgid, correlid, blen = R._PUT.unpack_from(payload, 11 + n)
     if txid:
         u = state.last_uow
         if u is None or u.txid != txid:
@@ -241,7 +256,7 @@ def _redo_put_fast(state: StoreState, payload: bytes, lsn: int) -> bool:
     ks = ix.keys[prio]
     if ks and ks[-1] >= key and ix.find(key, prio) is not None:
         return True
-    start = 11 + n + R._PUT.size
+    start = layout.size
     q.mem[key] = MemMessage(prio, True, t, msgid, correlid, payload[start:start + blen])
     if not ks or ks[-1] < key:
         ks.append(key)
