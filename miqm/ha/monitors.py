@@ -98,6 +98,7 @@ class Monitors:
         self.verify_started: float | None = None  # set while a verify is in progress
         self.verifies = 0
         self._last_progress: tuple[int, int] | None = None
+        self._last_monitor_event = float("-inf")
         self._threads: list[threading.Thread] = []
 
     # -- one step each (called by the threads; tests call them directly) ---------------
@@ -128,6 +129,12 @@ class Monitors:
             self._fatal(*problem)
             return False
         started = self.verify_started
+        now = self._clock()
+        if now - self._last_monitor_event >= self.verify_interval:
+            # one record per verify interval, not per tick: the history shows the monitor ran
+            self._last_monitor_event = now
+            self._event("monitor", ok=True,
+                        verify_running_s=None if started is None else round(now - started, 3))
         if started is not None and self._clock() - started > self.monitor_stall:
             stalled = self._clock() - started
             self._event("monitor_stall", stalled_s=round(stalled, 3))
