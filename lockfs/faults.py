@@ -35,7 +35,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from lockfs.errors import LockLostError, VolumeIOError
 from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Reachability, Volume, VolumeFile
@@ -271,8 +270,3 @@ def wrap_from_env(volume: Volume, tag: str) -> Volume:
     """``volume`` wrapped with the faults ``MIQM_FAULTS`` sets for ``tag``, if any."""
     faults = faults_from_env(tag)
     return FaultyVolume(volume, faults) if faults else volume
-
-
-def describe_faults(faults: list[Fault]) -> list[dict[str, Any]]:
-    """The faults as JSON-able dicts (for logs)."""
-    return [{"op": f.op, "path": f.path, "kind": f.kind, "fired": f.fired} for f in faults]

@@ -70,43 +70,6 @@ class RawProbe:
         os.unlink(self.path)
 
 
-def raw_fdatasync_rate(directory: str, seconds: float = 2.0, size: int = BLOCK) -> dict[str, float]:
-    """4 KiB pwrite + fdatasync per op into a pre-formatted (zero-filled) file."""
-    path = os.path.join(directory, "raw-baseline.dat")
-    span = 64 << 20
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        zeros = bytes(1 << 20)
-        for off in range(0, span, len(zeros)):
-            os.pwrite(fd, zeros, off)
-        os.fsync(fd)
-        buf = os.urandom(size)
-        n, off = 0, 0
-        lat: list[float] = []
-        start = time.perf_counter()
-        deadline = start + seconds
-        while True:
-            t0 = time.perf_counter()
-            os.pwrite(fd, buf, off)
-            os.fdatasync(fd)
-            t1 = time.perf_counter()
-            lat.append(t1 - t0)
-            n += 1
-            off = (off + size) % span
-            if t1 >= deadline:
-                break
-        elapsed = time.perf_counter() - start
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    lat.sort()
-    return {
-        "fdatasync_per_s": round(n / elapsed, 1),
-        "p50_ms": round(lat[len(lat) // 2] * 1000, 3),
-        "p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 3),
-    }
-
-
 @dataclass
 class _Run:
     producers: int

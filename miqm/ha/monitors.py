@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from miqm.errors import OwnershipLostError
 
@@ -135,8 +134,8 @@ class Monitors:
             self._last_monitor_event = now
             self._event("monitor", ok=True,
                         verify_running_s=None if started is None else round(now - started, 3))
-        if started is not None and self._clock() - started > self.monitor_stall:
-            stalled = self._clock() - started
+        if started is not None and now - started > self.monitor_stall:
+            stalled = now - started
             self._event("monitor_stall", stalled_s=round(stalled, 3))
             self._fatal("AMQ7280", f"the verify of the master lock has been stalled for "
                                    f"{stalled:.1f}s (MonitorStall {self.monitor_stall:g}s)")
@@ -176,8 +175,3 @@ class Monitors:
     def stop(self) -> None:
         """Stop the threads (clean shutdown)."""
         self._stop.set()
-
-
-def describe(obj: Any) -> str:
-    """Short text for an exception in an event."""
-    return f"{type(obj).__name__}: {obj}"
