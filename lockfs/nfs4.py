@@ -45,6 +45,7 @@ import stat as stat_mod
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -376,6 +377,7 @@ class Nfs4File(VolumeFile):
         self._trouble: float | None = None  # since when calls time out or fail (SUSPECT)
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._ino: int | None = None  # the server's file id, once known
 
     # ---------------------------------------------------------------- helpers
     def _ensure_open(self) -> tuple[_Context, int]:
@@ -413,9 +415,40 @@ class Nfs4File(VolumeFile):
 
     def _reopen(self) -> None:
         ctx, fh = self.volume._open_ctx(self._full, create=False)
+        if self._ino is not None:
+            st = _NfsStat64()
+            try:
+                ctx.call(f"stat {self._full}", "nfs_fstat64", fh, ctypes.byref(st))
+            except _Failure as exc:
+                ctx.destroy()
+                raise exc.to_lockfs(self._full) from None
+            if int(st.ino) != self._ino:
+                # the path now names another file: reading it would be reading a stranger
+                ctx.destroy()
+                raise VolumeIOError(f"{self._full}: the open file was replaced or removed "
+                                    "while its client state had expired",
+                                    errno=errno.ESTALE, path=self._full)
         old = self._ctx
         self._ctx, self._fh = ctx, fh
         old.destroy()
+
+    def remember_identity(self) -> None:
+        """Note the file's id, so that opening it again by path can tell it is the same."""
+        st = _NfsStat64()
+        try:
+            with self._mutex:
+                ctx, fh = self._ensure_open()
+                ctx.call(f"stat {self._full}", "nfs_fstat64", fh, ctypes.byref(st))
+        except _Failure:
+            return  # unknown: a reopen then trusts the path, as before
+        self._ino = int(st.ino)
+
+    def follow_rename(self, src_full: str, dst_full: str, src: str, dst: str) -> None:
+        """The file (or a directory above it) was renamed: carry its paths along."""
+        with self._mutex:
+            self._full = dst_full + self._full[len(src_full):]
+            if self.path == src or self.path.startswith(src + "/"):
+                self.path = dst + self.path[len(src):]
 
     def _mark_lost(self, why: str) -> None:
         if not self._lost:
@@ -705,6 +738,10 @@ class Nfs4Volume(Volume):
         self._meta: _Context | None = None
         self._meta_lock = threading.Lock()
         self._meta_trouble: float | None = None
+        # open files, so a RENAME can carry their paths along as POSIX fds follow theirs
+        # (a file whose client state expired is opened again by path)
+        self._open_files: weakref.WeakSet[Nfs4File] = weakref.WeakSet()
+        self._open_files_lock = threading.Lock()
 
     # ---------------------------------------------------------------- lease
     @property  # type: ignore[override]
@@ -857,13 +894,19 @@ class Nfs4Volume(Volume):
                 if exclusive or not self.exists(path):
                     raise
                 ctx, fh = self._open_ctx(full, create=False)
-            return Nfs4File(self, path, full, ctx, fh)
+            return self._track(Nfs4File(self, path, full, ctx, fh))
         if create and exclusive:
             raise VolumeIOError(f"open {full}: file exists", errno=errno.EEXIST, path=full)
         if st.is_dir:
             raise VolumeIOError(f"open {full}: is a directory", errno=errno.EISDIR, path=full)
         ctx, fh = self._open_ctx(full, create=False)
-        return Nfs4File(self, path, full, ctx, fh)
+        return self._track(Nfs4File(self, path, full, ctx, fh))
+
+    def _track(self, f: Nfs4File) -> Nfs4File:
+        f.remember_identity()
+        with self._open_files_lock:
+            self._open_files.add(f)
+        return f
 
     def stat(self, path: str) -> FileStat:
         full = self._p(path)
@@ -915,6 +958,11 @@ class Nfs4Volume(Volume):
         s, d = self._p(src), self._p(dst)
         self._meta_call(f"rename {s} -> {d}", f"{s} -> {d}", "nfs_rename", s.encode(),
                         d.encode())
+        with self._open_files_lock:
+            moved = [f for f in self._open_files
+                     if f._full == s or f._full.startswith(s + "/")]
+        for f in moved:
+            f.follow_rename(s, d, src, dst)
 
     def unlink(self, path: str) -> None:
         full = self._p(path)

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from lockfs import LockMode, Reachability, open_volume
-from lockfs.errors import LockLostError, VolumeNotFound, VolumeStalled
+from lockfs.errors import LockLostError, VolumeIOError, VolumeNotFound, VolumeStalled
 from tests import lab
 
 pytestmark = [pytest.mark.root, pytest.mark.integration, pytest.mark.timeout(120)]
@@ -261,3 +261,32 @@ def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> N
             os.kill(pid, signal.SIGCONT)
         f.close()
         vol.close()
+
+
+def test_idle_file_follows_a_rename_after_its_client_state_expires(
+        nfs_lab: lab.NfsLab) -> None:
+    """Each open file is its own NFS client; an idle one's state expires after the lease
+    and it is opened again by path, which must be the path it was renamed to (as a
+    checkpoint renames q.new to q) and must still name the same file."""
+    sub = _name("ren")
+    vol, other = open_volume(nfs_lab.url(sub)), open_volume(nfs_lab.url(sub))
+    try:
+        vol.makedirs("d")
+        moved = vol.open("d/q.new", create=True)
+        moved.pwrite(b"moved data", 0)
+        moved.fdatasync()
+        vol.rename("d/q.new", "d/q")
+        assert moved.path == "d/q"
+        replaced = vol.open("d/r", create=True)
+        replaced.pwrite(b"old", 0)
+        replaced.fdatasync()
+        other.write_atomic("d/r", b"stranger")  # the path now names another file
+        time.sleep(nfs_lab.lease * 2 + 1)  # both files idle: their client state expires
+        assert moved.pread(10, 0) == b"moved data"
+        with pytest.raises(VolumeIOError):
+            replaced.pread(3, 0)
+        moved.close()
+        replaced.close()
+    finally:
+        vol.close()
+        other.close()
