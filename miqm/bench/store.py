@@ -70,6 +70,80 @@ class RawProbe:
         os.unlink(self.path)
 
 
+class BareGroupCommit:
+    """The ceiling of any pure-CPython, thread-per-producer commit path on this disk.
+
+    Producers do nothing but copy a 1 KiB record into a shared page under a lock and wait
+    until a leader's 4 KiB ``pwrite`` + ``fdatasync`` covers it (group commit with no
+    store, no framing, no checksums). What this reaches with N threads bounds what the
+    store can reach with N threads in this interpreter, measured beside it."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, "bare-commit.dat")
+        self.span = 64 << 20
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        zeros = bytes(1 << 20)
+        for off in range(0, self.span, len(zeros)):
+            os.pwrite(self.fd, zeros, off)
+        os.fsync(self.fd)
+
+    def run(self, producers: int, seconds: float, body: bytes) -> tuple[int, float]:
+        """(commits, elapsed seconds) with ``producers`` threads for ``seconds``."""
+        cond = threading.Condition()
+        page = bytearray(BLOCK)
+        state = {"appended": 0, "durable": 0, "leading": False, "page_at": 0, "used": 0}
+        stop_at = time.perf_counter() + seconds
+        counts: list[int] = []
+
+        def commit() -> None:
+            with cond:
+                u = state["used"]
+                if u + len(body) > BLOCK:
+                    state["page_at"] = (state["page_at"] + BLOCK) % self.span
+                    u = 0
+                page[u:u + len(body)] = body
+                state["used"] = u + len(body)
+                state["appended"] += 1
+                me = state["appended"]
+                while state["durable"] < me:
+                    if state["leading"]:
+                        cond.wait()
+                        continue
+                    state["leading"] = True
+                    target, image, at = state["appended"], bytes(page), state["page_at"]
+                    cond.release()
+                    try:
+                        os.pwrite(self.fd, image, at)
+                        os.fdatasync(self.fd)
+                    finally:
+                        cond.acquire()
+                    state["durable"] = max(state["durable"], target)
+                    state["leading"] = False
+                    cond.notify_all()
+
+        def producer() -> None:
+            n = 0
+            while True:
+                commit()
+                n += 1
+                if time.perf_counter() >= stop_at:
+                    break
+            with cond:
+                counts.append(n)
+
+        threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(counts), time.perf_counter() - start
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.unlink(self.path)
+
+
 @dataclass
 class _Run:
     producers: int
@@ -165,6 +239,7 @@ def bench_store(
     base = tempfile.mkdtemp(prefix="miqm-bench-", dir=directory)
     try:
         probe = RawProbe(base)
+        bare = BareGroupCommit(base)
         _create_store(base)
         store = _open_store(base)
         runs = []
@@ -178,9 +253,12 @@ def bench_store(
                 # moments of the disk (figures on a shared virtual disk drift by 30%)
                 raw_before = (probe.ops, probe.elapsed)
                 commits, elapsed, lat = 0, 0.0, []
+                bare_commits, bare_elapsed = 0, 0.0
                 errors: list[str] = []
                 for _ in range(slices):
                     probe.run(slice_s / 2)
+                    c, e = bare.run(n, slice_s / 2, body)
+                    bare_commits, bare_elapsed = bare_commits + c, bare_elapsed + e
                     r = commit_run(store, n, slice_s, body)
                     commits += r.commits
                     elapsed += r.commits / r.commits_per_s if r.commits else slice_s  # type: ignore[attr-defined]
@@ -188,6 +266,7 @@ def bench_store(
                     errors += r.errors
                 raw_rate = (probe.ops - raw_before[0]) / (probe.elapsed - raw_before[1])
                 rate = commits / elapsed if elapsed else 0.0
+                bare_rate = bare_commits / bare_elapsed if bare_elapsed else 0.0
                 lat.sort()
                 row = {
                     "producers": n,
@@ -196,13 +275,18 @@ def bench_store(
                                            3),
                     "raw_fdatasync_per_s": round(raw_rate, 1),
                     "ratio_to_raw": round(rate / raw_rate, 2) if raw_rate else 0.0,
+                    # the same threads doing nothing but a bare Python group commit
+                    "bare_python_commits_per_s": round(bare_rate, 1),
+                    "bare_python_ratio_to_raw": round(bare_rate / raw_rate, 2)
+                    if raw_rate else 0.0,
                 }
                 if errors:
                     row["errors"] = errors[:3]
                 runs.append(row)
                 echo(f"{n:3d} producers: {row['commits_per_s']:.0f} commits/s "
                      f"({row['ratio_to_raw']}x raw {raw_rate:.0f}/s alongside), "
-                     f"p99 {row['p99_commit_ms']} ms")
+                     f"p99 {row['p99_commit_ms']} ms; a bare Python group commit: "
+                     f"{bare_rate:.0f}/s ({row['bare_python_ratio_to_raw']}x)")
                 _drain(store)
         finally:
             store.close()
@@ -213,6 +297,7 @@ def bench_store(
                 "p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 3) if lat else 0.0,
             }
             probe.close()
+            bare.close()
         echo(f"raw 4 KiB write+fdatasync: {baseline['fdatasync_per_s']:.0f}/s "
              f"(p50 {baseline['p50_ms']} ms)")
         result: dict[str, Any] = {"baseline": baseline, "runs": runs}

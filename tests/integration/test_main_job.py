@@ -31,6 +31,7 @@ def test_bench_store_prints_contract_json() -> None:
     assert [r["producers"] for r in result["runs"]] == [1, 4]
     for run in result["runs"]:
         assert run["commits_per_s"] > 0 and run["p99_commit_ms"] > 0
+        assert run["bare_python_commits_per_s"] > 0
         assert "errors" not in run, run
 
 
