@@ -40,6 +40,7 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 _PAGE = struct.Struct("<4sIQIHHQ")
 _FRAG = struct.Struct("<HBBI")
+FRAG = _FRAG  #: the fragment header layout, for readers that parse inline
 _TAIL = struct.Struct("<QIHHQ")
 _HEAD = struct.Struct("<4sI")
 _ZERO_PAGE = bytes(PAGE)

@@ -69,6 +69,10 @@ class LogRecord(NamedTuple):
     next_lsn: int
 
 
+# builds a LogRecord without the namedtuple's Python-level __new__ (restart makes millions)
+_record = tuple.__new__
+
+
 @dataclass
 class _Control:
     log_type: str
@@ -356,7 +360,10 @@ class RecoveryLog:
         max_gen = 0
         ctl_gen, gen_lsn = self._ctl.generation, self._ctl.generation_lsn
         stop_at = limit if limit is not None else 1 << 62
-        FULL = F.FULL  # a local for the hot loop
+        FULL, FIRST, LAST = F.FULL, F.FIRST, F.LAST  # locals for the hot loop
+        KINDS = (F.FULL, F.FIRST, F.MIDDLE, F.LAST)
+        FRAG_HEADER = F.FRAG_HEADER
+        unpack_frag = F.FRAG.unpack_from
         pending: list[bytes] | None = None
         pending_lsn = 0
         pending_gen = 0
@@ -375,43 +382,48 @@ class RecoveryLog:
             if image is None:
                 stop_pos = F.page_lsn(g)
                 break
-            info, data, _src = image
+            info, _data, _src = image
             base = F.page_lsn(g)
-            try:
-                frags = F.parse_fragments(data, info.used, off)
-            except ValueError as exc:
-                raise LogCorruptError(f"the recovery log is damaged at {self._where(g)}: "
-                                      f"{exc}; the queue manager cannot start",
-                                      amq="AMQ6118") from exc
+            used = info.used
             raw, roff = reader.last_raw
-            roff += F.PAGE_HEADER + F.FRAG_HEADER
-            for foff, kind, gen, length in frags:
+            data_at = roff + F.PAGE_HEADER  # the page's data area within ``raw``
+            foff = off
+            # fragments are parsed inline (a million records: no per-page lists)
+            while foff + FRAG_HEADER <= used:
+                length, kind, _zero, gen = unpack_frag(raw, data_at + foff)
+                if kind not in KINDS or foff + FRAG_HEADER + length > used:
+                    raise self._bad_page(g, f"bad fragment at data offset {foff}")
                 lsn = base + foff
                 if lsn >= stop_at:
                     break
                 if gen != max_gen or (gen < ctl_gen and lsn >= gen_lsn):
                     self._check_generation(g, foff, gen, max_gen, lsn)
                     max_gen = gen
-                body = raw[roff + foff:roff + foff + length]
-                end = lsn + F.FRAG_HEADER + length
+                at = data_at + foff + FRAG_HEADER
+                body = raw[at:at + length]
+                foff += FRAG_HEADER + length
+                end = base + foff
                 if kind == FULL:
                     if pending is not None:
-                        raise self._bad_sequence(g, foff)
+                        raise self._bad_sequence(g, lsn - base)
                     complete_end = end
-                    yield LogRecord(lsn, gen, body, end)
-                elif kind == F.FIRST:
+                    yield _record(LogRecord, (lsn, gen, body, end))
+                elif kind == FIRST:
                     if pending is not None:
-                        raise self._bad_sequence(g, foff)
+                        raise self._bad_sequence(g, lsn - base)
                     pending, pending_lsn, pending_gen = [body], lsn, gen
                 else:
                     if pending is None:
-                        raise self._bad_sequence(g, foff)
+                        raise self._bad_sequence(g, lsn - base)
                     pending.append(body)
-                    if kind == F.LAST:
+                    if kind == LAST:
                         complete_end = end
                         payload = b"".join(pending)
                         pending = None
-                        yield LogRecord(pending_lsn, pending_gen, payload, end)
+                        yield _record(LogRecord, (pending_lsn, pending_gen, payload, end))
+            else:
+                if foff != used:
+                    raise self._bad_page(g, f"fragments end at {foff}, page holds {used}")
             if not info.sealed:
                 stop_pos = base + info.used
                 break
@@ -436,6 +448,10 @@ class RecoveryLog:
                 f"{foff}), after generation {ctl.generation} began at LSN "
                 f"{ctl.generation_lsn}: a stale instance wrote after the takeover; the queue "
                 "manager cannot start", amq="AMQ6118")
+
+    def _bad_page(self, g: int, why: str) -> LogCorruptError:
+        return LogCorruptError(f"the recovery log is damaged at {self._where(g)}: {why}; "
+                               "the queue manager cannot start", amq="AMQ6118")
 
     def _bad_sequence(self, g: int, foff: int) -> LogCorruptError:
         return LogCorruptError(f"the recovery log is damaged at {self._where(g)} (data offset "

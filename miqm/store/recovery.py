@@ -20,6 +20,7 @@ Restart (:func:`restart`), as MQ's three phases:
 
 from __future__ import annotations
 
+import gc
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -219,8 +220,6 @@ class StoreState:
 _ZERO24 = bytes(24)
 
 
-_NAMES: dict[bytes, str] = {}
-
 
 _PUT_LAYOUTS: dict[int, struct.Struct] = {}
 
@@ -233,47 +232,66 @@ def _put_layout(n: int) -> struct.Struct:
     return layout
 
 
-def _redo_put_fast(state: StoreState, payload: bytes, lsn: int) -> bool:
-    """Redo a PUT without building a Record (the common record; restart speed).
-    Returns False when the general path must handle it."""
-    n = payload[9] | (payload[10] << 8)
-    layout = _put_layout(n)
-    _t, txid, _n, raw_name, key, prio, t, msgid, correlid, blen = layout.unpack_from(payload)
-    name = _NAMES.get(raw_name)
-    if name is None:
-        name = _NAMES[raw_name] = raw_name.decode()
-    q = state.queues.get(name)
-    if q is None or state.only is not None:
-        return False
-    if txid:
-        u = state.last_uow
-        if u is None or u.txid != txid:
-            u = state.last_uow = state.uows.get_or_make(txid)
-        if u.first_lsn is None:
-            u.first_lsn = lsn
-        u.ops.append(("P", name, key, True))
-    ix = q.index
-    ks = ix.keys[prio]
-    if ks and ks[-1] >= key and ix.find(key, prio) is not None:
+def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable[[], None]]:
+    """A fast redo of PUT records for one replay, and a function that forgets its cached
+    queue lookups (called whenever another kind of record may have changed the queues).
+
+    The redo skips building a Record (PUTs are most of a log) and returns False when the
+    general path must handle the record."""
+    queues = state.queues
+    only = state.only
+    found: dict[bytes, tuple[str, LocalQueue] | None] = {}
+    layouts = _PUT_LAYOUTS
+    new_message = MemMessage
+    prefix = MSGID_PREFIX
+
+    def forget() -> None:
+        found.clear()
+
+    def redo(payload: bytes, lsn: int) -> bool:
+        n = payload[9] | (payload[10] << 8)
+        layout = layouts.get(n) or _put_layout(n)
+        _t, txid, _n, raw_name, key, prio, t, msgid, correlid, blen = \
+            layout.unpack_from(payload)
+        hit = found.get(raw_name)
+        if hit is None:
+            name = raw_name.decode()
+            q0 = queues.get(name)
+            if q0 is None or only is not None:
+                return False
+            hit = found[raw_name] = (name, q0)
+        name, q = hit
+        if txid:
+            u = state.last_uow
+            if u is None or u.txid != txid:
+                u = state.last_uow = state.uows.get_or_make(txid)
+            if u.first_lsn is None:
+                u.first_lsn = lsn
+            u.ops.append(("P", name, key, True))
+        ix = q.index
+        ks = ix.keys[prio]
+        if ks and ks[-1] >= key:
+            if ix.find(key, prio) is not None:
+                return True
+            ix.add(key, prio, -1, blen)
+        else:
+            ks.append(key)
+            ix.blocks[prio].append(-1)
+            ix.lens[prio].append(blen)
+        start = layout.size
+        q.mem[key] = new_message(prio, True, t, msgid, correlid, payload[start:start + blen])
+        q.present += 1
+        if msgid[:4] != prefix or int.from_bytes(msgid[12:20], "big") != key:
+            q.msgids[msgid] = key
+        if correlid != _ZERO24:
+            q.correlids.setdefault(correlid, []).append(key)
+        if txid:
+            q.uncommitted[key] = txid
+        if key >= state.next_key:
+            state.next_key = key + 1
         return True
-    start = layout.size
-    q.mem[key] = MemMessage(prio, True, t, msgid, correlid, payload[start:start + blen])
-    if not ks or ks[-1] < key:
-        ks.append(key)
-        ix.blocks[prio].append(-1)
-        ix.lens[prio].append(blen)
-    else:
-        ix.add(key, prio, -1, blen)
-    q.present += 1
-    if msgid[:4] != MSGID_PREFIX or int.from_bytes(msgid[12:20], "big") != key:
-        q.msgids[msgid] = key
-    if correlid != _ZERO24:
-        q.correlids.setdefault(correlid, []).append(key)
-    if txid:
-        q.uncommitted[key] = txid
-    if key >= state.next_key:
-        state.next_key = key + 1
-    return True
+
+    return redo, forget
 
 
 def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
@@ -282,21 +300,33 @@ def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
     n = 0
     decode = R.decode
     put = R.PUT
-    for lr in log_records:
-        n += 1
-        payload = lr.payload
-        if payload[0] == put and (cp_lsn is None or lr.lsn >= cp_lsn):
-            try:
-                if _redo_put_fast(state, payload, lr.lsn):
-                    continue
-            except (IndexError, ValueError, UnicodeDecodeError, struct.error):
-                pass  # the general decoder reports it properly
-        rec = decode(payload, lr.lsn)
-        if cp_lsn is not None and lr.lsn < cp_lsn:
-            if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
-                state.mark(rec)
-            continue
-        state.redo(rec)
+    redo_put, forget = _put_redo(state)
+    first_redo = -1 if cp_lsn is None else cp_lsn
+    # Replay allocates millions of objects and frees none: the cyclic collector would
+    # rescan them all again and again (a quarter of the time) while finding nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for lr in log_records:
+            n += 1
+            lsn, _gen, payload, _next = lr
+            if payload[0] == put and lsn >= first_redo:
+                try:
+                    if redo_put(payload, lsn):
+                        continue
+                except (IndexError, ValueError, UnicodeDecodeError, struct.error):
+                    pass  # the general decoder reports it properly
+            rec = decode(payload, lsn)
+            if rec.type != put:
+                forget()  # a DEFINE, DELETE, ... may have replaced a queue object
+            if cp_lsn is not None and lsn < cp_lsn:
+                if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
+                    state.mark(rec)
+                continue
+            state.redo(rec)
+    finally:
+        if collecting:
+            gc.enable()
     return n
 
 

@@ -160,6 +160,31 @@ def test_mid_log_corruption_names_extent_and_offset_and_writes_nothing(tmp_path:
     assert digest(tmp_path / "log") == before
 
 
+def test_valid_page_with_broken_fragments_is_corruption(tmp_path: Path) -> None:
+    """A page whose checksum holds but whose fragments do not chain (a bad writer, not a
+    torn write) stops restart with the page named; it is never taken for the end."""
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    for i in range(60):
+        log.append_and_force(payload(i, 700))
+    log.close()
+    path = tmp_path / "log" / "S0000000.LOG"
+    raw = bytearray(path.read_bytes())
+    at = (SLOTS + 3) * PAGE
+    info = F.check_page(raw, at, 3)
+    assert info is not None and info.sealed
+    data = bytearray(raw[at + F.PAGE_HEADER:at + F.PAGE_HEADER + info.used])
+    first_len = int.from_bytes(data[0:2], "little")
+    data[0:2] = (first_len + 1).to_bytes(2, "little")  # the chain now overruns by a byte
+    raw[at:at + PAGE] = F.page_image(data, 3, info.generation, info.batch_start, True)
+    path.write_bytes(bytes(raw))
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    with pytest.raises(LogCorruptError) as err:
+        list(log.records(log.first_lsn()))
+    assert "S0000000.LOG" in str(err.value) and err.value.amq == "AMQ6118"
+    log.close()
+
+
 def test_stale_writer_after_takeover_is_refused(tmp_path: Path) -> None:
     vol = new_log(tmp_path)
     old, _ = reopen(vol, 1)

@@ -4,18 +4,13 @@ unit tests of the store until they run over the real log; plus its own sanity te
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
+from miqm.store.log import LogRecord
 
-@dataclass
-class FakeRecord:
-    """LogRecord(lsn, generation, payload, next_lsn) as the real log yields it."""
-
-    lsn: int
-    generation: int
-    payload: bytes
-    next_lsn: int
+# records are yielded as the real log yields them: LogRecord(lsn, generation, payload,
+# next_lsn) tuples
+FakeRecord = LogRecord
 
 
 class FakeLog:
