@@ -153,14 +153,14 @@ class _Run:
 
 
 def _open_store(directory: str, tuning: StoreTuning | None = None,
-                settings: LogSettings | None = None) -> Any:
+                settings: LogSettings | None = None, generation: int = 1) -> Any:
     from miqm.store.qmstore import QueueManagerStore
 
     data = PosixVolume(os.path.join(directory, "data"))
     log = PosixVolume(os.path.join(directory, "log"))
     return QueueManagerStore.open(
         data, log, "BENCH", settings or _bench_log_settings(), tuning or StoreTuning(),
-        generation=1)
+        generation=generation)
 
 
 def _bench_log_settings() -> LogSettings:

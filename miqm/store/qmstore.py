@@ -300,8 +300,7 @@ class QueueManagerStore:
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
-        for r in qf.scan(completed):
-            q.add(r.key, r.priority, r.block, r.body_len, r.msgid, r.correlid, generated_key)
+        q.add_scanned(qf.scan(completed), generated_key)
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen

@@ -31,7 +31,7 @@ import json
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,8 @@ REC_HDR = _DEL.size + _REC.size  # 108
 _RMAGIC = b"MIQR"
 _DELKEY = struct.Struct("<QQI")
 FLAG_PERSISTENT = 1
+_NO_CORRELID = bytes(24)
+_ONES = [b"\x01" * n for n in range(64)]  # space-map runs for records up to 32 KiB
 
 DEFAULT_ATTRS: dict[str, Any] = {
     "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
@@ -180,57 +182,66 @@ class QueueFile:
         :meth:`zero_garbage`), such marks ignored.
         """
         assert self.f is not None
+        pread = self.f.pread
         size = self.f.size()
         nblocks = max(0, (size - DATA_START) // BLOCK)
-        self.space = bytearray(nblocks)
-        self.garbage: list[int] = []
-        self.max_key = 0
-        self.max_cp_seen = 0
+        self.space = space = bytearray(nblocks)
+        self.garbage = garbage = []
+        self.max_key = max_key = 0
+        self.max_cp_seen = max_cp = 0
+        qid_here = self.qid
+        unpack_rec, unpack_del = _REC.unpack_from, _DEL.unpack_from
+        # a window of the file: buf holds blocks from buf_start; mv is a view of it (the
+        # crc reads the body through it without copying)
         buf = b""
-        buf_start = 0  # block number of buf[0]
+        mv = memoryview(buf)
+        buf_start = 0
         b = 0
-
-        def view(block: int, nbytes: int) -> bytes:
-            nonlocal buf, buf_start
-            end = (block - buf_start) * BLOCK + nbytes
-            if block < buf_start or end > len(buf):
-                want = max(nbytes, chunk)
-                buf = self.f.pread(want, block_offset(block))  # type: ignore[union-attr]
-                buf_start = block
-            s = (block - buf_start) * BLOCK
-            return buf[s:s + nbytes]
-
         while b < nblocks:
-            head = view(b, REC_HDR)
-            if head[:4] != _RMAGIC:
+            s = (b - buf_start) * BLOCK
+            if s + REC_HDR > len(buf):
+                buf = pread(max(REC_HDR, chunk), DATA_START + b * BLOCK)
+                mv, buf_start, s = memoryview(buf), b, 0
+                if len(buf) < 4:
+                    break
+            if not buf.startswith(_RMAGIC, s):
                 b += 1
                 continue
-            del_cp, del_crc, _ = _DEL.unpack_from(head, DEL_AT)
-            (_m, crc, key, cp, qid, blen, prio, _fl, _p, _t, msgid, correlid) = _REC.unpack_from(
-                head, 0)
-            n = blocks_for(blen)
-            self.max_cp_seen = max(self.max_cp_seen, cp)
-            if b + n > nblocks or qid != self.qid or cp > completed_cp:
-                self.garbage.append(b)
+            if s + REC_HDR > len(buf):  # a short read at the end of the file
+                garbage.append(b)
                 b += 1
                 continue
-            rec = view(b, REC_HDR + blen)
-            if len(rec) != REC_HDR + blen or crc32c(rec[REC_HDR:],
-                                                     crc32c(rec[8:DEL_AT])) != crc:
-                self.garbage.append(b)
+            (_m, crc, key, cp, qid, blen, prio, _fl, _p, _t, msgid, correlid) = unpack_rec(buf, s)
+            del_cp, del_crc, _ = unpack_del(buf, s + DEL_AT)
+            n = (REC_HDR + blen + BLOCK - 1) // BLOCK
+            if cp > max_cp:
+                max_cp = cp
+            if b + n > nblocks or qid != qid_here or cp > completed_cp:
+                garbage.append(b)
                 b += 1
                 continue
-            deleted = (del_cp != 0 and del_cp <= completed_cp
-                       and crc32c(_DELKEY.pack(key, del_cp, qid)) == del_crc)
+            end = s + REC_HDR + blen
+            if end > len(buf):
+                buf = pread(max(REC_HDR + blen, chunk), DATA_START + b * BLOCK)
+                mv, buf_start, s, end = memoryview(buf), b, 0, REC_HDR + blen
+            if end > len(buf) or crc32c(mv[s + REC_HDR:end],
+                                        crc32c(mv[s + 8:s + DEL_AT])) != crc:
+                garbage.append(b)
+                b += 1
+                continue
             if del_cp:
-                self.max_cp_seen = max(self.max_cp_seen, del_cp)
-            if deleted:
-                b += 1  # its blocks are free: later records may start inside them
-                continue
-            self.space[b:b + n] = b"\x01" * n
-            self.max_key = max(self.max_key, key)
+                if del_cp > max_cp:
+                    max_cp = del_cp
+                if del_cp <= completed_cp and crc32c(_DELKEY.pack(key, del_cp, qid)) == del_crc:
+                    b += 1  # deleted: its blocks are free, later records may start inside
+                    continue
+            space[b:b + n] = _ONES[n] if n < len(_ONES) else b"\x01" * n
+            if key > max_key:
+                max_key = key
+            self.max_key, self.max_cp_seen = max_key, max_cp
             yield FileRecord(key, b, n, blen, prio, msgid, correlid)
             b += n
+        self.max_key, self.max_cp_seen = max_key, max_cp
 
     def zero_garbage(self) -> None:
         """Clear the magic of records left by an incomplete checkpoint (then sync)."""
@@ -436,6 +447,30 @@ class LocalQueue:
             self.msgids[msgid] = key
         if correlid.strip(b"\0"):
             self.correlids.setdefault(correlid, []).append(key)
+
+    def add_scanned(self, records: Iterable[FileRecord],
+                    generated: Callable[[bytes], int | None]) -> None:
+        """:meth:`add` for every record of a queue file scan (a deep queue's load time is
+        a failover's time: the common case, keys rising within a priority, is inlined)."""
+        ix = self.index
+        keys, blocks, lens = ix.keys, ix.blocks, ix.lens
+        msgids, correlids = self.msgids, self.correlids
+        count = 0
+        for r in records:
+            key, prio, msgid, correlid = r.key, r.priority, r.msgid, r.correlid
+            ks = keys[prio]
+            if not ks or ks[-1] < key:
+                ks.append(key)
+                blocks[prio].append(r.block)
+                lens[prio].append(r.body_len)
+            else:
+                ix.add(key, prio, r.block, r.body_len)
+            count += 1
+            if generated(msgid) != key:
+                msgids[msgid] = key
+            if correlid != _NO_CORRELID and correlid.strip(b"\0"):
+                correlids.setdefault(correlid, []).append(key)
+        self.present += count
 
     def remove(self, key: int) -> None:
         """Drop a message for good (a committed get, or an undone put).
