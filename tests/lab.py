@@ -12,28 +12,25 @@ with :meth:`NfsLab.holder` and drive it through :class:`LabProcess`.
 
 from __future__ import annotations
 
-import ctypes.util
-import fcntl
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-LAB_SH = REPO / "deploy" / "lab.sh"
-SERVER = "10.77.0.1"
+from miqm import lab as mlab
+from miqm.lab import LAB_LOCK, SERVER, lab_leftovers, lab_missing
+
+__all__ = ["HOLDER", "LAB_LOCK", "LEASE", "SERVER", "LabProcess", "NfsLab", "lab_leftovers",
+           "lab_missing", "nfs_lab"]
+
 LEASE = int(os.environ.get("MIQM_LAB_LEASE", "5"))  # seconds; 5 keeps the tests short
-LAB_LOCK = "/run/miqm-lab.lock"
 LAB_LOCK_WAIT = 90.0
 
 # A lock holder: argv = url path mode(exclusive|shared) wait_seconds poll_seconds.
@@ -192,53 +189,8 @@ class LabProcess:
                 pass
 
 
-@dataclass
-class NfsLab:
-    """A running lab: server address, export URL base, its directory on this host."""
-
-    dir: Path
-    server: str = SERVER
-    lease: int = LEASE
-
-    @property
-    def url_base(self) -> str:
-        """``nfs4://10.77.0.1/export``."""
-        return f"nfs4://{self.server}/export"
-
-    @property
-    def export_dir(self) -> Path:
-        """The exported directory as this host sees it (to check files directly)."""
-        return self.dir / "export"
-
-    def url(self, sub: str) -> str:
-        """A volume URL for directory ``sub`` of the export, with the lab's lease."""
-        return f"{self.url_base}/{sub.strip('/')}?lease={self.lease}"
-
-    def lab(self, *args: str) -> str:
-        """Run ``deploy/lab.sh ARGS``; returns its output."""
-        res = subprocess.run([str(LAB_SH), *args], capture_output=True, text=True, timeout=60)
-        if res.returncode != 0:
-            raise RuntimeError(f"lab.sh {' '.join(args)} failed: {res.stdout}{res.stderr}")
-        return res.stdout
-
-    def cut(self, ns: str) -> None:
-        """Cut namespace ``a`` or ``b`` off the server (its link goes down)."""
-        self.lab("cut", ns)
-
-    def heal(self, ns: str) -> None:
-        """Bring its link back."""
-        self.lab("heal", ns)
-
-    def run_in(self, ns: str, argv: list[str], env: dict[str, str] | None = None,
-               **kw: Any) -> subprocess.Popen[str]:
-        """Start ``argv`` inside namespace ``miqm-<ns>`` (``ip netns exec``), pipes on."""
-        full_env = dict(os.environ)
-        full_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p)
-        full_env.update(env or {})
-        return subprocess.Popen(["ip", "netns", "exec", f"miqm-{ns}", *argv],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=full_env, **kw)
+class NfsLab(mlab.NfsLab):
+    """:class:`miqm.lab.NfsLab` plus the lock-holder program the lockfs tests drive."""
 
     def holder(self, ns: str, url: str, path: str, *, mode: str = "exclusive",
                wait: float = 0.0, poll: float = 0.2) -> LabProcess:
@@ -247,74 +199,19 @@ class NfsLab:
         return LabProcess(self.run_in(ns, argv), f"holder@{ns}")
 
 
-def lab_leftovers(lab_dir: Path | None = None) -> list[str]:
-    """What a torn-down lab left behind: namespaces, links, a live ganesha, NFS mounts."""
-    left: list[str] = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    left += [f"namespace {line.split()[0]}" for line in netns.splitlines()
-             if line.split() and line.split()[0] in ("miqm-a", "miqm-b")]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for line in links.splitlines():
-        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name in ("miqm-br0", "miqm-a-h", "miqm-b-h"):
-            left.append(f"link {name}")
-    if lab_dir is not None:
-        pidfile = lab_dir / "ganesha.pid"
-        if pidfile.exists() and pidfile.read_text().strip().isdigit():
-            pid = int(pidfile.read_text())
-            if Path(f"/proc/{pid}").exists():
-                left.append(f"ganesha.nfsd pid {pid}")
-        mounts = Path("/proc/mounts").read_text()
-        left += [f"mount {line.split()[1]}" for line in mounts.splitlines()
-                 if str(lab_dir) in line]
-    return left
-
-
-def lab_missing() -> str | None:
-    """Why the lab cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, nfs-ganesha)"
-    for tool in ("ganesha.nfsd", "ip"):
-        if shutil.which(tool) is None:
-            return f"{tool} not installed (make install-system)"
-    if not Path("/usr/lib/x86_64-linux-gnu/libnfs.so.13").exists() and not ctypes.util.find_library(
-            "nfs"):
-        return "libnfs13 not installed (make install-system)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def nfs_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NfsLab]:
     """The NFSv4 lab, up for the whole session (lease 5 s), always torn down."""
     reason = lab_missing()
     if reason:
         pytest.skip(f"NFSv4 lab: {reason}")
-    # The network names are fixed: one lab per machine. Concurrent test sessions take
-    # turns on a lock file instead of tearing down each other's lab.
-    guard = open(LAB_LOCK, "a+")  # held (locked) for the whole session
+    entered = False
     try:
-        deadline = time.monotonic() + LAB_LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    pytest.skip(f"NFSv4 lab: another test session holds {LAB_LOCK}")
-                time.sleep(0.5)
-        lab = NfsLab(tmp_path_factory.mktemp("nfslab"))
-        lab.lab("down")  # leftovers of an interrupted run
-        try:
-            lab.lab("up", str(lab.dir), "--lease", str(lab.lease))
-            yield lab
-        finally:
-            for ns in ("a", "b"):
-                try:
-                    lab.heal(ns)
-                except RuntimeError:
-                    pass
-            lab.lab("down", str(lab.dir))
-            left = lab_leftovers(lab.dir)
-            assert not left, f"lab.sh down left behind: {', '.join(left)}"
-    finally:
-        guard.close()
+        with mlab.lab_session(tmp_path_factory.mktemp("nfslab"), LEASE,
+                              LAB_LOCK_WAIT) as base:
+            entered = True
+            yield NfsLab(base.dir, base.server, base.lease)
+    except mlab.LabError as exc:
+        if entered:
+            raise  # the teardown left something behind: that fails the run
+        pytest.skip(f"NFSv4 lab: {exc}")

@@ -53,23 +53,39 @@ def bench_store(
 @bench_app.command("failover")
 def bench_failover(
     cycles: int = typer.Option(5, help="number of failovers to measure"),
-    fault: str = typer.Option("kill", help="kill | switchover (pause and partition need "
-                              "the NFSv4 lab: on a local directory a paused active keeps "
-                              "its lock, so there is no failover to time)"),
+    fault: str = typer.Option("kill", help="kill | switchover (two local instances) | "
+                              "partition | pause (on the NFSv4 lab: root, nfs-ganesha; a "
+                              "local directory has no lease to run out)"),
+    lab: str = typer.Option("", help="partition/pause: use the lab already up in this "
+                            "directory (deploy/lab.sh up DIR) instead of starting one"),
+    lease: int = typer.Option(5, help="partition/pause: the lease of the lab it starts, "
+                              "in seconds"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
-    """Fail over ``cycles`` times between two local instances and report the durations."""
-    from miqm.bench.failover import bench_failover as run
-
-    if fault in ("pause", "partition"):
-        fail(f"--fault {fault} needs a filesystem with leases (the NFSv4 lab, deploy/lab.sh): "
-             "on a local directory the paused or cut-off active keeps its lock and the "
-             "standby rightly never takes over", 2)
-    if fault not in ("kill", "switchover"):
+    """Fail over ``cycles`` times between two instances and report the durations."""
+    if fault not in ("kill", "switchover", "pause", "partition"):
         fail(f"--fault {fault!r} is not one of kill, switchover, pause, partition", 2)
     if cycles < 1:
         fail("--cycles must be at least 1", 2)
-    result = run(cycles, fault, echo=(lambda s: None) if as_json else print)
+    echo = (lambda s: None) if as_json else print
+    if fault in ("pause", "partition"):
+        from miqm.bench.failover_lab import bench_failover_lab
+        from miqm.lab import lab_missing
+
+        if not 4 <= lease <= 120:
+            fail("--lease must be 4..120 seconds (verify and monitor intervals must fit "
+                 "under it)", 2)
+        why = lab_missing()
+        if why:
+            fail(f"--fault {fault} runs on the NFSv4 lab, which {why}; on a local directory "
+                 "a paused or cut-off active keeps its lock and the standby rightly never "
+                 "takes over", 2)
+        result = bench_failover_lab(cycles, fault, lab_dir=lab or None, lease=lease,
+                                    echo=echo)
+    else:
+        from miqm.bench.failover import bench_failover as run
+
+        result = run(cycles, fault, echo=echo)
     if as_json:
         print(json.dumps(result))
 

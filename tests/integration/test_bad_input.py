@@ -103,7 +103,9 @@ def test_mid_log_corruption_stops_strmqm_naming_extent_and_offset(qm: Env) -> No
 def test_wrong_flags_and_unknown_names(qm: Env) -> None:
     for argv in (("strmqm", "-z", "QMBAD"), ("endmqm", "-c", "-i", "QMBAD"),
                  ("dspmq", "-o", "bogus"), ("crtmqm", "-lf", "10", "QMX"),
-                 ("amqsget",), ("miqm", "bench", "failover", "--fault", "nope")):
+                 ("amqsget",), ("miqm", "bench", "failover", "--fault", "nope"),
+                 ("miqm", "bench", "failover", "--fault", "partition", "--lease", "2"),
+                 ("miqm", "bench", "failover", "--fault", "pause", "--lab", str(qm.root))):
         proc = qm.run(*argv)
         assert proc.returncode != 0
         assert len(proc.stderr.strip().splitlines()) == 1, (argv, proc.stderr)

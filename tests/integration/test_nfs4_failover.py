@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -177,3 +178,27 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
     gens = [r.generation for r in reader.records(reader.first_lsn())]
     reader.close()
     assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
+
+
+@pytest.mark.parametrize("fault", ["partition", "pause"])
+def test_bench_failover_on_the_lab(nfs_lab: lab.NfsLab, fault: str) -> None:
+    """``miqm bench failover --fault partition|pause`` on the lab this session runs: one
+    cycle each way of reporting, every figure present and within the lease's bounds."""
+    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
+    proc = subprocess.run([exe, "bench", "failover", "--fault", fault, "--cycles", "1",
+                           "--lab", str(nfs_lab.dir), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    assert result["fault"] == fault and result["lease_seconds"] == nfs_lab.lease
+    assert result["cycles_losing_messages"] == 0
+    took = result["failover_seconds"]["max"]
+    # the standby cannot get the lock before the lease runs out, and should soon after
+    assert nfs_lab.lease * 0.5 < took < nfs_lab.lease + 10
+    if fault == "partition":
+        assert result["old_active_stopped_seconds"]["max"] < nfs_lab.lease
+    else:
+        assert result["old_active_ended_after_resume_seconds"][0] is not None
+    assert not list((nfs_lab.export_dir).glob("bench-*")), "the bench left its data behind"

@@ -1,0 +1,269 @@
+"""``miqm bench failover --fault partition|pause``: failovers on the NFSv4 lab.
+
+On a local directory a paused or cut-off active keeps its lock, so there is nothing to
+time; on NFSv4 its lease runs out. Each cycle puts a message through the active instance,
+then cuts the active host's link (``partition``) or SIGSTOPs its process (``pause``) and
+times, from the fault:
+
+* ``failover_seconds``: until a client gets an answer from the other instance;
+* ``old_active_stopped_seconds`` (partition): until the cut-off active has ended itself
+  (it must, before its lease can expire, and before the standby is granted the lock);
+* for ``pause``, after SIGCONT the old active must find that its ownership is gone and
+  end without writing (``old_active_ended_after_resume``).
+
+Then the link is healed (or the process resumed), the message is checked on the new
+active, the old host restarts as the standby, and the roles swap for the next cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miqm.errors import MiqmError
+from miqm.lab import HOST_ADDR, LabError, NfsLab, lab_session, running_lab
+
+QMGR = "QMLAB"
+QUEUE = "BENCH.Q"
+
+
+@dataclass
+class _Host:
+    ns: str
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return f"host{self.ns}"
+
+    def env(self) -> dict[str, str]:
+        return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": self.name,
+                "MIQM_LISTENER_HOST": HOST_ADDR[self.ns], "PYTHONUNBUFFERED": "1"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+class _Bench:
+    def __init__(self, lab: NfsLab, work: Path, echo: Callable[[str], None]) -> None:
+        self.lab = lab
+        self.echo = echo
+        self.hosts = {ns: _Host(ns, work / f"host{ns}") for ns in ("a", "b")}
+        for h in self.hosts.values():
+            h.root.mkdir(parents=True)
+        self.sub = f"bench-{uuid.uuid4().hex[:8]}"
+
+    # -------------------------------------------------------------- commands
+    def run(self, host: _Host, *argv: str, stdin: str | None = None,
+            timeout: float = 60, ok: bool = True) -> tuple[int, str]:
+        exe = os.path.join(os.path.dirname(sys.executable), argv[0])
+        proc = self.lab.run_in(host.ns, [exe, *argv[1:]], env=host.env())
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if ok and proc.returncode != 0:
+            line = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+            raise LabError(f"{' '.join(argv)} on {host.name} failed: {line[0]}")
+        return proc.returncode, out
+
+    def pid(self, host: _Host) -> int | None:
+        try:
+            return int(json.loads((host.root / "run" / f"{QMGR}.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    # -------------------------------------------------------------- set-up
+    def create(self) -> None:
+        a, b = self.hosts["a"], self.hosts["b"]
+        for part in ("data", "log"):
+            (self.lab.export_dir / self.sub / part).mkdir(parents=True)
+        data, log = self.lab.url(f"{self.sub}/data"), self.lab.url(f"{self.sub}/log")
+        self.run(a, "crtmqm", "-md", data, "-ld", log, "-lf", "256", QMGR)
+        lease = self.lab.lease
+        # verify + monitor stall must stay under the lease (the controller refuses more)
+        verify = max(0.5, lease / 5)
+        tuning = {"StandbyPollInterval": "0.2", "VerifyInterval": f"{verify:g}",
+                  "MonitorStall": f"{2 * verify:g}", "LivenessInterval": "10",
+                  "FilesystemLease": str(lease)}
+        ini = self.lab.export_dir / self.sub / "data" / QMGR / "qm.ini"
+        lines = ini.read_text().splitlines()
+        for key, value in tuning.items():
+            lines = [f"   {key}={value}" if ln.strip().startswith(f"{key}=") else ln
+                     for ln in lines]
+        ini.write_text("\n".join(lines) + "\n")
+        _, line = self.run(a, "dspmqinf", "-o", "command", QMGR)
+        self.run(b, *line.split())
+        self.start(a, "started")
+        self.start(b, "standby")
+        self.run(a, "runmqsc", QMGR, stdin=f"DEFINE QLOCAL({QUEUE})\n")
+
+    def start(self, host: _Host, expect: str) -> None:
+        _, out = self.run(host, "strmqm", "-x", QMGR, timeout=120)
+        if expect not in out:
+            raise LabError(f"strmqm -x on {host.name} did not report '{expect}': "
+                           f"{out.strip().splitlines()[-1:]}")
+
+    # -------------------------------------------------------------- one cycle
+    def serving_after(self, new: _Host, old: _Host, t0: float, timeout: float = 120.0
+                      ) -> float:
+        """Seconds from ``t0`` until a client (in this process, bindings mode as host
+        ``new``) gets an answer from an instance other than ``old``."""
+        from miqm.net.client import connect
+
+        saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
+                                                "MIQM_CONNECTION")}
+        os.environ.update({"MIQM_DATA_ROOT": str(new.root), "MIQM_HOSTNAME": new.name})
+        os.environ.pop("MIQM_CONNECTION", None)
+        try:
+            while time.monotonic() - t0 < timeout:
+                try:
+                    with connect(QMGR, timeout=0.25) as conn:
+                        if conn.server_host != old.name:
+                            conn.call("ping")
+                            return time.monotonic() - t0
+                except MiqmError:
+                    pass
+                time.sleep(0.01)
+            raise LabError(f"no new active instance of {QMGR} within {timeout:g}s")
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def cycle(self, i: int, fault: str, old: _Host, new: _Host) -> dict[str, Any]:
+        body = f"cycle {i}"
+        self.run(old, "amqsput", QMGR, QUEUE, stdin=body + "\n")
+        pid = self.pid(old)
+        if pid is None or not _alive(pid):
+            raise LabError(f"the active instance on {old.name} is not running")
+        ended: list[float] = []
+        t0 = time.monotonic()
+
+        def watch() -> None:  # the old active's end, to 10 ms
+            while _alive(pid) and time.monotonic() - t0 < 180:
+                time.sleep(0.01)
+            ended.append(time.monotonic() - t0)
+
+        if fault == "partition":
+            self.lab.cut(old.ns)
+        else:
+            os.kill(pid, signal.SIGSTOP)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        row: dict[str, Any] = {"from": old.name, "to": new.name}
+        try:
+            row["failover_seconds"] = self.serving_after(new, old, t0)
+            if fault == "partition":
+                watcher.join(60)
+                row["old_active_stopped_seconds"] = ended[0] if ended else None
+        finally:
+            if fault == "partition":
+                self.lab.heal(old.ns)
+            else:
+                resumed = time.monotonic()
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                watcher.join(60)
+                row["old_active_ended_after_resume"] = (
+                    round(ended[0] - (resumed - t0), 3) if ended else None)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            raise LabError(f"the old active instance on {old.name} (pid {pid}) did not end "
+                           "itself after losing ownership")
+        _, out = self.run(new, "amqsget", QMGR, QUEUE, "--wait", "1")
+        row["messages_ok"] = [ln for ln in out.splitlines() if ln] == [body]
+        self.start(old, "standby")
+        return row
+
+    def stop(self) -> None:
+        for h in self.hosts.values():
+            pid = self.pid(h)
+            if pid and _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                    os.kill(pid, signal.SIGKILL)
+
+
+def bench_failover_lab(cycles: int, fault: str, *, lab_dir: str | None = None,
+                       lease: int = 5, echo: Callable[[str], None] = print
+                       ) -> dict[str, Any]:
+    """Run ``cycles`` failovers on the NFSv4 lab (one already up in ``lab_dir``, whose
+    lease is used, or a new one with ``lease``); returns the figures."""
+    if fault not in ("partition", "pause"):
+        raise LabError(f"--fault {fault} is not a lab fault (partition, pause)")
+    work = Path(tempfile.mkdtemp(prefix="miqm-bench-lab-"))
+    try:
+        if lab_dir is not None:
+            return _run(running_lab(Path(lab_dir)), work, cycles, fault, echo)
+        with lab_session(work / "lab", lease) as lab:
+            return _run(lab, work, cycles, fault, echo)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(lab: NfsLab, work: Path, cycles: int, fault: str,
+         echo: Callable[[str], None]) -> dict[str, Any]:
+    bench = _Bench(lab, work, echo)
+    rows: list[dict[str, Any]] = []
+    try:
+        bench.create()
+        old, new = bench.hosts["a"], bench.hosts["b"]
+        for i in range(cycles):
+            row = bench.cycle(i, fault, old, new)
+            rows.append(row)
+            echo(f"cycle {i + 1}/{cycles}: {fault} of {row['from']} -> {row['to']} serving "
+                 f"after {row['failover_seconds']:.2f}s (lease {lab.lease}s)"
+                 + (f"; the old active ended itself after {row['old_active_stopped_seconds']:.2f}s"
+                    if row.get("old_active_stopped_seconds") is not None else ""))
+            old, new = new, old
+    finally:
+        bench.stop()
+        shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
+    durations = sorted(r["failover_seconds"] for r in rows)
+    result: dict[str, Any] = {
+        "fault": fault,
+        "cycles": cycles,
+        "lease_seconds": lab.lease,
+        "failover_seconds": {
+            "p50": round(statistics.median(durations), 3),
+            "max": round(durations[-1], 3),
+            "all": [round(r["failover_seconds"], 3) for r in rows],
+        },
+        "cycles_losing_messages": sum(1 for r in rows if not r["messages_ok"]),
+    }
+    if fault == "partition":
+        stopped = [r["old_active_stopped_seconds"] for r in rows]
+        known = sorted(s for s in stopped if s is not None)
+        result["old_active_stopped_seconds"] = {
+            "max": round(known[-1], 3) if known else None,
+            "all": [None if s is None else round(s, 3) for s in stopped],
+        }
+    else:
+        result["old_active_ended_after_resume_seconds"] = [
+            r["old_active_ended_after_resume"] for r in rows]
+    echo(f"failover ({fault}, lease {lab.lease}s) p50 {result['failover_seconds']['p50']}s "
+         f"max {result['failover_seconds']['max']}s over {cycles} cycles")
+    return result
