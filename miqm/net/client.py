@@ -190,10 +190,13 @@ class Connection:
     over) is re-resolved and reconnected for up to ``reconnect_timeout`` seconds, then:
 
     * the call in flight is resent only if it is in :data:`RETRY_SAFE_OPS` (reads);
+    * a ``commit`` or ``prepare`` in flight raises 2549 (MQRC_CALL_INTERRUPTED): the
+      instance may have forced its record and died before replying, so the outcome is
+      unknown (as MQ reports for a reconnectable client);
     * any other call in flight raises 2009 (MQRC_CONNECTION_BROKEN) inside a unit of work
-      — the server backed that work out when the session died — or 2549
-      (MQRC_CALL_INTERRUPTED) outside one, because a put or get may or may not have
-      happened and resending it could duplicate or lose a message;
+      — the server backed that work out when the session died — or 2549 outside one,
+      because a put or get may or may not have happened and resending it could duplicate
+      or lose a message;
     * after a unit of work was lost, further syncpoint puts/gets and ``commit`` raise 2003
       (MQRC_BACKED_OUT) until the application calls ``commit`` (which reports 2003 once) or
       ``backout``: committing only the second half of a transaction would be worse than
@@ -329,10 +332,14 @@ class Connection:
                                mqrc=MQRC_CONNECTION_BROKEN) from None
             self._reopen()
             if was_in_uow:
-                self._uow_lost = op not in ("commit", "backout")
-                if op == "commit":  # outcome unknown server-side, but the session died
-                    raise NetError("the connection broke during commit; the unit of work "
-                                   "was backed out (MQRC 2003)", mqrc=MQRC_BACKED_OUT) from None
+                self._uow_lost = op not in ("commit", "backout", "prepare")
+                if op in ("commit", "prepare"):
+                    # the instance may have forced the COMMIT (or PREPARE) record and died
+                    # before replying: restart then keeps it. Nobody here can know.
+                    raise NetError(f"the connection broke during {op}: it may or may not "
+                                   "have taken effect; check before repeating the unit of "
+                                   "work (MQRC 2549 MQRC_CALL_INTERRUPTED)",
+                                   mqrc=MQRC_CALL_INTERRUPTED) from None
                 if op == "backout":
                     return {"ok": True}
                 raise NetError("the connection broke inside a unit of work, which was "

@@ -467,3 +467,48 @@ def test_concurrent_clients_and_a_prompt_stop(served) -> None:
     assert len(outcomes) == 5  # each blocked get ends with an error, none hangs
     for c in waiters:
         c.close()
+
+
+def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkeypatch) -> None:
+    """The instance can force the COMMIT record and die before it replies: restart keeps
+    the unit, so the client must not claim it was backed out (2003) — its outcome is
+    unknown (2549), as MQ reports for a reconnectable client."""
+    store = FakeStore()
+    store.define_queue("Q1")
+    service = QueueService(store, "QM1")
+    committed, released = threading.Event(), threading.Event()
+
+    def commit_then_die(req: dict[str, Any], session: Session) -> dict[str, Any]:
+        reply = service.handle(req, session)
+        if req.get("op") == "commit":
+            committed.set()
+            released.wait(5)  # "dies" before its reply goes out
+        return reply
+
+    first = Listener(commit_then_die)
+    host, port = first.start()
+    second = Listener(service.handle, port=port)
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    conn = connect("QM1", reconnect=True, reconnect_timeout=5)
+
+    def take_over() -> None:  # the standby takes over on the same address
+        committed.wait(5)
+        first.stop(timeout=0.1)
+        released.set()
+        second.start()
+
+    try:
+        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        threading.Thread(target=take_over, daemon=True).start()
+        with pytest.raises(NetError) as info:
+            conn.call("commit")
+        assert info.value.mqrc == 2549 and "may or may not" in str(info.value)
+        assert [m.body for m in store.msgs["Q1"]] == [b"a"]  # it was in fact committed
+        conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+        conn.call("commit")  # the next unit works normally
+        assert [m.body for m in store.msgs["Q1"]] == [b"a", b"b"]
+    finally:
+        released.set()
+        conn.close()
+        first.stop()
+        second.stop()
