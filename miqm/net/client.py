@@ -309,6 +309,8 @@ class Connection:
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
         syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
+        if op == "backout":
+            self._uow_lost = False  # the application has ended the lost unit of work
         if self._uow_lost and (syncpoint or op == "commit"):
             if op == "commit":
                 self._uow_lost = False

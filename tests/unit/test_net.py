@@ -512,3 +512,31 @@ def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkey
         conn.close()
         first.stop()
         second.stop()
+
+
+def test_backout_ends_a_unit_of_work_lost_to_a_broken_connection(monkeypatch) -> None:
+    """After 2009 the application may back out instead of committing: that ends the lost
+    unit, and the next unit starts clean (no 2003 for ever after)."""
+    store = FakeStore()
+    store.define_queue("Q1")
+    service = QueueService(store, "QM1")
+    first = Listener(service.handle)
+    host, port = first.start()
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    conn = connect("QM1", reconnect=True, reconnect_timeout=5)
+    second = Listener(service.handle, port=port)
+    try:
+        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        first.stop()
+        second.start()
+        with pytest.raises(NetError) as info:
+            conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+        assert info.value.mqrc == 2009
+        conn.call("backout")
+        conn.call("put", queue="Q1", body=protocol.b64(b"c"), syncpoint=True)
+        conn.call("commit")
+        assert [m.body for m in store.msgs["Q1"]] == [b"c"]
+    finally:
+        conn.close()
+        first.stop()
+        second.stop()
