@@ -90,6 +90,36 @@ def bench_failover(
         print(json.dumps(result))
 
 
+@bench_app.command("campaign")
+def bench_campaign(
+    cycles: int = typer.Option(10, help="number of faults to inject"),
+    faults: str = typer.Option("kill,switchover", help="comma-separated faults to draw "
+                               "from: kill, switchover"),
+    producers: int = typer.Option(4, help="producer threads committing during the faults"),
+    seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+) -> None:
+    """Inject random faults into two local instances under load, then audit every message."""
+    from miqm.bench.campaign import FAULTS
+    from miqm.bench.campaign import bench_campaign as run
+
+    drawn = tuple(f.strip() for f in faults.split(",") if f.strip())
+    unknown = [f for f in drawn if f not in FAULTS]
+    if not drawn or unknown:
+        fail(f"--faults {faults!r}: each must be one of {', '.join(FAULTS)}", 2)
+    if cycles < 1 or producers < 1:
+        fail("--cycles and --producers must be at least 1", 2)
+    result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
+                 echo=(lambda s: None) if as_json else print)
+    if as_json:
+        print(json.dumps(result))
+    bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
+                       "stale_writes") if result.get(k)]
+    if bad:
+        fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: see the "
+             "figures above and both instances' error logs", 1)
+
+
 def main() -> None:
     """Console-script entry point."""
     run_typer(app, "miqm")
