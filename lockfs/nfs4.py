@@ -66,6 +66,9 @@ NFS_PORT = 2049
 _ALL = 2**64 - 1  # NFSv4 lock length "to the end of the file" (l_len = 0 is rejected)
 # libnfs 4.0.0 encodes a COMPOUND into a fixed 4 KiB buffer: larger WRITEs fail to encode
 _WRITE_CHUNK = 3584
+# servers cap a READ at their maximum read size (ganesha: 1 MiB); a larger one breaks the
+# connection ("nfs_service failed") instead of returning a short read
+_READ_CHUNK = 1 << 20
 
 # enum nfs4_fcntl_op / nfs4_lock_op and struct nfs4_flock l_type values (libnfs.h)
 _NFS4_F_SETLK = 0
@@ -406,7 +409,11 @@ class Nfs4File(VolumeFile):
                 if not self._locks and (exc.state_gone or exc.broken) and not exc.timed_out:
                     # an idle unlocked file's client lease ran out: open it again, retry once
                     self._reopen()
-                    return self._ctx.call(f"{what} {self._full}", fn_name, self._fh, *args)
+                    try:
+                        return self._ctx.call(f"{what} {self._full}", fn_name, self._fh,
+                                              *args)
+                    except _Failure as again:
+                        raise again.to_lockfs(self._full) from None
                 raise exc.to_lockfs(self._full) from None
             if renews and self._locks:
                 self._last_ok = max(self._last_ok, sent)
@@ -460,7 +467,7 @@ class Nfs4File(VolumeFile):
     def pread(self, size: int, offset: int) -> bytes:
         out = bytearray()
         while len(out) < size:
-            want = size - len(out)
+            want = min(size - len(out), _READ_CHUNK)
             buf = ctypes.create_string_buffer(want)
             n = self._io("read", "nfs_pread", offset + len(out), want, buf, renews=True)
             if n <= 0:
