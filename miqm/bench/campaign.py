@@ -22,13 +22,18 @@ A short campaign runs in the tests; long ones are benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
+import signal
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from miqm.errors import MiqmError
@@ -36,6 +41,7 @@ from miqm.localpair import LocalPair
 
 QUEUE = "CAMPAIGN.Q"
 FAULTS = ("kill", "switchover")
+LAB_FAULTS = ("kill", "switchover", "partition", "pause")
 MQRC_CALL_INTERRUPTED = 2549
 MQRC_NO_MSG_AVAILABLE = 2033
 
@@ -136,18 +142,18 @@ def _audit(ledger: _Ledger, got: list[str]) -> dict[str, int]:
     }
 
 
-def _log_generations(pair: LocalPair) -> tuple[list[int], str]:
-    """Activation generations of the log's records in LSN order, read from the shared
-    log directory ('' or the reader's refusal)."""
+def _log_generations(directory: str, file_pages: int) -> tuple[list[int], str]:
+    """Activation generations of the log's records in LSN order, read from the log
+    directory ('' or the reader's refusal)."""
     from lockfs.posix import PosixVolume
     from miqm.store.log import RecoveryLog
     from miqm.store.settings import LogSettings
 
-    vol = PosixVolume(os.path.join(pair.shared, "log", pair.qmgr))
+    vol = PosixVolume(directory)
     gens: list[int] = []
     try:
         gen = RecoveryLog.recorded_generation(vol)
-        reader = RecoveryLog.open(vol, LogSettings(file_pages=1024), generation=gen)
+        reader = RecoveryLog.open(vol, LogSettings(file_pages=file_pages), generation=gen)
         try:
             last = None
             for rec in reader.records(reader.first_lsn()):
@@ -161,71 +167,217 @@ def _log_generations(pair: LocalPair) -> tuple[list[int], str]:
     return gens, ""
 
 
-def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int = 4,
-                   unit_size: int = 3, seed: int | None = None, settle: float = 0.5,
-                   echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the campaign; returns the audit and the failover figures."""
-    rng = random.Random(seed)
-    ledger = _Ledger()
-    stop = threading.Event()
-    durations: list[float] = []
-    drawn: dict[str, int] = {}
-    saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
-                                            "MIQM_CONNECTION")}
-    with LocalPair(qmgr="QMCAMP") as pair:
+class _LocalCluster:
+    """Two instances on this machine sharing a local directory."""
+
+    faults = FAULTS
+
+    def __init__(self) -> None:
+        self.pair = LocalPair(qmgr="QMCAMP")
+        self.qmgr = self.pair.qmgr
+
+    def __enter__(self) -> _LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pair.close()
+
+    def setup(self) -> None:
+        pair = self.pair
         pair.create()
         pair.start(pair.a)
         pair.start(pair.b)
         pair.mqsc(pair.a, f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(10000000)\n")
-        # the producers are clients of host B's installation (bindings mode follows the
-        # active instance through the shared data directory)
-        os.environ.update({"MIQM_DATA_ROOT": pair.b.root, "MIQM_HOSTNAME": "campaign"})
-        os.environ.pop("MIQM_CONNECTION", None)
-        threads = [threading.Thread(target=_producer, args=(pair.qmgr, i, unit_size, stop,
-                                                            ledger), daemon=True)
-                   for i in range(producers)]
-        try:
-            for t in threads:
-                t.start()
-            for i in range(cycles):
-                time.sleep(settle * (0.5 + rng.random()))  # load runs between faults
-                fault = rng.choice(faults)
-                drawn[fault] = drawn.get(fault, 0) + 1
-                before = pair.active() or pair.wait_active()
-                old = pair.host(before["host"])
-                t0 = time.monotonic()
-                if fault == "kill":
-                    os.kill(int(before["pid"]), 9)
-                else:
-                    pair.run(old, "endmqm", "-s", pair.qmgr, timeout=120)
-                new = pair.wait_active(not_host=before["host"], timeout=120, poll=0.01)
-                durations.append(time.monotonic() - t0)
-                echo(f"cycle {i + 1}/{cycles}: {fault} of {before['host']} -> {new['host']} "
-                     f"serving after {durations[-1]:.2f}s ({len(ledger.committed)} units "
-                     "committed so far)")
-                pair.start(old)  # back as the standby
-            time.sleep(settle)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(90)
-        got = _drain(pair.qmgr)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        pair.run(pair.a, "endmqm", "-i", "-x", pair.qmgr, check=False, timeout=30)
-        pair.run(pair.b, "endmqm", "-i", "-x", pair.qmgr, check=False, timeout=30)
+
+    def client_root(self) -> str:
+        return self.pair.b.root
+
+    def inject(self, fault: str) -> dict[str, Any]:
+        pair = self.pair
+        before = pair.active() or pair.wait_active()
+        hit = {"host": before["host"], "pid": int(before["pid"]), "t0": time.monotonic()}
+        if fault == "kill":
+            os.kill(hit["pid"], 9)
+        else:
+            pair.run(pair.host(hit["host"]), "endmqm", "-s", pair.qmgr, timeout=120)
+        return hit
+
+    def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float]:
+        new = self.pair.wait_active(not_host=hit["host"], timeout=120, poll=0.01)
+        return str(new["host"]), time.monotonic() - hit["t0"]
+
+    def recover(self, fault: str, hit: dict[str, Any]) -> None:
+        self.pair.start(self.pair.host(hit["host"]))  # back as the standby
+
+    def shutdown(self) -> None:
+        pair = self.pair
+        for host in (pair.a, pair.b):
+            pair.run(host, "endmqm", "-i", "-x", pair.qmgr, check=False, timeout=30)
         active = pair.active()
         if active:
             pair.run(pair.host(active["host"]), "endmqm", "-i", pair.qmgr, check=False,
                      timeout=30)
-        gens, refusal = _log_generations(pair)
+
+    def log_location(self) -> tuple[str, int]:
+        return os.path.join(self.pair.shared, "log", self.qmgr), 1024
+
+
+class _LabCluster:
+    """Two instances on the NFSv4 lab (hosts A and B in network namespaces)."""
+
+    faults = LAB_FAULTS
+
+    def __init__(self, lab_dir: str | None, lease: int) -> None:
+        from miqm.bench import failover_lab
+
+        self._fl = failover_lab
+        self.qmgr = failover_lab.QMGR
+        self._lab_dir, self._lease = lab_dir, lease
+        self._stack = contextlib.ExitStack()
+        self.lease = lease
+
+    def __enter__(self) -> _LabCluster:
+        from miqm.lab import lab_session, running_lab
+
+        work = Path(tempfile.mkdtemp(prefix="miqm-campaign-lab-"))
+        self._stack.callback(shutil.rmtree, work, True)
+        if self._lab_dir:
+            lab = running_lab(Path(self._lab_dir))
+        else:
+            lab = self._stack.enter_context(lab_session(work / "lab", self._lease))
+        self.lease = lab.lease
+        self.bench = self._fl._Bench(lab, work, lambda _s: None)
+        self._stack.callback(shutil.rmtree, lab.export_dir / self.bench.sub, True)
+        self._stack.callback(self.bench.stop)
+        self.active = self.bench.hosts["a"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def setup(self) -> None:
+        self.bench.create()
+        self.bench.run(self.active, "runmqsc", self.qmgr,
+                       stdin=f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(10000000)\n")
+
+    def client_root(self) -> str:
+        return str(self.bench.hosts["b"].root)
+
+    def inject(self, fault: str) -> dict[str, Any]:
+        old = self.active
+        pid = self.bench.pid(old)
+        if pid is None:
+            raise MiqmError(f"the active instance on {old.name} has no pid recorded")
+        hit = {"host": old.name, "pid": pid, "old": old, "t0": time.monotonic()}
+        if fault == "partition":
+            self.bench.lab.cut(old.ns)
+        elif fault == "pause":
+            os.kill(pid, signal.SIGSTOP)
+        elif fault == "kill":
+            os.kill(pid, signal.SIGKILL)
+        else:
+            self.bench.run(old, "endmqm", "-s", self.qmgr, timeout=120)
+        return hit
+
+    def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float]:
+        old = hit["old"]
+        new = self.bench.hosts["b" if old.ns == "a" else "a"]
+        took = self.bench.serving_after(new, old, hit["t0"])
+        self.active = new
+        return new.name, took
+
+    def recover(self, fault: str, hit: dict[str, Any]) -> None:
+        old, pid = hit["old"], hit["pid"]
+        if fault == "partition":
+            self.bench.lab.heal(old.ns)
+        elif fault == "pause":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while self._fl._alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self._fl._alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            raise MiqmError(f"the old active instance on {old.name} (pid {pid}) did not "
+                            "end itself after losing ownership")
+        self.bench.start(old, "standby")
+
+    def shutdown(self) -> None:
+        self.bench.stop()
+
+    def log_location(self) -> tuple[str, int]:
+        lab = self.bench.lab
+        return str(lab.export_dir / self.bench.sub / "log" / self.qmgr), 256
+
+
+def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[str, ...],
+              producers: int, unit_size: int, settle: float, rng: random.Random,
+              ledger: _Ledger, durations: list[float], drawn: dict[str, int],
+              echo: Callable[[str], None]) -> list[str]:
+    """The producers run while the faults are injected; returns the drained messages."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=_producer, args=(cluster.qmgr, i, unit_size, stop,
+                                                        ledger), daemon=True)
+               for i in range(producers)]
+    try:
+        for t in threads:
+            t.start()
+        for i in range(cycles):
+            time.sleep(settle * (0.5 + rng.random()))  # load runs between faults
+            fault = rng.choice(faults)
+            drawn[fault] = drawn.get(fault, 0) + 1
+            hit = cluster.inject(fault)
+            new, took = cluster.await_takeover(hit)
+            durations.append(took)
+            echo(f"cycle {i + 1}/{cycles}: {fault} of {hit['host']} -> {new} serving after "
+                 f"{took:.2f}s ({len(ledger.committed)} units committed so far)")
+            cluster.recover(fault, hit)
+        time.sleep(settle)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(90)
+    return _drain(cluster.qmgr)
+
+
+def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int = 4,
+                   unit_size: int = 3, seed: int | None = None, settle: float = 0.5,
+                   lab: bool = False, lab_dir: str | None = None, lease: int = 5,
+                   echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the campaign (on two local instances, or on the NFSv4 lab when ``lab``);
+    returns the audit and the failover figures."""
+    rng = random.Random(seed)
+    ledger = _Ledger()
+    durations: list[float] = []
+    drawn: dict[str, int] = {}
+    saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
+                                            "MIQM_CONNECTION")}
+    cluster: _LocalCluster | _LabCluster = (_LabCluster(lab_dir, lease) if lab
+                                            else _LocalCluster())
+    with cluster:
+        cluster.setup()
+        # the producers are clients of host B's installation (bindings mode follows the
+        # active instance through the shared data directory)
+        os.environ.update({"MIQM_DATA_ROOT": cluster.client_root(),
+                           "MIQM_HOSTNAME": "campaign"})
+        os.environ.pop("MIQM_CONNECTION", None)
+        try:
+            got = _run_load(cluster, cycles, faults, producers, unit_size, settle, rng,
+                            ledger, durations, drawn, echo)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        cluster.shutdown()
+        gens, refusal = _log_generations(*cluster.log_location())
     audit = _audit(ledger, got)
     ds = sorted(durations)
     result: dict[str, Any] = {
         "cycles": cycles,
+        "where": (f"NFSv4 lab, lease {cluster.lease}s" if isinstance(cluster, _LabCluster)
+                  else "local directory"),
         "faults": drawn,
         "producers": producers,
         "units": {"committed": len(ledger.committed), "backed_out": len(ledger.backed_out),

@@ -93,23 +93,42 @@ def bench_failover(
 @bench_app.command("campaign")
 def bench_campaign(
     cycles: int = typer.Option(10, help="number of faults to inject"),
-    faults: str = typer.Option("kill,switchover", help="comma-separated faults to draw "
-                               "from: kill, switchover"),
+    faults: str = typer.Option("", help="comma-separated faults to draw from: kill, "
+                               "switchover; on the lab also partition, pause (default: all "
+                               "of them)"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
     seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
+    on_lab: bool = typer.Option(False, "--nfs-lab", help="run on the NFSv4 lab (root, "
+                                "nfs-ganesha) instead of a local directory"),
+    lab: str = typer.Option("", help="with --nfs-lab: use the lab already up in this "
+                            "directory instead of starting one"),
+    lease: int = typer.Option(5, help="with --nfs-lab: the lease of the lab it starts"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
-    """Inject random faults into two local instances under load, then audit every message."""
-    from miqm.bench.campaign import FAULTS
+    """Inject random faults into two instances under load, then audit every message."""
+    from miqm.bench.campaign import FAULTS, LAB_FAULTS
     from miqm.bench.campaign import bench_campaign as run
 
-    drawn = tuple(f.strip() for f in faults.split(",") if f.strip())
-    unknown = [f for f in drawn if f not in FAULTS]
-    if not drawn or unknown:
-        fail(f"--faults {faults!r}: each must be one of {', '.join(FAULTS)}", 2)
+    allowed = LAB_FAULTS if on_lab else FAULTS
+    drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or allowed
+    unknown = [f for f in drawn if f not in allowed]
+    if unknown:
+        where = "on the NFSv4 lab" if on_lab else "on a local directory (partition and " \
+            "pause need --nfs-lab)"
+        fail(f"--faults {faults!r}: {', '.join(unknown)} cannot be injected {where}; "
+             f"choose from {', '.join(allowed)}", 2)
     if cycles < 1 or producers < 1:
         fail("--cycles and --producers must be at least 1", 2)
+    if on_lab:
+        from miqm.lab import lab_missing
+
+        if not 4 <= lease <= 120:
+            fail("--lease must be 4..120 seconds", 2)
+        why = lab_missing()
+        if why:
+            fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
+                 lab=on_lab, lab_dir=lab or None, lease=lease,
                  echo=(lambda s: None) if as_json else print)
     if as_json:
         print(json.dumps(result))

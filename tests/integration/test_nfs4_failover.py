@@ -202,3 +202,23 @@ def test_bench_failover_on_the_lab(nfs_lab: lab.NfsLab, fault: str) -> None:
     else:
         assert result["old_active_ended_after_resume_seconds"][0] is not None
     assert not list((nfs_lab.export_dir).glob("bench-*")), "the bench left its data behind"
+
+
+def test_short_fault_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> None:
+    """``miqm bench campaign --nfs-lab`` in short: a partition and a pause of the active
+    host under two committing producers, then every message audited."""
+    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
+    proc = subprocess.run([exe, "bench", "campaign", "--nfs-lab", "--lab", str(nfs_lab.dir),
+                           "--faults", "partition,pause", "--cycles", "2", "--seed", "1",
+                           "--producers", "2", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    assert proc.returncode == 0, (result, proc.stderr)
+    assert result["faults"] == {"partition": 1, "pause": 1}
+    assert result["units"]["committed"] > 0
+    for damage in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
+                   "stale_writes"):
+        assert result[damage] == 0, result
+    assert not list(nfs_lab.export_dir.glob("bench-*")), "the campaign left its data behind"
