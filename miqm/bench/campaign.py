@@ -52,6 +52,8 @@ class _Ledger:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     committed: list[list[str]] = field(default_factory=list)
+    #: per committed unit: the host of the instance that acknowledged it, and when
+    acked_by: dict[str, tuple[str, float]] = field(default_factory=dict)
     backed_out: list[list[str]] = field(default_factory=list)
     unknown: list[list[str]] = field(default_factory=list)
     errors: dict[int, int] = field(default_factory=dict)
@@ -84,6 +86,7 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
             stage = "commit"
             conn.call("commit")
             ledger.note("committed", unit)
+            ledger.acked_by[unit[0]] = (conn.server_host, time.monotonic())
         except MiqmError as exc:
             mqrc = getattr(exc, "mqrc", None)
             if stage == "commit" and mqrc != 2003:
@@ -142,6 +145,21 @@ def _audit(ledger: _Ledger, got: list[str]) -> dict[str, int]:
     }
 
 
+def _lost_units(ledger: _Ledger, got: list[str], limit: int = 10) -> list[dict[str, Any]]:
+    """The first committed units with a message missing, and which instance acked them."""
+    found = set(got)
+    out = []
+    for unit in ledger.committed:
+        missing = [m for m in unit if m not in found]
+        if missing:
+            host, when = ledger.acked_by.get(unit[0], ("?", 0.0))
+            out.append({"unit": unit[0].rsplit("-", 1)[0], "missing": len(missing),
+                        "acked_by": host, "acked_at_monotonic": round(when, 3)})
+            if len(out) >= limit:
+                break
+    return out
+
+
 def _log_generations(directory: str, file_pages: int) -> tuple[list[int], str]:
     """Activation generations of the log's records in LSN order, read from the log
     directory ('' or the reader's refusal)."""
@@ -175,12 +193,18 @@ class _LocalCluster:
     def __init__(self) -> None:
         self.pair = LocalPair(qmgr="QMCAMP")
         self.qmgr = self.pair.qmgr
+        self.keep = False  # set when the audit fails: the evidence stays on disk
 
     def __enter__(self) -> _LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.pair.keep = self.keep
         self.pair.close()
+
+    def kept(self) -> list[str]:
+        """Where the evidence is when it is kept."""
+        return [self.pair.base]
 
     def setup(self) -> None:
         pair = self.pair
@@ -235,19 +259,31 @@ class _LabCluster:
         self._lab_dir, self._lease = lab_dir, lease
         self._stack = contextlib.ExitStack()
         self.lease = lease
+        self.keep = False  # set when the audit fails: the evidence stays on disk
+        self._kept: list[str] = []
+
+    def _remove(self, path: Path) -> None:
+        if self.keep:
+            self._kept.append(str(path))
+        else:
+            shutil.rmtree(path, True)
+
+    def kept(self) -> list[str]:
+        """Where the evidence is when it is kept."""
+        return [str(self.work), str(self.bench.lab.export_dir / self.bench.sub)]
 
     def __enter__(self) -> _LabCluster:
         from miqm.lab import lab_session, running_lab
 
-        work = Path(tempfile.mkdtemp(prefix="miqm-campaign-lab-"))
-        self._stack.callback(shutil.rmtree, work, True)
+        work = self.work = Path(tempfile.mkdtemp(prefix="miqm-campaign-lab-"))
+        self._stack.callback(self._remove, work)
         if self._lab_dir:
             lab = running_lab(Path(self._lab_dir))
         else:
             lab = self._stack.enter_context(lab_session(work / "lab", self._lease))
         self.lease = lab.lease
         self.bench = self._fl._Bench(lab, work, lambda _s: None)
-        self._stack.callback(shutil.rmtree, lab.export_dir / self.bench.sub, True)
+        self._stack.callback(self._remove, lab.export_dir / self.bench.sub)
         self._stack.callback(self.bench.stop)
         self.active = self.bench.hosts["a"]
         return self
@@ -313,8 +349,10 @@ class _LabCluster:
 def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[str, ...],
               producers: int, unit_size: int, settle: float, rng: random.Random,
               ledger: _Ledger, durations: list[float], drawn: dict[str, int],
-              echo: Callable[[str], None]) -> list[str]:
+              echo: Callable[[str], None],
+              timeline: list[dict[str, Any]] | None = None) -> list[str]:
     """The producers run while the faults are injected; returns the drained messages."""
+    timeline = [] if timeline is None else timeline
     stop = threading.Event()
     threads = [threading.Thread(target=_producer, args=(cluster.qmgr, i, unit_size, stop,
                                                         ledger), daemon=True)
@@ -329,6 +367,8 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
             hit = cluster.inject(fault)
             new, took = cluster.await_takeover(hit)
             durations.append(took)
+            timeline.append({"fault": fault, "host": hit["host"], "new": new,
+                             "at_monotonic": round(hit["t0"], 3), "took": round(took, 3)})
             echo(f"cycle {i + 1}/{cycles}: {fault} of {hit['host']} -> {new} serving after "
                  f"{took:.2f}s ({len(ledger.committed)} units committed so far)")
             cluster.recover(fault, hit)
@@ -350,6 +390,7 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
     ledger = _Ledger()
     durations: list[float] = []
     drawn: dict[str, int] = {}
+    timeline: list[dict[str, Any]] = []
     saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
                                             "MIQM_CONNECTION")}
     cluster: _LocalCluster | _LabCluster = (_LabCluster(lab_dir, lease) if lab
@@ -363,7 +404,7 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
         os.environ.pop("MIQM_CONNECTION", None)
         try:
             got = _run_load(cluster, cycles, faults, producers, unit_size, settle, rng,
-                            ledger, durations, drawn, echo)
+                            ledger, durations, drawn, echo, timeline)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -372,7 +413,8 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
                     os.environ[k] = v
         cluster.shutdown()
         gens, refusal = _log_generations(*cluster.log_location())
-    audit = _audit(ledger, got)
+        audit = _audit(ledger, got)
+        cluster.keep = bool(sum(audit.values()) or refusal)
     ds = sorted(durations)
     result: dict[str, Any] = {
         "cycles": cycles,
@@ -392,6 +434,11 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
     }
     if refusal:
         result["log_refusal"] = refusal
+    if cluster.keep:
+        result["kept"] = cluster.kept()
+        result["timeline"] = timeline
+        if audit["lost"]:
+            result["lost_units"] = _lost_units(ledger, got)
     bad = sum(audit.values()) + result["stale_writes"]
     echo(f"campaign: {cycles} faults {drawn}, {len(ledger.committed)} units committed, "
          f"{len(ledger.unknown)} unknown, {len(ledger.backed_out)} backed out; "

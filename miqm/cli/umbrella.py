@@ -135,8 +135,9 @@ def bench_campaign(
     bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
                        "stale_writes") if result.get(k)]
     if bad:
-        fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: see the "
-             "figures above and both instances' error logs", 1)
+        kept = " and ".join(result.get("kept") or []) or "the figures above"
+        fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
+             f"instances' error logs and event histories are kept in {kept}", 1)
 
 
 def main() -> None:
