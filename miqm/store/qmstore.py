@@ -173,6 +173,12 @@ class QueueManagerStore:
         ``recovery_log`` substitutes an already-open log (tests); ``background`` starts
         the thread that takes CheckPointWaitLen checkpoints.
         """
+        if write_guard is not None:
+            # state a backend has to establish again (an NFSv4 client lease that ran out)
+            # is used for a write only once the guard has passed
+            data.write_fence = write_guard
+            if isinstance(log, Volume):
+                log.write_fence = write_guard
         info = ckpt.read(data)
         if recovery_log is None:
             from miqm.store.log import RecoveryLog
@@ -349,8 +355,19 @@ class QueueManagerStore:
         return lsn
 
     def _force(self, lsn: int) -> None:
+        """Make ``lsn`` durable, then check the write guard again before anyone is told.
+
+        The guard before a write cannot cover a pause between the check and the write
+        reaching the disk: a process stopped there and resumed after another instance
+        took over would complete its write late. The second check is the fence on the
+        acknowledgement: the belief still current (or the lock re-verified) after the
+        force means every write of it landed while this instance owned the data; if not,
+        the caller is never told its record is safe and the store stops.
+        """
         try:
             self.log.force(lsn)
+            if self._guard is not None:
+                self._guard()
         except BaseException as exc:
             self._failed = exc
             raise

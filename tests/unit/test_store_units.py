@@ -5,6 +5,7 @@ AMQ7469, queue attributes and MQI semantics."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -490,3 +491,41 @@ def test_concurrent_producers_and_consumers_deliver_exactly_once(tmp_path: Path)
         t.join()
     assert sorted(got) == sorted(b"%d-%d" % (p, i) for p in range(6) for i in range(150))
     assert s.queue_attrs("Q")["CURDEPTH"] == 0
+
+
+# -- the acknowledgement fence ----------------------------------------------------------
+def test_a_commit_whose_force_outlived_the_belief_is_never_acknowledged(
+        tmp_path: Path) -> None:
+    """A pause between the write guard and the write (SIGSTOP, a stalled NFS call) can
+    make a force land after the belief expired, when another instance may own the data:
+    the commit must not report success, and the store must stop."""
+    from miqm.errors import OwnershipLostError
+
+    data, logv = PosixVolume(str(tmp_path / "d")), PosixVolume(str(tmp_path / "l"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "l").mkdir()
+    QueueManagerStore.create(data, logv, "QM", SETTINGS)
+    owned = [True]
+
+    def guard() -> None:
+        if not owned[0]:
+            raise OwnershipLostError("the master lock is another instance's now")
+
+    st = QueueManagerStore.open(data, logv, "QM", SETTINGS, StoreTuning(), generation=1,
+                                write_guard=guard, background=False)
+    st.define_queue("Q")
+    force = st.log.force
+
+    def force_then_lose(lsn: int) -> None:
+        force(lsn)  # the guard before the write passed; the belief expires meanwhile
+        owned[0] = False
+
+    st.log.force = force_then_lose  # type: ignore[method-assign]
+    uow = st.begin()
+    st.put("Q", b"late", persistent=True, uow=uow)
+    with pytest.raises(OwnershipLostError):
+        st.commit(uow)
+    with pytest.raises(StoreError):  # fail-stop: nothing more is accepted
+        st.put("Q", b"after", persistent=True)
+    with contextlib.suppress(OwnershipLostError):  # closing writes nothing unowned either
+        st.log.close()
