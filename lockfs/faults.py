@@ -34,6 +34,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lockfs.errors import LockLostError, VolumeIOError
@@ -219,6 +220,15 @@ class FaultyVolume(Volume):
     @lease_seconds.setter
     def lease_seconds(self, value: float | None) -> None:
         self.inner.lease_seconds = value
+
+    @property  # type: ignore[override]
+    def write_fence(self) -> Callable[[], None] | None:  # type: ignore[override]
+        """The wrapped volume's fence (the backend is what calls it)."""
+        return self.inner.write_fence
+
+    @write_fence.setter
+    def write_fence(self, value: Callable[[], None] | None) -> None:
+        self.inner.write_fence = value
 
     def reachability(self) -> Reachability:
         return self.inner.reachability()

@@ -42,6 +42,7 @@ import itertools
 import os
 import socket
 import stat as stat_mod
+import struct
 import threading
 import time
 import uuid
@@ -215,6 +216,7 @@ def _libnfs() -> ctypes.CDLL:
             "nfs_parse_url_incomplete": (vp, [vp, cp]),
             "nfs_destroy_url": (None, [vp]),
             "nfs_get_error": (cp, [vp]),
+            "nfs_get_fd": (i, [vp]),
             "nfs_mount": (i, [vp, cp, cp]),
             "nfs_open2": (i, [vp, cp, i, i, ctypes.POINTER(vp)]),
             "nfs_close": (i, [vp, vp]),
@@ -240,6 +242,29 @@ def _libnfs() -> ctypes.CDLL:
             fn.argtypes = argtypes
         _lib = lib
         return lib
+
+
+def _abort_on_close(fd: int) -> None:
+    """Make closing the connection (or the process dying) reset it, dropping unsent data.
+
+    Otherwise the kernel keeps retransmitting a WRITE still queued when the process
+    ended, and once a cut link heals it can reach the server after another instance has
+    taken over. Socket options belong to the socket, so setting them on a duplicate
+    descriptor is enough."""
+    if fd < 0:
+        return
+    dup = os.dup(fd)
+    try:
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        os.close(dup)
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    finally:
+        sock.close()  # the duplicate only: the connection stays open on libnfs's descriptor
 
 
 _names = itertools.count(1)
@@ -328,6 +353,7 @@ class _Context:
             host = loc.server.encode()
             self.check(lib.nfs_mount(ptr, host, loc.export.encode()),
                        f"mount {loc.server}:{loc.export}")
+            _abort_on_close(lib.nfs_get_fd(ptr))
         except _Failure as exc:
             self.destroy()
             raise exc.to_lockfs(f"{loc.server}:{loc.export}") from None
@@ -392,8 +418,14 @@ class Nfs4File(VolumeFile):
                                 path=self._full)
         return self._ctx, self._fh
 
-    def _io(self, what: str, fn_name: str, *args: object, renews: bool = False) -> int:
-        """One call on the file's handle with its error mapping and lease bookkeeping."""
+    def _io(self, what: str, fn_name: str, *args: object, renews: bool = False,
+            writes: bool = False) -> int:
+        """One call on the file's handle with its error mapping and lease bookkeeping.
+
+        An unlocked file whose client state is gone is opened again and the call retried
+        once; for a write (``writes``) the volume's ``write_fence`` must pass first: state
+        that ran out while this process was stopped is exactly when another process may
+        have taken the data over, and the new state would let the late write land."""
         with self._mutex:
             ctx, fh = self._ensure_open()
             sent = time.monotonic()
@@ -408,6 +440,8 @@ class Nfs4File(VolumeFile):
                                         path=self._full) from None
                 if not self._locks and (exc.state_gone or exc.broken) and not exc.timed_out:
                     # an idle unlocked file's client lease ran out: open it again, retry once
+                    if writes and self.volume.write_fence is not None:
+                        self.volume.write_fence()
                     self._reopen()
                     try:
                         return self._ctx.call(f"{what} {self._full}", fn_name, self._fh,
@@ -481,7 +515,7 @@ class Nfs4File(VolumeFile):
         while done < len(raw):
             chunk = raw[done:done + _WRITE_CHUNK]
             n = self._io("write", "nfs_pwrite", offset + done, len(chunk), chunk,
-                         renews=True)
+                         renews=True, writes=True)
             if n <= 0:
                 raise VolumeIOError(f"write {self._full}: server wrote nothing",
                                     errno=errno.EIO, path=self._full)
@@ -489,7 +523,7 @@ class Nfs4File(VolumeFile):
 
     def fdatasync(self) -> None:
         # COMMIT succeeds even after the lease ran out: _ensure_open checks the lock first
-        self._io("fdatasync", "nfs_fsync")
+        self._io("fdatasync", "nfs_fsync", writes=True)
 
     def size(self) -> int:
         st = _NfsStat64()
@@ -497,7 +531,7 @@ class Nfs4File(VolumeFile):
         return int(st.size)
 
     def truncate(self, size: int) -> None:
-        self._io("truncate", "nfs_ftruncate", size)
+        self._io("truncate", "nfs_ftruncate", size, writes=True)
 
     # ---------------------------------------------------------------- locks
     def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -161,6 +162,12 @@ class Volume(ABC):
     url: str
     #: The filesystem's lock lease in seconds; ``None`` where locks never expire (local disk).
     lease_seconds: float | None = None
+    #: Called before a write is sent on state the backend had to establish again (an NFSv4
+    #: client whose lease ran out while the file sat idle, or while this process was
+    #: stopped); raising refuses the write. The user of the volume sets it to whatever
+    #: proves the data is still its own to write: a write on renewed state would otherwise
+    #: land even if another process took the data over meanwhile.
+    write_fence: Callable[[], None] | None = None
 
     @abstractmethod
     def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:

@@ -297,3 +297,39 @@ def test_idle_file_follows_a_rename_after_its_client_state_expires(
     finally:
         vol.close()
         other.close()
+
+
+def test_a_write_on_expired_state_waits_for_the_write_fence(nfs_lab: lab.NfsLab) -> None:
+    """An idle file's client state expires; opening it again would let a write that was
+    held up (a stopped process) land after another instance took over. So a write on
+    re-established state goes through the volume's write fence first; a read does not."""
+    sub = _name("fence")
+    vol = open_volume(nfs_lab.url(sub))
+    calls: list[str] = []
+    owned = [False]
+
+    def fence() -> None:
+        calls.append("fence")
+        if not owned[0]:
+            raise RuntimeError("not ours any more")
+
+    vol.write_fence = fence
+    try:
+        vol.makedirs("d")
+        f = vol.open("d/data", create=True)
+        f.pwrite(b"before", 0)
+        f.fdatasync()
+        assert calls == []  # live state: no fence on the hot path
+        time.sleep(nfs_lab.lease * 2 + 1)  # idle: the file's client state expires
+        with pytest.raises(RuntimeError):
+            f.pwrite(b"late!!", 0)
+        assert calls == ["fence"]
+        assert f.pread(6, 0) == b"before"  # reads open again without the fence
+        time.sleep(nfs_lab.lease * 2 + 1)
+        owned[0] = True
+        f.pwrite(b"after!", 0)
+        f.fdatasync()
+        assert f.pread(6, 0) == b"after!" and calls == ["fence", "fence"]
+        f.close()
+    finally:
+        vol.close()
