@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +28,12 @@ run_typer(app, "t")
 """
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True)
+def run(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if tmp is not None:  # the internal-error report goes here, not into the real /tmp
+        env["TMPDIR"] = str(tmp)
+    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True,
+                          env=env)
 
 
 @pytest.mark.parametrize(
@@ -35,13 +41,20 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     [(["config"], 71, "AMQ7880: qm.ini is corrupt"), (["io"], 71, "No space left"),
      (["bug"], 71, "AMQ6184"), (["--bogus"], 2, "No such option"), ([], 2, "Missing argument")],
 )
-def test_one_line_no_traceback(args: list[str], code: int, needle: str) -> None:
-    proc = run(*args)
+def test_one_line_no_traceback(args: list[str], code: int, needle: str,
+                               tmp_path: Path) -> None:
+    proc = run(*args, tmp=tmp_path)
     assert proc.returncode == code
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert needle in lines[0]
     assert "Traceback" not in proc.stderr + proc.stdout
+    reports = list(tmp_path.glob("miqm-fdc-*.txt"))
+    if args == ["bug"]:  # the traceback is kept for the report, named in the line
+        assert len(reports) == 1 and str(reports[0]) in lines[0]
+        assert "ZeroDivisionError: oops" in reports[0].read_text()
+    else:
+        assert reports == []
 
 
 def test_success_exits_zero() -> None:
