@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from miqm.bench.clients import client_of
 from miqm.errors import MiqmError
 from miqm.localpair import LocalPair
 
@@ -391,26 +392,15 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
     durations: list[float] = []
     drawn: dict[str, int] = {}
     timeline: list[dict[str, Any]] = []
-    saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
-                                            "MIQM_CONNECTION")}
     cluster: _LocalCluster | _LabCluster = (_LabCluster(lab_dir, lease) if lab
                                             else _LocalCluster())
     with cluster:
         cluster.setup()
         # the producers are clients of host B's installation (bindings mode follows the
         # active instance through the shared data directory)
-        os.environ.update({"MIQM_DATA_ROOT": cluster.client_root(),
-                           "MIQM_HOSTNAME": "campaign"})
-        os.environ.pop("MIQM_CONNECTION", None)
-        try:
+        with client_of(cluster.client_root(), "campaign"):
             got = _run_load(cluster, cycles, faults, producers, unit_size, settle, rng,
                             ledger, durations, drawn, echo, timeline)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         cluster.shutdown()
         gens, refusal = _log_generations(*cluster.log_location())
         audit = _audit(ledger, got)

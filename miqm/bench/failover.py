@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from miqm.bench.clients import client_of, seconds_until_new_active
 from miqm.localpair import LocalPair
 
 
@@ -17,31 +18,13 @@ def _wait_serving(pair: LocalPair, old_host: str, t0: float, timeout: float = 12
     """Seconds from ``t0`` until a client (in this process, bindings mode as the other
     host) gets an answer from a new active instance: no subprocess start-up in the
     measurement, 2 ms between attempts."""
-    from miqm.errors import MiqmError
-    from miqm.net.client import connect
-
     other = pair.b if old_host == pair.a.name else pair.a
-    saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
-                                            "MIQM_CONNECTION")}
-    os.environ["MIQM_DATA_ROOT"], os.environ["MIQM_HOSTNAME"] = other.root, other.name
-    os.environ.pop("MIQM_CONNECTION", None)
-    try:
-        while time.monotonic() - t0 < timeout:
-            try:
-                with connect(pair.qmgr, timeout=0.5) as conn:
-                    if conn.server_host != old_host:
-                        conn.call("ping")
-                        return time.monotonic() - t0
-            except MiqmError:
-                pass
-            time.sleep(0.002)
+    with client_of(other.root, other.name):
+        took = seconds_until_new_active(pair.qmgr, old_host, t0, timeout,
+                                        connect_timeout=0.5, pause=0.002)
+    if took is None:
         raise TimeoutError(f"no new active instance of {pair.qmgr} within {timeout:g}s")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return took
 
 
 def bench_failover(cycles: int, fault: str = "kill",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miqm.errors import MiqmError
+from miqm.bench.clients import client_of, seconds_until_new_active
 from miqm.lab import HOST_ADDR, LabError, NfsLab, lab_session, running_lab
 
 QMGR = "QMLAB"
@@ -129,29 +129,12 @@ class _Bench:
                       ) -> float:
         """Seconds from ``t0`` until a client (in this process, bindings mode as host
         ``new``) gets an answer from an instance other than ``old``."""
-        from miqm.net.client import connect
-
-        saved = {k: os.environ.get(k) for k in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME",
-                                                "MIQM_CONNECTION")}
-        os.environ.update({"MIQM_DATA_ROOT": str(new.root), "MIQM_HOSTNAME": new.name})
-        os.environ.pop("MIQM_CONNECTION", None)
-        try:
-            while time.monotonic() - t0 < timeout:
-                try:
-                    with connect(QMGR, timeout=0.25) as conn:
-                        if conn.server_host != old.name:
-                            conn.call("ping")
-                            return time.monotonic() - t0
-                except MiqmError:
-                    pass
-                time.sleep(0.01)
+        with client_of(str(new.root), new.name):
+            took = seconds_until_new_active(QMGR, old.name, t0, timeout,
+                                            connect_timeout=0.25, pause=0.01)
+        if took is None:
             raise LabError(f"no new active instance of {QMGR} within {timeout:g}s")
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        return took
 
     def cycle(self, i: int, fault: str, old: _Host, new: _Host) -> dict[str, Any]:
         body = f"cycle {i}"

@@ -27,6 +27,17 @@ from miqm.store.settings import LogSettings, StoreTuning
 BLOCK = 4096
 
 
+def _preformatted(path: str, span: int) -> int:
+    """A new file of ``span`` zero bytes, forced to disk (as log extents are formatted),
+    open for reading and writing."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    zeros = bytes(1 << 20)
+    for off in range(0, span, len(zeros)):
+        os.pwrite(fd, zeros, off)
+    os.fsync(fd)
+    return fd
+
+
 class RawProbe:
     """4 KiB pwrite + fdatasync into a pre-formatted 64 MiB file, in slices of any length
     (so raw and store measurements can alternate on a noisy disk)."""
@@ -34,11 +45,7 @@ class RawProbe:
     def __init__(self, directory: str, size: int = BLOCK) -> None:
         self.path = os.path.join(directory, "raw-probe.dat")
         self.span = 64 << 20
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        zeros = bytes(1 << 20)
-        for off in range(0, self.span, len(zeros)):
-            os.pwrite(self.fd, zeros, off)
-        os.fsync(self.fd)
+        self.fd = _preformatted(self.path, self.span)
         self.buf = os.urandom(size)
         self.off = 0
         self.ops = 0
@@ -81,11 +88,7 @@ class BareGroupCommit:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, "bare-commit.dat")
         self.span = 64 << 20
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        zeros = bytes(1 << 20)
-        for off in range(0, self.span, len(zeros)):
-            os.pwrite(self.fd, zeros, off)
-        os.fsync(self.fd)
+        self.fd = _preformatted(self.path, self.span)
 
     def run(self, producers: int, seconds: float, body: bytes) -> tuple[int, float]:
         """(commits, elapsed seconds) with ``producers`` threads for ``seconds``."""

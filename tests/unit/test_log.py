@@ -137,14 +137,20 @@ def test_torn_tail_is_the_end_and_appends_continue(tmp_path: Path) -> None:
     log.close()
 
 
-def test_mid_log_corruption_names_extent_and_offset_and_writes_nothing(tmp_path: Path) -> None:
+def _forced_extent(tmp_path: Path) -> tuple[PosixVolume, Path, bytearray]:
+    """A log with 60 forced 700-byte records (pages sealed well before the tail): its
+    volume, its first extent's path and that extent's bytes."""
     vol = new_log(tmp_path)
     log, _ = reopen(vol, 1)
     for i in range(60):
         log.append_and_force(payload(i, 700))
     log.close()
     path = tmp_path / "log" / "S0000000.LOG"
-    raw = bytearray(path.read_bytes())
+    return vol, path, bytearray(path.read_bytes())
+
+
+def test_mid_log_corruption_names_extent_and_offset_and_writes_nothing(tmp_path: Path) -> None:
+    vol, path, raw = _forced_extent(tmp_path)
     bad = (SLOTS + 3) * PAGE + 200  # a page forced long before the tail
     raw[bad] ^= 0x55
     path.write_bytes(bytes(raw))
@@ -163,13 +169,7 @@ def test_mid_log_corruption_names_extent_and_offset_and_writes_nothing(tmp_path:
 def test_valid_page_with_broken_fragments_is_corruption(tmp_path: Path) -> None:
     """A page whose checksum holds but whose fragments do not chain (a bad writer, not a
     torn write) stops restart with the page named; it is never taken for the end."""
-    vol = new_log(tmp_path)
-    log, _ = reopen(vol, 1)
-    for i in range(60):
-        log.append_and_force(payload(i, 700))
-    log.close()
-    path = tmp_path / "log" / "S0000000.LOG"
-    raw = bytearray(path.read_bytes())
+    vol, path, raw = _forced_extent(tmp_path)
     at = (SLOTS + 3) * PAGE
     info = F.check_page(raw, at, 3)
     assert info is not None and info.sealed
