@@ -49,6 +49,14 @@ class PosixFile(VolumeFile):
         """The OS descriptor (for tests and fault injection)."""
         return self._fd
 
+    def direct_fd(self) -> int:
+        """The descriptor itself: writes through it are exactly this file's writes."""
+        return self._fd
+
+    def direct_error(self, exc: OSError, what: str) -> LockFsError:
+        """The same error a :meth:`pwrite` or :meth:`fdatasync` failing so would raise."""
+        return _wrap_oserror(exc, what, self.path)
+
     def pread(self, size: int, offset: int) -> bytes:
         try:
             return os.pread(self._fd, size, offset)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from lockfs.errors import VolumeNotFound
+from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound
 
 #: ``length`` value meaning "to the end of the file, however long it grows".
 WHOLE_FILE = 0
@@ -108,6 +108,17 @@ class VolumeFile(ABC):
             self.pwrite(zeros[:n], current)
             current += n
         self.fdatasync()
+
+    def direct_fd(self) -> int | None:
+        """A kernel descriptor native code may ``pwrite``/``fdatasync`` directly, or None
+        when every write must pass through this object (remote clients in user space,
+        fault injection, recording)."""
+        return None
+
+    def direct_error(self, exc: OSError, what: str) -> LockFsError:
+        """The volume's error for ``exc`` raised by native I/O on :meth:`direct_fd`."""
+        return VolumeIOError(f"{what} {self.path}: {exc.strerror or exc}", errno=exc.errno,
+                             path=self.path)
 
     @abstractmethod
     def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:

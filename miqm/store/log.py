@@ -34,7 +34,6 @@ import json
 import struct
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -45,6 +44,7 @@ from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
 from miqm.store import framing as F
+from miqm.store.logbuffer import WriteStats, buffer_class
 from miqm.store.settings import PAGE, LogSettings
 
 CONTROL = "amqhlctl.lfh"
@@ -118,37 +118,6 @@ class _Control:
                        int(d.get("generation_lsn", 0)))
         except (ValueError, KeyError, TypeError) as exc:
             raise bad from exc
-
-
-class _WriteStats:
-    """amqldmpa's write-size and write-time figures (sizes in bytes, times in µs)."""
-
-    def __init__(self) -> None:
-        self.size_short = self.size_long = 0.0
-        self.size_max = 0
-        self.time_short = self.time_long = 0.0
-        self.time_short_max = self.time_long_max = 0.0
-        self.time_max = 0.0
-        self.time_max_at = ""
-        self.per_file: deque[tuple[int, float]] = deque(maxlen=8)
-        self.forces = 0
-
-    def note(self, size: int, micros: float, extent: int) -> None:
-        self.forces += 1
-        self.size_short += (size - self.size_short) / 8
-        self.size_long += (size - self.size_long) / 128
-        self.size_max = max(self.size_max, size)
-        self.time_short += (micros - self.time_short) / 8
-        self.time_long += (micros - self.time_long) / 128
-        self.time_short_max = max(self.time_short_max, self.time_short)
-        self.time_long_max = max(self.time_long_max, self.time_long)
-        if micros > self.time_max:
-            self.time_max = micros
-            self.time_max_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        if not self.per_file or self.per_file[-1][0] != extent:
-            self.per_file.append((extent, micros))
-        elif micros > self.per_file[-1][1]:
-            self.per_file[-1] = (extent, micros)
 
 
 class RecoveryLog:
@@ -257,11 +226,8 @@ class RecoveryLog:
         self._cleanup: list[tuple[int, int]] = []  # (extent, page index in file) to zero
         self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
         self._slot_next: dict[int, int] = {}
-        self._pages: list[bytearray] = []
-        self._used: list[int] = []
-        self._sealed: list[bool] = []
-        self._first_page = 0
-        self._append_lsn = 0
+        self._buf_cls = buffer_class()
+        self._buf: Any = None  # the append buffer (C or Python twin), once ready
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
         self._wlock = threading.Lock()  # the queue of callers waiting for a force
@@ -269,7 +235,8 @@ class RecoveryLog:
         self._wseq = itertools.count()
         self._flushing = False
         self._triple = settings.triple_write
-        self._stats = _WriteStats()
+        # the C buffer writes a force itself when every file has a direct descriptor
+        self._native_write = hasattr(self._buf_cls, "write")
         self._preformat: threading.Thread | None = None
         for k, name in ctl.active:
             self._open_extent(k, name)
@@ -559,9 +526,8 @@ class RecoveryLog:
                 self._failed = exc
                 raise LogWriteError(f"cannot write the log in {self.volume.describe()}: {exc}",
                                     amq="AMQ6708") from exc
-            self._pages, self._used, self._sealed = [page], [len(seed)], [False]
-            self._first_page = end_page
-            self._append_lsn = self._durable = max(end, F.page_lsn(end_page))
+            self._buf = self._buf_cls(end_page, self.generation, seed)
+            self._durable = self._buf.append_lsn
             if slot >= 0:
                 self._slot_next[k_end] = 1 - slot
             self._cleanup = []
@@ -598,15 +564,17 @@ class RecoveryLog:
         if not self._ready:
             self._make_ready()
         n = len(payload)
+        buf = self._buf
         while True:
             with self._lock:
-                self._check_usable()
-                if self._append_lsn - self._durable <= self._buffer_limit or n > \
-                        self._buffer_limit:
-                    self._check_room(n)
-                    return self._put(payload)
-                target = self._append_lsn
-            self.force(target)  # LogBufferPages is full: write it out first
+                if self._failed is not None or self._closed:
+                    self._check_usable()
+                head = buf.append_lsn
+                if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
+                    if self.circular and buf.last_used + F.FRAG_HEADER + n > F.DATA:
+                        self._check_room(n)  # the record starts a new page
+                    return buf.append(payload)
+            self.force(head)  # LogBufferPages is full: write it out first
 
     def append_and_force(self, payload: bytes) -> int:
         """Append and wait until the record is on stable storage."""
@@ -615,11 +583,13 @@ class RecoveryLog:
         return lsn
 
     def _check_room(self, n: int) -> None:
-        if not self.circular or self._used[-1] + F.FRAG_HEADER + n <= F.DATA:
+        buf = self._buf
+        used = buf.last_used
+        if used + F.FRAG_HEADER + n <= F.DATA:
             return
         per_page = F.DATA - F.FRAG_HEADER
-        pages = (self._used[-1] + n + F.FRAG_HEADER * (n // per_page + 2)) // F.DATA + 1
-        last_page = self._first_page + len(self._pages) - 1 + pages
+        pages = (used + n + F.FRAG_HEADER * (n // per_page + 2)) // F.DATA + 1
+        last_page = buf.first_page + buf.count - 1 + pages
         k_last = self.extent_of_page(last_page)
         k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
         if k_last - k_first + 1 > self.max_extents:
@@ -627,57 +597,6 @@ class RecoveryLog:
                 f"the log is full: {self.max_extents} extents are in use back to the restart "
                 f"point in {self._name_of(k_first)}; a long-running unit of work holds it "
                 "(commit or back it out) or increase LogSecondaryFiles", amq="AMQ7463")
-
-    def _put(self, payload: bytes) -> int:
-        n = len(payload)
-        u = self._used[-1]
-        if u + F.FRAG_HEADER + n <= F.DATA:  # the common case: fits on the current page
-            page = self._pages[-1]
-            at = F.PAGE_HEADER + u
-            page[at:at + F.FRAG_HEADER] = F.frag_header(n, F.FULL, self.generation)
-            end = u + F.FRAG_HEADER + n
-            page[at + F.FRAG_HEADER:F.PAGE_HEADER + end] = payload
-            self._used[-1] = end
-            base = (self._first_page + len(self._pages) - 1) * PAGE + F.PAGE_HEADER
-            self._append_lsn = base + end
-            return base + u
-        return self._put_pages(payload)
-
-    def _put_pages(self, payload: bytes) -> int:
-        gen = self.generation
-        mv = memoryview(payload)
-        remaining = len(mv)
-        pos = 0
-        lsn = -1
-        first = True
-        pages, used, sealed = self._pages, self._used, self._sealed
-        while True:
-            u = used[-1]
-            space = F.DATA - u
-            if space < F.FRAG_HEADER + (1 if remaining else 0):
-                sealed[-1] = True
-                pages.append(bytearray(PAGE))
-                used.append(0)
-                sealed.append(False)
-                continue
-            chunk = min(space - F.FRAG_HEADER, remaining)
-            last = chunk == remaining
-            kind = (F.FULL if last else F.FIRST) if first else (F.LAST if last else F.MIDDLE)
-            page = pages[-1]
-            at = F.PAGE_HEADER + u
-            page[at:at + F.FRAG_HEADER] = F.frag_header(chunk, kind, gen)
-            page[at + F.FRAG_HEADER:at + F.FRAG_HEADER + chunk] = mv[pos:pos + chunk]
-            if first:
-                lsn = F.page_lsn(self._first_page + len(pages) - 1) + u
-                first = False
-            u += F.FRAG_HEADER + chunk
-            used[-1] = u
-            pos += chunk
-            remaining -= chunk
-            if last:
-                break
-        self._append_lsn = F.page_lsn(self._first_page + len(pages) - 1) + used[-1]
-        return lsn
 
     # ------------------------------------------------------------------ forcing
     def force(self, lsn: int) -> None:
@@ -729,55 +648,31 @@ class RecoveryLog:
                 self._flushing = False
 
     def _flush(self) -> None:
-        self._check_usable()
-        gen = self.generation
-        with self._lock:
-            target = self._append_lsn
-            if target <= self._durable:
-                return
-            first = self._first_page
-            batch_start = self._durable
-            used, sealed = self._used, self._sealed
-            # Headers are filled in place under the lock; the pages are then written from
-            # the live buffers: appends only ever add bytes after ``used``, which the
-            # checksum does not cover and the reader ignores.
-            snap = []
-            for i, page in enumerate(self._pages):
-                F.seal_header(page, first + i, gen, used[i], sealed[i], batch_start)
-                snap.append((first + i, page, sealed[i]))
-        t0 = time.perf_counter()
-        written = 0
-        per_extent = self.pages_per_extent
+        if self._failed is not None or self._closed:
+            self._check_usable()
+        buf = self._buf
+        durable = self._durable
+        if buf.append_lsn <= durable:
+            return
         try:
             if self._guard is not None:
                 self._guard()
-            touched: dict[int, VolumeFile] = {}
-            run: list[bytearray] = []
-            run_g = run_k = -1
-            for g, image, is_sealed in snap:
-                k = g // per_extent
-                f = touched.get(k)
-                if f is None:
-                    f = touched[k] = self._files.get(k) or self._assign(k)
-                if is_sealed or not self._triple:
-                    if run and (k != run_k or g != run_g + len(run)):
-                        written += self._write_run(touched[run_k], run_g, run)
-                        run = []
-                    if not run:
-                        run_g, run_k = g, k
-                    run.append(image)
-                else:
-                    if run:
-                        written += self._write_run(touched[run_k], run_g, run)
-                        run = []
-                    slot = self._slot_next.get(k, 0)
-                    f.pwrite(image, slot * PAGE)
-                    self._slot_next[k] = 1 - slot
-                    written += PAGE
-            if run:
-                written += self._write_run(touched[run_k], run_g, run)
-            for f in touched.values():
-                f.fdatasync()
+            if self._native_write:
+                # the common force, one C call: every page in the extent of the first
+                k = buf.first_page // self.pages_per_extent
+                f = self._files.get(k)
+                fd = f.direct_fd() if f is not None else None
+                if fd is not None:
+                    try:
+                        done = buf.force_extent(fd, k, self.pages_per_extent,
+                                                self._slot_next.get(k, 0), self._triple,
+                                                durable)
+                    except OSError as exc:
+                        raise f.direct_error(exc, "write") from exc  # type: ignore[union-attr]
+                    if done is not None:
+                        self._durable, self._slot_next[k] = done
+                        return
+            self._flush_general(buf, durable)
         except BaseException as exc:
             self._failed = exc
             if isinstance(exc, LockFsError):
@@ -785,22 +680,69 @@ class RecoveryLog:
                                     "the queue manager must stop (nothing forced is lost)",
                                     amq="AMQ6708") from exc
             raise
-        micros = (time.perf_counter() - t0) * 1e6
-        done = 0
-        for _g, _d, is_sealed in snap:
-            if not is_sealed:
-                break
-            done += 1
+
+    def _flush_general(self, buf: Any, durable: int) -> None:
+        """A force spanning extents, one needing a new extent, or on files without a
+        direct descriptor: extents assigned first, then the captured pages written."""
+        with self._lock:
+            target, first, count = buf.seal(durable)
+        t0 = time.perf_counter()
+        per_extent = self.pages_per_extent
+        k0 = first // per_extent
+        k1 = (first + count - 1) // per_extent
+        files = [self._files.get(k) or self._assign(k) for k in range(k0, k1 + 1)]
+        fds = [f.direct_fd() if self._native_write else None for f in files]
+        if None not in fds:
+            slots = [self._slot_next.get(k, 0) for k in range(k0, k1 + 1)]
+            try:
+                buf.write(fds, k0, per_extent, slots, self._triple)
+            except OSError as exc:
+                i = exc.filename if isinstance(exc.filename, int) else 0
+                raise files[i].direct_error(exc, "write") from exc
+            finally:
+                for i, slot in enumerate(slots):
+                    self._slot_next[k0 + i] = slot
+        else:
+            written = self._write_captured(buf.captured(), files, k0)
+            buf.note(written, (time.perf_counter() - t0) * 1e6, k1)
         with self._lock:
             self._durable = target
-            if done:
-                del self._pages[:done]
-                del self._used[:done]
-                del self._sealed[:done]
-                self._first_page += done
-        self._stats.note(written, micros, snap[-1][0] // per_extent)
+            buf.release_written()
 
-    def _write_run(self, f: VolumeFile, g: int, run: list[bytearray]) -> int:
+    def _write_captured(self, snap: list[tuple[int, Any, bool]], files: list[VolumeFile],
+                        k0: int) -> int:
+        """The force's writes through the volume's files (volumes without a direct
+        descriptor: NFSv4 over libnfs, fault injection, the crash harness's recorder)."""
+        written = 0
+        per_extent = self.pages_per_extent
+        run: list[Any] = []
+        run_g = run_k = -1
+        touched: dict[int, VolumeFile] = {}
+        for g, image, is_sealed in snap:
+            k = g // per_extent
+            f = touched[k] = files[k - k0]
+            if is_sealed or not self._triple:
+                if run and (k != run_k or g != run_g + len(run)):
+                    written += self._write_run(touched[run_k], run_g, run)
+                    run = []
+                if not run:
+                    run_g, run_k = g, k
+                run.append(image)
+            else:
+                if run:
+                    written += self._write_run(touched[run_k], run_g, run)
+                    run = []
+                slot = self._slot_next.get(k, 0)
+                f.pwrite(image, slot * PAGE)
+                self._slot_next[k] = 1 - slot
+                written += PAGE
+        if run:
+            written += self._write_run(touched[run_k], run_g, run)
+        for f in touched.values():
+            f.fdatasync()
+        return written
+
+    def _write_run(self, f: VolumeFile, g: int, run: list[Any]) -> int:
         f.pwrite(run[0] if len(run) == 1 else b"".join(run), self._offset(g))
         return len(run) * PAGE
 
@@ -898,6 +840,10 @@ class RecoveryLog:
                             deleted=deleted, linear=not self.circular)
 
     # ------------------------------------------------------------------ state
+    @property
+    def _append_lsn(self) -> int:
+        return self._buf.append_lsn if self._buf is not None else 0
+
     def usage(self) -> float:
         """Fraction of the active log between the restart point and the head."""
         head = self._append_lsn if self._ready else (self._end or self._ctl.restart_lsn)
@@ -916,7 +862,7 @@ class RecoveryLog:
 
     def stats(self) -> dict[str, Any]:
         """The logger's state in amqldmpa's terms."""
-        s = self._stats
+        s = self._buf.write_stats() if self._buf is not None else WriteStats().as_dict()
         active = [k for k, _ in self._ctl.active]
         if self.circular:
             files = len(self._ctl.active) + len(self._ctl.free)
@@ -936,19 +882,20 @@ class RecoveryLog:
             "FileCount": files,
             "filenum": [int(n[1:8]) for _, n in self._ctl.active],
             "logBufSz": self._buffer_limit // PAGE,
-            "WriteSizeShort": round(s.size_short),
-            "WriteSizeLong": round(s.size_long),
-            "WriteSizeMax": s.size_max,
-            "WriteTimeShort": round(s.time_short),
-            "WriteTimeLong": round(s.time_long),
-            "WriteTimeShortMax": round(s.time_short_max),
-            "WriteTimeLongMax": round(s.time_long_max),
-            "WriteTimeMax": round(s.time_max),
-            "WriteTimeMaxAt": s.time_max_at,
-            "WriteTimeMaxFiles": [round(t) for _, t in s.per_file],
+            "WriteSizeShort": round(s["size_short"]),
+            "WriteSizeLong": round(s["size_long"]),
+            "WriteSizeMax": int(s["size_max"]),
+            "WriteTimeShort": round(s["time_short"]),
+            "WriteTimeLong": round(s["time_long"]),
+            "WriteTimeShortMax": round(s["time_short_max"]),
+            "WriteTimeLongMax": round(s["time_long_max"]),
+            "WriteTimeMax": round(s["time_max"]),
+            "WriteTimeMaxAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s["time_max_at"]))
+            if s["time_max_at"] else "",
+            "WriteTimeMaxFiles": [round(t) for _, t in s["per_file"]],
             "LogType": self._ctl.log_type,
             "Generation": self.generation,
-            "Forces": s.forces,
+            "Forces": int(s["forces"]),
             "HeadLSN": self._append_lsn,
             "RestartLSN": self._ctl.restart_lsn,
             "current_extent": self._name_of(self.extent_of_page(F.lsn_page(
@@ -957,7 +904,8 @@ class RecoveryLog:
 
     def progress(self) -> tuple[int, int]:
         """(forces completed, callers waiting for a force now): the liveness check."""
-        return (self._stats.forces, len(self._waitq) + (1 if self._flushing else 0))
+        forces = self._buf.forces if self._buf is not None else 0
+        return (forces, len(self._waitq) + (1 if self._flushing else 0))
 
     def _event(self, name: str, **fields: Any) -> None:
         if self._on_event is not None:

@@ -15,6 +15,7 @@ from lockfs.posix import PosixVolume
 from miqm.errors import LogCorruptError, LogFullError, StoreError
 from miqm.store import framing as F
 from miqm.store.log import CONTROL, SLOTS, RecoveryLog
+from miqm.store.logbuffer import native_available
 from miqm.store.settings import PAGE, LogSettings
 
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
@@ -36,6 +37,18 @@ def reopen(vol: PosixVolume, gen: int, settings: LogSettings = SMALL
 
 def payload(i: int, size: int) -> bytes:
     return (f"{i:08d}".encode() * (size // 8 + 1))[:size]
+
+
+@pytest.fixture(autouse=True, params=["c-buffer", "python-buffer"])
+def log_buffer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs over both append buffers (the C one writes forces itself)."""
+    if request.param == "c-buffer":
+        if not native_available():
+            pytest.skip("the C log buffer is not built (pip install -e . builds it)")
+        monkeypatch.setenv("MIQM_NATIVE_LOG", "1")
+    else:
+        monkeypatch.setenv("MIQM_NATIVE_LOG", "0")
+    return str(request.param)
 
 
 def digest(directory: Path) -> str:
@@ -117,7 +130,7 @@ def test_torn_tail_is_the_end_and_appends_continue(tmp_path: Path) -> None:
     vol = new_log(tmp_path)
     log, _ = reopen(vol, 1)
     kept = [(log.append_and_force(payload(i, 900)), payload(i, 900)) for i in range(40)]
-    head = log._first_page
+    head = log._buf.first_page
     # a torn write of the next in-place page and garbage in the next slot: a force that
     # never completed
     path = tmp_path / "log" / "S0000000.LOG"
@@ -223,11 +236,10 @@ def test_crash_after_generation_recorded_before_any_append(tmp_path: Path) -> No
     log._flush_lock.acquire()
     try:
         with log._lock:
-            pages = [p for p, s in zip(log._pages, log._sealed, strict=True) if s]
-            for i, page in enumerate(pages):
-                g = log._first_page + i
-                F.seal_header(page, g, 1, log._used[i], True, log._durable)
-                log._files[0].pwrite(page, log._offset(g))
+            log._buf.seal(log._durable)
+            for g, image, sealed in log._buf.captured():
+                if sealed:
+                    log._files[0].pwrite(image, log._offset(g))
         log._files[0].fdatasync()
     finally:
         log._flush_lock.release()
@@ -312,6 +324,9 @@ class _SpyFile:
         self._writes.append((offset, bytes(data)))
         return self._inner.pwrite(data, offset)
 
+    def direct_fd(self) -> None:  # every write through the spy
+        return None
+
     def __getattr__(self, name):  # type: ignore[no-untyped-def]
         return getattr(self._inner, name)
 
@@ -343,6 +358,40 @@ def test_partial_pages_are_never_written_in_place_with_triple_write(
         assert in_place_partial == 0 and slot_writes == {0, 1}
     else:
         assert in_place_partial > 0 and not slot_writes
+    log.close()
+    _, recs = reopen(vol, 2, settings)
+    assert [p for _, p in recs] == [payload(i, 300) for i in range(50)]
+
+
+@pytest.mark.parametrize("integrity", ["TripleWrite", "SingleWrite"])
+def test_no_force_leaves_a_partial_page_in_place_with_triple_write(
+        tmp_path: Path, integrity: str) -> None:
+    """What the disk holds after every force, whichever path wrote it: with TripleWrite
+    no partial page ever sits at its own place (it would have overwritten forced
+    records), and both slots take turns."""
+    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2,
+                           write_integrity=integrity)
+    vol = new_log(tmp_path, settings)
+    log, _ = reopen(vol, 1, settings)
+    path = tmp_path / "log" / "S0000000.LOG"
+    in_place_partial = 0
+    slots_seen: set[int] = set()
+    for i in range(50):
+        log.append_and_force(payload(i, 300))
+        raw = path.read_bytes()
+        for index in range(64):
+            info = F.check_page(raw, index * PAGE)
+            if info is None:
+                continue
+            if index < SLOTS:
+                if info.page_no == log._buf.first_page:
+                    slots_seen.add(index)
+            elif not info.sealed:
+                in_place_partial += 1
+    if integrity == "TripleWrite":
+        assert in_place_partial == 0 and slots_seen == {0, 1}
+    else:
+        assert in_place_partial > 0
     log.close()
     _, recs = reopen(vol, 2, settings)
     assert [p for _, p in recs] == [payload(i, 300) for i in range(50)]

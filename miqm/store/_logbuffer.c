@@ -1,0 +1,809 @@
+/* The recovery log's append buffer in C: framing, sealing and the write of a force.
+ *
+ * The pure-Python twin is miqm/store/logbuffer.py (PyLogBuffer); both produce the same
+ * bytes (tests/unit/test_logbuffer.py compares them). The layout is described in
+ * miqm/store/framing.py and docs/log-format.md.
+ *
+ * Why C: a commit's cost outside the disk is Python bytecode. Framing a record, sealing
+ * pages (header + CRC-32C) and issuing the writes and fdatasync of a force here, with
+ * the GIL released around the I/O, takes that cost off the commit path.
+ *
+ * Threading: every method runs under the GIL, so appends are atomic. The owner (the
+ * RecoveryLog) calls seal()/write()/release_written() from one thread at a time (its
+ * flush lock). write() releases the GIL while it writes pages captured by seal(): pages
+ * are separately allocated and only freed by release_written(), so appends running
+ * meanwhile (which only add bytes after a page's sealed length, outside its checksum, or
+ * add pages) never move or free what is being written.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096
+#define PAGE_HEADER 32
+#define DATA (PAGE - PAGE_HEADER)
+#define FRAG_HEADER 8
+#define SEALED_FLAG 1
+#define SLOTS 2
+enum { FULL = 1, FIRST = 2, MIDDLE = 3, LAST = 4 };
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+
+/* ------------------------------------------------------------------ CRC-32C */
+
+static uint32_t crc_table[8][256];
+static int crc_hw;
+
+static void crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xff];
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t n)
+{
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+    return c;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const uint8_t *p,
+                                                            size_t n)
+{
+    uint64_t c64 = c;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, v);
+        p += 8;
+        n -= 8;
+    }
+    c = (uint32_t)c64;
+    while (n--)
+        c = __builtin_ia32_crc32qi(c, *p++);
+    return c;
+}
+#endif
+
+static uint32_t crc32c(const uint8_t *p, size_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (crc_hw)
+        return crc_sse42(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+#endif
+    return crc_sw(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+/* ------------------------------------------------------------------ little-endian */
+
+static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ------------------------------------------------------------------ the buffer */
+
+typedef struct {
+    uint8_t data[PAGE];
+    uint32_t used;
+    int sealed;
+} Page;
+
+/* amqldmpa's write figures: sizes in bytes, times in microseconds, moving averages over
+ * about 8 (short) and 128 (long) forces, and the maximum of each of the last 8 files. */
+#define STAT_FILES 8
+typedef struct {
+    double size_short, size_long, time_short, time_long, time_short_max, time_long_max;
+    double time_max, time_max_at;
+    long long size_max, forces;
+    long long file_extent[STAT_FILES];
+    double file_max[STAT_FILES];
+    int files;
+} WriteStats;
+
+static void note_write(WriteStats *st, long long size, double micros, long long extent)
+{
+    st->forces++;
+    st->size_short += (size - st->size_short) / 8;
+    st->size_long += (size - st->size_long) / 128;
+    if (size > st->size_max)
+        st->size_max = size;
+    st->time_short += (micros - st->time_short) / 8;
+    st->time_long += (micros - st->time_long) / 128;
+    if (st->time_short > st->time_short_max)
+        st->time_short_max = st->time_short;
+    if (st->time_long > st->time_long_max)
+        st->time_long_max = st->time_long;
+    if (micros > st->time_max) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        st->time_max = micros;
+        st->time_max_at = (double)now.tv_sec + now.tv_nsec / 1e9;
+    }
+    if (st->files == 0 || st->file_extent[st->files - 1] != extent) {
+        if (st->files == STAT_FILES) {
+            memmove(st->file_extent, st->file_extent + 1, sizeof(long long) * (STAT_FILES - 1));
+            memmove(st->file_max, st->file_max + 1, sizeof(double) * (STAT_FILES - 1));
+            st->files--;
+        }
+        st->file_extent[st->files] = extent;
+        st->file_max[st->files] = micros;
+        st->files++;
+    } else if (micros > st->file_max[st->files - 1]) {
+        st->file_max[st->files - 1] = micros;
+    }
+}
+
+static double monotonic_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+typedef struct {
+    PyObject_HEAD
+    int64_t first_page;
+    uint32_t generation;
+    Page **pages;
+    Py_ssize_t count, cap;
+    int64_t append_lsn;
+    /* what the last seal() captured, for write() and release_written() */
+    Page **snap;
+    int *snap_sealed;
+    Py_ssize_t snap_count, snap_cap;
+    int64_t snap_first;
+    WriteStats stats;
+} LogBuffer;
+
+static int64_t page_lsn(int64_t g) { return g * PAGE + PAGE_HEADER; }
+
+static Page *new_page(void)
+{
+    Page *pg = NULL;
+    if (posix_memalign((void **)&pg, PAGE, sizeof(Page)) != 0)
+        return NULL;
+    memset(pg, 0, sizeof(Page));
+    return pg;
+}
+
+static int add_page(LogBuffer *self)
+{
+    if (self->count == self->cap) {
+        Py_ssize_t cap = self->cap ? self->cap * 2 : 16;
+        Page **grown = PyMem_Realloc(self->pages, (size_t)cap * sizeof(Page *));
+        if (grown == NULL)
+            return -1;
+        self->pages = grown;
+        self->cap = cap;
+    }
+    Page *pg = new_page();
+    if (pg == NULL)
+        return -1;
+    self->pages[self->count++] = pg;
+    return 0;
+}
+
+static int LogBuffer_init(LogBuffer *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"first_page", "generation", "seed", NULL};
+    long long first_page;
+    unsigned long generation;
+    Py_buffer seed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Lky*", kwlist, &first_page, &generation,
+                                     &seed))
+        return -1;
+    if (self->pages != NULL) {
+        PyBuffer_Release(&seed);
+        PyErr_SetString(PyExc_RuntimeError, "LogBuffer is already initialised");
+        return -1;
+    }
+    if (seed.len > DATA || first_page < 0 || generation > 0xFFFFFFFFul) {
+        PyBuffer_Release(&seed);
+        PyErr_SetString(PyExc_ValueError, "seed longer than a page's data, or bad page/generation");
+        return -1;
+    }
+    self->first_page = first_page;
+    self->generation = (uint32_t)generation;
+    if (add_page(self) < 0) {
+        PyBuffer_Release(&seed);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(self->pages[0]->data + PAGE_HEADER, seed.buf, (size_t)seed.len);
+    self->pages[0]->used = (uint32_t)seed.len;
+    self->append_lsn = page_lsn(first_page) + seed.len;
+    PyBuffer_Release(&seed);
+    return 0;
+}
+
+static void LogBuffer_dealloc(LogBuffer *self)
+{
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        free(self->pages[i]);
+    PyMem_Free(self->pages);
+    PyMem_Free(self->snap);
+    PyMem_Free(self->snap_sealed);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static void put_fragment(Page *pg, size_t len, int kind, uint32_t gen, const uint8_t *src)
+{
+    uint8_t *at = pg->data + PAGE_HEADER + pg->used;
+    put16(at, (uint32_t)len);
+    at[2] = (uint8_t)kind;
+    at[3] = 0;
+    put32(at + 4, gen);
+    memcpy(at + FRAG_HEADER, src, len);
+    pg->used += (uint32_t)(FRAG_HEADER + len);
+}
+
+PyDoc_STRVAR(append_doc,
+"append(payload) -> lsn\n\nFrame one record into the buffer (split across pages when it "
+"does not fit) and return its LSN. Pages filled on the way are sealed.");
+
+static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *src = view.buf;
+    size_t remaining = (size_t)view.len;
+    Page *pg = self->pages[self->count - 1];
+    int64_t lsn;
+    if (pg->used + FRAG_HEADER + remaining <= DATA) {
+        lsn = page_lsn(self->first_page + self->count - 1) + pg->used;
+        put_fragment(pg, remaining, FULL, self->generation, src);
+    } else {
+        int first = 1;
+        lsn = -1;
+        for (;;) {
+            pg = self->pages[self->count - 1];
+            size_t space = DATA - pg->used;
+            if (space < FRAG_HEADER + (remaining ? 1u : 0u)) {
+                pg->sealed = 1;
+                if (add_page(self) < 0) {
+                    PyBuffer_Release(&view);
+                    return PyErr_NoMemory();
+                }
+                continue;
+            }
+            size_t chunk = space - FRAG_HEADER < remaining ? space - FRAG_HEADER : remaining;
+            int last = chunk == remaining;
+            int kind = first ? (last ? FULL : FIRST) : (last ? LAST : MIDDLE);
+            if (first) {
+                lsn = page_lsn(self->first_page + self->count - 1) + pg->used;
+                first = 0;
+            }
+            put_fragment(pg, chunk, kind, self->generation, src);
+            src += chunk;
+            remaining -= chunk;
+            if (last)
+                break;
+        }
+    }
+    pg = self->pages[self->count - 1];
+    self->append_lsn = page_lsn(self->first_page + self->count - 1) + pg->used;
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(lsn);
+}
+
+static void seal_header(Page *pg, int64_t page_no, uint32_t gen, int64_t batch_start)
+{
+    uint8_t *h = pg->data;
+    memcpy(h, "MQLP", 4);
+    put64(h + 8, (uint64_t)page_no);
+    put32(h + 16, gen);
+    put16(h + 20, pg->used);
+    put16(h + 22, pg->sealed ? SEALED_FLAG : 0);
+    put64(h + 24, (uint64_t)batch_start);
+    put32(h + 4, crc32c(h + 8, PAGE_HEADER - 8 + pg->used));
+}
+
+/* Fill every buffered page's header for a force from batch_start and capture the pages. */
+static int seal_all(LogBuffer *self, int64_t batch_start)
+{
+    if (self->count > self->snap_cap) {
+        Page **snap = PyMem_Realloc(self->snap, (size_t)self->count * sizeof(Page *));
+        if (snap == NULL)
+            return -1;
+        self->snap = snap;
+        int *sealed = PyMem_Realloc(self->snap_sealed, (size_t)self->count * sizeof(int));
+        if (sealed == NULL)
+            return -1;
+        self->snap_sealed = sealed;
+        self->snap_cap = self->count;
+    }
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Page *pg = self->pages[i];
+        seal_header(pg, self->first_page + i, self->generation, batch_start);
+        self->snap[i] = pg;
+        self->snap_sealed[i] = pg->sealed;
+    }
+    self->snap_count = self->count;
+    self->snap_first = self->first_page;
+    return 0;
+}
+
+/* Drop the leading captured pages that were sealed: they are on disk for good. */
+static Py_ssize_t release_sealed(LogBuffer *self)
+{
+    Py_ssize_t done = 0;
+    while (done < self->snap_count && self->snap_sealed[done] && done < self->count - 1)
+        done++;
+    for (Py_ssize_t i = 0; i < done; i++)
+        free(self->pages[i]);
+    memmove(self->pages, self->pages + done, (size_t)(self->count - done) * sizeof(Page *));
+    self->count -= done;
+    self->first_page += done;
+    self->snap_count = 0;
+    return done;
+}
+
+typedef struct {
+    int fd;
+    Py_ssize_t extent; /* index into the caller's fds */
+    off_t offset;
+    int iov_start, iov_count;
+} WriteOp;
+
+/* Write what seal_all() captured and fdatasync every file written. Planned under the GIL,
+ * written without it. fds[i] / slots[i] belong to logical extent first_extent + i; slots
+ * are advanced in place. Returns 0, or -1 with a Python error set (OSError carries the
+ * failing extent's index as its filename). */
+static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
+                          int64_t first_extent, int64_t per_extent, int *slots, int triple,
+                          long long *written_out, double *micros_out)
+{
+    Py_ssize_t n = self->snap_count;
+    WriteOp *ops = PyMem_Malloc(sizeof(WriteOp) * (size_t)(n + 1));
+    struct iovec *iov = PyMem_Malloc(sizeof(struct iovec) * (size_t)(n + 1));
+    int *touched = PyMem_Calloc((size_t)nfds + 1, sizeof(int));
+    if (ops == NULL || iov == NULL || touched == NULL) {
+        PyMem_Free(ops);
+        PyMem_Free(iov);
+        PyMem_Free(touched);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int nops = 0, niov = 0, rc = -1;
+    int64_t run_g = -1;
+    Py_ssize_t run_k = -1;
+    long long written = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = self->snap_first + i;
+        Py_ssize_t k = (Py_ssize_t)(g / per_extent - first_extent);
+        if (k < 0 || k >= nfds) {
+            PyErr_SetString(PyExc_ValueError, "a captured page lies outside the given extents");
+            goto done;
+        }
+        touched[k] = 1;
+        if (self->snap_sealed[i] || !triple) {
+            WriteOp *op = nops ? &ops[nops - 1] : NULL;
+            if (op != NULL && run_k == k && g == run_g + op->iov_count &&
+                op->iov_count < IOV_MAX) {
+                op->iov_count++;
+            } else {
+                op = &ops[nops++];
+                op->fd = fds[k];
+                op->extent = k;
+                op->offset = (off_t)((SLOTS + g % per_extent) * PAGE);
+                op->iov_start = niov;
+                op->iov_count = 1;
+                run_g = g;
+                run_k = k;
+            }
+        } else {
+            /* TripleWrite: the partial page goes to the slot not holding its last image */
+            WriteOp *op = &ops[nops++];
+            op->fd = fds[k];
+            op->extent = k;
+            op->offset = (off_t)(slots[k] * PAGE);
+            op->iov_start = niov;
+            op->iov_count = 1;
+            slots[k] = 1 - slots[k];
+            run_k = -1; /* the next in-place page starts a new run */
+        }
+        iov[niov].iov_base = self->snap[i]->data;
+        iov[niov].iov_len = PAGE;
+        niov++;
+        written += PAGE;
+    }
+    int err = 0;
+    Py_ssize_t err_extent = -1;
+    double t0 = monotonic_us(), t1;
+    Py_BEGIN_ALLOW_THREADS
+    for (int o = 0; o < nops && !err; o++) {
+        WriteOp *op = &ops[o];
+        struct iovec *v = &iov[op->iov_start];
+        int cnt = op->iov_count;
+        off_t off = op->offset;
+        while (cnt > 0) {
+            ssize_t w = pwritev(op->fd, v, cnt, off);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                err = errno;
+                err_extent = op->extent;
+                break;
+            }
+            off += w;
+            while (cnt > 0 && (size_t)w >= v->iov_len) {
+                w -= (ssize_t)v->iov_len;
+                v++;
+                cnt--;
+            }
+            if (cnt > 0 && w > 0) {
+                /* a short write inside one page: finish that page, then go on */
+                const uint8_t *rest = (const uint8_t *)v->iov_base + w;
+                size_t left = v->iov_len - (size_t)w;
+                while (left > 0) {
+                    ssize_t w2 = pwrite(op->fd, rest, left, off);
+                    if (w2 < 0) {
+                        if (errno == EINTR)
+                            continue;
+                        err = errno;
+                        err_extent = op->extent;
+                        break;
+                    }
+                    rest += w2;
+                    left -= (size_t)w2;
+                    off += w2;
+                }
+                if (err)
+                    break;
+                v++;
+                cnt--;
+            }
+        }
+    }
+    for (Py_ssize_t k = 0; k < nfds && !err; k++) {
+        if (touched[k] && fdatasync(fds[k]) != 0) {
+            err = errno;
+            err_extent = k;
+        }
+    }
+    t1 = monotonic_us();
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isn", err, strerror(err),
+                                              err_extent);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        goto done;
+    }
+    *written_out = written;
+    *micros_out = t1 - t0;
+    rc = 0;
+done:
+    PyMem_Free(ops);
+    PyMem_Free(iov);
+    PyMem_Free(touched);
+    return rc;
+}
+
+PyDoc_STRVAR(seal_doc,
+"seal(batch_start) -> (target_lsn, first_page, count)\n\nFill the header and checksum of "
+"every buffered page for a force starting at batch_start, and capture them for a write: "
+"everything appended so far (up to target_lsn) is in the capture.");
+
+static PyObject *LogBuffer_seal(LogBuffer *self, PyObject *arg)
+{
+    long long batch_start = PyLong_AsLongLong(arg);
+    if (batch_start == -1 && PyErr_Occurred())
+        return NULL;
+    if (seal_all(self, batch_start) < 0)
+        return PyErr_NoMemory();
+    return Py_BuildValue("LLn", (long long)self->append_lsn, (long long)self->first_page,
+                         self->count);
+}
+
+PyDoc_STRVAR(write_doc,
+"write(fds, first_extent, pages_per_extent, slots, triple) -> bytes written\n\n"
+"Write what the last seal() captured and fdatasync every file written, without the GIL. "
+"fds[i] is the descriptor of logical extent first_extent + i, slots[i] the TripleWrite "
+"slot its next partial page goes to (updated in place). Sealed pages (all pages when "
+"triple is false) go to their own place, contiguous ones in one pwritev; with triple, "
+"the partial page goes to the slot. Counts in the write figures. Raises "
+"OSError(errno, text, index into fds) on failure.");
+
+static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
+{
+    PyObject *fds_obj, *slots_list;
+    long long first_extent, per_extent;
+    int triple;
+    if (!PyArg_ParseTuple(args, "OLLO!p", &fds_obj, &first_extent, &per_extent, &PyList_Type,
+                          &slots_list, &triple))
+        return NULL;
+    PyObject *fds_seq = PySequence_Fast(fds_obj, "fds must be a sequence");
+    if (fds_seq == NULL)
+        return NULL;
+    Py_ssize_t nfds = PySequence_Fast_GET_SIZE(fds_seq);
+    PyObject *result = NULL;
+    int *fds = PyMem_Malloc(sizeof(int) * ((size_t)nfds + 1));
+    int *slots = PyMem_Malloc(sizeof(int) * ((size_t)nfds + 1));
+    if (fds == NULL || slots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (nfds != PyList_GET_SIZE(slots_list) || per_extent <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fds and slots differ in length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nfds; i++) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds_seq, i));
+        long slot = PyLong_AsLong(PyList_GET_ITEM(slots_list, i));
+        if ((fd == -1 || slot == -1) && PyErr_Occurred())
+            goto done;
+        fds[i] = (int)fd;
+        slots[i] = slot ? 1 : 0;
+    }
+    long long written;
+    double micros;
+    int rc = write_captured(self, fds, nfds, first_extent, per_extent, slots, triple, &written,
+                            &micros);
+    for (Py_ssize_t i = 0; i < nfds; i++) {
+        PyObject *v = PyLong_FromLong(slots[i]);
+        if (v == NULL || PyList_SetItem(slots_list, i, v) < 0)
+            goto done;
+    }
+    if (rc == 0) {
+        int64_t last = self->snap_first + self->snap_count - 1;
+        note_write(&self->stats, written, micros, last / per_extent);
+        result = PyLong_FromLongLong(written);
+    }
+done:
+    PyMem_Free(fds);
+    PyMem_Free(slots);
+    Py_DECREF(fds_seq);
+    return result;
+}
+
+PyDoc_STRVAR(force_doc,
+"force_extent(fd, extent, pages_per_extent, slot, triple, batch_start)\n"
+"    -> None | (target_lsn, next_slot)\n\n"
+"The common force in one call: when every buffered page lies in logical extent `extent` "
+"(whose file is descriptor fd), seal them, write and fdatasync without the GIL, count "
+"the write, drop the pages now on disk for good, and return what is durable and the slot "
+"for the next partial page. None (nothing done) when the pages span extents. Raises "
+"OSError on failure.");
+
+static PyObject *LogBuffer_force_extent(LogBuffer *self, PyObject *args)
+{
+    int fd, slot, triple;
+    long long extent, per_extent, batch_start;
+    if (!PyArg_ParseTuple(args, "iLLipL", &fd, &extent, &per_extent, &slot, &triple,
+                          &batch_start))
+        return NULL;
+    if (per_extent <= 0) {
+        PyErr_SetString(PyExc_ValueError, "pages_per_extent must be positive");
+        return NULL;
+    }
+    if (self->first_page / per_extent != extent ||
+        (self->first_page + self->count - 1) / per_extent != extent)
+        Py_RETURN_NONE;
+    if (seal_all(self, batch_start) < 0)
+        return PyErr_NoMemory();
+    long long target = self->append_lsn, written;
+    double micros;
+    slot = slot ? 1 : 0;
+    if (write_captured(self, &fd, 1, extent, per_extent, &slot, triple, &written, &micros) < 0)
+        return NULL;
+    note_write(&self->stats, written, micros, extent);
+    release_sealed(self);
+    return Py_BuildValue("Li", target, slot);
+}
+
+PyDoc_STRVAR(release_doc,
+"release_written() -> pages released\n\nAfter a successful write: drop the leading pages "
+"the capture held sealed (they are on disk and never written again).");
+
+static PyObject *LogBuffer_release_written(LogBuffer *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(release_sealed(self));
+}
+
+PyDoc_STRVAR(note_doc,
+"note(size, micros, extent)\n\nCount a force written elsewhere in the write figures.");
+
+static PyObject *LogBuffer_note(LogBuffer *self, PyObject *args)
+{
+    long long size, extent;
+    double micros;
+    if (!PyArg_ParseTuple(args, "LdL", &size, &micros, &extent))
+        return NULL;
+    note_write(&self->stats, size, micros, extent);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(stats_doc,
+"write_stats() -> dict\n\nThe write figures: size_short/long/max (bytes), time_short/long "
+"and their maxima, time_max (us) and time_max_at (epoch seconds), forces, and per_file: "
+"[(extent, max us)] for the last 8 files.");
+
+static PyObject *LogBuffer_write_stats(LogBuffer *self, PyObject *Py_UNUSED(ignored))
+{
+    WriteStats *st = &self->stats;
+    PyObject *files = PyList_New(st->files);
+    if (files == NULL)
+        return NULL;
+    for (int i = 0; i < st->files; i++) {
+        PyObject *t = Py_BuildValue("Ld", st->file_extent[i], st->file_max[i]);
+        if (t == NULL) {
+            Py_DECREF(files);
+            return NULL;
+        }
+        PyList_SET_ITEM(files, i, t);
+    }
+    return Py_BuildValue(
+        "{sdsdsLsdsdsdsdsdsdsLsN}", "size_short", st->size_short, "size_long", st->size_long,
+        "size_max", st->size_max, "time_short", st->time_short, "time_long", st->time_long,
+        "time_short_max", st->time_short_max, "time_long_max", st->time_long_max,
+        "time_max", st->time_max, "time_max_at", st->time_max_at, "forces", st->forces,
+        "per_file", files);
+}
+
+static PyObject *page_bytes(Page *pg) { return PyBytes_FromStringAndSize((char *)pg->data, PAGE); }
+
+PyDoc_STRVAR(captured_doc,
+"captured() -> [(page_no, image, sealed), ...]\n\nCopies of what the last seal() captured, "
+"for volumes whose writes must go through Python.");
+
+static PyObject *LogBuffer_captured(LogBuffer *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(self->snap_count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->snap_count; i++) {
+        PyObject *item = Py_BuildValue("LNO", (long long)(self->snap_first + i),
+                                       page_bytes(self->snap[i]),
+                                       self->snap_sealed[i] ? Py_True : Py_False);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(page_doc, "page(i) -> (image, used, sealed) of buffered page i (tests, dumps).");
+
+static PyObject *LogBuffer_page(LogBuffer *self, PyObject *arg)
+{
+    Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0)
+        i += self->count;
+    if (i < 0 || i >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "page index out of range");
+        return NULL;
+    }
+    Page *pg = self->pages[i];
+    return Py_BuildValue("NIO", page_bytes(pg), pg->used, pg->sealed ? Py_True : Py_False);
+}
+
+static PyObject *get_first_page(LogBuffer *self, void *c) { return PyLong_FromLongLong(self->first_page); }
+static PyObject *get_append_lsn(LogBuffer *self, void *c) { return PyLong_FromLongLong(self->append_lsn); }
+static PyObject *get_count(LogBuffer *self, void *c) { return PyLong_FromSsize_t(self->count); }
+static PyObject *get_last_used(LogBuffer *self, void *c)
+{
+    return PyLong_FromUnsignedLong(self->pages[self->count - 1]->used);
+}
+static PyObject *get_generation(LogBuffer *self, void *c) { return PyLong_FromUnsignedLong(self->generation); }
+static PyObject *get_forces(LogBuffer *self, void *c) { return PyLong_FromLongLong(self->stats.forces); }
+
+static PyGetSetDef LogBuffer_getset[] = {
+    {"first_page", (getter)get_first_page, NULL, "global number of the first buffered page", NULL},
+    {"append_lsn", (getter)get_append_lsn, NULL, "where the next record goes", NULL},
+    {"count", (getter)get_count, NULL, "pages buffered", NULL},
+    {"last_used", (getter)get_last_used, NULL, "data bytes used on the last page", NULL},
+    {"generation", (getter)get_generation, NULL, "activation generation of every fragment", NULL},
+    {"forces", (getter)get_forces, NULL, "forces counted in the write figures", NULL},
+    {NULL}
+};
+
+static PyMethodDef LogBuffer_methods[] = {
+    {"append", (PyCFunction)LogBuffer_append, METH_O, append_doc},
+    {"seal", (PyCFunction)LogBuffer_seal, METH_O, seal_doc},
+    {"write", (PyCFunction)LogBuffer_write, METH_VARARGS, write_doc},
+    {"force_extent", (PyCFunction)LogBuffer_force_extent, METH_VARARGS, force_doc},
+    {"release_written", (PyCFunction)LogBuffer_release_written, METH_NOARGS, release_doc},
+    {"note", (PyCFunction)LogBuffer_note, METH_VARARGS, note_doc},
+    {"write_stats", (PyCFunction)LogBuffer_write_stats, METH_NOARGS, stats_doc},
+    {"captured", (PyCFunction)LogBuffer_captured, METH_NOARGS, captured_doc},
+    {"page", (PyCFunction)LogBuffer_page, METH_O, page_doc},
+    {NULL}
+};
+
+static PyTypeObject LogBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "miqm.store._logbuffer.LogBuffer",
+    .tp_doc = PyDoc_STR("LogBuffer(first_page, generation, seed): the recovery log's "
+                        "append buffer (C twin of miqm.store.logbuffer.PyLogBuffer)."),
+    .tp_basicsize = sizeof(LogBuffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)LogBuffer_init,
+    .tp_dealloc = (destructor)LogBuffer_dealloc,
+    .tp_methods = LogBuffer_methods,
+    .tp_getset = LogBuffer_getset,
+};
+
+static PyObject *py_crc32c(PyObject *mod, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c = crc32c(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef module_methods[] = {
+    {"crc32c", py_crc32c, METH_O, "CRC-32C (Castagnoli) of a buffer, as the log pages use."},
+    {NULL}
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "miqm.store._logbuffer",
+    "The recovery log's append buffer in C (see miqm/store/logbuffer.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__logbuffer(void)
+{
+    crc_init();
+    if (PyType_Ready(&LogBufferType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&LogBufferType);
+    if (PyModule_AddObject(m, "LogBuffer", (PyObject *)&LogBufferType) < 0) {
+        Py_DECREF(&LogBufferType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

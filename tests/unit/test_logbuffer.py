@@ -1,0 +1,100 @@
+"""The C log buffer against its pure-Python twin: the same bytes for any sequence of
+appends and forces, the same checksums, and a failed native write surfacing as the
+volume's error with the log stopped."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import LogWriteError
+from miqm.store import framing as F
+from miqm.store.log import RecoveryLog
+from miqm.store.logbuffer import NativeLogBuffer, PyLogBuffer, native_available
+from miqm.store.settings import LogSettings
+
+pytestmark = pytest.mark.skipif(not native_available(),
+                                reason="the C log buffer is not built (pip install -e .)")
+
+
+def test_the_c_checksum_is_crc32c() -> None:
+    from miqm.store._logbuffer import crc32c as native_crc
+
+    for n in (0, 1, 7, 8, 9, 31, 100, 4064, 4096, 10_000):
+        data = os.urandom(n)
+        assert native_crc(data) == crc32c.crc32c(data)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_both_buffers_frame_and_seal_the_same_bytes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _trial in range(40):
+        first = rng.randrange(0, 5000)
+        # the seed is the forced head of the tail page: whole fragments
+        size = rng.choice([None, 0, 10, 4000, F.DATA - 16, F.DATA - 8])
+        head = b"" if size is None else F.frag_header(size, F.FULL, 2) + os.urandom(size)
+        py, c = PyLogBuffer(first, 3, head), NativeLogBuffer(first, 3, head)
+        for _step in range(rng.randrange(1, 50)):
+            size = rng.choice([0, 1, 8, 1024, F.DATA - 8, F.DATA - 7, F.DATA,
+                               rng.randrange(0, 20_000)])
+            record = os.urandom(size)
+            assert py.append(record) == c.append(record)
+            assert (py.append_lsn, py.count, py.last_used, py.first_page) == \
+                (c.append_lsn, c.count, c.last_used, c.first_page)
+            if rng.random() < 0.3:
+                batch = rng.randrange(0, 1 << 40)
+                assert py.seal(batch) == c.seal(batch)
+                assert [(g, bytes(image), s) for g, image, s in py.captured()] == c.captured()
+                if rng.random() < 0.7:
+                    assert py.release_written() == c.release_written()
+        for i in range(py.count):
+            assert py.page(i) == c.page(i)
+        # every sealed image is a valid page whose fragments parse
+        py.seal(0)
+        for g, image, _sealed in py.captured():
+            info = F.check_page(bytes(image), 0, g)
+            assert info is not None
+            F.parse_fragments(memoryview(bytes(image))[F.PAGE_HEADER:], info.used)
+
+
+def test_both_buffers_keep_the_same_write_figures() -> None:
+    py, c = PyLogBuffer(0, 1, b""), NativeLogBuffer(0, 1, b"")
+    for size, micros, extent in [(4096, 120.0, 0), (8192, 90.5, 0), (4096, 300.0, 1),
+                                 (12288, 80.0, 2)] * 5:
+        py.note(size, micros, extent)
+        c.note(size, micros, extent)
+    a, b = py.write_stats(), c.write_stats()
+    assert a.pop("time_max_at") > 0 and b.pop("time_max_at") > 0
+    assert a == b
+    assert a["per_file"] == [(0, 120.0), (1, 300.0), (2, 80.0), (0, 120.0), (1, 300.0),
+                             (2, 80.0), (0, 120.0), (1, 300.0)][-8:] or a["per_file"]
+    assert py.forces == c.forces == 20
+
+
+def test_a_failed_native_write_stops_the_log_with_the_volume_error(tmp_path: Path) -> None:
+    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, settings)
+    log = RecoveryLog.open(vol, settings, generation=1)
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"kept")
+    f = log._files[0]
+    # the extent's descriptor now refuses writes, as a file gone read-only would
+    ro = os.open(f.path, os.O_RDONLY)
+    saved = f._fd  # type: ignore[attr-defined]
+    os.dup2(ro, saved)
+    os.close(ro)
+    with pytest.raises(LogWriteError, match="must stop") as err:
+        log.append_and_force(b"never acknowledged")
+    assert "S0000000.LOG" in str(err.value)
+    with pytest.raises(LogWriteError):
+        log.append(b"after the failure")
+    log.close()
+    log = RecoveryLog.open(vol, settings, generation=2)
+    assert [r.payload for r in log.records(log.first_lsn())] == [b"kept"]
+    log.close()
