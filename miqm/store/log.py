@@ -615,7 +615,8 @@ class RecoveryLog:
             with self._wlock:
                 if lsn < self._durable:
                     return
-                self._check_usable()
+                if self._failed is not None or self._closed:
+                    self._check_usable()
                 if not self._flushing:
                     self._flushing = True
                     break

@@ -125,6 +125,7 @@ class QueueManagerStore:
         self._wallclock = wallclock
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
+        self._sleepers = 0  # threads in self._cond.wait(): only they need a notify
         self._waiters: dict[str, list[_Waiter]] = {}
         self.state = StoreState()
         self._nonce = os.urandom(8)
@@ -319,6 +320,11 @@ class QueueManagerStore:
             raise StoreError(f"queue manager '{self.qmgr}' store stopped after a failure: "
                              f"{self._failed}")
 
+    def _wake(self) -> None:
+        """Wake getters waiting for messages (a commit or put made some visible)."""
+        if self._sleepers:
+            self._cond.notify_all()
+
     def _queue(self, name: str) -> LocalQueue:
         q = self.state.queues.get(name)
         if q is None:
@@ -508,7 +514,7 @@ class QueueManagerStore:
             if q.file is not None:
                 q.file.close()
             self._deleted_files.add(name)
-            self._cond.notify_all()
+            self._wake()
             self._after_op()
         self._force(lsn)
 
@@ -559,7 +565,8 @@ class QueueManagerStore:
     def begin(self) -> UnitOfWork:
         """Start a unit of work (nothing is logged until its first persistent operation)."""
         with self._lock:
-            self._check_open()
+            if self._closed or self._failed is not None:
+                self._check_open()
             return self.state.uows.new()
 
     def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
@@ -570,9 +577,12 @@ class QueueManagerStore:
         body = bytes(body)
         lsn = None
         with self._lock:
-            self._check_open()
-            q = self._queue(queue)
-            if uow is not None:
+            if self._closed or self._failed is not None:
+                self._check_open()
+            q = self.state.queues.get(queue)
+            if q is None or self._damaged:
+                q = self._queue(queue)
+            if uow is not None and uow.state != ACTIVE:
                 self._check_uow(uow)
             if q.attrs["PUT"] != "ENABLED":
                 raise MessagingError(f"puts are inhibited on queue '{queue}' (MQRC 2051)",
@@ -606,8 +616,9 @@ class QueueManagerStore:
                 q.uncommitted[key] = uow.txid
                 uow.ops.append(("P", queue, key, pers))
             else:
-                self._cond.notify_all()
-            self._after_op()
+                self._wake()
+            if self._check_due:
+                self._after_op()
         if lsn is not None and uow is None:
             self._force(lsn)
         return mid
@@ -734,7 +745,11 @@ class QueueManagerStore:
                     if waiter is None and uow is None and not browse:
                         waiter = _Waiter(mid, cid)
                         self._waiters.setdefault(queue, []).append(waiter)
-                    self._cond.wait(min(remaining, 1.0))
+                    self._sleepers += 1
+                    try:
+                        self._cond.wait(min(remaining, 1.0))
+                    finally:
+                        self._sleepers -= 1
             finally:
                 if waiter is not None and waiter in self._waiters.get(queue, ()):
                     self._waiters[queue].remove(waiter)
@@ -746,16 +761,16 @@ class QueueManagerStore:
         """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
         lsn = None
         with self._lock:
-            self._check_open()
-            if uow.state == PREPARED:
-                raise MessagingError("the unit of work is prepared; resolve it by xid",
-                                     mqrc=2072)
-            self._check_uow(uow)
+            if self._closed or self._failed is not None:
+                self._check_open()
+            if uow.state != ACTIVE:
+                self._check_uow(uow)  # raises: backed out, prepared or ended
             if uow.logged:
                 lsn = self._append(R.encode_end(R.COMMIT, uow.txid))
             self.state.apply_commit(uow)
-            self._cond.notify_all()
-            self._after_op()
+            self._wake()
+            if self._check_due:
+                self._after_op()
         if lsn is not None:
             self._force(lsn)
 
@@ -770,7 +785,7 @@ class QueueManagerStore:
             if uow.logged:
                 self._append(R.encode_end(R.BACKOUT, uow.txid))
             self.state.apply_backout(uow)
-            self._cond.notify_all()
+            self._wake()
             self._after_op()
 
     def prepare(self, uow: UnitOfWork) -> str:
@@ -799,7 +814,7 @@ class QueueManagerStore:
                 self.state.apply_commit(u)
             else:
                 self.state.apply_backout(u)
-            self._cond.notify_all()
+            self._wake()
             self._after_op()
         self._force(lsn)
 
