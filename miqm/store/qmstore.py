@@ -129,6 +129,7 @@ class QueueManagerStore:
         self._waiters: dict[str, list[_Waiter]] = {}
         self.state = StoreState()
         self._nonce = os.urandom(8)
+        self._msgid_head = MSGID_PREFIX + self._nonce
         self._completed_cp = 0
         self._next_cp = 1
         self._records_since_cp = 0
@@ -455,7 +456,7 @@ class QueueManagerStore:
             raise MessagingError("the unit of work has ended", mqrc=MQRC_HANDLE_NOT_AVAILABLE)
 
     def _msgid(self, key: int) -> bytes:
-        return MSGID_PREFIX + self._nonce + key.to_bytes(8, "big") + b"\0\0\0\0"
+        return self._msgid_head + key.to_bytes(8, "big") + b"\0\0\0\0"
 
     # ------------------------------------------------------------------ objects
     def define_queue(self, name: str, **attrs: Any) -> None:
@@ -611,7 +612,9 @@ class QueueManagerStore:
             if pers:
                 lsn = self._append(R.encode_put(uow.txid if uow else 0, queue, key, prio, now,
                                                 mid, cid, body), uow)
-            self.state.add_message(q, key, MemMessage(prio, pers, now, mid, cid, body))
+            # the key is new and next_key already past it: StoreState.add_message inlined
+            q.mem[key] = MemMessage(prio, pers, now, mid, cid, body)
+            q.add(key, prio, -1, len(body), mid, cid, generated_key)
             if uow is not None:
                 q.uncommitted[key] = uow.txid
                 uow.ops.append(("P", queue, key, pers))

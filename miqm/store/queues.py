@@ -441,7 +441,14 @@ class LocalQueue:
     def add(self, key: int, prio: int, block: int, length: int, msgid: bytes,
             correlid: bytes, generated: Callable[[bytes], int | None]) -> None:
         """Index a message (its body is in ``mem`` or at ``block`` in the file)."""
-        self.index.add(key, prio, block, length)
+        ix = self.index
+        ks = ix.keys[prio]
+        if ks and ks[-1] >= key:
+            ix.add(key, prio, block, length)
+        else:  # the common case, keys rising: appended here (a put's hot path)
+            ks.append(key)
+            ix.blocks[prio].append(block)
+            ix.lens[prio].append(length)
         self.present += 1
         if generated(msgid) != key:
             self.msgids[msgid] = key

@@ -80,11 +80,26 @@ def _read_name(buf: bytes | memoryview, pos: int) -> tuple[str, int]:
     return bytes(buf[pos:pos + n]).decode(), pos + n
 
 
+_PUT_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def put_layout(n: int) -> struct.Struct:
+    """The whole PUT header for a queue name of ``n`` bytes as one struct: type, txid,
+    name length, name, then the PUT fields (one pack to write, one unpack to redo)."""
+    layout = _PUT_LAYOUTS.get(n)
+    if layout is None:
+        layout = _PUT_LAYOUTS[n] = struct.Struct(f"<BQH{n}s" + _PUT.format.lstrip("<"))
+    return layout
+
+
 def encode_put(txid: int, queue: str, key: int, priority: int, put_time: float,
                msgid: bytes, correlid: bytes, body: bytes) -> bytes:
     """A PUT record (the body is the message's only copy until the next checkpoint)."""
-    return b"".join((_HEAD.pack(PUT, txid), _name(queue),
-                     _PUT.pack(key, priority, put_time, msgid, correlid, len(body)), body))
+    name = queue.encode()
+    n = len(name)
+    layout = _PUT_LAYOUTS.get(n) or put_layout(n)
+    return layout.pack(PUT, txid, n, name, key, priority, put_time, msgid, correlid,
+                       len(body)) + body
 
 
 def encode_get(txid: int, queue: str, key: int) -> bytes:

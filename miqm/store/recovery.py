@@ -221,17 +221,6 @@ _ZERO24 = bytes(24)
 
 
 
-_PUT_LAYOUTS: dict[int, struct.Struct] = {}
-
-
-def _put_layout(n: int) -> struct.Struct:
-    """The whole PUT header for a queue name of ``n`` bytes, as one struct (one unpack)."""
-    layout = _PUT_LAYOUTS.get(n)
-    if layout is None:
-        layout = _PUT_LAYOUTS[n] = struct.Struct(f"<BQH{n}s" + R._PUT.format.lstrip("<"))
-    return layout
-
-
 def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable[[], None]]:
     """A fast redo of PUT records for one replay, and a function that forgets its cached
     queue lookups (called whenever another kind of record may have changed the queues).
@@ -241,7 +230,7 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
     queues = state.queues
     only = state.only
     found: dict[bytes, tuple[str, LocalQueue] | None] = {}
-    layouts = _PUT_LAYOUTS
+    layouts = R._PUT_LAYOUTS
     new_message = MemMessage
     prefix = MSGID_PREFIX
 
@@ -250,7 +239,7 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
 
     def redo(payload: bytes, lsn: int) -> bool:
         n = payload[9] | (payload[10] << 8)
-        layout = layouts.get(n) or _put_layout(n)
+        layout = layouts.get(n) or R.put_layout(n)
         _t, txid, _n, raw_name, key, prio, t, msgid, correlid, blen = \
             layout.unpack_from(payload)
         hit = found.get(raw_name)
