@@ -781,7 +781,78 @@ static PyObject *py_crc32c(PyObject *mod, PyObject *arg)
     return PyLong_FromUnsignedLong(c);
 }
 
+PyDoc_STRVAR(scan_doc,
+"scan_full(record_type, raw, data_at, foff, used, base, stop_at, generation, ctl_generation,\n"
+"          generation_lsn) -> (records, foff)\n\n"
+"Restart's inner loop over one page: from data offset foff, every FULL fragment that "
+"fits the page's used bytes, lies before stop_at, carries `generation` and is not an "
+"older generation after generation_lsn becomes a record_type(lsn, generation, body, "
+"next_lsn). Stops, without consuming it, at the first fragment that is anything else "
+"(the Python reader handles that one) and returns the records and where it stopped.");
+
+static PyObject *scan_full(PyObject *mod, PyObject *args)
+{
+    PyTypeObject *rtype;
+    Py_buffer raw;
+    Py_ssize_t data_at, foff, used;
+    long long base, stop_at, gen_lsn;
+    unsigned long generation, ctl_generation;
+    if (!PyArg_ParseTuple(args, "O!y*nnnLLkkL", &PyType_Type, &rtype, &raw, &data_at, &foff,
+                          &used, &base, &stop_at, &generation, &ctl_generation, &gen_lsn))
+        return NULL;
+    if (!PyType_IsSubtype(rtype, &PyTuple_Type) || data_at < 0 || used > DATA ||
+        data_at + used > raw.len) {
+        PyBuffer_Release(&raw);
+        PyErr_SetString(PyExc_ValueError, "scan_full: bad record type or page bounds");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)raw.buf + data_at;
+    int older_gen = generation < ctl_generation;
+    while (foff + FRAG_HEADER <= used) {
+        const uint8_t *h = data + foff;
+        size_t length = (size_t)h[0] | (size_t)h[1] << 8;
+        uint32_t gen = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 |
+                       (uint32_t)h[7] << 24;
+        long long lsn = base + foff;
+        if (h[2] != FULL || foff + FRAG_HEADER + (Py_ssize_t)length > used ||
+            lsn >= stop_at || gen != generation || (older_gen && lsn >= gen_lsn))
+            break;
+        PyObject *rec = rtype->tp_alloc(rtype, 4);
+        PyObject *body = PyBytes_FromStringAndSize((const char *)h + FRAG_HEADER,
+                                                   (Py_ssize_t)length);
+        PyObject *l = PyLong_FromLongLong(lsn);
+        PyObject *g = PyLong_FromUnsignedLong(gen);
+        foff += FRAG_HEADER + (Py_ssize_t)length;
+        PyObject *end = PyLong_FromLongLong(base + foff);
+        if (rec == NULL || body == NULL || l == NULL || g == NULL || end == NULL) {
+            Py_XDECREF(rec); Py_XDECREF(body); Py_XDECREF(l); Py_XDECREF(g); Py_XDECREF(end);
+            Py_DECREF(out);
+            PyBuffer_Release(&raw);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(rec, 0, l);
+        PyTuple_SET_ITEM(rec, 1, g);
+        PyTuple_SET_ITEM(rec, 2, body);
+        PyTuple_SET_ITEM(rec, 3, end);
+        int rc = PyList_Append(out, rec);
+        Py_DECREF(rec);
+        if (rc < 0) {
+            Py_DECREF(out);
+            PyBuffer_Release(&raw);
+            return NULL;
+        }
+    }
+    PyBuffer_Release(&raw);
+    return Py_BuildValue("Nn", out, foff);
+}
+
 static PyMethodDef module_methods[] = {
+    {"scan_full", scan_full, METH_VARARGS, scan_doc},
     {"crc32c", py_crc32c, METH_O, "CRC-32C (Castagnoli) of a buffer, as the log pages use."},
     {NULL}
 };

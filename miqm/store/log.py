@@ -44,7 +44,7 @@ from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
 from miqm.store import framing as F
-from miqm.store.logbuffer import WriteStats, buffer_class
+from miqm.store.logbuffer import WriteStats, buffer_class, full_fragment_scanner
 from miqm.store.settings import PAGE, LogSettings
 
 CONTROL = "amqhlctl.lfh"
@@ -227,6 +227,7 @@ class RecoveryLog:
         self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
         self._slot_next: dict[int, int] = {}
         self._buf_cls = buffer_class()
+        self._scan = full_fragment_scanner()
         self._buf: Any = None  # the append buffer (C or Python twin), once ready
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
@@ -328,6 +329,7 @@ class RecoveryLog:
         ctl_gen, gen_lsn = self._ctl.generation, self._ctl.generation_lsn
         stop_at = limit if limit is not None else 1 << 62
         FULL, FIRST, LAST = F.FULL, F.FIRST, F.LAST  # locals for the hot loop
+        scan = self._scan
         KINDS = (F.FULL, F.FIRST, F.MIDDLE, F.LAST)
         FRAG_HEADER = F.FRAG_HEADER
         unpack_frag = F.FRAG.unpack_from
@@ -355,8 +357,17 @@ class RecoveryLog:
             raw, roff = reader.last_raw
             data_at = roff + F.PAGE_HEADER  # the page's data area within ``raw``
             foff = off
-            # fragments are parsed inline (a million records: no per-page lists)
+            # fragments are parsed inline (a million records: no per-page lists); runs of
+            # plain FULL fragments go through the C scanner when it is there, and the
+            # fragment it stops at (anything else) through the code below
             while foff + FRAG_HEADER <= used:
+                if scan is not None and pending is None:
+                    recs, foff = scan(LogRecord, raw, data_at, foff, used, base, stop_at,
+                                      max_gen, ctl_gen, gen_lsn)
+                    if recs:
+                        complete_end = recs[-1][3]
+                        yield from recs
+                        continue
                 length, kind, _zero, gen = unpack_frag(raw, data_at + foff)
                 if kind not in KINDS or foff + FRAG_HEADER + length > used:
                     raise self._bad_page(g, f"bad fragment at data offset {foff}")

@@ -210,8 +210,10 @@ class PyLogBuffer:
 
 try:
     from miqm.store._logbuffer import LogBuffer as NativeLogBuffer
+    from miqm.store._logbuffer import scan_full as _scan_full
 except ImportError:  # not built (no compiler at install time): the Python twin serves
     NativeLogBuffer = None  # type: ignore[assignment,misc]
+    _scan_full = None
 
 
 def native_available() -> bool:
@@ -224,3 +226,11 @@ def buffer_class() -> type:
     if NativeLogBuffer is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
         return NativeLogBuffer
     return PyLogBuffer
+
+
+def full_fragment_scanner() -> Any:
+    """The C scanner restart reads runs of FULL fragments with (``scan_full``), or None
+    for the pure-Python reader; the same switch as :func:`buffer_class`."""
+    if _scan_full is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
+        return _scan_full
+    return None

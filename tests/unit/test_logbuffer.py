@@ -14,7 +14,7 @@ import pytest
 from lockfs.posix import PosixVolume
 from miqm.errors import LogWriteError
 from miqm.store import framing as F
-from miqm.store.log import RecoveryLog
+from miqm.store.log import LogRecord, RecoveryLog
 from miqm.store.logbuffer import NativeLogBuffer, PyLogBuffer, native_available
 from miqm.store.settings import LogSettings
 
@@ -98,3 +98,26 @@ def test_a_failed_native_write_stops_the_log_with_the_volume_error(tmp_path: Pat
     log = RecoveryLog.open(vol, settings, generation=2)
     assert [r.payload for r in log.records(log.first_lsn())] == [b"kept"]
     log.close()
+
+
+def test_the_c_scanner_reads_full_fragments_and_stops_at_anything_else() -> None:
+    from miqm.store._logbuffer import scan_full
+
+    data = b"".join([F.frag_header(3, F.FULL, 5) + b"abc", F.frag_header(0, F.FULL, 5),
+                     F.frag_header(2, F.FIRST, 5) + b"xy", F.frag_header(1, F.FULL, 6) + b"z"])
+    page = F.page_image(data, 7, 5, 0, False)
+    base = F.page_lsn(7)
+    recs, foff = scan_full(LogRecord, page, F.PAGE_HEADER, 0, len(data), base, 1 << 62, 5, 5, 0)
+    assert recs == [(base, 5, b"abc", base + 11), (base + 11, 5, b"", base + 19)]
+    assert isinstance(recs[0], LogRecord) and recs[0].payload == b"abc"
+    assert foff == 19  # the FIRST fragment is left to the Python reader
+    # a generation change, the end of what may be read, and a stale generation after
+    # the newer one began are left to the Python reader too
+    assert scan_full(LogRecord, page, F.PAGE_HEADER, 29, len(data), base, 1 << 62, 5, 5,
+                     0) == ([], 29)
+    assert scan_full(LogRecord, page, F.PAGE_HEADER, 0, len(data), base, base + 11, 5, 5,
+                     0) == ([(base, 5, b"abc", base + 11)], 11)
+    assert scan_full(LogRecord, page, F.PAGE_HEADER, 0, len(data), base, 1 << 62, 5, 6,
+                     base + 11) == ([(base, 5, b"abc", base + 11)], 11)
+    # a fragment longer than the page's used bytes is not a record
+    assert scan_full(LogRecord, page, F.PAGE_HEADER, 0, 10, base, 1 << 62, 5, 5, 0) == ([], 0)
