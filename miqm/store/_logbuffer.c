@@ -191,8 +191,24 @@ typedef struct {
     int *snap_sealed;
     Py_ssize_t snap_count, snap_cap;
     int64_t snap_first;
+    int writing; /* a write of the capture is under way (GIL released) */
     WriteStats stats;
 } LogBuffer;
+
+/* Methods that need the buffer initialised (and, for capture users, no write under way):
+ * a misuse raises instead of touching freed or missing memory. */
+static int usable(LogBuffer *self, int capture)
+{
+    if (self->count == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "LogBuffer is not initialised");
+        return 0;
+    }
+    if (capture && self->writing) {
+        PyErr_SetString(PyExc_RuntimeError, "a force of this LogBuffer is already under way");
+        return 0;
+    }
+    return 1;
+}
 
 static int64_t page_lsn(int64_t g) { return g * PAGE + PAGE_HEADER; }
 
@@ -283,7 +299,7 @@ PyDoc_STRVAR(append_doc,
 static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+    if (!usable(self, 0) || PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *src = view.buf;
     size_t remaining = (size_t)view.len;
@@ -450,6 +466,7 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
     int err = 0;
     Py_ssize_t err_extent = -1;
     double t0 = monotonic_us(), t1;
+    self->writing = 1;
     Py_BEGIN_ALLOW_THREADS
     for (int o = 0; o < nops && !err; o++) {
         WriteOp *op = &ops[o];
@@ -503,6 +520,7 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
     }
     t1 = monotonic_us();
     Py_END_ALLOW_THREADS
+    self->writing = 0;
     if (err) {
         PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isn", err, strerror(err),
                                               err_extent);
@@ -529,6 +547,8 @@ PyDoc_STRVAR(seal_doc,
 
 static PyObject *LogBuffer_seal(LogBuffer *self, PyObject *arg)
 {
+    if (!usable(self, 1))
+        return NULL;
     long long batch_start = PyLong_AsLongLong(arg);
     if (batch_start == -1 && PyErr_Occurred())
         return NULL;
@@ -552,7 +572,8 @@ static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
     PyObject *fds_obj, *slots_list;
     long long first_extent, per_extent;
     int triple;
-    if (!PyArg_ParseTuple(args, "OLLO!p", &fds_obj, &first_extent, &per_extent, &PyList_Type,
+    if (!usable(self, 1) ||
+        !PyArg_ParseTuple(args, "OLLO!p", &fds_obj, &first_extent, &per_extent, &PyList_Type,
                           &slots_list, &triple))
         return NULL;
     PyObject *fds_seq = PySequence_Fast(fds_obj, "fds must be a sequence");
@@ -612,7 +633,8 @@ static PyObject *LogBuffer_force_extent(LogBuffer *self, PyObject *args)
 {
     int fd, slot, triple;
     long long extent, per_extent, batch_start;
-    if (!PyArg_ParseTuple(args, "iLLipL", &fd, &extent, &per_extent, &slot, &triple,
+    if (!usable(self, 1) ||
+        !PyArg_ParseTuple(args, "iLLipL", &fd, &extent, &per_extent, &slot, &triple,
                           &batch_start))
         return NULL;
     if (per_extent <= 0) {
@@ -640,6 +662,8 @@ PyDoc_STRVAR(release_doc,
 
 static PyObject *LogBuffer_release_written(LogBuffer *self, PyObject *Py_UNUSED(ignored))
 {
+    if (!usable(self, 1))
+        return NULL;
     return PyLong_FromSsize_t(release_sealed(self));
 }
 
@@ -729,6 +753,8 @@ static PyObject *get_append_lsn(LogBuffer *self, void *c) { return PyLong_FromLo
 static PyObject *get_count(LogBuffer *self, void *c) { return PyLong_FromSsize_t(self->count); }
 static PyObject *get_last_used(LogBuffer *self, void *c)
 {
+    if (!usable(self, 0))
+        return NULL;
     return PyLong_FromUnsignedLong(self->pages[self->count - 1]->used);
 }
 static PyObject *get_generation(LogBuffer *self, void *c) { return PyLong_FromUnsignedLong(self->generation); }

@@ -174,3 +174,17 @@ def test_the_c_force_leaves_the_disk_as_the_python_writes_do(tmp_path: Path,
     assert c_log.stats()["Forces"] == py_log.stats()["Forces"] == 120
     for log, _ in logs:
         log.close()
+
+
+def test_a_misused_c_buffer_raises_instead_of_touching_memory() -> None:
+    blank = NativeLogBuffer.__new__(NativeLogBuffer)  # never initialised
+    for call in (lambda: blank.append(b"x"), lambda: blank.seal(0),
+                 lambda: blank.release_written(), lambda: blank.last_used,
+                 lambda: blank.force_extent(0, 0, 62, 0, True, 0)):
+        with pytest.raises(RuntimeError, match="not initialised"):
+            call()
+    buf = NativeLogBuffer(0, 1, b"")
+    with pytest.raises(RuntimeError, match="already initialised"):
+        buf.__init__(5, 1, b"")
+    with pytest.raises(ValueError):
+        NativeLogBuffer(0, 1, bytes(F.DATA + 1))
