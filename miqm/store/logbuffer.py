@@ -234,3 +234,18 @@ def full_fragment_scanner() -> Any:
     if _scan_full is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
         return _scan_full
     return None
+
+
+try:
+    from miqm.store._redo import PutRedo as _PutRedo
+except ImportError:
+    _PutRedo = None
+
+
+def native_put_redo() -> Any:
+    """The C twin of restart's PUT redo (``PutRedo(state, message_type, prefix)`` with
+    ``redo(payload, lsn)`` and ``forget()``), or None for the Python one in
+    :mod:`miqm.store.recovery`; the same switch as :func:`buffer_class`."""
+    if _PutRedo is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
+        return _PutRedo
+    return None

@@ -27,6 +27,7 @@ from typing import Any
 
 from miqm import amq
 from miqm.store import records as R
+from miqm.store.logbuffer import native_put_redo
 from miqm.store.queues import LocalQueue, MemMessage
 from miqm.store.uow import ACTIVE, PREPARED, UnitOfWork, UowTable
 
@@ -289,7 +290,12 @@ def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
     n = 0
     decode = R.decode
     put = R.PUT
-    redo_put, forget = _put_redo(state)
+    native = native_put_redo()
+    if native is not None:
+        fast = native(state, MemMessage, MSGID_PREFIX)
+        redo_put, forget = fast.redo, fast.forget
+    else:
+        redo_put, forget = _put_redo(state)
     first_redo = -1 if cp_lsn is None else cp_lsn
     # Replay allocates millions of objects and frees none: the cyclic collector would
     # rescan them all again and again (a quarter of the time) while finding nothing.
