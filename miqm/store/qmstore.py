@@ -925,29 +925,36 @@ class QueueManagerStore:
             qf.free_later(block, n)
             dirty = True
         q.to_delete.clear()
-        pending = [(k, m) for k, m in q.mem.items() if m.persistent]
-        if pending:
+        mem = q.mem
+        if any(m.persistent for m in mem.values()):
             if self._guard is not None:
                 self._guard()
+            # one pass over the bodies held in memory: persistent ones go to the file and
+            # leave memory together at the end (a restart after a million puts has a
+            # million of them: no list of them, no deletion one by one)
+            kept: dict[int, MemMessage] = {}
+            find, blocks = q.index.find, q.index.blocks
+            qid, allocate, pwrite = q.qid, qf.allocate, qf.f.pwrite  # type: ignore[union-attr]
             run_start = -1
             run = bytearray()
-            for k, m in pending:
-                hit = q.index.find(k, m.priority)
+            for k, m in mem.items():
+                hit = find(k, m.priority) if m.persistent else None
                 if hit is None:
+                    kept[k] = m
                     continue
-                rec = encode_record(k, seq, q.qid, m.priority, True, m.put_time, m.msgid,
+                rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
                                     m.correlid, m.body)
-                b = qf.allocate(len(rec) // 512)
+                b = allocate(len(rec) // 512)
                 if run_start >= 0 and b == run_start + len(run) // 512:
                     run += rec
                 else:
                     if run:
-                        qf.f.pwrite(run, 4096 + run_start * 512)  # type: ignore[union-attr]
+                        pwrite(run, 4096 + run_start * 512)
                     run_start, run = b, bytearray(rec)
-                q.index.blocks[hit[0]][hit[1]] = b
-                del q.mem[k]
+                blocks[hit[0]][hit[1]] = b
             if run:
-                qf.f.pwrite(run, 4096 + run_start * 512)  # type: ignore[union-attr]
+                pwrite(run, 4096 + run_start * 512)
+            q.mem = kept
             dirty = True
         if dirty or fresh:
             qf.f.fdatasync()  # type: ignore[union-attr]
