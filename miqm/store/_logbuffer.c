@@ -513,7 +513,13 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
         }
     }
     for (Py_ssize_t k = 0; k < nfds && !err; k++) {
-        if (touched[k] && fdatasync(fds[k]) != 0) {
+        if (!touched[k])
+            continue;
+        int rc;
+        do /* retried on EINTR, as os.fdatasync does (PEP 475) */
+            rc = fdatasync(fds[k]);
+        while (rc != 0 && errno == EINTR);
+        if (rc != 0) {
             err = errno;
             err_extent = k;
         }
