@@ -1,7 +1,7 @@
-"""Build hook for the optional C parts (the recovery log's append buffer and restart's
-PUT redo); everything else is declared in pyproject.toml. Without a compiler the install
-still succeeds and the store uses their pure-Python twins (miqm/store/logbuffer.py,
-miqm/store/recovery.py)."""
+"""Build hook for the optional C parts of the store: the recovery log's append buffer,
+restart's PUT redo and the queue-file scan. Everything else is declared in
+pyproject.toml. Without a compiler the install still succeeds and the store uses the
+pure-Python code each part mirrors (logbuffer.py, recovery.py, queues.py)."""
 
 from setuptools import Extension, setup
 
@@ -11,8 +11,10 @@ FLAGS = ["-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-unused-pa
 setup(
     ext_modules=[
         Extension("miqm.store._logbuffer", ["miqm/store/_logbuffer.c"],
-                  extra_compile_args=FLAGS, optional=True),
+                  depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._redo", ["miqm/store/_redo.c"],
                   extra_compile_args=FLAGS, optional=True),
+        Extension("miqm.store._queuescan", ["miqm/store/_queuescan.c"],
+                  depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
     ]
 )

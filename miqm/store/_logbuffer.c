@@ -39,71 +39,7 @@ enum { FULL = 1, FIRST = 2, MIDDLE = 3, LAST = 4 };
 #define IOV_MAX 1024
 #endif
 
-/* ------------------------------------------------------------------ CRC-32C */
-
-static uint32_t crc_table[8][256];
-static int crc_hw;
-
-static void crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xff];
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
-}
-
-static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t n)
-{
-    while (n >= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
-    return c;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const uint8_t *p,
-                                                            size_t n)
-{
-    uint64_t c64 = c;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c64 = __builtin_ia32_crc32di(c64, v);
-        p += 8;
-        n -= 8;
-    }
-    c = (uint32_t)c64;
-    while (n--)
-        c = __builtin_ia32_crc32qi(c, *p++);
-    return c;
-}
-#endif
-
-static uint32_t crc32c(const uint8_t *p, size_t n)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (crc_hw)
-        return crc_sse42(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
-#endif
-    return crc_sw(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
-}
+#include "_crc32c.h"
 
 /* ------------------------------------------------------------------ little-endian */
 

@@ -28,12 +28,13 @@ their headers zeroed), and the log is replayed from C.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -56,6 +57,19 @@ _DELKEY = struct.Struct("<QQI")
 FLAG_PERSISTENT = 1
 _NO_CORRELID = bytes(24)
 _ONES = [b"\x01" * n for n in range(64)]  # space-map runs for records up to 32 KiB
+
+try:
+    from miqm.store._queuescan import scan_window as _scan_window
+except ImportError:  # not built: the Python loop serves alone
+    _scan_window = None
+
+
+def queue_scanner() -> Any:
+    """The C walk over a window of a queue file, or None (not built, or
+    ``MIQM_NATIVE_LOG=0``: the store's C parts share one switch)."""
+    if _scan_window is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
+        return _scan_window
+    return None
 
 DEFAULT_ATTRS: dict[str, Any] = {
     "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
@@ -89,9 +103,8 @@ def delete_mark(key: int, cp: int, qid: int) -> bytes:
     return _DEL.pack(cp, crc32c(_DELKEY.pack(key, cp, qid)), 0)
 
 
-@dataclass(slots=True)
-class FileRecord:
-    """A live record found by scanning a queue file."""
+class FileRecord(NamedTuple):
+    """A live record found by scanning a queue file (a tuple: the C scan makes them)."""
 
     key: int
     block: int
@@ -197,6 +210,7 @@ class QueueFile:
         mv = memoryview(buf)
         buf_start = 0
         b = 0
+        window = queue_scanner()
         while b < nblocks:
             s = (b - buf_start) * BLOCK
             if s + REC_HDR > len(buf):
@@ -204,6 +218,18 @@ class QueueFile:
                 mv, buf_start, s = memoryview(buf), b, 0
                 if len(buf) < 4:
                     break
+            if window is not None:
+                # the C walk takes every record wholly inside this window; a record it
+                # stops at (one that runs past the window) is taken by the code below
+                recs, b_next, max_cp, max_key = window(
+                    FileRecord, buf, s, b, nblocks, completed_cp, qid_here, space, garbage,
+                    max_cp, max_key)
+                if recs:
+                    self.max_key, self.max_cp_seen = max_key, max_cp
+                    yield from recs
+                if b_next != b:
+                    b = b_next
+                    continue
             if not buf.startswith(_RMAGIC, s):
                 b += 1
                 continue
