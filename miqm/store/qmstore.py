@@ -35,6 +35,10 @@ from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
 from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
 
+# a checkpoint writes contiguous records in runs of at most this many bytes (a million
+# queued messages must not become one gigabyte buffer)
+_RUN_MAX = 4 << 20
+
 MQRC_BACKED_OUT = 2003
 MQRC_GET_INHIBITED = 2016
 MQRC_SYNCPOINT_LIMIT_REACHED = 2024
@@ -945,7 +949,7 @@ class QueueManagerStore:
                 rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
                                     m.correlid, m.body)
                 b = allocate(len(rec) // 512)
-                if run_start >= 0 and b == run_start + len(run) // 512:
+                if run_start >= 0 and b == run_start + len(run) // 512 and len(run) < _RUN_MAX:
                     run += rec
                 else:
                     if run:

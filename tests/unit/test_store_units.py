@@ -529,3 +529,33 @@ def test_a_commit_whose_force_outlived_the_belief_is_never_acknowledged(
         st.put("Q", b"after", persistent=True)
     with contextlib.suppress(OwnershipLostError):  # closing writes nothing unowned either
         st.log.close()
+
+
+def test_a_checkpoint_writes_a_deep_queue_in_bounded_runs(tmp_path: Path) -> None:
+    """Thousands of contiguous records go to the queue file in runs of at most a few MiB
+    (not one buffer the size of the queue), and all of them read back after a crash."""
+    from miqm.store import qmstore
+
+    h = Harness(tmp_path, StoreTuning(max_umsgs=100_000, uow_log_space_limit=1000.0))
+    store = h.open()
+    store.define_queue("Q", MAXDEPTH=100_000)
+    store.checkpoint()
+    u = store.begin()
+    bodies = [bytes([i % 251]) * 1024 for i in range(7000)]  # about 10 MiB of records
+    for b in bodies:
+        store.put("Q", b, persistent=True, uow=u)
+    store.commit(u)
+    q = store.state.queues["Q"]
+    writes: list[int] = []
+    real = q.file.f.pwrite  # type: ignore[union-attr]
+
+    def spy(data, offset):  # type: ignore[no-untyped-def]
+        writes.append(len(data))
+        return real(data, offset)
+
+    q.file.f.pwrite = spy  # type: ignore[union-attr,method-assign]
+    store.checkpoint()
+    assert sum(writes) > 10 << 20 and len(writes) >= 3
+    assert max(writes) <= qmstore._RUN_MAX + 1536
+    store = h.crash(store)
+    assert drain(store) == bodies
