@@ -14,7 +14,7 @@ setup(
                   depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._redo", ["miqm/store/_redo.c"],
                   extra_compile_args=FLAGS, optional=True),
-        Extension("miqm.store._queuescan", ["miqm/store/_queuescan.c"],
+        Extension("miqm.store._queuefile", ["miqm/store/_queuefile.c"],
                   depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
     ]
 )

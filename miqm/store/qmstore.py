@@ -30,7 +30,14 @@ from miqm import amq
 from miqm.errors import MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
-from miqm.store.queues import DEFAULT_ATTRS, LocalQueue, MemMessage, QueueFile, encode_record
+from miqm.store.queues import (
+    DEFAULT_ATTRS,
+    LocalQueue,
+    MemMessage,
+    QueueFile,
+    encode_record,
+    pending_writer,
+)
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
 from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
@@ -936,33 +943,52 @@ class QueueManagerStore:
             # one pass over the bodies held in memory: persistent ones go to the file and
             # leave memory together at the end (a restart after a million puts has a
             # million of them: no list of them, no deletion one by one)
-            kept: dict[int, MemMessage] = {}
-            find, blocks = q.index.find, q.index.blocks
-            qid, allocate, pwrite = q.qid, qf.allocate, qf.f.pwrite  # type: ignore[union-attr]
-            run_start = -1
-            run = bytearray()
-            for k, m in mem.items():
-                hit = find(k, m.priority) if m.persistent else None
-                if hit is None:
-                    kept[k] = m
-                    continue
-                rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
-                                    m.correlid, m.body)
-                b = allocate(len(rec) // 512)
-                if run_start >= 0 and b == run_start + len(run) // 512 and len(run) < _RUN_MAX:
-                    run += rec
-                else:
-                    if run:
-                        pwrite(run, 4096 + run_start * 512)
-                    run_start, run = b, bytearray(rec)
-                blocks[hit[0]][hit[1]] = b
-            if run:
-                pwrite(run, 4096 + run_start * 512)
-            q.mem = kept
+            pwrite = qf.f.pwrite  # type: ignore[union-attr]
+            native = pending_writer()
+            if native is not None:  # the same loop in C (queues.pending_writer)
+                ix = q.index
+                w = native(mem, ix.keys, ix.blocks, ix.head, qf.space, qf._hint, seq, q.qid,
+                           _RUN_MAX)
+                while (done := w.next_run()) is not None:
+                    pwrite(done[1], 4096 + done[0] * 512)
+                qf._hint = w.hint
+                q.mem = w.kept
+            else:
+                q.mem = self._write_bodies(q, qf, mem, seq, pwrite)
             dirty = True
         if dirty or fresh:
             qf.f.fdatasync()  # type: ignore[union-attr]
         return fresh
+
+    @staticmethod
+    def _write_bodies(q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,
+                      pwrite: Callable[[bytes | bytearray, int], None]
+                      ) -> dict[int, MemMessage]:
+        """Write the persistent bodies held in memory to the queue file in runs of
+        contiguous blocks; returns the messages that stay in memory."""
+        kept: dict[int, MemMessage] = {}
+        find, blocks = q.index.find, q.index.blocks
+        qid, allocate = q.qid, qf.allocate
+        run_start = -1
+        run = bytearray()
+        for k, m in mem.items():
+            hit = find(k, m.priority) if m.persistent else None
+            if hit is None:
+                kept[k] = m
+                continue
+            rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
+                                m.correlid, m.body)
+            b = allocate(len(rec) // 512)
+            if run_start >= 0 and b == run_start + len(run) // 512 and len(run) < _RUN_MAX:
+                run += rec
+            else:
+                if run:
+                    pwrite(run, 4096 + run_start * 512)
+                run_start, run = b, bytearray(rec)
+            blocks[hit[0]][hit[1]] = b
+        if run:
+            pwrite(run, 4096 + run_start * 512)
+        return kept
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:

@@ -59,9 +59,11 @@ _NO_CORRELID = bytes(24)
 _ONES = [b"\x01" * n for n in range(64)]  # space-map runs for records up to 32 KiB
 
 try:
-    from miqm.store._queuescan import scan_window as _scan_window
-except ImportError:  # not built: the Python loop serves alone
+    from miqm.store._queuefile import PendingWriter as _PendingWriter
+    from miqm.store._queuefile import scan_window as _scan_window
+except ImportError:  # not built: the Python loops serve alone
     _scan_window = None
+    _PendingWriter = None
 
 
 def queue_scanner() -> Any:
@@ -538,3 +540,12 @@ class LocalQueue:
     def available(self, key: int) -> bool:
         """Visible to a getter: not an uncommitted put, not locked by a get."""
         return key not in self.locked and key not in self.uncommitted
+
+
+def pending_writer() -> Any:
+    """The C twin of a checkpoint's body writes (``PendingWriter(mem, keys, blocks, head,
+    space, hint, seq, qid, run_max)`` with ``next_run()``, ``kept``, ``hint``), or None
+    for the Python loop in QueueManagerStore._write_bodies; the same switch."""
+    if _PendingWriter is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
+        return _PendingWriter
+    return None

@@ -1,7 +1,8 @@
 """The store's C parts for restart and takeover against the Python code they mirror:
 the PUT redo (the same log replayed by each leaves the same queues, index, units of work
-and messages) and the queue-file scan (the same records, space map and garbage, for every
-window size and with a damaged record)."""
+and messages), the checkpoint's body writes (byte-identical queue files) and the
+queue-file scan (the same records, space map and garbage, for every window size and
+with a damaged record)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,10 @@ def _browse_all(store: QueueManagerStore) -> list[tuple[Any, ...]]:
 
 def test_the_c_redo_rebuilds_what_the_python_redo_rebuilds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from miqm.store import qmstore
+
     _workload(tmp_path / "crashed")
+    monkeypatch.setattr(qmstore, "_RUN_MAX", 8192)  # many runs, split mid-queue
     results = []
     for switch in ("0", "1"):
         copy = tmp_path / f"restart-{switch}"
@@ -108,14 +112,18 @@ def test_the_c_redo_rebuilds_what_the_python_redo_rebuilds(
         monkeypatch.setenv("MIQM_NATIVE_LOG", switch)
         store = _open(copy, 2)
         state = _state(store)
+        # the checkpoint that ends restart wrote every replayed body to its queue file
+        files = {str(f.relative_to(copy)): f.read_bytes()
+                 for f in (copy / "data" / "queues").glob("*/q*")}
         messages = _browse_all(store)
         store.close()
-        results.append((state, messages))
-    (py_state, py_messages), (c_state, c_messages) = results
+        results.append((state, messages, files, copy))
+    (py_state, py_messages, py_files, _), (c_state, c_messages, c_files, _) = results
     assert py_state["records"] > 1000 and py_state["in_doubt"]
     assert len(py_messages) > 300
     assert c_state == py_state
     assert c_messages == py_messages
+    assert py_files and c_files == py_files
 
 
 def test_the_c_redo_hands_what_it_cannot_redo_back(tmp_path: Path) -> None:
@@ -184,3 +192,47 @@ def test_the_c_queue_scan_finds_what_the_python_scan_finds(
                 qf.close()
             assert seen[0] == seen[1], (completed, chunk)
             assert seen[0][0] if completed == last else seen[0][2]  # live / garbage
+
+
+
+def test_the_c_checkpoint_writes_the_queue_file_the_python_one_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same history (puts of every size, gets that free blocks for reuse, several
+    checkpoints, small runs) leaves byte-identical queue files and indexes."""
+    from miqm.store import qmstore
+    from miqm.store.recovery import MSGID_PREFIX
+
+    monkeypatch.setattr(qmstore, "_RUN_MAX", 8192)
+    outcomes = []
+    for switch in ("0", "1"):
+        monkeypatch.setenv("MIQM_NATIVE_LOG", switch)
+        root = tmp_path / switch
+        (root / "data").mkdir(parents=True)
+        (root / "log").mkdir()
+        QueueManagerStore.create(PosixVolume(str(root / "data")),
+                                 PosixVolume(str(root / "log")), "QM", SETTINGS)
+        ticks = iter(range(1, 1 << 30))
+        store = QueueManagerStore.open(
+            PosixVolume(str(root / "data")), PosixVolume(str(root / "log")), "QM", SETTINGS,
+            TUNING, generation=1, wallclock=lambda t=ticks: float(next(t)))
+        store._nonce = b"N" * 8
+        store._msgid_head = MSGID_PREFIX + store._nonce
+        store.define_queue("Q", MAXDEPTH=100_000)
+        rng = random.Random(5)
+        for _round in range(5):
+            for _ in range(250):
+                store.put("Q", rng.randbytes(rng.choice([0, 1, 404, 405, 2000, 9000])),
+                          persistent=rng.random() < 0.9, priority=rng.randrange(10),
+                          correlid=rng.choice([None, b"c"]))
+            for _ in range(rng.randrange(50, 200)):
+                store.get("Q")
+            store.checkpoint()
+        q = store.state.queues["Q"]
+        index = [[list(a) for a in q.index.keys], [list(a) for a in q.index.blocks]]
+        kept = sorted(q.mem)
+        outcomes.append((index, kept, bytes(q.file.space),  # type: ignore[union-attr]
+                         (root / "data" / "queues" / "Q" / "q").read_bytes()))
+        store.close()
+    assert outcomes[0][2].count(0) > 0  # freed blocks were there to reuse
+    assert outcomes[0][1]  # non-persistent messages stayed in memory
+    assert outcomes[0] == outcomes[1]

@@ -1,0 +1,557 @@
+/* The queue file's C parts: the inner loop of QueueFile.scan (loading a queue at start
+ * or takeover) and the checkpoint's writing of message bodies held in memory. The Python
+ * code in miqm/store/queues.py and qmstore.py (QueueManagerStore._write_queue) stays the
+ * reference and the fallback; tests compare the results byte for byte.
+ *
+ * A takeover with a deep queue reads every record header of its queue file, checks its
+ * checksum and indexes it; a million records in Python cost seconds of failover. This
+ * walks the records in one window of the file with the same rules: records of another
+ * queue incarnation, of a checkpoint that never completed, that overrun the file or fail
+ * their checksum are garbage; a delete mark that is valid and from a completed
+ * checkpoint frees the record; every other record is live, marked in the space map and
+ * returned. Record layout: see the queues module docstring and docs/store-format.md.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "_crc32c.h"
+
+#define BLOCK 512
+#define REC_SIZE 92 /* the crc-covered header; the delete mark follows */
+#define REC_HDR 108 /* header + delete mark */
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan_window(record_type, buf, s, b, nblocks, completed_cp, qid, space, garbage,\n"
+"            max_cp, max_key) -> (records, b, max_cp, max_key)\n\n"
+"Walk the queue file's records from block b, which starts at offset s of buf, while "
+"they lie wholly inside buf. Live records come back as record_type(key, block, "
+"nblocks, body_len, priority, msgid, correlid) and are marked in the space map "
+"(bytearray); garbage blocks are appended to garbage. Returns where it stopped: at "
+"nblocks, or at the first block whose record needs more of the file than buf holds "
+"(the caller reads further, or takes that record itself).");
+
+static PyObject *scan_window(PyObject *mod, PyObject *args)
+{
+    PyTypeObject *rtype;
+    Py_buffer buf;
+    PyObject *space, *garbage;
+    Py_ssize_t s0;
+    long long b, nblocks;
+    unsigned long long completed, max_cp, max_key;
+    unsigned long qid_here;
+    if (!PyArg_ParseTuple(args, "O!y*nLLKkO!O!KK", &PyType_Type, &rtype, &buf, &s0, &b,
+                          &nblocks, &completed, &qid_here, &PyByteArray_Type, &space,
+                          &PyList_Type, &garbage, &max_cp, &max_key))
+        return NULL;
+    PyObject *out = NULL;
+    if (!PyType_IsSubtype(rtype, &PyTuple_Type) || s0 < 0 || b < 0 ||
+        nblocks > PyByteArray_GET_SIZE(space)) {
+        PyErr_SetString(PyExc_ValueError, "scan_window: bad record type or bounds");
+        goto fail;
+    }
+    out = PyList_New(0);
+    if (out == NULL)
+        goto fail;
+    const uint8_t *data = buf.buf;
+    Py_ssize_t len = buf.len;
+    long long b0 = b;
+    while (b < nblocks) {
+        Py_ssize_t s = s0 + (Py_ssize_t)(b - b0) * BLOCK;
+        if (s + REC_HDR > len)
+            break; /* the caller reads the next window */
+        const uint8_t *h = data + s;
+        if (memcmp(h, "MIQR", 4) != 0) {
+            b++;
+            continue;
+        }
+        uint32_t crc = le32(h + 4);
+        uint64_t key = le64(h + 8), cp = le64(h + 16);
+        uint32_t qid = le32(h + 24), blen = le32(h + 28);
+        uint8_t prio = h[32];
+        uint64_t del_cp = le64(h + REC_SIZE);
+        uint32_t del_crc = le32(h + REC_SIZE + 8);
+        long long n = (REC_HDR + (long long)blen + BLOCK - 1) / BLOCK;
+        if (cp > max_cp)
+            max_cp = cp;
+        if (b + n > nblocks || qid != qid_here || cp > completed) {
+            PyObject *g = PyLong_FromLongLong(b);
+            if (g == NULL || PyList_Append(garbage, g) < 0) {
+                Py_XDECREF(g);
+                goto fail;
+            }
+            Py_DECREF(g);
+            b++;
+            continue;
+        }
+        if (s + REC_HDR + (Py_ssize_t)blen > len)
+            break; /* the record's body runs past the window: the caller takes it */
+        uint32_t got = crc32c_extend(crc32c_extend(0, h + 8, REC_SIZE - 8), h + REC_HDR, blen);
+        if (got != crc) {
+            PyObject *g = PyLong_FromLongLong(b);
+            if (g == NULL || PyList_Append(garbage, g) < 0) {
+                Py_XDECREF(g);
+                goto fail;
+            }
+            Py_DECREF(g);
+            b++;
+            continue;
+        }
+        if (del_cp) {
+            if (del_cp > max_cp)
+                max_cp = del_cp;
+            uint8_t mark[20];
+            memcpy(mark, h + 8, 8); /* key, del_cp, qid as the delete mark's crc covers */
+            for (int i = 0; i < 8; i++)
+                mark[8 + i] = (uint8_t)(del_cp >> (8 * i));
+            memcpy(mark + 16, h + 24, 4);
+            if (del_cp <= completed && crc32c(mark, sizeof mark) == del_crc) {
+                b++; /* deleted: its blocks are free, later records may start inside */
+                continue;
+            }
+        }
+        memset(PyByteArray_AS_STRING(space) + b, 1, (size_t)n);
+        if (key > max_key)
+            max_key = key;
+        PyObject *rec = rtype->tp_alloc(rtype, 7);
+        if (rec == NULL)
+            goto fail;
+        PyObject *items[7] = {
+            PyLong_FromUnsignedLongLong(key), PyLong_FromLongLong(b), PyLong_FromLongLong(n),
+            PyLong_FromUnsignedLong(blen), PyLong_FromLong(prio),
+            PyBytes_FromStringAndSize((const char *)h + 44, 24),
+            PyBytes_FromStringAndSize((const char *)h + 68, 24),
+        };
+        int bad = 0;
+        for (int i = 0; i < 7; i++) {
+            if (items[i] == NULL)
+                bad = 1;
+            PyTuple_SET_ITEM(rec, i, items[i]); /* a NULL item is fine for the decref */
+        }
+        if (bad || PyList_Append(out, rec) < 0) {
+            Py_DECREF(rec);
+            goto fail;
+        }
+        Py_DECREF(rec);
+        b += n;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("NLKK", out, b, max_cp, max_key);
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ checkpoint writes */
+
+#define PRIOS 10
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *mem;     /* key -> MemMessage (not changed while the writer runs) */
+    PyObject *kept;    /* what stays in memory: non-persistent or not indexed */
+    PyObject *space;   /* the queue file's space map (bytearray) */
+    PyObject *keys[PRIOS], *blocks[PRIOS]; /* the index arrays ('q') */
+    Py_ssize_t head[PRIOS], cursor[PRIOS];
+    Py_ssize_t pos;    /* PyDict_Next position in mem */
+    Py_ssize_t hint;   /* QueueFile._hint */
+    uint64_t seq;
+    uint32_t qid;
+    Py_ssize_t run_max;
+    long long run_start;
+    char *run;
+    Py_ssize_t run_len, run_cap;
+    int done;
+} PendingWriter;
+
+static PyObject *s_persistent, *s_priority, *s_put_time, *s_msgid, *s_correlid, *s_body;
+
+static int PendingWriter_init(PendingWriter *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"mem", "keys", "blocks", "head", "space", "hint", "seq", "qid",
+                             "run_max", NULL};
+    PyObject *mem, *keys, *blocks, *head, *space;
+    Py_ssize_t hint, run_max;
+    unsigned long long seq;
+    unsigned long qid;
+    if (self->mem != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "PendingWriter is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!nKkn", kwlist, &PyDict_Type, &mem,
+                                     &keys, &blocks, &head, &PyByteArray_Type, &space, &hint,
+                                     &seq, &qid, &run_max))
+        return -1;
+    for (int p = 0; p < PRIOS; p++) {
+        PyObject *k = PySequence_GetItem(keys, p), *b = PySequence_GetItem(blocks, p);
+        PyObject *h = PySequence_GetItem(head, p);
+        Py_ssize_t hv = h ? PyNumber_AsSsize_t(h, PyExc_OverflowError) : -1;
+        Py_XDECREF(h);
+        if (k == NULL || b == NULL || (hv == -1 && PyErr_Occurred())) {
+            Py_XDECREF(k);
+            Py_XDECREF(b);
+            return -1;
+        }
+        self->keys[p] = k;
+        self->blocks[p] = b;
+        self->head[p] = self->cursor[p] = hv;
+    }
+    self->kept = PyDict_New();
+    if (self->kept == NULL)
+        return -1;
+    self->mem = Py_NewRef(mem);
+    self->space = Py_NewRef(space);
+    self->hint = hint;
+    self->seq = seq;
+    self->qid = (uint32_t)qid;
+    self->run_max = run_max;
+    self->run_start = -1;
+    return 0;
+}
+
+static void PendingWriter_dealloc(PendingWriter *self)
+{
+    Py_XDECREF(self->mem);
+    Py_XDECREF(self->kept);
+    Py_XDECREF(self->space);
+    for (int p = 0; p < PRIOS; p++) {
+        Py_XDECREF(self->keys[p]);
+        Py_XDECREF(self->blocks[p]);
+    }
+    PyMem_Free(self->run);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* QueueFile.allocate: the first run of n free blocks from the hint, else grown from the
+ * free tail; marks them used and moves the hint past them. */
+static Py_ssize_t allocate_blocks(PendingWriter *self, Py_ssize_t n)
+{
+    Py_ssize_t len = PyByteArray_GET_SIZE(self->space);
+    const char *sp = PyByteArray_AS_STRING(self->space);
+    Py_ssize_t i = -1, zeros = 0;
+    for (Py_ssize_t j = self->hint; j < len; j++) {
+        zeros = sp[j] == 0 ? zeros + 1 : 0;
+        if (zeros == n) {
+            i = j - n + 1;
+            break;
+        }
+    }
+    if (n == 0 && self->hint <= len)
+        i = self->hint; /* bytearray.find of an empty pattern */
+    if (i < 0) {
+        Py_ssize_t tail = len;
+        while (tail > 0 && sp[tail - 1] == 0)
+            tail--;
+        i = tail;
+        if (i + n > len && PyByteArray_Resize(self->space, i + n) < 0)
+            return -1;
+        if (i + n > len) /* the new bytes of the map start free */
+            memset(PyByteArray_AS_STRING(self->space) + len, 0, (size_t)(i + n - len));
+    }
+    memset(PyByteArray_AS_STRING(self->space) + i, 1, (size_t)n);
+    self->hint = i + n;
+    return i;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* encode_record(key, seq, qid, priority, True, put_time, msgid, correlid, body) appended
+ * to the run; returns its length in blocks, or -1. */
+static Py_ssize_t append_record(PendingWriter *self, uint64_t key, long prio, double put_time,
+                                const Py_buffer *msgid, const Py_buffer *correlid,
+                                const Py_buffer *body)
+{
+    Py_ssize_t size = REC_HDR + body->len;
+    Py_ssize_t padded = (size + BLOCK - 1) / BLOCK * BLOCK;
+    if (self->run_len + padded > self->run_cap) {
+        Py_ssize_t cap = self->run_cap ? self->run_cap : 1 << 16;
+        while (cap < self->run_len + padded)
+            cap *= 2;
+        char *grown = PyMem_Realloc(self->run, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->run = grown;
+        self->run_cap = cap;
+    }
+    uint8_t *h = (uint8_t *)self->run + self->run_len;
+    memset(h, 0, (size_t)padded);
+    memcpy(h, "MIQR", 4);
+    put_le(h + 8, key, 8);
+    put_le(h + 16, self->seq, 8);
+    put_le(h + 24, self->qid, 4);
+    put_le(h + 28, (uint64_t)body->len, 4);
+    h[32] = (uint8_t)prio;
+    h[33] = 1; /* FLAG_PERSISTENT */
+    uint64_t bits;
+    memcpy(&bits, &put_time, 8);
+    put_le(h + 36, bits, 8);
+    memcpy(h + 44, msgid->buf, (size_t)(msgid->len < 24 ? msgid->len : 24));
+    memcpy(h + 68, correlid->buf, (size_t)(correlid->len < 24 ? correlid->len : 24));
+    memcpy(h + REC_HDR, body->buf, (size_t)body->len);
+    put_le(h + 4, crc32c_extend(crc32c_extend(0, h + 8, REC_SIZE - 8), h + REC_HDR,
+                                (size_t)body->len), 4);
+    self->run_len += padded;
+    return padded / BLOCK;
+}
+
+/* The index slot of (key, prio): PriorityIndex.find with a per-priority cursor (bodies
+ * come in key order). -1 if absent or removed. */
+static Py_ssize_t find_slot(PendingWriter *self, long prio, int64_t key, Py_buffer *kb,
+                            Py_buffer *bb)
+{
+    const int64_t *ks = kb->buf, *bl = bb->buf;
+    Py_ssize_t n = kb->len / 8;
+    for (int pass = 0; pass < 2; pass++) {
+        Py_ssize_t lo = pass == 0 ? self->cursor[prio] : self->head[prio], hi = n;
+        if (lo > n)
+            lo = n;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (ks[mid] < key)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && ks[lo] == key) {
+            if (bl[lo] == -2)
+                return -1;
+            self->cursor[prio] = lo;
+            return lo;
+        }
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(next_run_doc,
+"next_run() -> (first block, bytes) | None\n\nEncode the next run of persistent bodies "
+"(contiguous blocks, at most run_max bytes), allocating their blocks and recording them "
+"in the index; None once every message has been taken (see kept, hint).");
+
+static PyObject *PendingWriter_next_run(PendingWriter *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->mem == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "PendingWriter is not initialised");
+        return NULL;
+    }
+    PyObject *k, *m;
+    while (!self->done) {
+        Py_ssize_t before = self->pos;
+        if (!PyDict_Next(self->mem, &self->pos, &k, &m)) {
+            self->done = 1;
+            break;
+        }
+        PyObject *pers = PyObject_GetAttr(m, s_persistent);
+        if (pers == NULL)
+            return NULL;
+        int persistent = PyObject_IsTrue(pers);
+        Py_DECREF(pers);
+        if (persistent < 0)
+            return NULL;
+        PyObject *prio_o = PyObject_GetAttr(m, s_priority);
+        long prio = prio_o ? PyLong_AsLong(prio_o) : -1;
+        Py_XDECREF(prio_o);
+        if (prio == -1 && PyErr_Occurred())
+            return NULL;
+        long long key = PyLong_AsLongLong(k);
+        if (key == -1 && PyErr_Occurred())
+            return NULL;
+        Py_ssize_t slot = -1;
+        Py_buffer kb, bb;
+        int have = 0;
+        if (persistent && prio >= 0 && prio < PRIOS) {
+            if (PyObject_GetBuffer(self->keys[prio], &kb, PyBUF_SIMPLE) < 0)
+                return NULL;
+            if (PyObject_GetBuffer(self->blocks[prio], &bb, PyBUF_WRITABLE) < 0) {
+                PyBuffer_Release(&kb);
+                return NULL;
+            }
+            have = 1;
+            if (kb.itemsize != 8 || bb.itemsize != 8 || kb.len != bb.len) {
+                PyBuffer_Release(&kb);
+                PyBuffer_Release(&bb);
+                PyErr_SetString(PyExc_TypeError, "index arrays must be array('q') of one length");
+                return NULL;
+            }
+            slot = find_slot(self, prio, key, &kb, &bb);
+        }
+        if (slot < 0) {
+            if (have) {
+                PyBuffer_Release(&kb);
+                PyBuffer_Release(&bb);
+            }
+            if (PyDict_SetItem(self->kept, k, m) < 0)
+                return NULL;
+            continue;
+        }
+        PyObject *t = PyObject_GetAttr(m, s_put_time);
+        PyObject *mid = PyObject_GetAttr(m, s_msgid);
+        PyObject *cid = PyObject_GetAttr(m, s_correlid);
+        PyObject *body = PyObject_GetAttr(m, s_body);
+        double put_time = t ? PyFloat_AsDouble(t) : -1.0;
+        Py_buffer vm, vc, vb;
+        int got = 0;
+        Py_ssize_t nblk = -1, b = -1;
+        if (t == NULL || mid == NULL || cid == NULL || body == NULL ||
+            (put_time == -1.0 && PyErr_Occurred()))
+            goto record_fail;
+        if (PyObject_GetBuffer(mid, &vm, PyBUF_SIMPLE) < 0)
+            goto record_fail;
+        got = 1;
+        if (PyObject_GetBuffer(cid, &vc, PyBUF_SIMPLE) < 0)
+            goto record_fail;
+        got = 2;
+        if (PyObject_GetBuffer(body, &vb, PyBUF_SIMPLE) < 0)
+            goto record_fail;
+        got = 3;
+        nblk = (REC_HDR + vb.len + BLOCK - 1) / BLOCK;
+        b = allocate_blocks(self, nblk);
+        if (b < 0)
+            goto record_fail;
+        if (!(self->run_start >= 0 && b == self->run_start + self->run_len / BLOCK &&
+              self->run_len < self->run_max) && self->run_len > 0) {
+            /* this record starts a new run: hand the finished one out first, and take
+             * this message again on the next call (its blocks are allocated: undo) */
+            memset(PyByteArray_AS_STRING(self->space) + b, 0, (size_t)nblk);
+            self->hint = b; /* allocate found the same blocks again from here */
+            self->pos = before;
+            PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run,
+                                          self->run_len);
+            self->run_len = 0;
+            self->run_start = -1;
+            PyBuffer_Release(&vm);
+            PyBuffer_Release(&vc);
+            PyBuffer_Release(&vb);
+            Py_DECREF(t);
+            Py_DECREF(mid);
+            Py_DECREF(cid);
+            Py_DECREF(body);
+            PyBuffer_Release(&kb);
+            PyBuffer_Release(&bb);
+            return out;
+        }
+        if (self->run_len == 0)
+            self->run_start = b;
+        if (append_record(self, (uint64_t)key, prio, put_time, &vm, &vc, &vb) < 0)
+            goto record_fail;
+        ((int64_t *)bb.buf)[slot] = b;
+        PyBuffer_Release(&vm);
+        PyBuffer_Release(&vc);
+        PyBuffer_Release(&vb);
+        Py_DECREF(t);
+        Py_DECREF(mid);
+        Py_DECREF(cid);
+        Py_DECREF(body);
+        PyBuffer_Release(&kb);
+        PyBuffer_Release(&bb);
+        continue;
+    record_fail:
+        if (got >= 1)
+            PyBuffer_Release(&vm);
+        if (got >= 2)
+            PyBuffer_Release(&vc);
+        if (got >= 3)
+            PyBuffer_Release(&vb);
+        Py_XDECREF(t);
+        Py_XDECREF(mid);
+        Py_XDECREF(cid);
+        Py_XDECREF(body);
+        PyBuffer_Release(&kb);
+        PyBuffer_Release(&bb);
+        return NULL;
+    }
+    if (self->run_len > 0) {
+        PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run, self->run_len);
+        self->run_len = 0;
+        self->run_start = -1;
+        return out;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_kept(PendingWriter *self, void *c)
+{
+    return Py_NewRef(self->kept ? self->kept : Py_None);
+}
+static PyObject *get_hint(PendingWriter *self, void *c) { return PyLong_FromSsize_t(self->hint); }
+
+static PyGetSetDef PendingWriter_getset[] = {
+    {"kept", (getter)get_kept, NULL, "the messages that stay in memory", NULL},
+    {"hint", (getter)get_hint, NULL, "QueueFile._hint after the allocations", NULL},
+    {NULL}
+};
+
+static PyMethodDef PendingWriter_methods[] = {
+    {"next_run", (PyCFunction)PendingWriter_next_run, METH_NOARGS, next_run_doc},
+    {NULL}
+};
+
+static PyTypeObject PendingWriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "miqm.store._queuefile.PendingWriter",
+    .tp_doc = PyDoc_STR("PendingWriter(mem, keys, blocks, head, space, hint, seq, qid, "
+                        "run_max): a checkpoint's writing of the bodies held in memory."),
+    .tp_basicsize = sizeof(PendingWriter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)PendingWriter_init,
+    .tp_dealloc = (destructor)PendingWriter_dealloc,
+    .tp_methods = PendingWriter_methods,
+    .tp_getset = PendingWriter_getset,
+};
+
+static PyMethodDef module_methods[] = {
+    {"scan_window", scan_window, METH_VARARGS, scan_doc},
+    {NULL}
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "miqm.store._queuefile",
+    "The queue file's C parts: the scan's inner loop and a checkpoint's body writes.", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__queuefile(void)
+{
+    crc_init();
+    if ((s_persistent = PyUnicode_InternFromString("persistent")) == NULL ||
+        (s_priority = PyUnicode_InternFromString("priority")) == NULL ||
+        (s_put_time = PyUnicode_InternFromString("put_time")) == NULL ||
+        (s_msgid = PyUnicode_InternFromString("msgid")) == NULL ||
+        (s_correlid = PyUnicode_InternFromString("correlid")) == NULL ||
+        (s_body = PyUnicode_InternFromString("body")) == NULL)
+        return NULL;
+    if (PyType_Ready(&PendingWriterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&PendingWriterType);
+    if (PyModule_AddObject(m, "PendingWriter", (PyObject *)&PendingWriterType) < 0) {
+        Py_DECREF(&PendingWriterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
