@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lockfs.posix import PosixVolume
+from miqm.store.logbuffer import PyLogBuffer, buffer_class
 from miqm.store.settings import LogSettings, StoreTuning
 
 BLOCK = 4096
@@ -303,7 +304,9 @@ def bench_store(
             bare.close()
         echo(f"raw 4 KiB write+fdatasync: {baseline['fdatasync_per_s']:.0f}/s "
              f"(p50 {baseline['p50_ms']} ms)")
-        result: dict[str, Any] = {"baseline": baseline, "runs": runs}
+        # which implementation these figures are of (MIQM_NATIVE_LOG=0: the pure-Python one)
+        result: dict[str, Any] = {"baseline": baseline, "runs": runs,
+                                  "native_log": buffer_class() is not PyLogBuffer}
         if recovery_records:
             result["recovery"] = _in_child("recovery", base, recovery_records)
             echo(f"restart recovery: {result['recovery']}")

@@ -29,6 +29,9 @@ def test_bench_store_prints_contract_json() -> None:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["baseline"]["fdatasync_per_s"] > 0
     assert [r["producers"] for r in result["runs"]] == [1, 4]
+    from miqm.store.logbuffer import native_available
+
+    assert result["native_log"] is native_available()  # which store was measured
     for run in result["runs"]:
         assert run["commits_per_s"] > 0 and run["p99_commit_ms"] > 0
         assert run["bare_python_commits_per_s"] > 0
