@@ -221,19 +221,23 @@ def native_available() -> bool:
     return NativeLogBuffer is not None
 
 
+def native_part(part: Any) -> Any:
+    """``part`` (one of the store's C classes or functions, None if it was not built),
+    or None when the C parts are switched off: the one switch, ``MIQM_NATIVE_LOG=0``."""
+    if part is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
+        return part
+    return None
+
+
 def buffer_class() -> type:
-    """The buffer a newly opened log uses: C unless missing or ``MIQM_NATIVE_LOG=0``."""
-    if NativeLogBuffer is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
-        return NativeLogBuffer
-    return PyLogBuffer
+    """The buffer a newly opened log uses: C unless missing or switched off."""
+    return native_part(NativeLogBuffer) or PyLogBuffer
 
 
 def full_fragment_scanner() -> Any:
     """The C scanner restart reads runs of FULL fragments with (``scan_full``), or None
-    for the pure-Python reader; the same switch as :func:`buffer_class`."""
-    if _scan_full is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
-        return _scan_full
-    return None
+    for the pure-Python reader."""
+    return native_part(_scan_full)
 
 
 try:
@@ -245,7 +249,5 @@ except ImportError:
 def native_put_redo() -> Any:
     """The C twin of restart's PUT redo (``PutRedo(state, message_type, prefix)`` with
     ``redo(payload, lsn)`` and ``forget()``), or None for the Python one in
-    :mod:`miqm.store.recovery`; the same switch as :func:`buffer_class`."""
-    if _PutRedo is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
-        return _PutRedo
-    return None
+    :mod:`miqm.store.recovery`."""
+    return native_part(_PutRedo)

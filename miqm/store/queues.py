@@ -28,7 +28,6 @@ their headers zeroed), and the log is replayed from C.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from array import array
 from bisect import bisect_left
@@ -41,6 +40,7 @@ from crc32c import crc32c
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import StoreError
+from miqm.store.logbuffer import native_part
 
 BLOCK = 512
 DATA_START = 4096
@@ -67,11 +67,9 @@ except ImportError:  # not built: the Python loops serve alone
 
 
 def queue_scanner() -> Any:
-    """The C walk over a window of a queue file, or None (not built, or
-    ``MIQM_NATIVE_LOG=0``: the store's C parts share one switch)."""
-    if _scan_window is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
-        return _scan_window
-    return None
+    """The C walk over a window of a queue file, or None (not built, or switched off:
+    :func:`miqm.store.logbuffer.native_part`)."""
+    return native_part(_scan_window)
 
 DEFAULT_ATTRS: dict[str, Any] = {
     "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
@@ -545,7 +543,5 @@ class LocalQueue:
 def pending_writer() -> Any:
     """The C twin of a checkpoint's body writes (``PendingWriter(mem, keys, blocks, head,
     space, hint, seq, qid, run_max)`` with ``next_run()``, ``kept``, ``hint``), or None
-    for the Python loop in QueueManagerStore._write_bodies; the same switch."""
-    if _PendingWriter is not None and os.environ.get("MIQM_NATIVE_LOG", "1") != "0":
-        return _PendingWriter
-    return None
+    for the Python loop in QueueManagerStore._write_bodies."""
+    return native_part(_PendingWriter)
