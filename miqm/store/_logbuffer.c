@@ -424,27 +424,9 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
                 v++;
                 cnt--;
             }
-            if (cnt > 0 && w > 0) {
-                /* a short write inside one page: finish that page, then go on */
-                const uint8_t *rest = (const uint8_t *)v->iov_base + w;
-                size_t left = v->iov_len - (size_t)w;
-                while (left > 0) {
-                    ssize_t w2 = pwrite(op->fd, rest, left, off);
-                    if (w2 < 0) {
-                        if (errno == EINTR)
-                            continue;
-                        err = errno;
-                        err_extent = op->extent;
-                        break;
-                    }
-                    rest += w2;
-                    left -= (size_t)w2;
-                    off += w2;
-                }
-                if (err)
-                    break;
-                v++;
-                cnt--;
+            if (cnt > 0) { /* a short write inside a page: the rest of it goes next */
+                v->iov_base = (uint8_t *)v->iov_base + w;
+                v->iov_len -= (size_t)w;
             }
         }
     }
