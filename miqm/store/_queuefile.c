@@ -344,6 +344,69 @@ static Py_ssize_t find_slot(PendingWriter *self, long prio, int64_t key, Py_buff
     return -1;
 }
 
+/* (first block, bytes) of the run built so far, and start an empty one. */
+static PyObject *take_run(PendingWriter *self)
+{
+    PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run, self->run_len);
+    self->run_len = 0;
+    self->run_start = -1;
+    return out;
+}
+
+/* Write one persistent message into the run: allocate its blocks, encode it, point its
+ * index slot at them. When it does not continue the run, the finished run is handed out
+ * in *out and this record starts the next one. 0, or -1 with an error set. */
+static int write_message(PendingWriter *self, PyObject *m, long long key, long prio,
+                         int64_t *block_of_slot, PyObject **out)
+{
+    PyObject *t = PyObject_GetAttr(m, s_put_time);
+    PyObject *mid = PyObject_GetAttr(m, s_msgid);
+    PyObject *cid = PyObject_GetAttr(m, s_correlid);
+    PyObject *body = PyObject_GetAttr(m, s_body);
+    Py_buffer vm, vc, vb;
+    int got = 0, rc = -1;
+    double put_time = t ? PyFloat_AsDouble(t) : -1.0;
+    if (t == NULL || mid == NULL || cid == NULL || body == NULL ||
+        (put_time == -1.0 && PyErr_Occurred()))
+        goto done;
+    if (PyObject_GetBuffer(mid, &vm, PyBUF_SIMPLE) < 0)
+        goto done;
+    got = 1;
+    if (PyObject_GetBuffer(cid, &vc, PyBUF_SIMPLE) < 0)
+        goto done;
+    got = 2;
+    if (PyObject_GetBuffer(body, &vb, PyBUF_SIMPLE) < 0)
+        goto done;
+    got = 3;
+    Py_ssize_t b = allocate_blocks(self, (REC_HDR + vb.len + BLOCK - 1) / BLOCK);
+    if (b < 0)
+        goto done;
+    if (self->run_len > 0 && !(b == self->run_start + self->run_len / BLOCK &&
+                               self->run_len < self->run_max)) {
+        *out = take_run(self);
+        if (*out == NULL)
+            goto done;
+    }
+    if (self->run_len == 0)
+        self->run_start = b;
+    if (append_record(self, (uint64_t)key, prio, put_time, &vm, &vc, &vb) < 0)
+        goto done;
+    *block_of_slot = b;
+    rc = 0;
+done:
+    if (got >= 1)
+        PyBuffer_Release(&vm);
+    if (got >= 2)
+        PyBuffer_Release(&vc);
+    if (got >= 3)
+        PyBuffer_Release(&vb);
+    Py_XDECREF(t);
+    Py_XDECREF(mid);
+    Py_XDECREF(cid);
+    Py_XDECREF(body);
+    return rc;
+}
+
 PyDoc_STRVAR(next_run_doc,
 "next_run() -> (first block, bytes) | None\n\nEncode the next run of persistent bodies "
 "(contiguous blocks, at most run_max bytes), allocating their blocks and recording them "
@@ -357,7 +420,6 @@ static PyObject *PendingWriter_next_run(PendingWriter *self, PyObject *Py_UNUSED
     }
     PyObject *k, *m;
     while (!self->done) {
-        Py_ssize_t before = self->pos;
         if (!PyDict_Next(self->mem, &self->pos, &k, &m)) {
             self->done = 1;
             break;
@@ -377,116 +439,41 @@ static PyObject *PendingWriter_next_run(PendingWriter *self, PyObject *Py_UNUSED
         long long key = PyLong_AsLongLong(k);
         if (key == -1 && PyErr_Occurred())
             return NULL;
-        Py_ssize_t slot = -1;
-        Py_buffer kb, bb;
-        int have = 0;
-        if (persistent && prio >= 0 && prio < PRIOS) {
-            if (PyObject_GetBuffer(self->keys[prio], &kb, PyBUF_SIMPLE) < 0)
-                return NULL;
-            if (PyObject_GetBuffer(self->blocks[prio], &bb, PyBUF_WRITABLE) < 0) {
-                PyBuffer_Release(&kb);
-                return NULL;
-            }
-            have = 1;
-            if (kb.itemsize != 8 || bb.itemsize != 8 || kb.len != bb.len) {
-                PyBuffer_Release(&kb);
-                PyBuffer_Release(&bb);
-                PyErr_SetString(PyExc_TypeError, "index arrays must be array('q') of one length");
-                return NULL;
-            }
-            slot = find_slot(self, prio, key, &kb, &bb);
-        }
-        if (slot < 0) {
-            if (have) {
-                PyBuffer_Release(&kb);
-                PyBuffer_Release(&bb);
-            }
+        if (!persistent || prio < 0 || prio >= PRIOS) {
             if (PyDict_SetItem(self->kept, k, m) < 0)
                 return NULL;
             continue;
         }
-        PyObject *t = PyObject_GetAttr(m, s_put_time);
-        PyObject *mid = PyObject_GetAttr(m, s_msgid);
-        PyObject *cid = PyObject_GetAttr(m, s_correlid);
-        PyObject *body = PyObject_GetAttr(m, s_body);
-        double put_time = t ? PyFloat_AsDouble(t) : -1.0;
-        Py_buffer vm, vc, vb;
-        int got = 0;
-        Py_ssize_t nblk = -1, b = -1;
-        if (t == NULL || mid == NULL || cid == NULL || body == NULL ||
-            (put_time == -1.0 && PyErr_Occurred()))
-            goto record_fail;
-        if (PyObject_GetBuffer(mid, &vm, PyBUF_SIMPLE) < 0)
-            goto record_fail;
-        got = 1;
-        if (PyObject_GetBuffer(cid, &vc, PyBUF_SIMPLE) < 0)
-            goto record_fail;
-        got = 2;
-        if (PyObject_GetBuffer(body, &vb, PyBUF_SIMPLE) < 0)
-            goto record_fail;
-        got = 3;
-        nblk = (REC_HDR + vb.len + BLOCK - 1) / BLOCK;
-        b = allocate_blocks(self, nblk);
-        if (b < 0)
-            goto record_fail;
-        if (!(self->run_start >= 0 && b == self->run_start + self->run_len / BLOCK &&
-              self->run_len < self->run_max) && self->run_len > 0) {
-            /* this record starts a new run: hand the finished one out first, and take
-             * this message again on the next call (its blocks are allocated: undo) */
-            memset(PyByteArray_AS_STRING(self->space) + b, 0, (size_t)nblk);
-            self->hint = b; /* allocate found the same blocks again from here */
-            self->pos = before;
-            PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run,
-                                          self->run_len);
-            self->run_len = 0;
-            self->run_start = -1;
-            PyBuffer_Release(&vm);
-            PyBuffer_Release(&vc);
-            PyBuffer_Release(&vb);
-            Py_DECREF(t);
-            Py_DECREF(mid);
-            Py_DECREF(cid);
-            Py_DECREF(body);
+        Py_buffer kb, bb;
+        if (PyObject_GetBuffer(self->keys[prio], &kb, PyBUF_SIMPLE) < 0)
+            return NULL;
+        if (PyObject_GetBuffer(self->blocks[prio], &bb, PyBUF_WRITABLE) < 0) {
             PyBuffer_Release(&kb);
-            PyBuffer_Release(&bb);
-            return out;
+            return NULL;
         }
-        if (self->run_len == 0)
-            self->run_start = b;
-        if (append_record(self, (uint64_t)key, prio, put_time, &vm, &vc, &vb) < 0)
-            goto record_fail;
-        ((int64_t *)bb.buf)[slot] = b;
-        PyBuffer_Release(&vm);
-        PyBuffer_Release(&vc);
-        PyBuffer_Release(&vb);
-        Py_DECREF(t);
-        Py_DECREF(mid);
-        Py_DECREF(cid);
-        Py_DECREF(body);
+        PyObject *out = NULL;
+        int rc;
+        if (kb.itemsize != 8 || bb.itemsize != 8 || kb.len != bb.len) {
+            PyErr_SetString(PyExc_TypeError, "index arrays must be array('q') of one length");
+            rc = -1;
+        } else {
+            Py_ssize_t slot = find_slot(self, prio, key, &kb, &bb);
+            if (slot < 0)
+                rc = PyDict_SetItem(self->kept, k, m);
+            else
+                rc = write_message(self, m, key, prio, (int64_t *)bb.buf + slot, &out);
+        }
         PyBuffer_Release(&kb);
         PyBuffer_Release(&bb);
-        continue;
-    record_fail:
-        if (got >= 1)
-            PyBuffer_Release(&vm);
-        if (got >= 2)
-            PyBuffer_Release(&vc);
-        if (got >= 3)
-            PyBuffer_Release(&vb);
-        Py_XDECREF(t);
-        Py_XDECREF(mid);
-        Py_XDECREF(cid);
-        Py_XDECREF(body);
-        PyBuffer_Release(&kb);
-        PyBuffer_Release(&bb);
-        return NULL;
+        if (rc < 0) {
+            Py_XDECREF(out);
+            return NULL;
+        }
+        if (out != NULL)
+            return out;
     }
-    if (self->run_len > 0) {
-        PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run, self->run_len);
-        self->run_len = 0;
-        self->run_start = -1;
-        return out;
-    }
+    if (self->run_len > 0)
+        return take_run(self);
     Py_RETURN_NONE;
 }
 
