@@ -815,16 +815,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__logbuffer(void)
 {
     crc_init();
-    if (PyType_Ready(&LogBufferType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m == NULL)
-        return NULL;
-    Py_INCREF(&LogBufferType);
-    if (PyModule_AddObject(m, "LogBuffer", (PyObject *)&LogBufferType) < 0) {
-        Py_DECREF(&LogBufferType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (m != NULL && PyModule_AddType(m, &LogBufferType) < 0) /* readies and adds the type */
+        Py_CLEAR(m);
     return m;
 }

@@ -529,16 +529,8 @@ PyMODINIT_FUNC PyInit__queuefile(void)
         (s_correlid = PyUnicode_InternFromString("correlid")) == NULL ||
         (s_body = PyUnicode_InternFromString("body")) == NULL)
         return NULL;
-    if (PyType_Ready(&PendingWriterType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m == NULL)
-        return NULL;
-    Py_INCREF(&PendingWriterType);
-    if (PyModule_AddObject(m, "PendingWriter", (PyObject *)&PendingWriterType) < 0) {
-        Py_DECREF(&PendingWriterType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (m != NULL && PyModule_AddType(m, &PendingWriterType) < 0) /* readies and adds the type */
+        Py_CLEAR(m);
     return m;
 }

@@ -545,16 +545,8 @@ PyMODINIT_FUNC PyInit__redo(void)
     INTERN(s_P, "P");
     INTERN(s_queues, "queues");
     INTERN(s_only, "only");
-    if (PyType_Ready(&PutRedoType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m == NULL)
-        return NULL;
-    Py_INCREF(&PutRedoType);
-    if (PyModule_AddObject(m, "PutRedo", (PyObject *)&PutRedoType) < 0) {
-        Py_DECREF(&PutRedoType);
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (m != NULL && PyModule_AddType(m, &PutRedoType) < 0) /* readies and adds the type */
+        Py_CLEAR(m);
     return m;
 }
