@@ -127,6 +127,7 @@ typedef struct {
     int *snap_sealed;
     Py_ssize_t snap_count, snap_cap;
     int64_t snap_first;
+    int64_t snap_batch_start, snap_target; /* the force the capture is for */
     int writing; /* a write of the capture is under way (GIL released) */
     WriteStats stats;
 } LogBuffer;
@@ -312,6 +313,8 @@ static int seal_all(LogBuffer *self, int64_t batch_start)
     }
     self->snap_count = self->count;
     self->snap_first = self->first_page;
+    self->snap_batch_start = batch_start;
+    self->snap_target = self->append_lsn;
     return 0;
 }
 
@@ -335,40 +338,94 @@ typedef struct {
     Py_ssize_t extent; /* index into the caller's fds */
     off_t offset;
     int iov_start, iov_count;
+    int sync_after; /* fdatasync before the next write (the image must be durable first) */
 } WriteOp;
 
-/* Write what seal_all() captured and fdatasync every file written. Planned under the GIL,
- * written without it. fds[i] / slots[i] belong to logical extent first_extent + i; slots
- * are advanced in place. Returns 0, or -1 with a Python error set (OSError carries the
- * failing extent's index as its filename). */
-static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
-                          int64_t first_extent, int64_t per_extent, int *slots, int triple,
-                          long long *written_out, double *micros_out)
+static int page_used(const Page *pg) { return pg->data[20] | (pg->data[21] << 8); }
+
+/* Where a force's pages go: the write operations (runs of pages for one pwritev each),
+ * their page buffers and the files touched. */
+typedef struct {
+    WriteOp *ops;
+    struct iovec *iov;
+    int *touched; /* per extent index: written, so fdatasync'ed at the end */
+    int nops;
+    long long written;
+    int64_t exposed; /* the exposed page after this force (-1: none) */
+} WritePlan;
+
+static void free_plan(WritePlan *plan)
+{
+    PyMem_Free(plan->ops);
+    PyMem_Free(plan->iov);
+    PyMem_Free(plan->touched);
+}
+
+/* Plan the writes of what seal_all() captured. fds[i] / slots[i] belong to logical extent
+ * first_extent + i; slots are advanced in place; exposed is the page whose newest forced
+ * image is a partial one at its own place (-1: none). Placement is the Python
+ * RecoveryLog._write_captured's (see its docstring): with TripleWrite no image overwrites
+ * the only durable copy of a page's newest forced image. Returns 0, or -1 with a Python
+ * error set (the plan is then freed). */
+static int plan_writes(LogBuffer *self, const int *fds, Py_ssize_t nfds, int64_t first_extent,
+                       int64_t per_extent, int *slots, int triple, int64_t exposed,
+                       WritePlan *plan)
 {
     Py_ssize_t n = self->snap_count;
-    WriteOp *ops = PyMem_Malloc(sizeof(WriteOp) * (size_t)(n + 1));
-    struct iovec *iov = PyMem_Malloc(sizeof(struct iovec) * (size_t)(n + 1));
-    int *touched = PyMem_Calloc((size_t)nfds + 1, sizeof(int));
+    WriteOp *ops = plan->ops = PyMem_Malloc(sizeof(WriteOp) * (size_t)(n + 2));
+    struct iovec *iov = plan->iov = PyMem_Malloc(sizeof(struct iovec) * (size_t)(n + 2));
+    int *touched = plan->touched = PyMem_Calloc((size_t)nfds + 1, sizeof(int));
     if (ops == NULL || iov == NULL || touched == NULL) {
-        PyMem_Free(ops);
-        PyMem_Free(iov);
-        PyMem_Free(touched);
+        free_plan(plan);
         PyErr_NoMemory();
         return -1;
     }
-    int nops = 0, niov = 0, rc = -1;
+    int nops = 0, niov = 0;
     int64_t run_g = -1;
     Py_ssize_t run_k = -1;
     long long written = 0;
+    int64_t was_exposed = exposed, now_exposed = -1;
+    int64_t new_bytes = self->snap_target - self->snap_batch_start;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t g = self->snap_first + i;
         Py_ssize_t k = (Py_ssize_t)(g / per_extent - first_extent);
+        int sealed = self->snap_sealed[i], in_place = 1, to_slot = 0, sync_after = 0;
         if (k < 0 || k >= nfds) {
             PyErr_SetString(PyExc_ValueError, "a captured page lies outside the given extents");
-            goto done;
+            free_plan(plan);
+            return -1;
         }
         touched[k] = 1;
-        if (self->snap_sealed[i] || !triple) {
+        if (triple && g == was_exposed) {
+            to_slot = 1;
+            if (sealed)
+                sync_after = 1; /* durable in the slot before its own place is touched */
+            else
+                in_place = 0;
+        } else if (triple && !sealed) {
+            in_place = page_lsn(g) >= self->snap_batch_start &&
+                       DATA - page_used(self->snap[i]) >= new_bytes;
+            if (in_place)
+                now_exposed = g;
+            else
+                to_slot = 1;
+        }
+        if (to_slot) {
+            WriteOp *op = &ops[nops++];
+            op->fd = fds[k];
+            op->extent = k;
+            op->offset = (off_t)(slots[k] * PAGE);
+            op->iov_start = niov;
+            op->iov_count = 1;
+            op->sync_after = sync_after;
+            slots[k] = 1 - slots[k];
+            run_k = -1; /* the next in-place page starts a new run */
+            iov[niov].iov_base = self->snap[i]->data;
+            iov[niov].iov_len = PAGE;
+            niov++;
+            written += PAGE;
+        }
+        if (in_place) {
             WriteOp *op = nops ? &ops[nops - 1] : NULL;
             if (op != NULL && run_k == k && g == run_g + op->iov_count &&
                 op->iov_count < IOV_MAX) {
@@ -380,25 +437,37 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
                 op->offset = (off_t)((SLOTS + g % per_extent) * PAGE);
                 op->iov_start = niov;
                 op->iov_count = 1;
+                op->sync_after = 0;
                 run_g = g;
                 run_k = k;
             }
-        } else {
-            /* TripleWrite: the partial page goes to the slot not holding its last image */
-            WriteOp *op = &ops[nops++];
-            op->fd = fds[k];
-            op->extent = k;
-            op->offset = (off_t)(slots[k] * PAGE);
-            op->iov_start = niov;
-            op->iov_count = 1;
-            slots[k] = 1 - slots[k];
-            run_k = -1; /* the next in-place page starts a new run */
+            iov[niov].iov_base = self->snap[i]->data;
+            iov[niov].iov_len = PAGE;
+            niov++;
+            written += PAGE;
         }
-        iov[niov].iov_base = self->snap[i]->data;
-        iov[niov].iov_len = PAGE;
-        niov++;
-        written += PAGE;
     }
+    plan->nops = nops;
+    plan->written = written;
+    plan->exposed = now_exposed;
+    return 0;
+}
+
+/* Write what seal_all() captured and fdatasync every file written: planned under the GIL
+ * (plan_writes), written without it. *exposed is updated for the next force. Returns 0, or
+ * -1 with a Python error set (OSError carries the failing extent's index as its
+ * filename). */
+static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
+                          int64_t first_extent, int64_t per_extent, int *slots, int triple,
+                          int64_t *exposed, long long *written_out, double *micros_out)
+{
+    WritePlan plan;
+    if (plan_writes(self, fds, nfds, first_extent, per_extent, slots, triple, *exposed,
+                    &plan) < 0)
+        return -1;
+    WriteOp *ops = plan.ops;
+    struct iovec *iov = plan.iov;
+    int *touched = plan.touched, nops = plan.nops, rc = -1;
     int err = 0;
     Py_ssize_t err_extent = -1;
     double t0 = monotonic_us(), t1;
@@ -429,6 +498,16 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
                 v->iov_len -= (size_t)w;
             }
         }
+        if (!err && op->sync_after) {
+            int src;
+            do
+                src = fdatasync(op->fd);
+            while (src != 0 && errno == EINTR);
+            if (src != 0) {
+                err = errno;
+                err_extent = op->extent;
+            }
+        }
     }
     for (Py_ssize_t k = 0; k < nfds && !err; k++) {
         if (!touched[k])
@@ -454,13 +533,12 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
         }
         goto done;
     }
-    *written_out = written;
+    *written_out = plan.written;
     *micros_out = t1 - t0;
+    *exposed = plan.exposed;
     rc = 0;
 done:
-    PyMem_Free(ops);
-    PyMem_Free(iov);
-    PyMem_Free(touched);
+    free_plan(&plan);
     return rc;
 }
 
@@ -483,23 +561,27 @@ static PyObject *LogBuffer_seal(LogBuffer *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(write_doc,
-"write(fds, first_extent, pages_per_extent, slots, triple) -> bytes written\n\n"
+"write(fds, first_extent, pages_per_extent, slots, triple, exposed)\n"
+"    -> (bytes written, exposed)\n\n"
 "Write what the last seal() captured and fdatasync every file written, without the GIL. "
 "fds[i] is the descriptor of logical extent first_extent + i, slots[i] the TripleWrite "
-"slot its next partial page goes to (updated in place). Sealed pages (all pages when "
-"triple is false) go to their own place, contiguous ones in one pwritev; with triple, "
-"the partial page goes to the slot. Counts in the write figures. Raises "
+"slot its next slot image goes to (updated in place), exposed the page whose newest "
+"forced image is a partial one at its own place (-1: none; the new value is returned). "
+"Contiguous pages at their own place go in one pwritev; placement as "
+"RecoveryLog._write_captured. Counts in the write figures. Raises "
 "OSError(errno, text, index into fds) on failure.");
 
 static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
 {
     PyObject *fds_obj, *slots_list;
     long long first_extent, per_extent;
+    long long exposed_arg;
     int triple;
     if (!usable(self, 1) ||
-        !PyArg_ParseTuple(args, "OLLO!p", &fds_obj, &first_extent, &per_extent, &PyList_Type,
-                          &slots_list, &triple))
+        !PyArg_ParseTuple(args, "OLLO!pL", &fds_obj, &first_extent, &per_extent, &PyList_Type,
+                          &slots_list, &triple, &exposed_arg))
         return NULL;
+    int64_t exposed = exposed_arg;
     PyObject *fds_seq = PySequence_Fast(fds_obj, "fds must be a sequence");
     if (fds_seq == NULL)
         return NULL;
@@ -525,8 +607,8 @@ static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
     }
     long long written;
     double micros;
-    int rc = write_captured(self, fds, nfds, first_extent, per_extent, slots, triple, &written,
-                            &micros);
+    int rc = write_captured(self, fds, nfds, first_extent, per_extent, slots, triple, &exposed,
+                            &written, &micros);
     for (Py_ssize_t i = 0; i < nfds; i++) {
         PyObject *v = PyLong_FromLong(slots[i]);
         if (v == NULL || PyList_SetItem(slots_list, i, v) < 0)
@@ -535,7 +617,7 @@ static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
     if (rc == 0) {
         int64_t last = self->snap_first + self->snap_count - 1;
         note_write(&self->stats, written, micros, last / per_extent);
-        result = PyLong_FromLongLong(written);
+        result = Py_BuildValue("LL", written, (long long)exposed);
     }
 done:
     PyMem_Free(fds);
@@ -545,22 +627,23 @@ done:
 }
 
 PyDoc_STRVAR(force_doc,
-"force_extent(fd, extent, pages_per_extent, slot, triple, batch_start)\n"
-"    -> None | (target_lsn, next_slot)\n\n"
+"force_extent(fd, extent, pages_per_extent, slot, triple, batch_start, exposed)\n"
+"    -> None | (target_lsn, next_slot, exposed)\n\n"
 "The common force in one call: when every buffered page lies in logical extent `extent` "
 "(whose file is descriptor fd), seal them, write and fdatasync without the GIL, count "
-"the write, drop the pages now on disk for good, and return what is durable and the slot "
-"for the next partial page. None (nothing done) when the pages span extents. Raises "
-"OSError on failure.");
+"the write, drop the pages now on disk for good, and return what is durable, the slot "
+"for the next slot image and the exposed page (as write()). None (nothing done) when the "
+"pages span extents. Raises OSError on failure.");
 
 static PyObject *LogBuffer_force_extent(LogBuffer *self, PyObject *args)
 {
     int fd, slot, triple;
-    long long extent, per_extent, batch_start;
+    long long extent, per_extent, batch_start, exposed_arg;
     if (!usable(self, 1) ||
-        !PyArg_ParseTuple(args, "iLLipL", &fd, &extent, &per_extent, &slot, &triple,
-                          &batch_start))
+        !PyArg_ParseTuple(args, "iLLipLL", &fd, &extent, &per_extent, &slot, &triple,
+                          &batch_start, &exposed_arg))
         return NULL;
+    int64_t exposed = exposed_arg;
     if (per_extent <= 0) {
         PyErr_SetString(PyExc_ValueError, "pages_per_extent must be positive");
         return NULL;
@@ -573,11 +656,77 @@ static PyObject *LogBuffer_force_extent(LogBuffer *self, PyObject *args)
     long long target = self->append_lsn, written;
     double micros;
     slot = slot ? 1 : 0;
-    if (write_captured(self, &fd, 1, extent, per_extent, &slot, triple, &written, &micros) < 0)
+    if (write_captured(self, &fd, 1, extent, per_extent, &slot, triple, &exposed, &written,
+                       &micros) < 0)
         return NULL;
     note_write(&self->stats, written, micros, extent);
     release_sealed(self);
-    return Py_BuildValue("Li", target, slot);
+    return Py_BuildValue("LiL", target, slot, (long long)exposed);
+}
+
+PyDoc_STRVAR(plan_doc,
+"plan(pages_per_extent, slots, triple, exposed) -> ([(extent_index, offset, pages, "
+"sync_after), ...], exposed)\n\n"
+"The writes write() would make of the last seal()'s capture, without making them: each "
+"pwritev's extent (index from the first captured page's extent), file offset and page "
+"count, and whether an fdatasync of that file follows it before the next write (the "
+"final fdatasync of every file written is not listed). slots is not changed.");
+
+static PyObject *LogBuffer_plan(LogBuffer *self, PyObject *args)
+{
+    PyObject *slots_list;
+    long long per_extent, exposed;
+    int triple;
+    if (!usable(self, 1) ||
+        !PyArg_ParseTuple(args, "LO!pL", &per_extent, &PyList_Type, &slots_list, &triple,
+                          &exposed))
+        return NULL;
+    if (per_extent <= 0 || self->snap_count == 0) {
+        PyErr_SetString(PyExc_ValueError, "nothing captured, or pages_per_extent not positive");
+        return NULL;
+    }
+    int64_t first_extent = self->snap_first / per_extent;
+    Py_ssize_t nfds = (Py_ssize_t)((self->snap_first + self->snap_count - 1) / per_extent -
+                                   first_extent + 1);
+    if (PyList_GET_SIZE(slots_list) != nfds) {
+        PyErr_SetString(PyExc_ValueError, "one slot per extent the capture spans");
+        return NULL;
+    }
+    int *fds = PyMem_Calloc((size_t)nfds, sizeof(int));
+    int *slots = PyMem_Calloc((size_t)nfds, sizeof(int));
+    PyObject *ops = NULL, *result = NULL;
+    WritePlan plan;
+    if (fds == NULL || slots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nfds; i++) {
+        long slot = PyLong_AsLong(PyList_GET_ITEM(slots_list, i));
+        if (slot == -1 && PyErr_Occurred())
+            goto done;
+        slots[i] = slot ? 1 : 0;
+    }
+    if (plan_writes(self, fds, nfds, first_extent, per_extent, slots, triple, exposed,
+                    &plan) < 0)
+        goto done;
+    ops = PyList_New(plan.nops);
+    for (int o = 0; ops != NULL && o < plan.nops; o++) {
+        WriteOp *op = &plan.ops[o];
+        PyObject *item = Py_BuildValue("nLii", op->extent, (long long)op->offset,
+                                       op->iov_count, op->sync_after);
+        if (item == NULL)
+            Py_CLEAR(ops);
+        else
+            PyList_SET_ITEM(ops, o, item);
+    }
+    if (ops != NULL)
+        result = Py_BuildValue("OL", ops, (long long)plan.exposed);
+    Py_XDECREF(ops);
+    free_plan(&plan);
+done:
+    PyMem_Free(fds);
+    PyMem_Free(slots);
+    return result;
 }
 
 PyDoc_STRVAR(release_doc,
@@ -698,6 +847,7 @@ static PyMethodDef LogBuffer_methods[] = {
     {"append", (PyCFunction)LogBuffer_append, METH_O, append_doc},
     {"seal", (PyCFunction)LogBuffer_seal, METH_O, seal_doc},
     {"write", (PyCFunction)LogBuffer_write, METH_VARARGS, write_doc},
+    {"plan", (PyCFunction)LogBuffer_plan, METH_VARARGS, plan_doc},
     {"force_extent", (PyCFunction)LogBuffer_force_extent, METH_VARARGS, force_doc},
     {"release_written", (PyCFunction)LogBuffer_release_written, METH_NOARGS, release_doc},
     {"note", (PyCFunction)LogBuffer_note, METH_VARARGS, note_doc},

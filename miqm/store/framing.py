@@ -92,6 +92,11 @@ def seal_header(page: bytearray, page_no: int, generation: int, used: int, seale
     _HEAD.pack_into(page, 0, MAGIC, crc)
 
 
+def page_used(page: bytes | bytearray | memoryview) -> int:
+    """The ``used`` field of a page image whose header :func:`seal_header` filled."""
+    return int(_PAGE.unpack_from(page, 0)[4])
+
+
 def check_page(buf: bytes | bytearray | memoryview, offset: int,
                expect_page_no: int | None = None) -> PageInfo | None:
     """Validate the page at ``buf[offset:offset+4096]``: its header, used length, checksum

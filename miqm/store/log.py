@@ -226,6 +226,9 @@ class RecoveryLog:
         self._cleanup: list[tuple[int, int]] = []  # (extent, page index in file) to zero
         self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
         self._slot_next: dict[int, int] = {}
+        # TripleWrite: the page whose newest forced image is a partial one at its own place
+        # (a fresh page's first image), -1 if none; its next image must go to a slot
+        self._exposed = -1
         self._buf_cls = buffer_class()
         self._scan = full_fragment_scanner()
         self._buf: Any = None  # the append buffer (C or Python twin), once ready
@@ -678,11 +681,11 @@ class RecoveryLog:
                     try:
                         done = buf.force_extent(fd, k, self.pages_per_extent,
                                                 self._slot_next.get(k, 0), self._triple,
-                                                durable)
+                                                durable, self._exposed)
                     except OSError as exc:
                         raise f.direct_error(exc, "write") from exc  # type: ignore[union-attr]
                     if done is not None:
-                        self._durable, self._slot_next[k] = done
+                        self._durable, self._slot_next[k], self._exposed = done
                         return
             self._flush_general(buf, durable)
         except BaseException as exc:
@@ -707,7 +710,8 @@ class RecoveryLog:
         if None not in fds:
             slots = [self._slot_next.get(k, 0) for k in range(k0, k1 + 1)]
             try:
-                buf.write(fds, k0, per_extent, slots, self._triple)
+                _written, self._exposed = buf.write(fds, k0, per_extent, slots, self._triple,
+                                                    self._exposed)
             except OSError as exc:
                 i = exc.filename if isinstance(exc.filename, int) else 0
                 raise files[i].direct_error(exc, "write") from exc
@@ -715,39 +719,72 @@ class RecoveryLog:
                 for i, slot in enumerate(slots):
                     self._slot_next[k0 + i] = slot
         else:
-            written = self._write_captured(buf.captured(), files, k0)
+            written = self._write_captured(buf.captured(), files, k0, durable, target)
             buf.note(written, (time.perf_counter() - t0) * 1e6, k1)
         with self._lock:
             self._durable = target
             buf.release_written()
 
     def _write_captured(self, snap: list[tuple[int, Any, bool]], files: list[VolumeFile],
-                        k0: int) -> int:
+                        k0: int, batch_start: int, target: int) -> int:
         """The force's writes through the volume's files (volumes without a direct
-        descriptor: NFSv4 over libnfs, fault injection, the crash harness's recorder)."""
+        descriptor: NFSv4 over libnfs, fault injection, the crash harness's recorder).
+
+        Where each page image goes (the C buffer's ``write_captured`` places them the same
+        way; the crash harness proves this one): with SingleWrite, every page at its own
+        place. With TripleWrite, a page image never overwrites the location holding that
+        page's newest forced image unless a newer copy is already durable elsewhere:
+
+        * sealed pages go to their own place; a sealed page whose newest forced image is a
+          partial one at its own place (``_exposed``) is first written to a slot and
+          forced there (a second fdatasync, rare: see below), then to its own place;
+        * a partial page goes to the slot not holding its last image, except the first
+          image of a fresh page (nothing of it forced yet), which goes to its own place,
+          in the same write as the sealed page before it, when the page has room for
+          another force of this size: then the next force adds to it (to a slot) before
+          sealing it, so forces of one or two pages are one write each.
+        """
         written = 0
         per_extent = self.pages_per_extent
+        triple = self._triple
+        exposed, self._exposed = self._exposed, -1
+        new_bytes = target - batch_start
         run: list[Any] = []
         run_g = run_k = -1
         touched: dict[int, VolumeFile] = {}
         for g, image, is_sealed in snap:
             k = g // per_extent
             f = touched[k] = files[k - k0]
-            if is_sealed or not self._triple:
+            in_place = True
+            if triple and g == exposed:
+                slot = self._slot_next.get(k, 0)
+                f.pwrite(image, slot * PAGE)
+                self._slot_next[k] = 1 - slot
+                written += PAGE
+                if is_sealed:
+                    f.fdatasync()  # durable in the slot before its own place is touched
+                else:
+                    in_place = False
+            elif triple and not is_sealed:
+                in_place = (F.page_lsn(g) >= batch_start
+                            and F.DATA - F.page_used(image) >= new_bytes)
+                if in_place:
+                    self._exposed = g
+                else:
+                    if run:
+                        written += self._write_run(touched[run_k], run_g, run)
+                        run = []
+                    slot = self._slot_next.get(k, 0)
+                    f.pwrite(image, slot * PAGE)
+                    self._slot_next[k] = 1 - slot
+                    written += PAGE
+            if in_place:
                 if run and (k != run_k or g != run_g + len(run)):
                     written += self._write_run(touched[run_k], run_g, run)
                     run = []
                 if not run:
                     run_g, run_k = g, k
                 run.append(image)
-            else:
-                if run:
-                    written += self._write_run(touched[run_k], run_g, run)
-                    run = []
-                slot = self._slot_next.get(k, 0)
-                f.pwrite(image, slot * PAGE)
-                self._slot_next[k] = 1 - slot
-                written += PAGE
         if run:
             written += self._write_run(touched[run_k], run_g, run)
         for f in touched.values():

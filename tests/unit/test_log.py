@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -331,70 +333,114 @@ class _SpyFile:
         return getattr(self._inner, name)
 
 
-@pytest.mark.parametrize("integrity", ["TripleWrite", "SingleWrite"])
-def test_partial_pages_are_never_written_in_place_with_triple_write(
-        tmp_path: Path, integrity: str) -> None:
-    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2,
-                           write_integrity=integrity)
-    vol = new_log(tmp_path, settings)
-    log, _ = reopen(vol, 1, settings)
-    writes: list[tuple[int, bytes]] = []
-    log._make_ready()
-    log._files[0] = _SpyFile(log._files[0], writes)  # type: ignore[assignment]
-    for i in range(50):
-        log.append_and_force(payload(i, 300))
-    in_place_partial = 0
-    slot_writes = set()
-    for offset, data in writes:
+class _SyncSpyFile(_SpyFile):
+    """Records every page write and every fdatasync, in order."""
+
+    def fdatasync(self) -> None:
+        self._writes.append((-1, b""))
+        self._inner.fdatasync()
+
+
+def _overwrites_of_only_copies(events: list[tuple[int, bytes]], start: bytes
+                               ) -> tuple[int, Counter[str]]:
+    """Replay page writes and syncs over the extent's bytes ``start``: how many writes
+    overwrote the only durable copy of some page's newest forced image (what a torn write
+    there would lose), and what kinds of write were seen."""
+    durable = {i: start[i * PAGE:(i + 1) * PAGE] for i in range(len(start) // PAGE)}
+    pending: set[int] = set()
+    kinds: Counter[str] = Counter()
+    bad = 0
+    for offset, data in events:
+        if offset < 0:  # fdatasync: everything written so far is durable
+            pending.clear()
+            continue
         for p in range(len(data) // PAGE):
             index = offset // PAGE + p
-            info = F.check_page(data, p * PAGE)
-            assert info is not None
-            if index < SLOTS:
-                slot_writes.add(index)
-            elif not info.sealed:
-                in_place_partial += 1
-    if integrity == "TripleWrite":
-        assert in_place_partial == 0 and slot_writes == {0, 1}
-    else:
-        assert in_place_partial > 0 and not slot_writes
-    log.close()
-    _, recs = reopen(vol, 2, settings)
-    assert [p for _, p in recs] == [payload(i, 300) for i in range(50)]
+            image = data[p * PAGE:(p + 1) * PAGE]
+            new = F.check_page(image, 0)
+            assert new is not None
+            kinds[("slot" if index < SLOTS else "in place")
+                  + (" sealed" if new.sealed else " partial")] += 1
+            old = F.check_page(durable[index], 0)
+            if old is not None and index not in pending:
+                copies = [i for i, raw in durable.items() if i != index and i not in pending
+                          and (info := F.check_page(raw, 0)) is not None
+                          and info.page_no == old.page_no and info.order() >= old.order()]
+                newest = max(info.order() for raw in durable.values()
+                              if (info := F.check_page(raw, 0)) is not None
+                              and info.page_no == old.page_no)
+                if old.order() == newest and not copies:
+                    bad += 1
+            durable[index] = image
+            pending.add(index)
+    return bad, kinds
+
+
+def _check_c_plans(log: RecoveryLog, events: list[tuple[int, bytes]]) -> list[int]:
+    """With the C buffer, check before each force written through Python that the C
+    buffer plans the same writes, in the same order, with an fdatasync at the same places
+    (the C force's own I/O cannot be watched; its plan can). Returns [forces checked]."""
+    checked = [0]
+    if not hasattr(log._buf_cls, "plan"):
+        return []
+    write_through_python = log._write_captured
+
+    def compare(snap, files, k0, batch_start, target):  # type: ignore[no-untyped-def]
+        plan = log._buf.plan(log.pages_per_extent, [log._slot_next.get(k0, 0)], log._triple,
+                             log._exposed)
+        mark = len(events)
+        written = write_through_python(snap, files, k0, batch_start, target)
+        ops: list[list[int]] = []
+        for i, (offset, data) in enumerate(events[mark:]):
+            if offset >= 0:
+                ops.append([0, offset, len(data) // PAGE, 0])
+            elif any(o >= 0 for o, _ in events[mark + i:]):
+                ops[-1][3] = 1  # an fdatasync before the force's next write
+        assert plan == ([tuple(op) for op in ops], log._exposed)
+        checked[0] += 1
+        return written
+
+    log._write_captured = compare  # type: ignore[method-assign]
+    return checked
 
 
 @pytest.mark.parametrize("integrity", ["TripleWrite", "SingleWrite"])
-def test_no_force_leaves_a_partial_page_in_place_with_triple_write(
+def test_no_force_overwrites_the_only_copy_of_forced_records(
         tmp_path: Path, integrity: str) -> None:
-    """What the disk holds after every force, whichever path wrote it: with TripleWrite
-    no partial page ever sits at its own place (it would have overwritten forced
-    records), and both slots take turns."""
+    """With TripleWrite no write, up to the next fdatasync, ever replaces the only durable
+    copy of a page's newest forced image (a torn write there would lose forced records),
+    whatever the force sizes: fresh pages' first images at their own place, later ones in
+    the slots, a page sealed right after its first image forced to a slot first. With
+    SingleWrite that is exactly what happens (the option's documented risk)."""
     settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2,
                            write_integrity=integrity)
     vol = new_log(tmp_path, settings)
     log, _ = reopen(vol, 1, settings)
-    path = tmp_path / "log" / "S0000000.LOG"
-    in_place_partial = 0
-    slots_seen: set[int] = set()
-    for i in range(50):
-        log.append_and_force(payload(i, 300))
-        raw = path.read_bytes()
-        for index in range(64):
-            info = F.check_page(raw, index * PAGE)
-            if info is None:
-                continue
-            if index < SLOTS:
-                if info.page_no == log._buf.first_page:
-                    slots_seen.add(index)
-            elif not info.sealed:
-                in_place_partial += 1
+    log._make_ready()
+    start = (tmp_path / "log" / "S0000000.LOG").read_bytes()
+    events: list[tuple[int, bytes]] = []
+    log._files[0] = _SyncSpyFile(log._files[0], events)  # type: ignore[assignment]
+    planned = _check_c_plans(log, events)
+    rng = random.Random(3)
+    sent = []
+    while log._buf.first_page < 50:  # stays in the first extent
+        for _ in range(rng.choice([1, 1, 1, 2, 5])):
+            sent.append(payload(len(sent), rng.choice([40, 300, 1000, 2500, 6000])))
+            log.append(sent[-1])
+        log.force(log._append_lsn)
+    bad, kinds = _overwrites_of_only_copies(events, start)
     if integrity == "TripleWrite":
-        assert in_place_partial == 0 and slots_seen == {0, 1}
+        assert bad == 0, kinds
+        # every placement was used: first images at their own place, later ones in a
+        # slot, and pages sealed right after their first image forced to a slot first
+        assert kinds["in place partial"] and kinds["slot partial"] and kinds["slot sealed"]
     else:
-        assert in_place_partial > 0
+        assert bad > 0 and not kinds["slot partial"]
+    assert planned == ([log._buf.forces] if native_available() and hasattr(log._buf, "plan")
+                       else [])
     log.close()
     _, recs = reopen(vol, 2, settings)
-    assert [p for _, p in recs] == [payload(i, 300) for i in range(50)]
+    assert [p for _, p in recs] == sent
 
 
 def test_concurrent_commits_share_forces(tmp_path: Path) -> None:

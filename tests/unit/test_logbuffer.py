@@ -180,7 +180,7 @@ def test_a_misused_c_buffer_raises_instead_of_touching_memory() -> None:
     blank = NativeLogBuffer.__new__(NativeLogBuffer)  # never initialised
     for call in (lambda: blank.append(b"x"), lambda: blank.seal(0),
                  lambda: blank.release_written(), lambda: blank.last_used,
-                 lambda: blank.force_extent(0, 0, 62, 0, True, 0)):
+                 lambda: blank.force_extent(0, 0, 62, 0, True, 0, -1)):
         with pytest.raises(RuntimeError, match="not initialised"):
             call()
     buf = NativeLogBuffer(0, 1, b"")
