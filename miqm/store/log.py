@@ -649,6 +649,9 @@ class RecoveryLog:
     def _hand_off(self) -> None:
         with self._wlock:
             q = self._waitq
+            if not q:  # nobody waited (a single producer): nothing to hand over
+                self._flushing = False
+                return
             durable = self._durable
             failed = self._failed is not None
             while q and (q[0][0] < durable or failed):

@@ -84,6 +84,9 @@ class _Waiter:
         self.result: Message | None = None
 
 
+_NO_ID = bytes(24)
+
+
 def _pad24(b: bytes | None) -> bytes:
     b = b or b""
     if len(b) > 24:
@@ -607,25 +610,26 @@ class QueueManagerStore:
                 raise MessagingError(f"priority {prio} is not 0-9 (MQRC 2050)",
                                      mqrc=MQRC_PRIORITY_ERROR)
             pers = (q.attrs["DEFPSIST"] == "YES") if persistent is None else bool(persistent)
-            if uow is not None and len(uow.ops) >= self._max_umsgs():
+            # MAXUMSGS is at least 1: a unit's first message never needs the lookup
+            if uow is not None and uow.ops and len(uow.ops) >= self._max_umsgs():
                 raise MessagingError("MAXUMSGS reached for this unit of work (MQRC 2024)",
                                      mqrc=MQRC_SYNCPOINT_LIMIT_REACHED)
             key = self.state.next_key
             self.state.next_key += 1
             mid = _pad24(msgid) if msgid else self._msgid(key)
-            cid = _pad24(correlid)
+            cid = _pad24(correlid) if correlid else _NO_ID
             now = self._wallclock()
             if (uow is None and q.present == len(q.uncommitted) + len(q.locked)
                     and self._hand_over(queue, mid, cid, prio, pers, now, body)):
                 return mid
-            if q.depth >= int(q.attrs["MAXDEPTH"]):
+            if q.present - len(q.locked) >= int(q.attrs["MAXDEPTH"]):  # CURDEPTH
                 raise MessagingError(f"queue '{queue}' is full (MQRC 2053)", mqrc=MQRC_Q_FULL)
             if pers:
                 lsn = self._append(R.encode_put(uow.txid if uow else 0, queue, key, prio, now,
                                                 mid, cid, body), uow)
             # the key is new and next_key already past it: StoreState.add_message inlined
             q.mem[key] = MemMessage(prio, pers, now, mid, cid, body)
-            q.add(key, prio, -1, len(body), mid, cid, generated_key)
+            q.add_put(key, prio, len(body), mid if msgid else None, cid if correlid else None)
             if uow is not None:
                 q.uncommitted[key] = uow.txid
                 uow.ops.append(("P", queue, key, pers))
@@ -779,7 +783,7 @@ class QueueManagerStore:
                 self._check_open()
             if uow.state != ACTIVE:
                 self._check_uow(uow)  # raises: backed out, prepared or ended
-            if uow.logged:
+            if uow.first_lsn is not None:  # logged
                 lsn = self._append(R.encode_end(R.COMMIT, uow.txid))
             self.state.apply_commit(uow)
             self._wake()

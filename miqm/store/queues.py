@@ -481,6 +481,25 @@ class LocalQueue:
         if correlid.strip(b"\0"):
             self.correlids.setdefault(correlid, []).append(key)
 
+    def add_put(self, key: int, prio: int, length: int, msgid: bytes | None,
+                correlid: bytes | None) -> None:
+        """:meth:`add` for a new put's message, body in ``mem`` (a put's hot path): its key
+        is above every key present; ``msgid`` only when the caller chose it, ``correlid``
+        only when the caller gave one."""
+        ix = self.index
+        ks = ix.keys[prio]
+        if ks and ks[-1] >= key:
+            ix.add(key, prio, -1, length)
+        else:
+            ks.append(key)
+            ix.blocks[prio].append(-1)
+            ix.lens[prio].append(length)
+        self.present += 1
+        if msgid is not None:
+            self.msgids[msgid] = key
+        if correlid is not None and correlid.strip(b"\0"):
+            self.correlids.setdefault(correlid, []).append(key)
+
     def add_scanned(self, records: Iterable[FileRecord],
                     generated: Callable[[bytes], int | None]) -> None:
         """:meth:`add` for every record of a queue file scan (a deep queue's load time is

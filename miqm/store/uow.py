@@ -9,26 +9,33 @@ operations are undone in memory only and never reach the log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 ACTIVE, PREPARED, ROLLED_BACK, ENDED = "active", "prepared", "rolled_back", "ended"
 
 
-@dataclass(eq=False)
 class UnitOfWork:
     """One syncpoint. Obtain from ``QueueManagerStore.begin()``; end with commit/backout.
 
     ``first_lsn`` is the LSN of its first log record (what it pins in the log);
     ``state`` is active, prepared (in doubt), rolled_back (by AMQ7469: its next call
-    fails with MQRC 2003) or ended.
+    fails with MQRC 2003) or ended; ``ops`` its operations in order; ``undone`` the
+    indexes of operations undone by CLRs (restart). A plain slotted class: one is made
+    for every syncpoint, on the commit path.
     """
 
-    txid: int
-    state: str = ACTIVE
-    xid: str | None = None
-    first_lsn: int | None = None
-    ops: list[tuple[str, str, int, bool]] = field(default_factory=list)
-    undone: set[int] = field(default_factory=set)  # op indexes undone by CLRs (restart)
+    __slots__ = ("first_lsn", "ops", "state", "txid", "undone", "xid")
+
+    def __init__(self, txid: int, state: str = ACTIVE, xid: str | None = None,
+                 first_lsn: int | None = None) -> None:
+        self.txid = txid
+        self.state = state
+        self.xid = xid
+        self.first_lsn = first_lsn
+        self.ops: list[tuple[str, str, int, bool]] = []
+        self.undone: set[int] = set()
+
+    def __repr__(self) -> str:
+        return (f"UnitOfWork(txid={self.txid}, state={self.state!r}, xid={self.xid!r}, "
+                f"first_lsn={self.first_lsn}, ops={len(self.ops)})")
 
     @property
     def logged(self) -> bool:
