@@ -148,6 +148,56 @@ class BareGroupCommit:
         os.unlink(self.path)
 
 
+class LogAlone:
+    """The store's recovery log by itself: per commit, a PUT-sized and a COMMIT-sized
+    record appended and forced, from N threads (group commit, C force), with none of the
+    store's queue or unit-of-work bookkeeping. Measured beside the store, the gap between
+    the two is what that bookkeeping costs; this figure bounds what the store could reach
+    with it free."""
+
+    def __init__(self, directory: str) -> None:
+        from miqm.store.log import RecoveryLog
+        from miqm.store.records import COMMIT, encode_end, encode_put
+
+        path = os.path.join(directory, "log-alone")
+        os.makedirs(path)
+        volume = PosixVolume(path)
+        RecoveryLog.create(volume, _bench_log_settings())
+        self.log = RecoveryLog.open(volume, _bench_log_settings(), generation=1)
+        self.log.end_lsn()
+        self.put = encode_put(1, "BENCH.Q", 1, 0, 0.0, bytes(24), bytes(24), b"x" * 1024)
+        self.commit = encode_end(COMMIT, 1)
+
+    def run(self, producers: int, seconds: float) -> tuple[int, float]:
+        """(commits, elapsed seconds) with ``producers`` threads for ``seconds``."""
+        log, put, commit = self.log, self.put, self.commit
+        stop_at = time.perf_counter() + seconds
+        counts: list[int] = []
+
+        def producer() -> None:
+            n = 0
+            while True:
+                log.append(put)
+                log.force(log.append(commit))
+                n += 1
+                if time.perf_counter() >= stop_at:
+                    break
+            counts.append(n)
+
+        threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # nothing is kept: the next slice may start from an empty log
+        log.set_restart_lsn(log.end_lsn())
+        return sum(counts), time.perf_counter() - start
+
+    def close(self) -> None:
+        self.log.close()
+
+
 @dataclass
 class _Run:
     producers: int
@@ -244,6 +294,7 @@ def bench_store(
     try:
         probe = RawProbe(base)
         bare = BareGroupCommit(base)
+        alone = LogAlone(base)
         _create_store(base)
         store = _open_store(base)
         runs = []
@@ -258,11 +309,14 @@ def bench_store(
                 raw_before = (probe.ops, probe.elapsed)
                 commits, elapsed, lat = 0, 0.0, []
                 bare_commits, bare_elapsed = 0, 0.0
+                log_commits, log_elapsed = 0, 0.0
                 errors: list[str] = []
                 for _ in range(slices):
                     probe.run(slice_s / 2)
                     c, e = bare.run(n, slice_s / 2, body)
                     bare_commits, bare_elapsed = bare_commits + c, bare_elapsed + e
+                    c, e = alone.run(n, slice_s / 2)
+                    log_commits, log_elapsed = log_commits + c, log_elapsed + e
                     r = commit_run(store, n, slice_s, body)
                     commits += r.commits
                     elapsed += r.commits / r.commits_per_s if r.commits else slice_s  # type: ignore[attr-defined]
@@ -271,6 +325,7 @@ def bench_store(
                 raw_rate = (probe.ops - raw_before[0]) / (probe.elapsed - raw_before[1])
                 rate = commits / elapsed if elapsed else 0.0
                 bare_rate = bare_commits / bare_elapsed if bare_elapsed else 0.0
+                log_rate = log_commits / log_elapsed if log_elapsed else 0.0
                 lat.sort()
                 row = {
                     "producers": n,
@@ -283,13 +338,18 @@ def bench_store(
                     "bare_python_commits_per_s": round(bare_rate, 1),
                     "bare_python_ratio_to_raw": round(bare_rate / raw_rate, 2)
                     if raw_rate else 0.0,
+                    # the store's recovery log alone, with no queue or unit-of-work work
+                    "log_alone_commits_per_s": round(log_rate, 1),
+                    "log_alone_ratio_to_raw": round(log_rate / raw_rate, 2)
+                    if raw_rate else 0.0,
                 }
                 if errors:
                     row["errors"] = errors[:3]
                 runs.append(row)
                 echo(f"{n:3d} producers: {row['commits_per_s']:.0f} commits/s "
                      f"({row['ratio_to_raw']}x raw {raw_rate:.0f}/s alongside), "
-                     f"p99 {row['p99_commit_ms']} ms; a bare Python group commit: "
+                     f"p99 {row['p99_commit_ms']} ms; the log alone: {log_rate:.0f}/s "
+                     f"({row['log_alone_ratio_to_raw']}x); a bare Python group commit: "
                      f"{bare_rate:.0f}/s ({row['bare_python_ratio_to_raw']}x)")
                 _drain(store)
         finally:
@@ -302,6 +362,7 @@ def bench_store(
             }
             probe.close()
             bare.close()
+            alone.close()
         echo(f"raw 4 KiB write+fdatasync: {baseline['fdatasync_per_s']:.0f}/s "
              f"(p50 {baseline['p50_ms']} ms)")
         # which implementation these figures are of (MIQM_NATIVE_LOG=0: the pure-Python one)

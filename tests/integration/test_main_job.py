@@ -34,7 +34,7 @@ def test_bench_store_prints_contract_json() -> None:
     assert result["native_log"] is native_available()  # which store was measured
     for run in result["runs"]:
         assert run["commits_per_s"] > 0 and run["p99_commit_ms"] > 0
-        assert run["bare_python_commits_per_s"] > 0
+        assert run["bare_python_commits_per_s"] > 0 and run["log_alone_commits_per_s"] > 0
         assert "errors" not in run, run
 
 
