@@ -155,7 +155,11 @@ class QueueManagerStore:
         self._damaged: dict[str, str] = {}
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
-        self._capacity = settings.file_size * (settings.primary_files + settings.secondary_files)
+        # the log space a unit of work may pin (AMQ7469 acts at uow_log_space_limit of it):
+        # the log fills by whole extents from the one holding the restart point, which can
+        # sit anywhere in its extent, so only N - 1 of the N extents are sure to be free
+        extent = int(getattr(log, "extent_bytes", 0) or settings.file_size)
+        self._capacity = extent * max(1, settings.primary_files + settings.secondary_files - 1)
         self._pin_limit = int(self._capacity * tuning.uow_log_space_limit)
         self._pin_threshold: int | None = None  # an LSN past which a unit may pin too much
         self._cp_thread: threading.Thread | None = None

@@ -559,3 +559,34 @@ def test_a_checkpoint_writes_a_deep_queue_in_bounded_runs(tmp_path: Path) -> Non
     assert max(writes) <= qmstore._RUN_MAX + 1536
     store = h.crash(store)
     assert drain(store) == bodies
+
+
+def test_a_unit_begun_late_in_an_extent_is_rolled_back_before_the_log_fills(
+        tmp_path: Path) -> None:
+    """The log fills by whole extents from the one holding the restart point: a unit
+    whose first record sits late in an extent pins all of that extent. AMQ7469 must roll
+    it back before the log is full (AMQ7463), not only once it pins 80% of all extents
+    counted from its own first record."""
+    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "log").mkdir()
+    data, log = PosixVolume(str(tmp_path / "data")), PosixVolume(str(tmp_path / "log"))
+    QueueManagerStore.create(data, log, "QM", settings)
+    lines: list[tuple[str, str]] = []
+    store = QueueManagerStore.open(data, log, "QM", settings, StoreTuning(), generation=1,
+                                   background=False, errlog=lambda a, t: lines.append((a, t)))
+    store.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
+    extent = store.log.extent_bytes
+    while store.log.end_lsn() % extent < extent * 0.9:  # late in the current extent
+        store.put("Q", b"f" * 500)
+        store.get("Q")
+    pinning = store.begin()
+    store.put("Q", b"pins the log", uow=pinning)
+    for _ in range(int(3 * extent / 1200)):  # three extents of traffic
+        store.put("Q", b"t" * 1000)
+        store.get("Q")
+    with pytest.raises(MessagingError) as e:
+        store.commit(pinning)
+    assert e.value.mqrc == 2003
+    assert any(a == "AMQ7469" for a, _ in lines)
+    store.close()
