@@ -1,7 +1,8 @@
 """Build hook for the optional C parts of the store: the recovery log's append buffer,
-restart's PUT redo and the queue-file scan. Everything else is declared in
-pyproject.toml. Without a compiler the install still succeeds and the store uses the
-pure-Python code each part mirrors (logbuffer.py, recovery.py, queues.py)."""
+restart's PUT redo, the queue-file scan and the begin/put/commit common case. Everything
+else is declared in pyproject.toml. Without a compiler the install still succeeds and the
+store uses the pure-Python code each part mirrors (logbuffer.py, recovery.py, queues.py,
+qmstore.py)."""
 
 from setuptools import Extension, setup
 
@@ -13,6 +14,8 @@ setup(
         Extension("miqm.store._logbuffer", ["miqm/store/_logbuffer.c"],
                   depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._redo", ["miqm/store/_redo.c"],
+                  extra_compile_args=FLAGS, optional=True),
+        Extension("miqm.store._hotpath", ["miqm/store/_hotpath.c"],
                   extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._queuefile", ["miqm/store/_queuefile.c"],
                   depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),

@@ -251,3 +251,15 @@ def native_put_redo() -> Any:
     ``redo(payload, lsn)`` and ``forget()``), or None for the Python one in
     :mod:`miqm.store.recovery`."""
     return native_part(_PutRedo)
+
+
+try:
+    from miqm.store._hotpath import HotPath as _HotPath
+except ImportError:
+    _HotPath = None
+
+
+def native_hot_path() -> Any:
+    """The C twin of the store's begin/put/commit common case (the class ``HotPath``;
+    see ``_hotpath.c``), or None for the Python bodies in :mod:`miqm.store.qmstore`."""
+    return native_part(_HotPath)

@@ -27,9 +27,10 @@ from typing import Any
 from lockfs.errors import LockFsError
 from lockfs.volume import Volume
 from miqm import amq
-from miqm.errors import MessagingError, ObjectError, StoreError
+from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
+from miqm.store.logbuffer import native_hot_path
 from miqm.store.queues import (
     DEFAULT_ATTRS,
     LocalQueue,
@@ -165,6 +166,10 @@ class QueueManagerStore:
         self._cp_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.recovery_stats: dict[str, Any] = {}
+        # the C twin of begin/put/commit's common case (None: the Python bodies serve)
+        hot = native_hot_path()
+        self._hot = None if hot is None else hot(MemMessage, UnitOfWork, LogFullError,
+                                                  R.PUT, R.COMMIT)
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -360,8 +365,6 @@ class QueueManagerStore:
             lsn = self.log.append(payload)
         except BaseException as exc:
             # a failed append may have left the log unusable: fail-stop, never guess
-            from miqm.errors import LogFullError
-
             if not isinstance(exc, LogFullError):
                 self._failed = exc
             raise
@@ -584,6 +587,10 @@ class QueueManagerStore:
     def begin(self) -> UnitOfWork:
         """Start a unit of work (nothing is logged until its first persistent operation)."""
         with self._lock:
+            if self._hot is not None:
+                u = self._hot.begin(self)
+                if u is not None:
+                    return u  # type: ignore[no-any-return]
             if self._closed or self._failed is not None:
                 self._check_open()
             return self.state.uows.new()
@@ -593,6 +600,14 @@ class QueueManagerStore:
             correlid: bytes | None = None, uow: UnitOfWork | None = None) -> bytes:
         """MQPUT; returns the msgid. Outside syncpoint a persistent put is durable on
         return; under syncpoint nothing is visible to others until commit."""
+        hot = self._hot
+        if hot is not None and uow is not None and msgid is None and correlid is None:
+            with self._lock:  # the common case in C (None: anything else, nothing done)
+                mid = hot.put(self, queue, body, persistent, priority, uow)
+                if mid is not None:
+                    if self._check_due:
+                        self._after_op()
+                    return mid  # type: ignore[no-any-return]
         body = bytes(body)
         lsn = None
         with self._lock:
@@ -781,6 +796,15 @@ class QueueManagerStore:
 
     def commit(self, uow: UnitOfWork) -> None:
         """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
+        if self._hot is not None:
+            with self._lock:  # the common case in C (None: anything else, nothing done)
+                lsn = self._hot.commit(self, uow)
+                if lsn is not None and self._check_due:
+                    self._after_op()
+            if lsn is not None:
+                if lsn >= 0:
+                    self._force(lsn)
+                return
         lsn = None
         with self._lock:
             if self._closed or self._failed is not None:

@@ -1,0 +1,918 @@
+/* The commit path's common case in C: the twin of the bodies of QueueManagerStore.begin,
+ * .put (under syncpoint, persistent, msgid and correlid chosen by the store) and .commit
+ * in miqm/store/qmstore.py, which stay the reference and the general path.
+ *
+ * A single producer's put+commit is one fdatasync plus some forty microseconds of
+ * Python bookkeeping after a cold wake-up: checks against the queue's attributes, the
+ * PUT record, the queue's index, the unit of work and its commit. Here the same updates
+ * go through the C API on the same Python objects, in the same order. The caller holds
+ * the store lock. A call that is not the common case (a closed or failed store, a
+ * damaged queue, any check that would fail, a unit with undone operations...) returns
+ * None before it changes anything, and the Python path then does the whole operation
+ * (and raises what it raises). The log append stays a call of the store's RecoveryLog.
+ *
+ * PUT record layout (little-endian): type u8 | txid u64 | name length u16 | name |
+ * key u64 | priority u8 | put time f64 | msgid 24 | correlid 24 | body length u32 | body;
+ * COMMIT: type u8 | txid u64.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#define ID_LEN 24
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *message;    /* MemMessage */
+    PyObject *unit;       /* UnitOfWork */
+    PyObject *full_error; /* LogFullError: a full log does not stop the store */
+    int put_type, commit_type;
+} HotPath;
+
+static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_attr,
+    *s_active, *s_ended, *s_attrs, *s_PUT, *s_ENABLED, *s_MAXMSGL, *s_DEFPRTY, *s_DEFPSIST,
+    *s_YES, *s_ops, *s_qmgr, *s_MAXUMSGS, *s_tuning, *s_max_umsgs, *s_present, *s_locked,
+    *s_MAXDEPTH, *s_next_key, *s_msgid_head, *s_wallclock, *s_txid, *s_log, *s_append,
+    *s_first_lsn, *s_pin_threshold, *s_pin_limit, *s_check_due, *s_records_since_cp,
+    *s_recd_max, *s_last_lsn, *s_mem, *s_index, *s_keys, *s_blocks, *s_lens, *s_add,
+    *s_uncommitted, *s_P, *s_undone, *s_only, *s_remove, *s_uows, *s_units, *s_xid,
+    *s_by_xid, *s_last_uow, *s_sleepers, *s_cond, *s_notify_all, *s_next_txid, *s_pop;
+static PyObject *no_id; /* 24 zero bytes: the correlid of a put that gave none */
+
+static int HotPath_init(HotPath *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"message_type", "unit_type", "full_error", "put_type",
+                             "commit_type", NULL};
+    PyObject *message, *unit, *full_error;
+    int put_type, commit_type;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOii", kwlist, &message, &unit,
+                                     &full_error, &put_type, &commit_type))
+        return -1;
+    Py_XSETREF(self->message, Py_NewRef(message));
+    Py_XSETREF(self->unit, Py_NewRef(unit));
+    Py_XSETREF(self->full_error, Py_NewRef(full_error));
+    self->put_type = put_type;
+    self->commit_type = commit_type;
+    return 0;
+}
+
+static void HotPath_dealloc(HotPath *self)
+{
+    Py_XDECREF(self->message);
+    Py_XDECREF(self->unit);
+    Py_XDECREF(self->full_error);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int configured(HotPath *self)
+{
+    if (self->message == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "HotPath is not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+/* 1 if obj.attr is truthy, 0 if not, -1 on error */
+static int attr_true(PyObject *obj, PyObject *attr)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* 1 if obj.attr is None, 0 if not, -1 on error */
+static int attr_none(PyObject *obj, PyObject *attr)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr);
+    if (v == NULL)
+        return -1;
+    int t = v == Py_None;
+    Py_DECREF(v);
+    return t;
+}
+
+/* The store can take an operation: not closed and not failed (1), else 0; -1 on error */
+static int store_open(PyObject *store)
+{
+    int closed = attr_true(store, s_closed);
+    if (closed != 0)
+        return closed < 0 ? -1 : 0;
+    int failed_none = attr_none(store, s_failed);
+    return failed_none;
+}
+
+/* obj.attr == text (an interned str), 1/0/-1 */
+static int attr_equals(PyObject *obj, PyObject *attr, PyObject *text)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr);
+    if (v == NULL)
+        return -1;
+    int eq = PyObject_RichCompareBool(v, text, Py_EQ);
+    Py_DECREF(v);
+    return eq;
+}
+
+/* int(d[key]) into *out: 1, 0 when missing or not an integer (error cleared), -1 */
+static int dict_int(PyObject *d, PyObject *key, long long *out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key); /* borrowed */
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *n = PyNumber_Long(v);
+    if (n == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static long long get_ll(PyObject *obj, PyObject *attr, int *ok)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr);
+    if (v == NULL) {
+        *ok = 0;
+        return -1;
+    }
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    *ok = !(n == -1 && PyErr_Occurred());
+    return n;
+}
+
+static int set_ll(PyObject *obj, PyObject *attr, long long value)
+{
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(obj, attr, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* QueueManagerStore._append: the log append and what the record pins and triggers.
+ * uow may be NULL (a record of no unit, or one whose first record is not this). Returns
+ * the LSN, or -1 with an error set (the store then failed, unless the log was full). */
+static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
+                              PyObject *uow)
+{
+    PyObject *log = PyObject_GetAttr(store, s_log);
+    if (log == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodOneArg(log, s_append, payload);
+    Py_DECREF(log);
+    if (r == NULL) {
+        /* a failed append may have left the log unusable: fail-stop, never guess */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL && !PyErr_GivenExceptionMatches(value, self->full_error))
+            PyObject_SetAttr(store, s_failed, value);
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    long long lsn = PyLong_AsLongLong(r);
+    if (lsn == -1 && PyErr_Occurred()) {
+        Py_DECREF(r);
+        return -1;
+    }
+    int ok = 1, due = 0;
+    if (uow != NULL) {
+        int none = attr_none(uow, s_first_lsn);
+        if (none < 0 || (none && PyObject_SetAttr(uow, s_first_lsn, r) < 0))
+            goto fail;
+        if (none) {
+            int unset = attr_none(store, s_pin_threshold);
+            if (unset < 0)
+                goto fail;
+            if (unset) {
+                long long limit = get_ll(store, s_pin_limit, &ok);
+                if (!ok || set_ll(store, s_pin_threshold, lsn + limit) < 0)
+                    goto fail;
+            }
+        }
+    }
+    PyObject *pin = PyObject_GetAttr(store, s_pin_threshold);
+    if (pin == NULL)
+        goto fail;
+    if (pin != Py_None) {
+        long long threshold = PyLong_AsLongLong(pin);
+        if (threshold == -1 && PyErr_Occurred()) {
+            Py_DECREF(pin);
+            goto fail;
+        }
+        if (lsn > threshold)
+            due = 1;
+    }
+    Py_DECREF(pin);
+    long long records = get_ll(store, s_records_since_cp, &ok) + 1;
+    if (!ok || set_ll(store, s_records_since_cp, records) < 0)
+        goto fail;
+    PyObject *tuning = PyObject_GetAttr(store, s_tuning);
+    if (tuning == NULL)
+        goto fail;
+    long long recd_max = get_ll(tuning, s_recd_max, &ok);
+    Py_DECREF(tuning);
+    if (!ok)
+        goto fail;
+    if (records >= recd_max || records % 64 == 0)
+        due = 1;
+    if (due && PyObject_SetAttr(store, s_check_due, Py_True) < 0)
+        goto fail;
+    if (PyObject_SetAttr(store, s_last_lsn, r) < 0)
+        goto fail;
+    Py_DECREF(r);
+    return lsn;
+fail:
+    Py_DECREF(r);
+    return -1;
+}
+
+PyDoc_STRVAR(begin_doc,
+"begin(store) -> UnitOfWork | None\n\nQueueManagerStore.begin's body (the caller holds the "
+"store lock): a new active unit, or None when the store is closed or failed.");
+
+static PyObject *HotPath_begin(HotPath *self, PyObject *store)
+{
+    if (!configured(self))
+        return NULL;
+    int open = store_open(store);
+    if (open <= 0)
+        return open < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *state = PyObject_GetAttr(store, s_state);
+    if (state == NULL)
+        return NULL;
+    PyObject *uows = PyObject_GetAttr(state, s_uows);
+    Py_DECREF(state);
+    if (uows == NULL)
+        return NULL;
+    PyObject *u = NULL, *units = NULL, *next = PyObject_GetAttr(uows, s_next_txid);
+    if (next == NULL)
+        goto done;
+    u = PyObject_CallOneArg(self->unit, next);
+    units = PyObject_GetAttr(uows, s_units);
+    int ok = 1;
+    long long txid = u != NULL && units != NULL ? PyLong_AsLongLong(next) : -1;
+    if (u == NULL || units == NULL || (txid == -1 && PyErr_Occurred()) ||
+        set_ll(uows, s_next_txid, txid + 1) < 0 || PyObject_SetItem(units, next, u) < 0)
+        ok = 0;
+    if (!ok)
+        Py_CLEAR(u);
+done:
+    Py_XDECREF(next);
+    Py_XDECREF(units);
+    Py_DECREF(uows);
+    return u;
+}
+
+/* ix.keys[prio] etc. for the index append: seq_owner.attr[prio].append(value) */
+static int append_at(PyObject *owner, PyObject *attr, Py_ssize_t prio, PyObject *value)
+{
+    PyObject *seq = PyObject_GetAttr(owner, attr);
+    if (seq == NULL)
+        return -1;
+    PyObject *arr = PySequence_GetItem(seq, prio);
+    Py_DECREF(seq);
+    if (arr == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, value);
+    Py_DECREF(arr);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* LocalQueue.add_put(key, prio, length, None, None) */
+static int index_add(PyObject *q, PyObject *key_obj, long long key, Py_ssize_t prio,
+                     PyObject *len_obj)
+{
+    PyObject *ix = PyObject_GetAttr(q, s_index);
+    if (ix == NULL)
+        return -1;
+    int rc = -1;
+    PyObject *keys = PyObject_GetAttr(ix, s_keys);
+    PyObject *ks = keys ? PySequence_GetItem(keys, prio) : NULL;
+    Py_XDECREF(keys);
+    if (ks == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Size(ks);
+    int in_order = 1;
+    if (n < 0)
+        goto done_ks;
+    if (n > 0) {
+        PyObject *last = PySequence_GetItem(ks, n - 1);
+        if (last == NULL)
+            goto done_ks;
+        long long last_key = PyLong_AsLongLong(last);
+        Py_DECREF(last);
+        if (last_key == -1 && PyErr_Occurred())
+            goto done_ks;
+        in_order = last_key < key;
+    }
+    PyObject *minus_one = PyLong_FromLong(-1);
+    if (minus_one == NULL)
+        goto done_ks;
+    if (in_order) { /* the common case, keys rising: appended */
+        PyObject *r = PyObject_CallMethodOneArg(ks, s_append, key_obj);
+        if (r != NULL) {
+            Py_DECREF(r);
+            if (append_at(ix, s_blocks, prio, minus_one) == 0 &&
+                append_at(ix, s_lens, prio, len_obj) == 0)
+                rc = 0;
+        }
+    } else {
+        PyObject *p = PyLong_FromSsize_t(prio);
+        PyObject *r = p ? PyObject_CallMethodObjArgs(ix, s_add, key_obj, p, minus_one, len_obj,
+                                                     NULL) : NULL;
+        Py_XDECREF(p);
+        if (r != NULL) {
+            Py_DECREF(r);
+            rc = 0;
+        }
+    }
+    Py_DECREF(minus_one);
+done_ks:
+    Py_DECREF(ks);
+done:
+    Py_DECREF(ix);
+    return rc;
+}
+
+PyDoc_STRVAR(put_doc,
+"put(store, queue, body, persistent, priority, uow) -> msgid | None\n\n"
+"QueueManagerStore.put's body for a persistent put under syncpoint whose msgid and "
+"correlid the store chooses (the caller holds the store lock). None, with nothing "
+"changed, when the put is anything else or a check would fail: the Python path then "
+"does it.");
+
+static PyObject *HotPath_put(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!configured(self))
+        return NULL;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "put(store, queue, body, persistent, priority, uow)");
+        return NULL;
+    }
+    PyObject *store = args[0], *queue = args[1], *body = args[2], *persistent = args[3],
+             *priority = args[4], *uow = args[5];
+    if (!PyBytes_CheckExact(body) || !PyUnicode_CheckExact(queue) || uow == Py_None)
+        Py_RETURN_NONE;
+    int open = store_open(store);
+    if (open <= 0)
+        return open < 0 ? NULL : Py_NewRef(Py_None);
+    int damaged = attr_true(store, s_damaged);
+    if (damaged != 0)
+        return damaged < 0 ? NULL : Py_NewRef(Py_None);
+    int active = attr_equals(uow, s_state_attr, s_active);
+    if (active <= 0)
+        return active < 0 ? NULL : Py_NewRef(Py_None);
+
+    PyObject *state = PyObject_GetAttr(store, s_state);
+    if (state == NULL)
+        return NULL;
+    PyObject *result = NULL, *q = NULL, *attrs = NULL, *ops = NULL, *key_obj = NULL,
+             *mid = NULL, *now_obj = NULL, *txid = NULL, *payload = NULL, *msg = NULL,
+             *len_obj = NULL, *mem = NULL, *uncommitted = NULL, *op = NULL;
+    PyObject *queues = PyObject_GetAttr(state, s_queues);
+    if (queues == NULL)
+        goto done;
+    q = PyDict_GetItemWithError(queues, queue);
+    Py_DECREF(queues);
+    if (q == NULL) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_INCREF(q);
+    attrs = PyObject_GetAttr(q, s_attrs);
+    if (attrs == NULL)
+        goto done;
+    if (!PyDict_Check(attrs))
+        goto general;
+    PyObject *put_attr = PyDict_GetItemWithError(attrs, s_PUT); /* borrowed */
+    if (put_attr == NULL) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int enabled = PyObject_RichCompareBool(put_attr, s_ENABLED, Py_EQ);
+    if (enabled <= 0) {
+        if (enabled == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long long maxmsgl, prio, maxdepth;
+    int got = dict_int(attrs, s_MAXMSGL, &maxmsgl);
+    if (got <= 0 || PyBytes_GET_SIZE(body) > maxmsgl)
+        goto general_or_error_int;
+    if (priority == Py_None) {
+        got = dict_int(attrs, s_DEFPRTY, &prio);
+        if (got <= 0)
+            goto general_or_error_int;
+    } else {
+        if (!PyLong_CheckExact(priority))
+            goto general;
+        prio = PyLong_AsLongLong(priority);
+        if (prio == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto general;
+        }
+    }
+    if (prio < 0 || prio > 9)
+        goto general;
+    int pers;
+    if (persistent == Py_None) {
+        PyObject *d = PyDict_GetItemWithError(attrs, s_DEFPSIST); /* borrowed */
+        if (d == NULL) {
+            if (!PyErr_Occurred())
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        pers = PyObject_RichCompareBool(d, s_YES, Py_EQ);
+    } else {
+        pers = PyObject_IsTrue(persistent);
+    }
+    if (pers <= 0) { /* a non-persistent put: the Python path */
+        if (pers == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    ops = PyObject_GetAttr(uow, s_ops);
+    if (ops == NULL)
+        goto done;
+    if (!PyList_CheckExact(ops))
+        goto general;
+    if (PyList_GET_SIZE(ops) > 0) { /* MAXUMSGS is at least 1: only later messages check */
+        PyObject *qmgr = PyObject_GetAttr(state, s_qmgr);
+        PyObject *tuning = qmgr ? PyObject_GetAttr(store, s_tuning) : NULL;
+        PyObject *dflt = tuning ? PyObject_GetAttr(tuning, s_max_umsgs) : NULL;
+        PyObject *v = NULL;
+        if (dflt != NULL) {
+            v = PyDict_Check(qmgr) ? PyDict_GetItemWithError(qmgr, s_MAXUMSGS) : NULL;
+            if (v == NULL && !PyErr_Occurred())
+                v = dflt;
+        }
+        PyObject *n = v ? PyNumber_Long(v) : NULL;
+        Py_XDECREF(qmgr);
+        Py_XDECREF(tuning);
+        Py_XDECREF(dflt);
+        if (n == NULL) {
+            PyErr_Clear();
+            goto general;
+        }
+        long long maxumsgs = PyLong_AsLongLong(n);
+        Py_DECREF(n);
+        if ((maxumsgs == -1 && PyErr_Occurred()) || PyList_GET_SIZE(ops) >= maxumsgs) {
+            PyErr_Clear();
+            goto general;
+        }
+    }
+    got = dict_int(attrs, s_MAXDEPTH, &maxdepth);
+    if (got <= 0)
+        goto general_or_error_int;
+    int ok = 1;
+    long long present = get_ll(q, s_present, &ok);
+    if (!ok)
+        goto done;
+    PyObject *locked = PyObject_GetAttr(q, s_locked);
+    if (locked == NULL)
+        goto done;
+    Py_ssize_t nlocked = PyObject_Length(locked);
+    Py_DECREF(locked);
+    if (nlocked < 0)
+        goto done;
+    if (present - nlocked >= maxdepth) /* CURDEPTH: the queue is full */
+        goto general;
+
+    /* every check passed: from here the put happens */
+    long long key = get_ll(state, s_next_key, &ok);
+    if (!ok || set_ll(state, s_next_key, key + 1) < 0)
+        goto done;
+    key_obj = PyLong_FromLongLong(key);
+    PyObject *head = PyObject_GetAttr(store, s_msgid_head);
+    if (key_obj == NULL || head == NULL) {
+        Py_XDECREF(head);
+        goto done;
+    }
+    if (!PyBytes_Check(head) || PyBytes_GET_SIZE(head) != ID_LEN - 12) {
+        Py_DECREF(head);
+        PyErr_SetString(PyExc_ValueError, "the store's msgid head must be 12 bytes");
+        goto done;
+    }
+    mid = PyBytes_FromStringAndSize(NULL, ID_LEN);
+    if (mid == NULL) {
+        Py_DECREF(head);
+        goto done;
+    }
+    uint8_t *m = (uint8_t *)PyBytes_AS_STRING(mid);
+    memcpy(m, PyBytes_AS_STRING(head), 12);
+    Py_DECREF(head);
+    for (int i = 0; i < 8; i++) /* the key, big-endian, then four zero bytes */
+        m[12 + i] = (uint8_t)((uint64_t)key >> (56 - 8 * i));
+    memset(m + 20, 0, 4);
+    PyObject *clock = PyObject_GetAttr(store, s_wallclock);
+    if (clock == NULL)
+        goto done;
+    now_obj = PyObject_CallNoArgs(clock);
+    Py_DECREF(clock);
+    if (now_obj == NULL)
+        goto done;
+    double now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred())
+        goto done;
+    txid = PyObject_GetAttr(uow, s_txid);
+    if (txid == NULL)
+        goto done;
+    unsigned long long txid_v = PyLong_AsUnsignedLongLong(txid);
+    if (txid_v == (unsigned long long)-1 && PyErr_Occurred())
+        goto done;
+    Py_ssize_t name_len;
+    const char *name = PyUnicode_AsUTF8AndSize(queue, &name_len);
+    if (name == NULL)
+        goto done;
+    if (name_len > 0xFFFF || PyBytes_GET_SIZE(body) > 0xFFFFFFFFll) {
+        PyErr_SetString(PyExc_ValueError, "queue name or message too long for a PUT record");
+        goto done;
+    }
+    Py_ssize_t blen = PyBytes_GET_SIZE(body);
+    Py_ssize_t total = 1 + 8 + 2 + name_len + 8 + 1 + 8 + ID_LEN + ID_LEN + 4 + blen;
+    payload = PyBytes_FromStringAndSize(NULL, total);
+    if (payload == NULL)
+        goto done;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(payload);
+    *p++ = (uint8_t)self->put_type;
+    put64(p, txid_v);
+    p += 8;
+    *p++ = (uint8_t)name_len;
+    *p++ = (uint8_t)(name_len >> 8);
+    memcpy(p, name, (size_t)name_len);
+    p += name_len;
+    put64(p, (uint64_t)key);
+    p += 8;
+    *p++ = (uint8_t)prio;
+    uint64_t now_bits;
+    memcpy(&now_bits, &now, 8); /* an IEEE double, little-endian on every target we build */
+    put64(p, now_bits);
+    p += 8;
+    memcpy(p, m, ID_LEN);
+    p += ID_LEN;
+    memset(p, 0, ID_LEN);
+    p += ID_LEN;
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t)((uint64_t)blen >> (8 * i));
+    memcpy(p, PyBytes_AS_STRING(body), (size_t)blen);
+    if (store_append(self, store, payload, uow) < 0)
+        goto done;
+
+    /* the key is new and next_key already past it: the message, its index entry, and
+     * its place in the unit */
+    PyObject *prio_obj = PyLong_FromLongLong(prio);
+    if (prio_obj == NULL)
+        goto done;
+    PyObject *margs[7] = {NULL, prio_obj, Py_True, now_obj, mid, no_id, body};
+    msg = PyObject_Vectorcall(self->message, margs + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                              NULL);
+    Py_DECREF(prio_obj);
+    if (msg == NULL)
+        goto done;
+    mem = PyObject_GetAttr(q, s_mem);
+    if (mem == NULL || PyObject_SetItem(mem, key_obj, msg) < 0)
+        goto done;
+    len_obj = PyLong_FromSsize_t(blen);
+    if (len_obj == NULL || index_add(q, key_obj, key, (Py_ssize_t)prio, len_obj) < 0)
+        goto done;
+    if (set_ll(q, s_present, present + 1) < 0)
+        goto done;
+    uncommitted = PyObject_GetAttr(q, s_uncommitted);
+    if (uncommitted == NULL || PyObject_SetItem(uncommitted, key_obj, txid) < 0)
+        goto done;
+    op = PyTuple_Pack(4, s_P, queue, key_obj, Py_True);
+    if (op == NULL || PyList_Append(ops, op) < 0)
+        goto done;
+    result = Py_NewRef(mid);
+    goto done;
+general_or_error_int:
+    if (got < 0)
+        goto done;
+general:
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(state);
+    Py_XDECREF(q);
+    Py_XDECREF(attrs);
+    Py_XDECREF(ops);
+    Py_XDECREF(key_obj);
+    Py_XDECREF(mid);
+    Py_XDECREF(now_obj);
+    Py_XDECREF(txid);
+    Py_XDECREF(payload);
+    Py_XDECREF(msg);
+    Py_XDECREF(len_obj);
+    Py_XDECREF(mem);
+    Py_XDECREF(uncommitted);
+    Py_XDECREF(op);
+    return result;
+}
+
+/* StoreState.apply_commit for a unit with nothing undone, then UowTable.end */
+static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject *txid)
+{
+    PyObject *queues = PyObject_GetAttr(state, s_queues);
+    if (queues == NULL)
+        return -1;
+    int rc = -1;
+    PyObject *last_name = NULL, *q = NULL; /* borrowed from the op / queues */
+    Py_ssize_t n = PyList_GET_SIZE(ops);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a unit's operation must be a 4-tuple");
+            goto done;
+        }
+        PyObject *kind = PyTuple_GET_ITEM(op, 0), *qname = PyTuple_GET_ITEM(op, 1),
+                 *key = PyTuple_GET_ITEM(op, 2);
+        if (last_name == NULL || qname != last_name) {
+            int same = last_name != NULL ? PyObject_RichCompareBool(qname, last_name, Py_EQ) : 0;
+            if (same < 0)
+                goto done;
+            if (!same) { /* units mostly touch one queue: look it up once */
+                q = PyDict_GetItemWithError(queues, qname);
+                if (q == NULL && PyErr_Occurred())
+                    goto done;
+                last_name = qname;
+            }
+        }
+        if (q == NULL)
+            continue;
+        int is_put = PyObject_RichCompareBool(kind, s_P, Py_EQ);
+        if (is_put < 0)
+            goto done;
+        PyObject *held = PyObject_GetAttr(q, is_put ? s_uncommitted : s_locked);
+        if (held == NULL)
+            goto done;
+        PyObject *owner = PyDict_Check(held) ? PyDict_GetItemWithError(held, key) : NULL;
+        int mine = owner != NULL ? PyObject_RichCompareBool(owner, txid, Py_EQ) : 0;
+        if (mine < 0 || (owner == NULL && PyErr_Occurred())) {
+            Py_DECREF(held);
+            goto done;
+        }
+        if (mine && is_put) {
+            if (PyDict_DelItem(held, key) < 0) {
+                Py_DECREF(held);
+                goto done;
+            }
+        } else if (mine) { /* a get: the message goes for good */
+            PyObject *r = PyObject_CallMethodOneArg(q, s_remove, key);
+            if (r == NULL) {
+                Py_DECREF(held);
+                goto done;
+            }
+            Py_DECREF(r);
+        }
+        Py_DECREF(held);
+    }
+    /* UowTable.end(u) */
+    if (PyObject_SetAttr(uow, s_state_attr, s_ended) < 0)
+        goto done;
+    PyObject *uows = PyObject_GetAttr(state, s_uows);
+    if (uows == NULL)
+        goto done;
+    PyObject *units = PyObject_GetAttr(uows, s_units);
+    PyObject *r = units ? PyObject_CallMethodObjArgs(units, s_pop, txid, Py_None, NULL) : NULL;
+    Py_XDECREF(units);
+    Py_XDECREF(r);
+    if (r == NULL) {
+        Py_DECREF(uows);
+        goto done;
+    }
+    PyObject *xid = PyObject_GetAttr(uow, s_xid);
+    if (xid == NULL) {
+        Py_DECREF(uows);
+        goto done;
+    }
+    if (xid != Py_None) {
+        PyObject *by_xid = PyObject_GetAttr(uows, s_by_xid);
+        r = by_xid ? PyObject_CallMethodObjArgs(by_xid, s_pop, xid, Py_None, NULL) : NULL;
+        Py_XDECREF(by_xid);
+        Py_XDECREF(r);
+        if (r == NULL) {
+            Py_DECREF(xid);
+            Py_DECREF(uows);
+            goto done;
+        }
+    }
+    Py_DECREF(xid);
+    Py_DECREF(uows);
+    PyObject *last = PyObject_GetAttr(state, s_last_uow);
+    if (last == NULL)
+        goto done;
+    int is_last = last == uow;
+    Py_DECREF(last);
+    if (is_last && PyObject_SetAttr(state, s_last_uow, Py_None) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_DECREF(queues);
+    return rc;
+}
+
+PyDoc_STRVAR(commit_doc,
+"commit(store, uow) -> lsn | -1 | None\n\n"
+"QueueManagerStore.commit's body (the caller holds the store lock): the COMMIT record "
+"appended if the unit logged anything, the unit applied and ended, getters woken. "
+"Returns the LSN to force, -1 when nothing was logged, or None, with nothing changed, "
+"when the commit is not the common case (the Python path then does it).");
+
+static PyObject *HotPath_commit(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!configured(self))
+        return NULL;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "commit(store, uow)");
+        return NULL;
+    }
+    PyObject *store = args[0], *uow = args[1];
+    int open = store_open(store);
+    if (open <= 0)
+        return open < 0 ? NULL : Py_NewRef(Py_None);
+    int active = attr_equals(uow, s_state_attr, s_active);
+    if (active <= 0)
+        return active < 0 ? NULL : Py_NewRef(Py_None);
+    int undone = attr_true(uow, s_undone);
+    if (undone != 0)
+        return undone < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *state = PyObject_GetAttr(store, s_state);
+    if (state == NULL)
+        return NULL;
+    PyObject *result = NULL, *ops = NULL, *txid = NULL, *payload = NULL;
+    int only_none = attr_none(state, s_only);
+    if (only_none <= 0) {
+        if (only_none == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    ops = PyObject_GetAttr(uow, s_ops);
+    txid = ops ? PyObject_GetAttr(uow, s_txid) : NULL;
+    if (txid == NULL)
+        goto done;
+    if (!PyList_CheckExact(ops)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int logged = attr_none(uow, s_first_lsn);
+    if (logged < 0)
+        goto done;
+    logged = !logged;
+    long long lsn = -1;
+    if (logged) {
+        unsigned long long txid_v = PyLong_AsUnsignedLongLong(txid);
+        if (txid_v == (unsigned long long)-1 && PyErr_Occurred())
+            goto done;
+        payload = PyBytes_FromStringAndSize(NULL, 9);
+        if (payload == NULL)
+            goto done;
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(payload);
+        p[0] = (uint8_t)self->commit_type;
+        put64(p + 1, txid_v);
+        lsn = store_append(self, store, payload, NULL);
+        if (lsn < 0)
+            goto done;
+    }
+    if (apply_commit(state, uow, ops, txid) < 0)
+        goto done;
+    int sleepers = attr_true(store, s_sleepers); /* only waiting getters need a notify */
+    if (sleepers < 0)
+        goto done;
+    if (sleepers) {
+        PyObject *cond = PyObject_GetAttr(store, s_cond);
+        PyObject *r = cond ? PyObject_CallMethodNoArgs(cond, s_notify_all) : NULL;
+        Py_XDECREF(cond);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
+    result = PyLong_FromLongLong(lsn);
+done:
+    Py_DECREF(state);
+    Py_XDECREF(ops);
+    Py_XDECREF(txid);
+    Py_XDECREF(payload);
+    return result;
+}
+
+static PyMethodDef HotPath_methods[] = {
+    {"begin", (PyCFunction)HotPath_begin, METH_O, begin_doc},
+    {"put", (PyCFunction)(void (*)(void))HotPath_put, METH_FASTCALL, put_doc},
+    {"commit", (PyCFunction)(void (*)(void))HotPath_commit, METH_FASTCALL, commit_doc},
+    {NULL}
+};
+
+static PyTypeObject HotPathType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "miqm.store._hotpath.HotPath",
+    .tp_doc = PyDoc_STR("HotPath(message_type, unit_type, full_error, put_type, commit_type):"
+                        " the store's begin/put/commit common case in C."),
+    .tp_basicsize = sizeof(HotPath),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)HotPath_init,
+    .tp_dealloc = (destructor)HotPath_dealloc,
+    .tp_methods = HotPath_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "miqm.store._hotpath",
+    "The store's begin/put/commit common case in C (see miqm/store/qmstore.py).", -1, NULL,
+};
+
+#define INTERN(var, text)                                     \
+    do {                                                      \
+        if ((var = PyUnicode_InternFromString(text)) == NULL) \
+            return NULL;                                      \
+    } while (0)
+
+PyMODINIT_FUNC PyInit__hotpath(void)
+{
+    INTERN(s_closed, "_closed");
+    INTERN(s_failed, "_failed");
+    INTERN(s_state, "state");
+    INTERN(s_queues, "queues");
+    INTERN(s_damaged, "_damaged");
+    INTERN(s_state_attr, "state");
+    INTERN(s_active, "active");
+    INTERN(s_ended, "ended");
+    INTERN(s_attrs, "attrs");
+    INTERN(s_PUT, "PUT");
+    INTERN(s_ENABLED, "ENABLED");
+    INTERN(s_MAXMSGL, "MAXMSGL");
+    INTERN(s_DEFPRTY, "DEFPRTY");
+    INTERN(s_DEFPSIST, "DEFPSIST");
+    INTERN(s_YES, "YES");
+    INTERN(s_ops, "ops");
+    INTERN(s_qmgr, "qmgr");
+    INTERN(s_MAXUMSGS, "MAXUMSGS");
+    INTERN(s_tuning, "tuning");
+    INTERN(s_max_umsgs, "max_umsgs");
+    INTERN(s_present, "present");
+    INTERN(s_locked, "locked");
+    INTERN(s_MAXDEPTH, "MAXDEPTH");
+    INTERN(s_next_key, "next_key");
+    INTERN(s_msgid_head, "_msgid_head");
+    INTERN(s_wallclock, "_wallclock");
+    INTERN(s_txid, "txid");
+    INTERN(s_log, "log");
+    INTERN(s_append, "append");
+    INTERN(s_first_lsn, "first_lsn");
+    INTERN(s_pin_threshold, "_pin_threshold");
+    INTERN(s_pin_limit, "_pin_limit");
+    INTERN(s_check_due, "_check_due");
+    INTERN(s_records_since_cp, "_records_since_cp");
+    INTERN(s_recd_max, "checkpoint_log_recd_max");
+    INTERN(s_last_lsn, "_last_lsn");
+    INTERN(s_mem, "mem");
+    INTERN(s_index, "index");
+    INTERN(s_keys, "keys");
+    INTERN(s_blocks, "blocks");
+    INTERN(s_lens, "lens");
+    INTERN(s_add, "add");
+    INTERN(s_uncommitted, "uncommitted");
+    INTERN(s_P, "P");
+    INTERN(s_undone, "undone");
+    INTERN(s_only, "only");
+    INTERN(s_remove, "remove");
+    INTERN(s_uows, "uows");
+    INTERN(s_units, "units");
+    INTERN(s_xid, "xid");
+    INTERN(s_by_xid, "by_xid");
+    INTERN(s_last_uow, "last_uow");
+    INTERN(s_sleepers, "_sleepers");
+    INTERN(s_cond, "_cond");
+    INTERN(s_notify_all, "notify_all");
+    INTERN(s_next_txid, "next_txid");
+    INTERN(s_pop, "pop");
+    if ((no_id = PyBytes_FromStringAndSize(NULL, ID_LEN)) == NULL)
+        return NULL;
+    memset(PyBytes_AS_STRING(no_id), 0, ID_LEN);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddType(m, &HotPathType) < 0) /* readies and adds the type */
+        Py_CLEAR(m);
+    return m;
+}
