@@ -233,13 +233,11 @@ PyDoc_STRVAR(append_doc,
 "append(payload) -> lsn\n\nFrame one record into the buffer (split across pages when it "
 "does not fit) and return its LSN. Pages filled on the way are sealed.");
 
-static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
+/* Frame the record in view into the buffer; its LSN, or -1 with MemoryError set. */
+static int64_t append_view(LogBuffer *self, Py_buffer *view)
 {
-    Py_buffer view;
-    if (!usable(self, 0) || PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const uint8_t *src = view.buf;
-    size_t remaining = (size_t)view.len;
+    const uint8_t *src = view->buf;
+    size_t remaining = (size_t)view->len;
     Page *pg = self->pages[self->count - 1];
     int64_t lsn;
     if (pg->used + FRAG_HEADER + remaining <= DATA) {
@@ -254,8 +252,8 @@ static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
             if (space < FRAG_HEADER + (remaining ? 1u : 0u)) {
                 pg->sealed = 1;
                 if (add_page(self) < 0) {
-                    PyBuffer_Release(&view);
-                    return PyErr_NoMemory();
+                    PyErr_NoMemory();
+                    return -1;
                 }
                 continue;
             }
@@ -275,8 +273,53 @@ static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
     }
     pg = self->pages[self->count - 1];
     self->append_lsn = page_lsn(self->first_page + self->count - 1) + pg->used;
+    return lsn;
+}
+
+static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (!usable(self, 0) || PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int64_t lsn = append_view(self, &view);
     PyBuffer_Release(&view);
-    return PyLong_FromLongLong(lsn);
+    return lsn < 0 ? NULL : PyLong_FromLongLong(lsn);
+}
+
+PyDoc_STRVAR(try_append_doc,
+"try_append(payload, durable, buffer_limit, same_page) -> lsn | None\n\n"
+"append(payload) when the buffer holds at most buffer_limit bytes not yet durable (or "
+"the record alone is larger) and, with same_page, the record fits on the current page; "
+"else None, nothing appended (the caller forces first, or checks the log's room for a "
+"new page).");
+
+static PyObject *LogBuffer_try_append(LogBuffer *self, PyObject *const *args,
+                                      Py_ssize_t nargs)
+{
+    if (!usable(self, 0))
+        return NULL;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "try_append(payload, durable, buffer_limit, same_page)");
+        return NULL;
+    }
+    long long durable = PyLong_AsLongLong(args[1]), limit = PyLong_AsLongLong(args[2]);
+    int same_page = PyObject_IsTrue(args[3]);
+    if (((durable == -1 || limit == -1) && PyErr_Occurred()) || same_page < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = Py_None;
+    Page *pg = self->pages[self->count - 1];
+    if ((self->append_lsn - durable <= limit || view.len > limit) &&
+        (!same_page || pg->used + FRAG_HEADER + (size_t)view.len <= DATA)) {
+        int64_t lsn = append_view(self, &view);
+        result = lsn < 0 ? NULL : PyLong_FromLongLong(lsn);
+    } else {
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&view);
+    return result;
 }
 
 static void seal_header(Page *pg, int64_t page_no, uint32_t gen, int64_t batch_start)
@@ -848,6 +891,8 @@ static PyMethodDef LogBuffer_methods[] = {
     {"seal", (PyCFunction)LogBuffer_seal, METH_O, seal_doc},
     {"write", (PyCFunction)LogBuffer_write, METH_VARARGS, write_doc},
     {"plan", (PyCFunction)LogBuffer_plan, METH_VARARGS, plan_doc},
+    {"try_append", (PyCFunction)(void (*)(void))LogBuffer_try_append, METH_FASTCALL,
+     try_append_doc},
     {"force_extent", (PyCFunction)LogBuffer_force_extent, METH_VARARGS, force_doc},
     {"release_written", (PyCFunction)LogBuffer_release_written, METH_NOARGS, release_doc},
     {"note", (PyCFunction)LogBuffer_note, METH_VARARGS, note_doc},

@@ -575,6 +575,13 @@ class RecoveryLog:
     # ------------------------------------------------------------------ appending
     def append(self, payload: bytes) -> int:
         """Buffer a record; returns its LSN. Not durable until :meth:`force`."""
+        if self._ready:
+            with self._lock:  # the common case: room in the buffer and on the page
+                if self._failed is None and not self._closed:
+                    lsn = self._buf.try_append(payload, self._durable, self._buffer_limit,
+                                               self.circular)
+                    if lsn is not None:
+                        return int(lsn)
         if not self._ready:
             self._make_ready()
         n = len(payload)

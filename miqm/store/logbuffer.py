@@ -9,7 +9,9 @@ to, guards, extents and the control file stay in :class:`miqm.store.log.Recovery
 Interface (see ``_logbuffer.c`` for the C side):
 
 * ``LogBuffer(first_page, generation, seed)``: page ``first_page`` starts with ``seed``.
-* ``append(payload) -> lsn``; ``append_lsn``, ``first_page``, ``count``, ``last_used``.
+* ``append(payload) -> lsn``; ``try_append(payload, durable, buffer_limit, same_page)``
+  appends only when no force or new-page check is needed (else None); ``append_lsn``,
+  ``first_page``, ``count``, ``last_used``.
 * ``seal(batch_start) -> (target_lsn, first_page, count)``: fill every page's header and
   capture the pages for a force; ``captured()`` lists them as (page_no, image, sealed);
   ``release_written()`` drops the leading captured pages that were sealed (they are on
@@ -120,6 +122,18 @@ class PyLogBuffer:
             self.append_lsn = base + end
             return base + u
         return self._append_pages(payload)
+
+    def try_append(self, payload: bytes | bytearray | memoryview, durable: int,
+                   buffer_limit: int, same_page: bool) -> int | None:
+        """:meth:`append` when at most ``buffer_limit`` bytes are not yet durable (or the
+        record alone is larger) and, with ``same_page``, the record fits on the current
+        page; else None, nothing appended."""
+        n = len(payload)
+        if self.append_lsn - durable > buffer_limit and n <= buffer_limit:
+            return None
+        if same_page and self._used[-1] + F.FRAG_HEADER + n > F.DATA:
+            return None
+        return self.append(payload)
 
     def _append_pages(self, payload: bytes | bytearray | memoryview) -> int:
         gen = self.generation

@@ -43,7 +43,13 @@ def test_both_buffers_frame_and_seal_the_same_bytes(seed: int) -> None:
             size = rng.choice([0, 1, 8, 1024, F.DATA - 8, F.DATA - 7, F.DATA,
                                rng.randrange(0, 20_000)])
             record = os.urandom(size)
-            assert py.append(record) == c.append(record)
+            if rng.random() < 0.5:
+                assert py.append(record) == c.append(record)
+            else:  # appends only without a new page or past the buffer limit
+                durable = py.append_lsn - rng.choice([0, 100, 5000, 50_000])
+                limit, same_page = rng.choice([4096, 20_000, 1 << 30]), rng.random() < 0.5
+                assert py.try_append(record, durable, limit, same_page) == \
+                    c.try_append(record, durable, limit, same_page)
             assert (py.append_lsn, py.count, py.last_used, py.first_page) == \
                 (c.append_lsn, c.count, c.last_used, c.first_page)
             if rng.random() < 0.3:
