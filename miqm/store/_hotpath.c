@@ -38,7 +38,10 @@ static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_
     *s_first_lsn, *s_pin_threshold, *s_pin_limit, *s_check_due, *s_records_since_cp,
     *s_recd_max, *s_last_lsn, *s_mem, *s_index, *s_keys, *s_blocks, *s_lens, *s_add,
     *s_uncommitted, *s_P, *s_undone, *s_only, *s_remove, *s_uows, *s_units, *s_xid,
-    *s_by_xid, *s_last_uow, *s_sleepers, *s_cond, *s_notify_all, *s_next_txid, *s_pop;
+    *s_by_xid, *s_last_uow, *s_sleepers, *s_cond, *s_notify_all, *s_next_txid, *s_pop,
+    *s_priority, *s_persistent, *s_put_time, *s_msgid, *s_correlid, *s_body, *s_ready,
+    *s_lock, *s_acquire, *s_release, *s_buf, *s_durable, *s_buffer_limit, *s_circular,
+    *s_try_append;
 static PyObject *no_id; /* 24 zero bytes: the correlid of a put that gave none */
 
 static int HotPath_init(HotPath *self, PyObject *args, PyObject *kwds)
@@ -73,6 +76,26 @@ static int configured(HotPath *self)
         return 0;
     }
     return 1;
+}
+
+/* An instance of a plain slotted class with the given attributes set, built without
+ * running its __init__ (Python code there would let the interpreter switch threads while
+ * the store lock is held, and every other producer would queue on it). MemMessage and
+ * UnitOfWork keep their __init__ to these assignments (see their docstrings). */
+static PyObject *new_instance(PyObject *type, PyObject *const *names, PyObject *const *values,
+                              int n)
+{
+    PyTypeObject *tp = (PyTypeObject *)type;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (obj == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        if (PyObject_SetAttr(obj, names[i], values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
 }
 
 /* 1 if obj.attr is truthy, 0 if not, -1 on error */
@@ -167,6 +190,63 @@ static void put64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* RecoveryLog.append's common case without its bytecode: under the log's lock, when
+ * the log is ready and neither failed nor closed, its buffer's try_append with the log's
+ * durable point, buffer limit and circular flag. The LSN, None when RecoveryLog.append
+ * must do it (a force first, a new page's room check, not ready), or NULL on error. */
+static PyObject *log_try_append(PyObject *log, PyObject *payload)
+{
+    PyObject *ready_obj = PyObject_GetAttr(log, s_ready);
+    if (ready_obj == NULL) { /* not a RecoveryLog (a test's stand-in): its own append */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    int ready = PyObject_IsTrue(ready_obj);
+    Py_DECREF(ready_obj);
+    if (ready <= 0)
+        return ready < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *lock = PyObject_GetAttr(log, s_lock);
+    if (lock == NULL)
+        return NULL;
+    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (got == NULL) {
+        Py_DECREF(lock);
+        return NULL;
+    }
+    Py_DECREF(got);
+    PyObject *result = NULL, *buf = NULL, *durable = NULL, *limit = NULL, *circular = NULL;
+    int usable = store_open(log); /* the log's own _closed / _failed */
+    if (usable <= 0) {
+        if (usable == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    buf = PyObject_GetAttr(log, s_buf);
+    durable = buf ? PyObject_GetAttr(log, s_durable) : NULL;
+    limit = durable ? PyObject_GetAttr(log, s_buffer_limit) : NULL;
+    circular = limit ? PyObject_GetAttr(log, s_circular) : NULL;
+    if (circular != NULL) {
+        PyObject *args[5] = {buf, payload, durable, limit, circular};
+        result = PyObject_VectorcallMethod(s_try_append, args,
+                                           5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(durable);
+    Py_XDECREF(limit);
+    Py_XDECREF(circular);
+    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
+    Py_DECREF(lock);
+    if (released == NULL) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    Py_DECREF(released);
+    return result;
+}
+
 /* QueueManagerStore._append: the log append and what the record pins and triggers.
  * uow may be NULL (a record of no unit, or one whose first record is not this). Returns
  * the LSN, or -1 with an error set (the store then failed, unless the log was full). */
@@ -176,7 +256,11 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
     PyObject *log = PyObject_GetAttr(store, s_log);
     if (log == NULL)
         return -1;
-    PyObject *r = PyObject_CallMethodOneArg(log, s_append, payload);
+    PyObject *r = log_try_append(log, payload);
+    if (r == Py_None) { /* not the common case: RecoveryLog.append does it */
+        Py_DECREF(r);
+        r = PyObject_CallMethodOneArg(log, s_append, payload);
+    }
     Py_DECREF(log);
     if (r == NULL) {
         /* a failed append may have left the log unusable: fail-stop, never guess */
@@ -266,7 +350,14 @@ static PyObject *HotPath_begin(HotPath *self, PyObject *store)
     PyObject *u = NULL, *units = NULL, *next = PyObject_GetAttr(uows, s_next_txid);
     if (next == NULL)
         goto done;
-    u = PyObject_CallOneArg(self->unit, next);
+    PyObject *ops = PyList_New(0), *undone = PySet_New(NULL);
+    if (ops != NULL && undone != NULL) {
+        PyObject *names[6] = {s_txid, s_state_attr, s_xid, s_first_lsn, s_ops, s_undone};
+        PyObject *values[6] = {next, s_active, Py_None, Py_None, ops, undone};
+        u = new_instance(self->unit, names, values, 6);
+    }
+    Py_XDECREF(ops);
+    Py_XDECREF(undone);
     units = PyObject_GetAttr(uows, s_units);
     int ok = 1;
     long long txid = u != NULL && units != NULL ? PyLong_AsLongLong(next) : -1;
@@ -587,9 +678,9 @@ static PyObject *HotPath_put(HotPath *self, PyObject *const *args, Py_ssize_t na
     PyObject *prio_obj = PyLong_FromLongLong(prio);
     if (prio_obj == NULL)
         goto done;
-    PyObject *margs[7] = {NULL, prio_obj, Py_True, now_obj, mid, no_id, body};
-    msg = PyObject_Vectorcall(self->message, margs + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                              NULL);
+    PyObject *fields[6] = {s_priority, s_persistent, s_put_time, s_msgid, s_correlid, s_body};
+    PyObject *values[6] = {prio_obj, Py_True, now_obj, mid, no_id, body};
+    msg = new_instance(self->message, fields, values, 6);
     Py_DECREF(prio_obj);
     if (msg == NULL)
         goto done;
@@ -908,6 +999,21 @@ PyMODINIT_FUNC PyInit__hotpath(void)
     INTERN(s_notify_all, "notify_all");
     INTERN(s_next_txid, "next_txid");
     INTERN(s_pop, "pop");
+    INTERN(s_priority, "priority");
+    INTERN(s_persistent, "persistent");
+    INTERN(s_put_time, "put_time");
+    INTERN(s_msgid, "msgid");
+    INTERN(s_correlid, "correlid");
+    INTERN(s_body, "body");
+    INTERN(s_ready, "_ready");
+    INTERN(s_lock, "_lock");
+    INTERN(s_acquire, "acquire");
+    INTERN(s_release, "release");
+    INTERN(s_buf, "_buf");
+    INTERN(s_durable, "_durable");
+    INTERN(s_buffer_limit, "_buffer_limit");
+    INTERN(s_circular, "circular");
+    INTERN(s_try_append, "try_append");
     if ((no_id = PyBytes_FromStringAndSize(NULL, ID_LEN)) == NULL)
         return NULL;
     memset(PyBytes_AS_STRING(no_id), 0, ID_LEN);

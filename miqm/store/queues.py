@@ -429,7 +429,10 @@ class PriorityIndex:
 
 @dataclass(slots=True)
 class MemMessage:
-    """A message whose body is in memory: non-persistent, or not yet checkpointed."""
+    """A message whose body is in memory: non-persistent, or not yet checkpointed.
+
+    The C hot path (``_hotpath.c``) builds these without calling ``__init__``: fields
+    only, no defaults or ``__post_init__``."""
 
     priority: int
     persistent: bool
