@@ -5,8 +5,8 @@
  * A single producer's put+commit is one fdatasync plus some forty microseconds of
  * Python bookkeeping after a cold wake-up: checks against the queue's attributes, the
  * PUT record, the queue's index, the unit of work and its commit. Here the same updates
- * go through the C API on the same Python objects, in the same order. The caller holds
- * the store lock. A call that is not the common case (a closed or failed store, a
+ * go through the C API on the same Python objects, in the same order, under the store
+ * lock, which the call takes and releases itself. A call that is not the common case (a closed or failed store, a
  * damaged queue, any check that would fail, a unit with undone operations...) returns
  * None before it changes anything, and the Python path then does the whole operation
  * (and raises what it raises). The log append stays a call of the store's RecoveryLog.
@@ -330,10 +330,10 @@ fail:
 }
 
 PyDoc_STRVAR(begin_doc,
-"begin(store) -> UnitOfWork | None\n\nQueueManagerStore.begin's body (the caller holds the "
-"store lock): a new active unit, or None when the store is closed or failed.");
+"begin(store) -> UnitOfWork | None\n\nQueueManagerStore.begin's body, under the store lock "
+"(taken and released here): a new active unit, or None when the store is closed or failed.");
 
-static PyObject *HotPath_begin(HotPath *self, PyObject *store)
+static PyObject *begin_locked(HotPath *self, PyObject *store)
 {
     if (!configured(self))
         return NULL;
@@ -450,11 +450,12 @@ done:
 PyDoc_STRVAR(put_doc,
 "put(store, queue, body, persistent, priority, uow) -> msgid | None\n\n"
 "QueueManagerStore.put's body for a persistent put under syncpoint whose msgid and "
-"correlid the store chooses (the caller holds the store lock). None, with nothing "
-"changed, when the put is anything else or a check would fail: the Python path then "
+"correlid the store chooses, under the store lock (taken and released here). None, "
+"with nothing changed, when the put is anything else or a check would fail: the Python "
+"path then "
 "does it.");
 
-static PyObject *HotPath_put(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!configured(self))
         return NULL;
@@ -827,12 +828,12 @@ done:
 
 PyDoc_STRVAR(commit_doc,
 "commit(store, uow) -> lsn | -1 | None\n\n"
-"QueueManagerStore.commit's body (the caller holds the store lock): the COMMIT record "
-"appended if the unit logged anything, the unit applied and ended, getters woken. "
+"QueueManagerStore.commit's body, under the store lock (taken and released here): the "
+"COMMIT record appended if the unit logged anything, the unit applied and ended, getters woken. "
 "Returns the LSN to force, -1 when nothing was logged, or None, with nothing changed, "
 "when the commit is not the common case (the Python path then does it).");
 
-static PyObject *HotPath_commit(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!configured(self))
         return NULL;
@@ -907,6 +908,67 @@ done:
     Py_XDECREF(txid);
     Py_XDECREF(payload);
     return result;
+}
+
+/* Call fn with store._lock held, taken and released here: no Python code runs between
+ * (the interpreter may switch threads at any bytecode, and a thread switched out while it
+ * holds the store lock makes every other producer queue on it). */
+static PyObject *with_store_lock(HotPath *self, PyObject *store,
+                                 PyObject *(*fn)(HotPath *, PyObject *const *, Py_ssize_t),
+                                 PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *lock = PyObject_GetAttr(store, s_lock);
+    if (lock == NULL)
+        return NULL;
+    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (got == NULL) {
+        Py_DECREF(lock);
+        return NULL;
+    }
+    Py_DECREF(got);
+    PyObject *result = fn(self, args, nargs);
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb); /* release even when fn raised */
+    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
+    Py_DECREF(lock);
+    if (released == NULL) {
+        Py_XDECREF(result);
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return result;
+}
+
+static PyObject *begin_args(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return begin_locked(self, args[0]);
+}
+
+static PyObject *HotPath_begin(HotPath *self, PyObject *store)
+{
+    return with_store_lock(self, store, begin_args, &store, 1);
+}
+
+static PyObject *HotPath_put(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "put(store, queue, body, persistent, priority, uow)");
+        return NULL;
+    }
+    return with_store_lock(self, args[0], put_locked, args, nargs);
+}
+
+static PyObject *HotPath_commit(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "commit(store, uow)");
+        return NULL;
+    }
+    return with_store_lock(self, args[0], commit_locked, args, nargs);
 }
 
 static PyMethodDef HotPath_methods[] = {

@@ -413,6 +413,13 @@ class QueueManagerStore:
                 or (usage >= 0.5 and usage >= self._usage_after_cp + 0.1)):
             self._checkpoint_locked()
 
+    def _after_op_locked(self) -> None:
+        """:meth:`_after_op` after an operation the C hot path did (it leaves the store
+        lock released): the lock is taken only when a check is due."""
+        if self._check_due:
+            with self._lock:
+                self._after_op()
+
     def _log_usage(self) -> float:
         try:
             return float(self.log.usage())
@@ -586,11 +593,11 @@ class QueueManagerStore:
     # ------------------------------------------------------------------ messaging
     def begin(self) -> UnitOfWork:
         """Start a unit of work (nothing is logged until its first persistent operation)."""
+        if self._hot is not None:
+            u = self._hot.begin(self)  # under the store lock, taken in C
+            if u is not None:
+                return u  # type: ignore[no-any-return]
         with self._lock:
-            if self._hot is not None:
-                u = self._hot.begin(self)
-                if u is not None:
-                    return u  # type: ignore[no-any-return]
             if self._closed or self._failed is not None:
                 self._check_open()
             return self.state.uows.new()
@@ -602,12 +609,12 @@ class QueueManagerStore:
         return; under syncpoint nothing is visible to others until commit."""
         hot = self._hot
         if hot is not None and uow is not None and msgid is None and correlid is None:
-            with self._lock:  # the common case in C (None: anything else, nothing done)
-                mid = hot.put(self, queue, body, persistent, priority, uow)
-                if mid is not None:
-                    if self._check_due:
-                        self._after_op()
-                    return mid  # type: ignore[no-any-return]
+            # the common case in C, under the store lock taken there (no Python code runs
+            # while it is held); None: anything else, nothing done
+            mid = hot.put(self, queue, body, persistent, priority, uow)
+            if mid is not None:
+                self._after_op_locked()
+                return mid  # type: ignore[no-any-return]
         body = bytes(body)
         lsn = None
         with self._lock:
@@ -797,11 +804,9 @@ class QueueManagerStore:
     def commit(self, uow: UnitOfWork) -> None:
         """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
         if self._hot is not None:
-            with self._lock:  # the common case in C (None: anything else, nothing done)
-                lsn = self._hot.commit(self, uow)
-                if lsn is not None and self._check_due:
-                    self._after_op()
+            lsn = self._hot.commit(self, uow)  # as put: C, under the store lock taken there
             if lsn is not None:
+                self._after_op_locked()
                 if lsn >= 0:
                     self._force(lsn)
                 return
