@@ -180,3 +180,32 @@ def test_a_c_commit_wakes_waiting_getters_and_only_them(tmp_path: Path) -> None:
     store._sleepers = 0
     assert notified == [1, 2] and counting.taken["commit"] == 3
     store.close()
+
+
+def test_the_c_hot_path_takes_the_store_lock_itself(tmp_path: Path) -> None:
+    """begin, put and commit in C run under the store lock (taken and released in C):
+    while another thread holds it, none of them completes."""
+    import threading
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "log").mkdir()
+    data, log = PosixVolume(str(tmp_path / "data")), PosixVolume(str(tmp_path / "log"))
+    QueueManagerStore.create(data, log, "QM", SETTINGS)
+    store = QueueManagerStore.open(data, log, "QM", SETTINGS, TUNING, generation=1,
+                                   background=False)
+    store.define_queue("A")
+    counting = store._hot = _CountingHotPath(store._hot)
+    unit = store.begin()
+    steps = [lambda: store.begin(), lambda: store.put("A", b"x", persistent=True, uow=unit),
+             lambda: store.commit(unit)]
+    for step in steps:
+        done = threading.Event()
+        worker = threading.Thread(target=lambda s=step, d=done: (s(), d.set()))
+        with store._lock:
+            worker.start()
+            assert not done.wait(0.2)  # blocked on the lock this thread holds
+        worker.join(10)
+        assert done.is_set()
+    assert counting.taken == {"begin": 2, "put": 1, "commit": 1}
+    assert store.get("A").body == b"x"
+    store.close()
