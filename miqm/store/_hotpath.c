@@ -41,7 +41,7 @@ static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_
     *s_by_xid, *s_last_uow, *s_sleepers, *s_cond, *s_notify_all, *s_next_txid, *s_pop,
     *s_priority, *s_persistent, *s_put_time, *s_msgid, *s_correlid, *s_body, *s_ready,
     *s_lock, *s_acquire, *s_release, *s_buf, *s_durable, *s_buffer_limit, *s_circular,
-    *s_try_append;
+    *s_try_append, *s_next_space_check, *s_space_check_every;
 static PyObject *no_id; /* 24 zero bytes: the correlid of a put that gave none */
 
 static int HotPath_init(HotPath *self, PyObject *args, PyObject *kwds)
@@ -316,8 +316,19 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
     Py_DECREF(tuning);
     if (!ok)
         goto fail;
-    if (records >= recd_max || records % 64 == 0)
+    if (records >= recd_max) {
         due = 1;
+    } else {
+        long long next_check = get_ll(store, s_next_space_check, &ok);
+        if (!ok)
+            goto fail;
+        if (lsn >= next_check) {
+            long long every = get_ll(store, s_space_check_every, &ok);
+            if (!ok || set_ll(store, s_next_space_check, lsn + every) < 0)
+                goto fail;
+            due = 1;
+        }
+    }
     if (due && PyObject_SetAttr(store, s_check_due, Py_True) < 0)
         goto fail;
     if (PyObject_SetAttr(store, s_last_lsn, r) < 0)
@@ -1076,6 +1087,8 @@ PyMODINIT_FUNC PyInit__hotpath(void)
     INTERN(s_buffer_limit, "_buffer_limit");
     INTERN(s_circular, "circular");
     INTERN(s_try_append, "try_append");
+    INTERN(s_next_space_check, "_next_space_check");
+    INTERN(s_space_check_every, "_space_check_every");
     if ((no_id = PyBytes_FromStringAndSize(NULL, ID_LEN)) == NULL)
         return NULL;
     memset(PyBytes_AS_STRING(no_id), 0, ID_LEN);

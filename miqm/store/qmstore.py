@@ -163,6 +163,11 @@ class QueueManagerStore:
         self._capacity = extent * max(1, settings.primary_files + settings.secondary_files - 1)
         self._pin_limit = int(self._capacity * tuning.uow_log_space_limit)
         self._pin_threshold: int | None = None  # an LSN past which a unit may pin too much
+        # log space is looked at (_after_op) each time the log has grown by 1/64 of what a
+        # unit may pin: often enough to act well before it runs out, rarely enough that
+        # the check (Python, under the store lock) stays off the commit path
+        self._space_check_every = max(1, self._capacity // 64)
+        self._next_space_check = 0
         self._cp_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.recovery_stats: dict[str, Any] = {}
@@ -377,7 +382,8 @@ class QueueManagerStore:
         self._records_since_cp += 1
         if self._records_since_cp >= self.tuning.checkpoint_log_recd_max:
             self._check_due = True
-        elif self._records_since_cp % 64 == 0:
+        elif lsn >= self._next_space_check:
+            self._next_space_check = lsn + self._space_check_every
             self._check_due = True
         self._last_lsn = lsn
         return lsn

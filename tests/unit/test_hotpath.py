@@ -70,7 +70,7 @@ def _run(root: Path, native: bool) -> tuple[list[Any], _CountingHotPath | None]:
         except MiqmError as exc:
             result = (type(exc).__name__, getattr(exc, "mqrc", None), str(exc))
         seen.append(("call", result, store._records_since_cp, store._completed_cp,
-                     store._pin_threshold, store._last_lsn))
+                     store._pin_threshold, store._last_lsn, store._next_space_check))
         return result
 
     store.set_qmgr_attrs(MAXUMSGS=4)
