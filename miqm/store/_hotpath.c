@@ -228,8 +228,9 @@ static PyObject *log_try_append(PyObject *log, PyObject *payload)
     limit = durable ? PyObject_GetAttr(log, s_buffer_limit) : NULL;
     circular = limit ? PyObject_GetAttr(log, s_circular) : NULL;
     if (circular != NULL) {
-        PyObject *args[5] = {buf, payload, durable, limit, circular};
-        result = PyObject_VectorcallMethod(s_try_append, args,
+        /* a spare slot before the arguments, which the offset flag lets the call use */
+        PyObject *args[6] = {NULL, buf, payload, durable, limit, circular};
+        result = PyObject_VectorcallMethod(s_try_append, args + 1,
                                            5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     }
 done:
@@ -361,6 +362,9 @@ static PyObject *begin_locked(HotPath *self, PyObject *store)
     PyObject *u = NULL, *units = NULL, *next = PyObject_GetAttr(uows, s_next_txid);
     if (next == NULL)
         goto done;
+    long long txid = PyLong_AsLongLong(next);
+    if (txid == -1 && PyErr_Occurred())
+        goto done;
     PyObject *ops = PyList_New(0), *undone = PySet_New(NULL);
     if (ops != NULL && undone != NULL) {
         PyObject *names[6] = {s_txid, s_state_attr, s_xid, s_first_lsn, s_ops, s_undone};
@@ -369,13 +373,11 @@ static PyObject *begin_locked(HotPath *self, PyObject *store)
     }
     Py_XDECREF(ops);
     Py_XDECREF(undone);
+    if (u == NULL)
+        goto done;
     units = PyObject_GetAttr(uows, s_units);
-    int ok = 1;
-    long long txid = u != NULL && units != NULL ? PyLong_AsLongLong(next) : -1;
-    if (u == NULL || units == NULL || (txid == -1 && PyErr_Occurred()) ||
-        set_ll(uows, s_next_txid, txid + 1) < 0 || PyObject_SetItem(units, next, u) < 0)
-        ok = 0;
-    if (!ok)
+    if (units == NULL || set_ll(uows, s_next_txid, txid + 1) < 0 ||
+        PyObject_SetItem(units, next, u) < 0)
         Py_CLEAR(u);
 done:
     Py_XDECREF(next);
@@ -463,8 +465,7 @@ PyDoc_STRVAR(put_doc,
 "QueueManagerStore.put's body for a persistent put under syncpoint whose msgid and "
 "correlid the store chooses, under the store lock (taken and released here). None, "
 "with nothing changed, when the put is anything else or a check would fail: the Python "
-"path then "
-"does it.");
+"path then does it.");
 
 static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
 {
