@@ -996,9 +996,338 @@ static PyObject *scan_full(PyObject *mod, PyObject *args)
     return Py_BuildValue("Nn", out, foff);
 }
 
+
+/* ---- the uncontended force, led in C (RecoveryLog.force's common case) ---- */
+
+static PyObject *s_durable, *s_ready, *s_wlock, *s_failed, *s_closed, *s_flushing,
+    *s_flush_lock, *s_buf, *s_guard, *s_native_write, *s_pages_per_extent, *s_files,
+    *s_slot_next, *s_triple, *s_exposed, *s_waitq, *s_flush_failed, *s_hand_off, *s_flush,
+    *s_direct_fd, *s_acquire, *s_release;
+
+static int call_noargs(PyObject *obj, PyObject *name)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(obj, name);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* obj.name as a long long (ok cleared on error) */
+static long long attr_ll(PyObject *obj, PyObject *name, int *ok)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        *ok = 0;
+        return -1;
+    }
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (n == -1 && PyErr_Occurred())
+        *ok = 0;
+    return n;
+}
+
+/* 1 when obj.name is truthy, 0 when not, -1 on error */
+static int attr_truth(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* the log neither failed nor closed: 1, else 0; -1 on error */
+static int log_usable(PyObject *log)
+{
+    int closed = attr_truth(log, s_closed);
+    if (closed != 0)
+        return closed < 0 ? -1 : 0;
+    PyObject *failed = PyObject_GetAttr(log, s_failed);
+    if (failed == NULL)
+        return -1;
+    int none = failed == Py_None;
+    Py_DECREF(failed);
+    return none;
+}
+
+/* Turn the error being raised into what the force raises (RecoveryLog._flush_failed: the
+ * log stops; a native write's OSError becomes the volume's error, a volume error a
+ * LogWriteError). f is the extent's file for an OSError of the write, else NULL. */
+static void flush_failed(PyObject *log, PyObject *f)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *err = PyObject_CallMethodObjArgs(log, s_flush_failed, value,
+                                               f != NULL ? f : Py_None, NULL);
+    if (err == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return;
+    }
+    if (err == value) {
+        Py_DECREF(err);
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    if (PyException_GetCause(err) == NULL) /* raise err from value */
+        PyException_SetCause(err, Py_NewRef(value));
+    else
+        Py_DECREF(PyException_GetCause(err)); /* GetCause returned a new reference */
+    PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    Py_DECREF(err);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+/* RecoveryLog._flush's common case, under the flush lock: every buffered page in one
+ * extent whose file has a kernel descriptor. 1 done, 0 when RecoveryLog._flush must do
+ * it (nothing touched yet), -1 with the force's error set. */
+static int flush_fast(PyObject *log)
+{
+    int usable_log = log_usable(log);
+    if (usable_log <= 0)
+        return usable_log; /* failed or closed: _flush raises what check_usable says */
+    int rc = 0, ok = 1;
+    PyObject *bufobj = PyObject_GetAttr(log, s_buf), *files = NULL, *slot_next = NULL,
+             *fd_obj = NULL, *guard = NULL, *k_obj = NULL, *f = NULL;
+    if (bufobj == NULL)
+        return -1;
+    if (!PyObject_TypeCheck(bufobj, &LogBufferType) || !usable((LogBuffer *)bufobj, 1))
+        goto done; /* the Python twin, or a buffer _flush will refuse clearly */
+    LogBuffer *buf = (LogBuffer *)bufobj;
+    long long durable = attr_ll(log, s_durable, &ok);
+    if (!ok)
+        goto error;
+    if (buf->append_lsn <= durable) {
+        rc = 1;
+        goto done;
+    }
+    int native = attr_truth(log, s_native_write);
+    if (native <= 0) {
+        rc = native;
+        goto done;
+    }
+    long long per_extent = attr_ll(log, s_pages_per_extent, &ok);
+    if (!ok)
+        goto error;
+    if (per_extent <= 0)
+        goto done;
+    long long k = buf->first_page / per_extent;
+    if ((buf->first_page + buf->count - 1) / per_extent != k)
+        goto done; /* spans extents: _flush_general */
+    files = PyObject_GetAttr(log, s_files);
+    k_obj = PyLong_FromLongLong(k);
+    if (files == NULL || k_obj == NULL)
+        goto error;
+    f = PyDict_Check(files) ? PyDict_GetItemWithError(files, k_obj) : NULL;
+    if (f == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto done; /* a new extent: _flush_general assigns it */
+    }
+    Py_INCREF(f);
+    fd_obj = PyObject_CallMethodNoArgs(f, s_direct_fd);
+    if (fd_obj == NULL)
+        goto error;
+    if (fd_obj == Py_None)
+        goto done; /* writes must go through the volume's file */
+    int fd = (int)PyLong_AsLong(fd_obj);
+    if (fd == -1 && PyErr_Occurred())
+        goto error;
+    slot_next = PyObject_GetAttr(log, s_slot_next);
+    if (slot_next == NULL || !PyDict_Check(slot_next))
+        goto error_or_done;
+    PyObject *slot_obj = PyDict_GetItemWithError(slot_next, k_obj);
+    if (slot_obj == NULL && PyErr_Occurred())
+        goto error;
+    int slot = slot_obj == NULL ? 0 : PyObject_IsTrue(slot_obj);
+    int triple = attr_truth(log, s_triple);
+    long long exposed = attr_ll(log, s_exposed, &ok);
+    if (slot < 0 || triple < 0 || !ok)
+        goto error;
+    /* everything is known: from here the force happens (the guard first, as in _flush) */
+    guard = PyObject_GetAttr(log, s_guard);
+    if (guard == NULL)
+        goto error;
+    if (guard != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(guard);
+        if (r == NULL) {
+            flush_failed(log, NULL);
+            rc = -1;
+            goto done;
+        }
+        Py_DECREF(r);
+    }
+    if (seal_all(buf, durable) < 0) {
+        PyErr_NoMemory();
+        flush_failed(log, NULL);
+        rc = -1;
+        goto done;
+    }
+    long long target = buf->append_lsn, written;
+    double micros;
+    int64_t exposed_v = exposed;
+    if (write_captured(buf, &fd, 1, k, per_extent, &slot, triple, &exposed_v, &written,
+                       &micros) < 0) {
+        flush_failed(log, f);
+        rc = -1;
+        goto done;
+    }
+    note_write(&buf->stats, written, micros, k);
+    release_sealed(buf);
+    PyObject *target_obj = PyLong_FromLongLong(target);
+    PyObject *slot_now = PyLong_FromLong(slot);
+    PyObject *exposed_obj = PyLong_FromLongLong(exposed_v);
+    int set_ok = target_obj != NULL && slot_now != NULL && exposed_obj != NULL &&
+                 PyObject_SetAttr(log, s_durable, target_obj) == 0 &&
+                 PyDict_SetItem(slot_next, k_obj, slot_now) == 0 &&
+                 PyObject_SetAttr(log, s_exposed, exposed_obj) == 0;
+    Py_XDECREF(target_obj);
+    Py_XDECREF(slot_now);
+    Py_XDECREF(exposed_obj);
+    if (!set_ok) {
+        flush_failed(log, NULL);
+        rc = -1;
+        goto done;
+    }
+    rc = 1;
+    goto done;
+error_or_done:
+    if (!PyErr_Occurred())
+        goto done;
+error:
+    rc = -1;
+done:
+    Py_XDECREF(bufobj);
+    Py_XDECREF(files);
+    Py_XDECREF(slot_next);
+    Py_XDECREF(fd_obj);
+    Py_XDECREF(guard);
+    Py_XDECREF(k_obj);
+    Py_XDECREF(f);
+    return rc;
+}
+
+/* lock.release(), keeping any error being raised */
+static int release_keeping_error(PyObject *lock)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int rc = call_noargs(lock, s_release);
+    if (rc < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    PyErr_Restore(type, value, tb);
+    return 0;
+}
+
+PyDoc_STRVAR(lead_force_doc,
+"lead_force(log, lsn) -> bool\n\n"
+"RecoveryLog.force(lsn) when nobody else is forcing: True once the record at lsn is "
+"durable (this call led the force: the guard, the seal, pwritev and fdatasync without "
+"the GIL, the hand-off to anyone who queued meanwhile), False when the Python force "
+"must take it (the log not ready, failed or closed, or another force under way, which "
+"it queues behind). Raises what the force raises; the log then stopped.");
+
+static PyObject *lead_force(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lead_force(log, lsn)");
+        return NULL;
+    }
+    PyObject *log = args[0];
+    long long lsn = PyLong_AsLongLong(args[1]);
+    int ok = 1;
+    if (lsn == -1 && PyErr_Occurred())
+        return NULL;
+    long long durable = attr_ll(log, s_durable, &ok);
+    if (!ok)
+        return NULL;
+    if (lsn < durable)
+        Py_RETURN_TRUE;
+    int ready = attr_truth(log, s_ready);
+    if (ready <= 0)
+        return ready < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *wlock = PyObject_GetAttr(log, s_wlock);
+    if (wlock == NULL || call_noargs(wlock, s_acquire) < 0) {
+        Py_XDECREF(wlock);
+        return NULL;
+    }
+    /* under the wait lock: done already, or not ours to lead, or we lead */
+    PyObject *verdict = NULL; /* NULL: we lead */
+    durable = attr_ll(log, s_durable, &ok);
+    int usable_log = ok ? log_usable(log) : -1;
+    int flushing = usable_log > 0 ? attr_truth(log, s_flushing) : 0;
+    if (!ok || usable_log < 0 || flushing < 0)
+        verdict = Py_None; /* an error is set */
+    else if (lsn < durable)
+        verdict = Py_True;
+    else if (!usable_log || flushing)
+        verdict = Py_False;
+    else if (PyObject_SetAttr(log, s_flushing, Py_True) < 0)
+        verdict = Py_None;
+    if (release_keeping_error(wlock) < 0 || verdict == Py_None) {
+        Py_DECREF(wlock);
+        return NULL;
+    }
+    if (verdict != NULL) {
+        Py_DECREF(wlock);
+        return Py_NewRef(verdict);
+    }
+    /* we lead: the flush under the flush lock, then the hand-off, whatever happened */
+    int rc = -1;
+    PyObject *flush_lock = PyObject_GetAttr(log, s_flush_lock);
+    if (flush_lock != NULL && call_noargs(flush_lock, s_acquire) == 0) {
+        rc = flush_fast(log);
+        if (rc == 0) /* not the common case: RecoveryLog._flush, under the same lock */
+            rc = call_noargs(log, s_flush) == 0 ? 1 : -1;
+        if (release_keeping_error(flush_lock) < 0)
+            rc = -1;
+    }
+    Py_XDECREF(flush_lock);
+    /* RecoveryLog._hand_off: nobody queued (the common case) clears the flag here */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int handed = -1;
+    if (call_noargs(wlock, s_acquire) == 0) {
+        int waiting = attr_truth(log, s_waitq);
+        if (waiting == 0)
+            handed = PyObject_SetAttr(log, s_flushing, Py_False) == 0 ? 1 : -1;
+        else if (waiting > 0)
+            handed = 0;
+        if (call_noargs(wlock, s_release) < 0)
+            handed = -1;
+        if (handed == 0) /* waiters: wake those now durable, pass the lead on */
+            handed = call_noargs(log, s_hand_off) == 0 ? 1 : -1;
+    }
+    Py_DECREF(wlock);
+    if (handed < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    PyErr_Restore(type, value, tb);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
     {"scan_full", scan_full, METH_VARARGS, scan_doc},
     {"crc32c", py_crc32c, METH_O, "CRC-32C (Castagnoli) of a buffer, as the log pages use."},
+    {"lead_force", (PyCFunction)(void (*)(void))lead_force, METH_FASTCALL, lead_force_doc},
     {NULL}
 };
 
@@ -1007,9 +1336,37 @@ static struct PyModuleDef module = {
     "The recovery log's append buffer in C (see miqm/store/logbuffer.py).", -1, module_methods,
 };
 
+#define INTERN(var, text)                                     \
+    do {                                                      \
+        if ((var = PyUnicode_InternFromString(text)) == NULL) \
+            return NULL;                                      \
+    } while (0)
+
 PyMODINIT_FUNC PyInit__logbuffer(void)
 {
     crc_init();
+    INTERN(s_durable, "_durable");
+    INTERN(s_ready, "_ready");
+    INTERN(s_wlock, "_wlock");
+    INTERN(s_failed, "_failed");
+    INTERN(s_closed, "_closed");
+    INTERN(s_flushing, "_flushing");
+    INTERN(s_flush_lock, "_flush_lock");
+    INTERN(s_buf, "_buf");
+    INTERN(s_guard, "_guard");
+    INTERN(s_native_write, "_native_write");
+    INTERN(s_pages_per_extent, "pages_per_extent");
+    INTERN(s_files, "_files");
+    INTERN(s_slot_next, "_slot_next");
+    INTERN(s_triple, "_triple");
+    INTERN(s_exposed, "_exposed");
+    INTERN(s_waitq, "_waitq");
+    INTERN(s_flush_failed, "_flush_failed");
+    INTERN(s_hand_off, "_hand_off");
+    INTERN(s_flush, "_flush");
+    INTERN(s_direct_fd, "direct_fd");
+    INTERN(s_acquire, "acquire");
+    INTERN(s_release, "release");
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddType(m, &LogBufferType) < 0) /* readies and adds the type */
         Py_CLEAR(m);

@@ -194,3 +194,40 @@ def test_a_misused_c_buffer_raises_instead_of_touching_memory() -> None:
         buf.__init__(5, 1, b"")
     with pytest.raises(ValueError):
         NativeLogBuffer(0, 1, bytes(F.DATA + 1))
+
+
+@pytest.mark.parametrize("leader", ["c", "python"])
+def test_a_refused_guard_stops_the_force_before_any_write(tmp_path: Path, leader: str) -> None:
+    """The C leader (lead_force) calls the write guard before it writes, as the Python
+    force does: a refusal writes nothing, raises what the Python force raises, and stops
+    the log."""
+    from miqm.errors import OwnershipLostError
+
+    settings = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, settings)
+    refuse: list[bool] = [False]
+    calls: list[int] = []
+
+    def guard() -> None:
+        calls.append(1)
+        if refuse[0]:
+            raise OwnershipLostError("the master lock is another instance's now")
+
+    log = RecoveryLog.open(vol, settings, generation=1, write_guard=guard)
+    if leader == "python":
+        log._lead = None
+    else:
+        assert log._lead is not None
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"kept")
+    assert calls
+    extent = tmp_path / "log" / "S0000000.LOG"
+    before = extent.read_bytes()
+    refuse[0] = True
+    with pytest.raises(OwnershipLostError, match="another instance's now"):
+        log.append_and_force(b"never written")
+    assert extent.read_bytes() == before
+    assert log._failed is not None and not log._flushing
+    with pytest.raises(LogWriteError):
+        log.append(b"after the refusal")
