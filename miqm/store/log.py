@@ -44,12 +44,7 @@ from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
 from miqm.store import framing as F
-from miqm.store.logbuffer import (
-    WriteStats,
-    buffer_class,
-    full_fragment_scanner,
-    native_force_leader,
-)
+from miqm.store.logbuffer import WriteStats, buffer_class, full_fragment_scanner
 from miqm.store.settings import PAGE, LogSettings
 
 CONTROL = "amqhlctl.lfh"
@@ -246,8 +241,6 @@ class RecoveryLog:
         self._triple = settings.triple_write
         # the C buffer writes a force itself when every file has a direct descriptor
         self._native_write = hasattr(self._buf_cls, "write")
-        # and leads an uncontended force in one call (the Python path below otherwise)
-        self._lead = native_force_leader() if self._native_write else None
         self._preformat: threading.Thread | None = None
         for k, name in ctl.active:
             self._open_extent(k, name)
@@ -637,8 +630,6 @@ class RecoveryLog:
         """
         if lsn < self._durable:
             return
-        if self._lead is not None and self._lead(self, lsn):
-            return  # nobody else was forcing: the C leader did it (see lead_force)
         if not self._ready:
             self._make_ready()
         while True:
@@ -708,27 +699,12 @@ class RecoveryLog:
                         return
             self._flush_general(buf, durable)
         except BaseException as exc:
-            err = self._flush_failed(exc)
-            if err is exc:
-                raise
-            raise err from exc
-
-    def _flush_failed(self, exc: BaseException, f: VolumeFile | None = None) -> BaseException:
-        """A force failed: the log stops (``_failed``). Returns what the force raises: a
-        native write's OSError as the volume's error (``f``), and a volume error as
-        LogWriteError (AMQ6708). The C leader (``lead_force``) calls this too."""
-        if f is not None and isinstance(exc, OSError):
-            volume_error = f.direct_error(exc, "write")
-            volume_error.__cause__ = exc
-            exc = volume_error
-        self._failed = exc
-        if isinstance(exc, LockFsError):
-            err = LogWriteError(f"the log write to {self.volume.describe()} failed: {exc}; "
-                                "the queue manager must stop (nothing forced is lost)",
-                                amq="AMQ6708")
-            err.__cause__ = exc
-            return err
-        return exc
+            self._failed = exc
+            if isinstance(exc, LockFsError):
+                raise LogWriteError(f"the log write to {self.volume.describe()} failed: {exc}; "
+                                    "the queue manager must stop (nothing forced is lost)",
+                                    amq="AMQ6708") from exc
+            raise
 
     def _flush_general(self, buf: Any, durable: int) -> None:
         """A force spanning extents, one needing a new extent, or on files without a

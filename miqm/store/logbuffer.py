@@ -224,12 +224,10 @@ class PyLogBuffer:
 
 try:
     from miqm.store._logbuffer import LogBuffer as NativeLogBuffer
-    from miqm.store._logbuffer import lead_force as _lead_force
     from miqm.store._logbuffer import scan_full as _scan_full
 except ImportError:  # not built (no compiler at install time): the Python twin serves
     NativeLogBuffer = None  # type: ignore[assignment,misc]
     _scan_full = None
-    _lead_force = None
 
 
 def native_available() -> bool:
@@ -248,12 +246,6 @@ def native_part(part: Any) -> Any:
 def buffer_class() -> type:
     """The buffer a newly opened log uses: C unless missing or switched off."""
     return native_part(NativeLogBuffer) or PyLogBuffer
-
-
-def native_force_leader() -> Any:
-    """``lead_force(log, lsn)``: RecoveryLog.force's uncontended case in C (True when
-    done; False: the Python force must take it), or None."""
-    return native_part(_lead_force)
 
 
 def full_fragment_scanner() -> Any:
