@@ -500,3 +500,34 @@ def test_create_refuses_an_existing_log(tmp_path: Path) -> None:
     vol = new_log(tmp_path)
     with pytest.raises(StoreError, match="already holds a log"):
         RecoveryLog.create(vol, SMALL)
+
+
+def test_a_refused_guard_stops_the_force_before_any_write(tmp_path: Path) -> None:
+    """The write guard runs before a force writes: a refusal writes nothing, reaches the
+    caller as the guard's own error, and stops the log."""
+    from miqm.errors import LogWriteError, OwnershipLostError
+
+    vol = new_log(tmp_path)
+    refuse: list[bool] = [False]
+    calls: list[int] = []
+
+    def guard() -> None:
+        calls.append(1)
+        if refuse[0]:
+            raise OwnershipLostError("the master lock is another instance's now")
+
+    log = RecoveryLog.open(vol, SMALL, generation=1, write_guard=guard)
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"kept")
+    assert calls
+    extent = tmp_path / "log" / "S0000000.LOG"
+    before = extent.read_bytes()
+    refuse[0] = True
+    with pytest.raises(OwnershipLostError, match="another instance's now"):
+        log.append_and_force(b"never written")
+    assert extent.read_bytes() == before
+    with pytest.raises(LogWriteError):
+        log.append(b"after the refusal")
+    log, recs = reopen(vol, 2)
+    assert [p for _, p in recs] == [b"kept"]
+    log.close()
