@@ -39,6 +39,37 @@ def _preformatted(path: str, span: int) -> int:
     return fd
 
 
+def _in_threads(producers: int, work: Callable[[], None]) -> float:
+    """Run ``work`` in ``producers`` threads at once; seconds until the last one ends."""
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(producers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+def _commits_in_threads(producers: int, seconds: float,
+                        commit: Callable[[], None]) -> tuple[int, float]:
+    """(commits, elapsed seconds): ``producers`` threads calling ``commit`` until
+    ``seconds`` have passed."""
+    stop_at = time.perf_counter() + seconds
+    counts: list[int] = []
+
+    def producer() -> None:
+        n = 0
+        while True:
+            commit()
+            n += 1
+            if time.perf_counter() >= stop_at:
+                break
+        counts.append(n)  # one append per thread: atomic
+
+    elapsed = _in_threads(producers, producer)
+    return sum(counts), elapsed
+
+
 class RawProbe:
     """4 KiB pwrite + fdatasync into a pre-formatted 64 MiB file, in slices of any length
     (so raw and store measurements can alternate on a noisy disk)."""
@@ -98,8 +129,6 @@ class BareGroupCommit:
         cond = threading.Condition()
         page = bytearray(BLOCK)
         state = {"appended": 0, "durable": 0, "leading": False, "page_at": 0, "used": 0}
-        stop_at = time.perf_counter() + seconds
-        counts: list[int] = []
 
         def commit() -> None:
             with cond:
@@ -127,23 +156,7 @@ class BareGroupCommit:
                     state["leading"] = False
                     cond.notify_all()
 
-        def producer() -> None:
-            n = 0
-            while True:
-                commit()
-                n += 1
-                if time.perf_counter() >= stop_at:
-                    break
-            with cond:
-                counts.append(n)
-
-        threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sum(counts), time.perf_counter() - start
+        return _commits_in_threads(producers, seconds, commit)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -173,28 +186,15 @@ class LogAlone:
     def run(self, producers: int, seconds: float) -> tuple[int, float]:
         """(commits, elapsed seconds) with ``producers`` threads for ``seconds``."""
         log, put, commit = self.log, self.put, self.commit
-        stop_at = time.perf_counter() + seconds
-        counts: list[int] = []
 
-        def producer() -> None:
-            n = 0
-            while True:
-                log.append(put)
-                log.force(log.append(commit))
-                n += 1
-                if time.perf_counter() >= stop_at:
-                    break
-            counts.append(n)
+        def put_and_commit() -> None:
+            log.append(put)
+            log.force(log.append(commit))
 
-        threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        result = _commits_in_threads(producers, seconds, put_and_commit)
         # nothing is kept: the next slice may start from an empty log
         log.set_restart_lsn(log.end_lsn())
-        return sum(counts), time.perf_counter() - start
+        return result
 
     def close(self) -> None:
         self.log.close()
@@ -264,14 +264,8 @@ def commit_run(store: Any, producers: int, seconds: float, body: bytes) -> _Run:
             run.latencies.extend(lats)
             run.commits += len(lats)
 
-    threads = [threading.Thread(target=producer, daemon=True) for _ in range(producers)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    elapsed = _in_threads(producers, producer)
     run.latencies.append(0.0) if not run.latencies else None
-    elapsed = time.perf_counter() - start
     run.latencies.sort()
     run.commits_per_s = run.commits / elapsed  # type: ignore[attr-defined]
     return run
