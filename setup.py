@@ -9,15 +9,18 @@ from setuptools import Extension, setup
 FLAGS = ["-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-unused-parameter",
          "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
 
+CPARTS = "miqm/store/_cparts.h"  # helpers every C part shares
+CRC = "miqm/store/_crc32c.h"
+
 setup(
     ext_modules=[
         Extension("miqm.store._logbuffer", ["miqm/store/_logbuffer.c"],
-                  depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
+                  depends=[CPARTS, CRC], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._redo", ["miqm/store/_redo.c"],
-                  extra_compile_args=FLAGS, optional=True),
+                  depends=[CPARTS], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._hotpath", ["miqm/store/_hotpath.c"],
-                  extra_compile_args=FLAGS, optional=True),
+                  depends=[CPARTS], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._queuefile", ["miqm/store/_queuefile.c"],
-                  depends=["miqm/store/_crc32c.h"], extra_compile_args=FLAGS, optional=True),
+                  depends=[CPARTS, CRC], extra_compile_args=FLAGS, optional=True),
     ]
 )

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cparts.h"
+
 #define ID_LEN 24
 
 typedef struct {
@@ -184,12 +186,6 @@ static int set_ll(PyObject *obj, PyObject *attr, long long value)
     return rc;
 }
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* RecoveryLog.append's common case without its bytecode: under the log's lock, when
  * the log is ready and neither failed nor closed, its buffer's try_append with the log's
  * durable point, buffer limit and circular flag. The LSN, None when RecoveryLog.append
@@ -347,8 +343,6 @@ PyDoc_STRVAR(begin_doc,
 
 static PyObject *begin_locked(HotPath *self, PyObject *store)
 {
-    if (!configured(self))
-        return NULL;
     int open = store_open(store);
     if (open <= 0)
         return open < 0 ? NULL : Py_NewRef(Py_None);
@@ -386,24 +380,6 @@ done:
     return u;
 }
 
-/* ix.keys[prio] etc. for the index append: seq_owner.attr[prio].append(value) */
-static int append_at(PyObject *owner, PyObject *attr, Py_ssize_t prio, PyObject *value)
-{
-    PyObject *seq = PyObject_GetAttr(owner, attr);
-    if (seq == NULL)
-        return -1;
-    PyObject *arr = PySequence_GetItem(seq, prio);
-    Py_DECREF(seq);
-    if (arr == NULL)
-        return -1;
-    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, value);
-    Py_DECREF(arr);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 /* LocalQueue.add_put(key, prio, length, None, None) */
 static int index_add(PyObject *q, PyObject *key_obj, long long key, Py_ssize_t prio,
                      PyObject *len_obj)
@@ -438,8 +414,8 @@ static int index_add(PyObject *q, PyObject *key_obj, long long key, Py_ssize_t p
         PyObject *r = PyObject_CallMethodOneArg(ks, s_append, key_obj);
         if (r != NULL) {
             Py_DECREF(r);
-            if (append_at(ix, s_blocks, prio, minus_one) == 0 &&
-                append_at(ix, s_lens, prio, len_obj) == 0)
+            if (append_at(ix, s_blocks, prio, minus_one, s_append) == 0 &&
+                append_at(ix, s_lens, prio, len_obj, s_append) == 0)
                 rc = 0;
         }
     } else {
@@ -469,12 +445,6 @@ PyDoc_STRVAR(put_doc,
 
 static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!configured(self))
-        return NULL;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "put(store, queue, body, persistent, priority, uow)");
-        return NULL;
-    }
     PyObject *store = args[0], *queue = args[1], *body = args[2], *persistent = args[3],
              *priority = args[4], *uow = args[5];
     if (!PyBytes_CheckExact(body) || !PyUnicode_CheckExact(queue) || uow == Py_None)
@@ -663,25 +633,25 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
         goto done;
     uint8_t *p = (uint8_t *)PyBytes_AS_STRING(payload);
     *p++ = (uint8_t)self->put_type;
-    put64(p, txid_v);
+    put_le(p, txid_v, 8);
     p += 8;
-    *p++ = (uint8_t)name_len;
-    *p++ = (uint8_t)(name_len >> 8);
+    put_le(p, (uint64_t)name_len, 2);
+    p += 2;
     memcpy(p, name, (size_t)name_len);
     p += name_len;
-    put64(p, (uint64_t)key);
+    put_le(p, (uint64_t)key, 8);
     p += 8;
     *p++ = (uint8_t)prio;
     uint64_t now_bits;
     memcpy(&now_bits, &now, 8); /* an IEEE double, little-endian on every target we build */
-    put64(p, now_bits);
+    put_le(p, now_bits, 8);
     p += 8;
     memcpy(p, m, ID_LEN);
     p += ID_LEN;
     memset(p, 0, ID_LEN);
     p += ID_LEN;
-    for (int i = 0; i < 4; i++)
-        *p++ = (uint8_t)((uint64_t)blen >> (8 * i));
+    put_le(p, (uint64_t)blen, 4);
+    p += 4;
     memcpy(p, PyBytes_AS_STRING(body), (size_t)blen);
     if (store_append(self, store, payload, uow) < 0)
         goto done;
@@ -847,12 +817,6 @@ PyDoc_STRVAR(commit_doc,
 
 static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!configured(self))
-        return NULL;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "commit(store, uow)");
-        return NULL;
-    }
     PyObject *store = args[0], *uow = args[1];
     int open = store_open(store);
     if (open <= 0)
@@ -895,7 +859,7 @@ static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t 
             goto done;
         uint8_t *p = (uint8_t *)PyBytes_AS_STRING(payload);
         p[0] = (uint8_t)self->commit_type;
-        put64(p + 1, txid_v);
+        put_le(p + 1, txid_v, 8);
         lsn = store_append(self, store, payload, NULL);
         if (lsn < 0)
             goto done;
@@ -922,13 +886,16 @@ done:
     return result;
 }
 
-/* Call fn with store._lock held, taken and released here: no Python code runs between
+/* Call fn (its arguments checked by the caller) with store._lock held, taken and
+ * released here, once the HotPath is known initialised: no Python code runs between
  * (the interpreter may switch threads at any bytecode, and a thread switched out while it
  * holds the store lock makes every other producer queue on it). */
 static PyObject *with_store_lock(HotPath *self, PyObject *store,
                                  PyObject *(*fn)(HotPath *, PyObject *const *, Py_ssize_t),
                                  PyObject *const *args, Py_ssize_t nargs)
 {
+    if (!configured(self))
+        return NULL;
     PyObject *lock = PyObject_GetAttr(store, s_lock);
     if (lock == NULL)
         return NULL;
@@ -1007,12 +974,6 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "miqm.store._hotpath",
     "The store's begin/put/commit common case in C (see miqm/store/qmstore.py).", -1, NULL,
 };
-
-#define INTERN(var, text)                                     \
-    do {                                                      \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) \
-            return NULL;                                      \
-    } while (0)
 
 PyMODINIT_FUNC PyInit__hotpath(void)
 {

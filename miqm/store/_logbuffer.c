@@ -39,21 +39,8 @@ enum { FULL = 1, FIRST = 2, MIDDLE = 3, LAST = 4 };
 #define IOV_MAX 1024
 #endif
 
+#include "_cparts.h"
 #include "_crc32c.h"
-
-/* ------------------------------------------------------------------ little-endian */
-
-static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* ------------------------------------------------------------------ the buffer */
 
@@ -221,10 +208,10 @@ static void LogBuffer_dealloc(LogBuffer *self)
 static void put_fragment(Page *pg, size_t len, int kind, uint32_t gen, const uint8_t *src)
 {
     uint8_t *at = pg->data + PAGE_HEADER + pg->used;
-    put16(at, (uint32_t)len);
+    put_le(at, len, 2);
     at[2] = (uint8_t)kind;
     at[3] = 0;
-    put32(at + 4, gen);
+    put_le(at + 4, gen, 4);
     memcpy(at + FRAG_HEADER, src, len);
     pg->used += (uint32_t)(FRAG_HEADER + len);
 }
@@ -326,12 +313,12 @@ static void seal_header(Page *pg, int64_t page_no, uint32_t gen, int64_t batch_s
 {
     uint8_t *h = pg->data;
     memcpy(h, "MQLP", 4);
-    put64(h + 8, (uint64_t)page_no);
-    put32(h + 16, gen);
-    put16(h + 20, pg->used);
-    put16(h + 22, pg->sealed ? SEALED_FLAG : 0);
-    put64(h + 24, (uint64_t)batch_start);
-    put32(h + 4, crc32c(h + 8, PAGE_HEADER - 8 + pg->used));
+    put_le(h + 8, (uint64_t)page_no, 8);
+    put_le(h + 16, gen, 4);
+    put_le(h + 20, pg->used, 2);
+    put_le(h + 22, pg->sealed ? SEALED_FLAG : 0, 2);
+    put_le(h + 24, (uint64_t)batch_start, 8);
+    put_le(h + 4, crc32c(h + 8, PAGE_HEADER - 8 + pg->used), 4);
 }
 
 /* Fill every buffered page's header for a force from batch_start and capture the pages. */

@@ -17,24 +17,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cparts.h"
 #include "_crc32c.h"
 
 #define BLOCK 512
 #define REC_SIZE 92 /* the crc-covered header; the delete mark follows */
 #define REC_HDR 108 /* header + delete mark */
-
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 PyDoc_STRVAR(scan_doc,
 "scan_window(record_type, buf, s, b, nblocks, completed_cp, qid, space, garbage,\n"
@@ -267,12 +255,6 @@ static Py_ssize_t allocate_blocks(PendingWriter *self, Py_ssize_t n)
     memset(PyByteArray_AS_STRING(self->space) + i, 1, (size_t)n);
     self->hint = i + n;
     return i;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* encode_record(key, seq, qid, priority, True, put_time, msgid, correlid, body) appended

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cparts.h"
+
 #define PUT_FIXED 69 /* key .. body length */
 
 typedef struct {
@@ -100,14 +102,6 @@ static void PutRedo_dealloc(PutRedo *self)
     Py_XDECREF(self->message);
     Py_XDECREF(self->only);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 static uint64_t be64(const uint8_t *p)
@@ -204,23 +198,6 @@ static int set_in_attr(PyObject *obj, PyObject *attr, PyObject *key, PyObject *v
 }
 
 /* seq[i].append(value), seq = obj.attr */
-static int append_in(PyObject *seq_owner, PyObject *attr, long prio, PyObject *value)
-{
-    PyObject *seq = PyObject_GetAttr(seq_owner, attr);
-    if (seq == NULL)
-        return -1;
-    PyObject *arr = PySequence_GetItem(seq, prio);
-    Py_DECREF(seq);
-    if (arr == NULL)
-        return -1;
-    PyObject *r = PyObject_CallMethodOneArg(arr, s_append, value);
-    Py_DECREF(arr);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 static int redo_uow(PutRedo *self, uint64_t txid, long long lsn, PyObject *name,
                     PyObject *key)
 {
@@ -397,9 +374,9 @@ static PyObject *PutRedo_redo(PutRedo *self, PyObject *const *args, Py_ssize_t n
         rc = r ? 0 : -1;
         Py_XDECREF(r);
         if (rc == 0)
-            rc = append_in(index, s_blocks, prio, minus1);
+            rc = append_at(index, s_blocks, prio, minus1, s_append);
         if (rc == 0)
-            rc = append_in(index, s_lens, prio, blen_obj);
+            rc = append_at(index, s_lens, prio, blen_obj, s_append);
     }
     Py_DECREF(ks);
     Py_XDECREF(minus1);
@@ -514,12 +491,6 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "miqm.store._redo",
     "Restart's redo of PUT records in C (see miqm/store/recovery.py).", -1, NULL,
 };
-
-#define INTERN(var, text)                                 \
-    do {                                                  \
-        if ((var = PyUnicode_InternFromString(text)) == NULL) \
-            return NULL;                                  \
-    } while (0)
 
 PyMODINIT_FUNC PyInit__redo(void)
 {
