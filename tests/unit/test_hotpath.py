@@ -49,15 +49,19 @@ class _CountingHotPath:
         return self._count("commit", self.hot.commit(*args))
 
 
-def _run(root: Path, native: bool) -> tuple[list[Any], _CountingHotPath | None]:
+def _new_store(root: Path, **clocks: Any) -> QueueManagerStore:
+    """A new store in root/data and root/log, opened without the checkpoint thread."""
     (root / "data").mkdir(parents=True)
     (root / "log").mkdir()
     data, log = PosixVolume(str(root / "data")), PosixVolume(str(root / "log"))
     QueueManagerStore.create(data, log, "QM", SETTINGS)
+    return QueueManagerStore.open(data, log, "QM", SETTINGS, TUNING, generation=1,
+                                  background=False, **clocks)
+
+
+def _run(root: Path, native: bool) -> tuple[list[Any], _CountingHotPath | None]:
     ticks = iter(range(10**9))
-    store = QueueManagerStore.open(data, log, "QM", SETTINGS, TUNING, generation=1,
-                                   background=False, clock=lambda: 0.0,
-                                   wallclock=lambda: 1.7e9 + next(ticks) / 8)
+    store = _new_store(root, clock=lambda: 0.0, wallclock=lambda: 1.7e9 + next(ticks) / 8)
     store._nonce = b"fixednon"
     store._msgid_head = MSGID_PREFIX + store._nonce
     counting = _CountingHotPath(store._hot) if native else None
@@ -157,12 +161,7 @@ def test_the_c_hot_path_does_what_the_python_bodies_do(tmp_path: Path) -> None:
 
 
 def test_a_c_commit_wakes_waiting_getters_and_only_them(tmp_path: Path) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "log").mkdir()
-    data, log = PosixVolume(str(tmp_path / "data")), PosixVolume(str(tmp_path / "log"))
-    QueueManagerStore.create(data, log, "QM", SETTINGS)
-    store = QueueManagerStore.open(data, log, "QM", SETTINGS, TUNING, generation=1,
-                                   background=False)
+    store = _new_store(tmp_path)
     store.define_queue("A")
     counting = store._hot = _CountingHotPath(store._hot)
     notified: list[int] = []
@@ -187,12 +186,7 @@ def test_the_c_hot_path_takes_the_store_lock_itself(tmp_path: Path) -> None:
     while another thread holds it, none of them completes."""
     import threading
 
-    (tmp_path / "data").mkdir()
-    (tmp_path / "log").mkdir()
-    data, log = PosixVolume(str(tmp_path / "data")), PosixVolume(str(tmp_path / "log"))
-    QueueManagerStore.create(data, log, "QM", SETTINGS)
-    store = QueueManagerStore.open(data, log, "QM", SETTINGS, TUNING, generation=1,
-                                   background=False)
+    store = _new_store(tmp_path)
     store.define_queue("A")
     counting = store._hot = _CountingHotPath(store._hot)
     unit = store.begin()
