@@ -575,26 +575,22 @@ class RecoveryLog:
     # ------------------------------------------------------------------ appending
     def append(self, payload: bytes) -> int:
         """Buffer a record; returns its LSN. Not durable until :meth:`force`."""
-        if self._ready:
-            with self._lock:  # the common case: room in the buffer and on the page
-                if self._failed is None and not self._closed:
-                    lsn = self._buf.try_append(payload, self._durable, self._buffer_limit,
-                                               self.circular)
-                    if lsn is not None:
-                        return int(lsn)
         if not self._ready:
             self._make_ready()
-        n = len(payload)
         buf = self._buf
         while True:
             with self._lock:
                 if self._failed is not None or self._closed:
                     self._check_usable()
+                # the common case, one call: room in the buffer and on the current page
+                lsn = buf.try_append(payload, self._durable, self._buffer_limit, self.circular)
+                if lsn is not None:
+                    return int(lsn)
                 head = buf.append_lsn
+                n = len(payload)
                 if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
-                    if self.circular and buf.last_used + F.FRAG_HEADER + n > F.DATA:
-                        self._check_room(n)  # the record starts a new page
-                    return buf.append(payload)
+                    self._check_room(n)  # the record starts a new page of a circular log
+                    return int(buf.append(payload))
             self.force(head)  # LogBufferPages is full: write it out first
 
     def append_and_force(self, payload: bytes) -> int:
