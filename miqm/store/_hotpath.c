@@ -31,7 +31,12 @@ typedef struct {
     PyObject *unit;       /* UnitOfWork */
     PyObject *full_error; /* LogFullError: a full log does not stop the store */
     int put_type, commit_type;
+    /* the store's and the log's locks with their bound acquire/release, kept while the
+     * store keeps the same lock objects (looked up once, not on every call) */
+    PyObject *store_lock, *store_acquire, *store_release;
+    PyObject *log_lock, *log_acquire, *log_release;
 } HotPath;
+
 
 static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_attr,
     *s_active, *s_ended, *s_attrs, *s_PUT, *s_ENABLED, *s_MAXMSGL, *s_DEFPRTY, *s_DEFPSIST,
@@ -45,6 +50,23 @@ static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_
     *s_lock, *s_acquire, *s_release, *s_buf, *s_durable, *s_buffer_limit, *s_circular,
     *s_try_append, *s_next_space_check, *s_space_check_every;
 static PyObject *no_id; /* 24 zero bytes: the correlid of a put that gave none */
+
+/* *lock, *acquire, *release follow lock (a new lock object replaces them); 0 or -1 */
+static int bind_lock(PyObject *lock, PyObject **held, PyObject **acquire, PyObject **release)
+{
+    if (lock == *held)
+        return 0;
+    PyObject *a = PyObject_GetAttr(lock, s_acquire);
+    PyObject *r = a ? PyObject_GetAttr(lock, s_release) : NULL;
+    if (r == NULL) {
+        Py_XDECREF(a);
+        return -1;
+    }
+    Py_XSETREF(*held, Py_NewRef(lock));
+    Py_XSETREF(*acquire, a);
+    Py_XSETREF(*release, r);
+    return 0;
+}
 
 static int HotPath_init(HotPath *self, PyObject *args, PyObject *kwds)
 {
@@ -68,6 +90,12 @@ static void HotPath_dealloc(HotPath *self)
     Py_XDECREF(self->message);
     Py_XDECREF(self->unit);
     Py_XDECREF(self->full_error);
+    Py_XDECREF(self->store_lock);
+    Py_XDECREF(self->store_acquire);
+    Py_XDECREF(self->store_release);
+    Py_XDECREF(self->log_lock);
+    Py_XDECREF(self->log_acquire);
+    Py_XDECREF(self->log_release);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -78,6 +106,41 @@ static int configured(HotPath *self)
         return 0;
     }
     return 1;
+}
+
+/* obj.name read from obj's instance dict when the name is there, else getattr: the
+ * same value (an attribute set through the instance is in its dict only when no data
+ * descriptor of the type took it), without getattr's walk of the type's MRO, which was
+ * a fifth of the path's time. */
+static PyObject *fget(PyObject *obj, PyObject *name)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject **dp = _PyObject_GetDictPtr(obj);
+    if (dp != NULL && *dp != NULL) {
+        PyObject *v = PyDict_GetItemWithError(*dp, name); /* borrowed */
+        if (v != NULL)
+            return Py_NewRef(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+#endif
+    return PyObject_GetAttr(obj, name);
+}
+
+/* obj.name = v, into the instance dict when the name is already there (see fget) */
+static int fset(PyObject *obj, PyObject *name, PyObject *v)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject **dp = _PyObject_GetDictPtr(obj);
+    if (dp != NULL && *dp != NULL) {
+        int has = PyDict_Contains(*dp, name);
+        if (has < 0)
+            return -1;
+        if (has)
+            return PyDict_SetItem(*dp, name, v);
+    }
+#endif
+    return PyObject_SetAttr(obj, name, v);
 }
 
 /* An instance of a plain slotted class with the given attributes set, built without
@@ -92,7 +155,7 @@ static PyObject *new_instance(PyObject *type, PyObject *const *names, PyObject *
     if (obj == NULL)
         return NULL;
     for (int i = 0; i < n; i++) {
-        if (PyObject_SetAttr(obj, names[i], values[i]) < 0) {
+        if (fset(obj, names[i], values[i]) < 0) {
             Py_DECREF(obj);
             return NULL;
         }
@@ -103,7 +166,7 @@ static PyObject *new_instance(PyObject *type, PyObject *const *names, PyObject *
 /* 1 if obj.attr is truthy, 0 if not, -1 on error */
 static int attr_true(PyObject *obj, PyObject *attr)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr);
+    PyObject *v = fget(obj, attr);
     if (v == NULL)
         return -1;
     int t = PyObject_IsTrue(v);
@@ -114,7 +177,7 @@ static int attr_true(PyObject *obj, PyObject *attr)
 /* 1 if obj.attr is None, 0 if not, -1 on error */
 static int attr_none(PyObject *obj, PyObject *attr)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr);
+    PyObject *v = fget(obj, attr);
     if (v == NULL)
         return -1;
     int t = v == Py_None;
@@ -135,7 +198,7 @@ static int store_open(PyObject *store)
 /* obj.attr == text (an interned str), 1/0/-1 */
 static int attr_equals(PyObject *obj, PyObject *attr, PyObject *text)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr);
+    PyObject *v = fget(obj, attr);
     if (v == NULL)
         return -1;
     int eq = PyObject_RichCompareBool(v, text, Py_EQ);
@@ -165,7 +228,7 @@ static int dict_int(PyObject *d, PyObject *key, long long *out)
 
 static long long get_ll(PyObject *obj, PyObject *attr, int *ok)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr);
+    PyObject *v = fget(obj, attr);
     if (v == NULL) {
         *ok = 0;
         return -1;
@@ -181,7 +244,7 @@ static int set_ll(PyObject *obj, PyObject *attr, long long value)
     PyObject *v = PyLong_FromLongLong(value);
     if (v == NULL)
         return -1;
-    int rc = PyObject_SetAttr(obj, attr, v);
+    int rc = fset(obj, attr, v);
     Py_DECREF(v);
     return rc;
 }
@@ -190,9 +253,9 @@ static int set_ll(PyObject *obj, PyObject *attr, long long value)
  * the log is ready and neither failed nor closed, its buffer's try_append with the log's
  * durable point, buffer limit and circular flag. The LSN, None when RecoveryLog.append
  * must do it (a force first, a new page's room check, not ready), or NULL on error. */
-static PyObject *log_try_append(PyObject *log, PyObject *payload)
+static PyObject *log_try_append(HotPath *self, PyObject *log, PyObject *payload)
 {
-    PyObject *ready_obj = PyObject_GetAttr(log, s_ready);
+    PyObject *ready_obj = fget(log, s_ready);
     if (ready_obj == NULL) { /* not a RecoveryLog (a test's stand-in): its own append */
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
             return NULL;
@@ -203,12 +266,18 @@ static PyObject *log_try_append(PyObject *log, PyObject *payload)
     Py_DECREF(ready_obj);
     if (ready <= 0)
         return ready < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *lock = PyObject_GetAttr(log, s_lock);
+    PyObject *lock = fget(log, s_lock);
     if (lock == NULL)
         return NULL;
-    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
-    if (got == NULL) {
+    if (bind_lock(lock, &self->log_lock, &self->log_acquire, &self->log_release) < 0) {
         Py_DECREF(lock);
+        return NULL;
+    }
+    Py_DECREF(lock); /* self->log_lock holds it */
+    PyObject *release = Py_NewRef(self->log_release);
+    PyObject *got = PyObject_CallNoArgs(self->log_acquire);
+    if (got == NULL) {
+        Py_DECREF(release);
         return NULL;
     }
     Py_DECREF(got);
@@ -219,10 +288,10 @@ static PyObject *log_try_append(PyObject *log, PyObject *payload)
             result = Py_NewRef(Py_None);
         goto done;
     }
-    buf = PyObject_GetAttr(log, s_buf);
-    durable = buf ? PyObject_GetAttr(log, s_durable) : NULL;
-    limit = durable ? PyObject_GetAttr(log, s_buffer_limit) : NULL;
-    circular = limit ? PyObject_GetAttr(log, s_circular) : NULL;
+    buf = fget(log, s_buf);
+    durable = buf ? fget(log, s_durable) : NULL;
+    limit = durable ? fget(log, s_buffer_limit) : NULL;
+    circular = limit ? fget(log, s_circular) : NULL;
     if (circular != NULL) {
         /* a spare slot before the arguments, which the offset flag lets the call use */
         PyObject *args[6] = {NULL, buf, payload, durable, limit, circular};
@@ -234,8 +303,8 @@ done:
     Py_XDECREF(durable);
     Py_XDECREF(limit);
     Py_XDECREF(circular);
-    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
-    Py_DECREF(lock);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
     if (released == NULL) {
         Py_XDECREF(result);
         return NULL;
@@ -250,10 +319,10 @@ done:
 static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
                               PyObject *uow)
 {
-    PyObject *log = PyObject_GetAttr(store, s_log);
+    PyObject *log = fget(store, s_log);
     if (log == NULL)
         return -1;
-    PyObject *r = log_try_append(log, payload);
+    PyObject *r = log_try_append(self, log, payload);
     if (r == Py_None) { /* not the common case: RecoveryLog.append does it */
         Py_DECREF(r);
         r = PyObject_CallMethodOneArg(log, s_append, payload);
@@ -265,7 +334,7 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
         PyErr_Fetch(&type, &value, &tb);
         PyErr_NormalizeException(&type, &value, &tb);
         if (value != NULL && !PyErr_GivenExceptionMatches(value, self->full_error))
-            PyObject_SetAttr(store, s_failed, value);
+            fset(store, s_failed, value);
         PyErr_Restore(type, value, tb);
         return -1;
     }
@@ -277,7 +346,7 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
     int ok = 1, due = 0;
     if (uow != NULL) {
         int none = attr_none(uow, s_first_lsn);
-        if (none < 0 || (none && PyObject_SetAttr(uow, s_first_lsn, r) < 0))
+        if (none < 0 || (none && fset(uow, s_first_lsn, r) < 0))
             goto fail;
         if (none) {
             int unset = attr_none(store, s_pin_threshold);
@@ -290,7 +359,7 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
             }
         }
     }
-    PyObject *pin = PyObject_GetAttr(store, s_pin_threshold);
+    PyObject *pin = fget(store, s_pin_threshold);
     if (pin == NULL)
         goto fail;
     if (pin != Py_None) {
@@ -306,7 +375,7 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
     long long records = get_ll(store, s_records_since_cp, &ok) + 1;
     if (!ok || set_ll(store, s_records_since_cp, records) < 0)
         goto fail;
-    PyObject *tuning = PyObject_GetAttr(store, s_tuning);
+    PyObject *tuning = fget(store, s_tuning);
     if (tuning == NULL)
         goto fail;
     long long recd_max = get_ll(tuning, s_recd_max, &ok);
@@ -326,9 +395,9 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
             due = 1;
         }
     }
-    if (due && PyObject_SetAttr(store, s_check_due, Py_True) < 0)
+    if (due && fset(store, s_check_due, Py_True) < 0)
         goto fail;
-    if (PyObject_SetAttr(store, s_last_lsn, r) < 0)
+    if (fset(store, s_last_lsn, r) < 0)
         goto fail;
     Py_DECREF(r);
     return lsn;
@@ -346,14 +415,14 @@ static PyObject *begin_locked(HotPath *self, PyObject *store)
     int open = store_open(store);
     if (open <= 0)
         return open < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *state = PyObject_GetAttr(store, s_state);
+    PyObject *state = fget(store, s_state);
     if (state == NULL)
         return NULL;
-    PyObject *uows = PyObject_GetAttr(state, s_uows);
+    PyObject *uows = fget(state, s_uows);
     Py_DECREF(state);
     if (uows == NULL)
         return NULL;
-    PyObject *u = NULL, *units = NULL, *next = PyObject_GetAttr(uows, s_next_txid);
+    PyObject *u = NULL, *units = NULL, *next = fget(uows, s_next_txid);
     if (next == NULL)
         goto done;
     long long txid = PyLong_AsLongLong(next);
@@ -369,7 +438,7 @@ static PyObject *begin_locked(HotPath *self, PyObject *store)
     Py_XDECREF(undone);
     if (u == NULL)
         goto done;
-    units = PyObject_GetAttr(uows, s_units);
+    units = fget(uows, s_units);
     if (units == NULL || set_ll(uows, s_next_txid, txid + 1) < 0 ||
         PyObject_SetItem(units, next, u) < 0)
         Py_CLEAR(u);
@@ -384,11 +453,11 @@ done:
 static int index_add(PyObject *q, PyObject *key_obj, long long key, Py_ssize_t prio,
                      PyObject *len_obj)
 {
-    PyObject *ix = PyObject_GetAttr(q, s_index);
+    PyObject *ix = fget(q, s_index);
     if (ix == NULL)
         return -1;
     int rc = -1;
-    PyObject *keys = PyObject_GetAttr(ix, s_keys);
+    PyObject *keys = fget(ix, s_keys);
     PyObject *ks = keys ? PySequence_GetItem(keys, prio) : NULL;
     Py_XDECREF(keys);
     if (ks == NULL)
@@ -459,13 +528,13 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     if (active <= 0)
         return active < 0 ? NULL : Py_NewRef(Py_None);
 
-    PyObject *state = PyObject_GetAttr(store, s_state);
+    PyObject *state = fget(store, s_state);
     if (state == NULL)
         return NULL;
     PyObject *result = NULL, *q = NULL, *attrs = NULL, *ops = NULL, *key_obj = NULL,
              *mid = NULL, *now_obj = NULL, *txid = NULL, *payload = NULL, *msg = NULL,
              *len_obj = NULL, *mem = NULL, *uncommitted = NULL, *op = NULL;
-    PyObject *queues = PyObject_GetAttr(state, s_queues);
+    PyObject *queues = fget(state, s_queues);
     if (queues == NULL)
         goto done;
     q = PyDict_GetItemWithError(queues, queue);
@@ -476,7 +545,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
         goto done;
     }
     Py_INCREF(q);
-    attrs = PyObject_GetAttr(q, s_attrs);
+    attrs = fget(q, s_attrs);
     if (attrs == NULL)
         goto done;
     if (!PyDict_Check(attrs))
@@ -529,15 +598,15 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
             result = Py_NewRef(Py_None);
         goto done;
     }
-    ops = PyObject_GetAttr(uow, s_ops);
+    ops = fget(uow, s_ops);
     if (ops == NULL)
         goto done;
     if (!PyList_CheckExact(ops))
         goto general;
     if (PyList_GET_SIZE(ops) > 0) { /* MAXUMSGS is at least 1: only later messages check */
-        PyObject *qmgr = PyObject_GetAttr(state, s_qmgr);
-        PyObject *tuning = qmgr ? PyObject_GetAttr(store, s_tuning) : NULL;
-        PyObject *dflt = tuning ? PyObject_GetAttr(tuning, s_max_umsgs) : NULL;
+        PyObject *qmgr = fget(state, s_qmgr);
+        PyObject *tuning = qmgr ? fget(store, s_tuning) : NULL;
+        PyObject *dflt = tuning ? fget(tuning, s_max_umsgs) : NULL;
         PyObject *v = NULL;
         if (dflt != NULL) {
             v = PyDict_Check(qmgr) ? PyDict_GetItemWithError(qmgr, s_MAXUMSGS) : NULL;
@@ -566,7 +635,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     long long present = get_ll(q, s_present, &ok);
     if (!ok)
         goto done;
-    PyObject *locked = PyObject_GetAttr(q, s_locked);
+    PyObject *locked = fget(q, s_locked);
     if (locked == NULL)
         goto done;
     Py_ssize_t nlocked = PyObject_Length(locked);
@@ -581,7 +650,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     if (!ok || set_ll(state, s_next_key, key + 1) < 0)
         goto done;
     key_obj = PyLong_FromLongLong(key);
-    PyObject *head = PyObject_GetAttr(store, s_msgid_head);
+    PyObject *head = fget(store, s_msgid_head);
     if (key_obj == NULL || head == NULL) {
         Py_XDECREF(head);
         goto done;
@@ -602,7 +671,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     for (int i = 0; i < 8; i++) /* the key, big-endian, then four zero bytes */
         m[12 + i] = (uint8_t)((uint64_t)key >> (56 - 8 * i));
     memset(m + 20, 0, 4);
-    PyObject *clock = PyObject_GetAttr(store, s_wallclock);
+    PyObject *clock = fget(store, s_wallclock);
     if (clock == NULL)
         goto done;
     now_obj = PyObject_CallNoArgs(clock);
@@ -612,7 +681,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     double now = PyFloat_AsDouble(now_obj);
     if (now == -1.0 && PyErr_Occurred())
         goto done;
-    txid = PyObject_GetAttr(uow, s_txid);
+    txid = fget(uow, s_txid);
     if (txid == NULL)
         goto done;
     unsigned long long txid_v = PyLong_AsUnsignedLongLong(txid);
@@ -667,7 +736,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
     Py_DECREF(prio_obj);
     if (msg == NULL)
         goto done;
-    mem = PyObject_GetAttr(q, s_mem);
+    mem = fget(q, s_mem);
     if (mem == NULL || PyObject_SetItem(mem, key_obj, msg) < 0)
         goto done;
     len_obj = PyLong_FromSsize_t(blen);
@@ -675,7 +744,7 @@ static PyObject *put_locked(HotPath *self, PyObject *const *args, Py_ssize_t nar
         goto done;
     if (set_ll(q, s_present, present + 1) < 0)
         goto done;
-    uncommitted = PyObject_GetAttr(q, s_uncommitted);
+    uncommitted = fget(q, s_uncommitted);
     if (uncommitted == NULL || PyObject_SetItem(uncommitted, key_obj, txid) < 0)
         goto done;
     op = PyTuple_Pack(4, s_P, queue, key_obj, Py_True);
@@ -709,7 +778,7 @@ done:
 /* StoreState.apply_commit for a unit with nothing undone, then UowTable.end */
 static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject *txid)
 {
-    PyObject *queues = PyObject_GetAttr(state, s_queues);
+    PyObject *queues = fget(state, s_queues);
     if (queues == NULL)
         return -1;
     int rc = -1;
@@ -739,7 +808,7 @@ static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject 
         int is_put = PyObject_RichCompareBool(kind, s_P, Py_EQ);
         if (is_put < 0)
             goto done;
-        PyObject *held = PyObject_GetAttr(q, is_put ? s_uncommitted : s_locked);
+        PyObject *held = fget(q, is_put ? s_uncommitted : s_locked);
         if (held == NULL)
             goto done;
         PyObject *owner = PyDict_Check(held) ? PyDict_GetItemWithError(held, key) : NULL;
@@ -764,12 +833,12 @@ static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject 
         Py_DECREF(held);
     }
     /* UowTable.end(u) */
-    if (PyObject_SetAttr(uow, s_state_attr, s_ended) < 0)
+    if (fset(uow, s_state_attr, s_ended) < 0)
         goto done;
-    PyObject *uows = PyObject_GetAttr(state, s_uows);
+    PyObject *uows = fget(state, s_uows);
     if (uows == NULL)
         goto done;
-    PyObject *units = PyObject_GetAttr(uows, s_units);
+    PyObject *units = fget(uows, s_units);
     PyObject *r = units ? PyObject_CallMethodObjArgs(units, s_pop, txid, Py_None, NULL) : NULL;
     Py_XDECREF(units);
     Py_XDECREF(r);
@@ -777,13 +846,13 @@ static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject 
         Py_DECREF(uows);
         goto done;
     }
-    PyObject *xid = PyObject_GetAttr(uow, s_xid);
+    PyObject *xid = fget(uow, s_xid);
     if (xid == NULL) {
         Py_DECREF(uows);
         goto done;
     }
     if (xid != Py_None) {
-        PyObject *by_xid = PyObject_GetAttr(uows, s_by_xid);
+        PyObject *by_xid = fget(uows, s_by_xid);
         r = by_xid ? PyObject_CallMethodObjArgs(by_xid, s_pop, xid, Py_None, NULL) : NULL;
         Py_XDECREF(by_xid);
         Py_XDECREF(r);
@@ -795,12 +864,12 @@ static int apply_commit(PyObject *state, PyObject *uow, PyObject *ops, PyObject 
     }
     Py_DECREF(xid);
     Py_DECREF(uows);
-    PyObject *last = PyObject_GetAttr(state, s_last_uow);
+    PyObject *last = fget(state, s_last_uow);
     if (last == NULL)
         goto done;
     int is_last = last == uow;
     Py_DECREF(last);
-    if (is_last && PyObject_SetAttr(state, s_last_uow, Py_None) < 0)
+    if (is_last && fset(state, s_last_uow, Py_None) < 0)
         goto done;
     rc = 0;
 done:
@@ -827,7 +896,7 @@ static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t 
     int undone = attr_true(uow, s_undone);
     if (undone != 0)
         return undone < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *state = PyObject_GetAttr(store, s_state);
+    PyObject *state = fget(store, s_state);
     if (state == NULL)
         return NULL;
     PyObject *result = NULL, *ops = NULL, *txid = NULL, *payload = NULL;
@@ -837,8 +906,8 @@ static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t 
             result = Py_NewRef(Py_None);
         goto done;
     }
-    ops = PyObject_GetAttr(uow, s_ops);
-    txid = ops ? PyObject_GetAttr(uow, s_txid) : NULL;
+    ops = fget(uow, s_ops);
+    txid = ops ? fget(uow, s_txid) : NULL;
     if (txid == NULL)
         goto done;
     if (!PyList_CheckExact(ops)) {
@@ -870,7 +939,7 @@ static PyObject *commit_locked(HotPath *self, PyObject *const *args, Py_ssize_t 
     if (sleepers < 0)
         goto done;
     if (sleepers) {
-        PyObject *cond = PyObject_GetAttr(store, s_cond);
+        PyObject *cond = fget(store, s_cond);
         PyObject *r = cond ? PyObject_CallMethodNoArgs(cond, s_notify_all) : NULL;
         Py_XDECREF(cond);
         if (r == NULL)
@@ -896,20 +965,27 @@ static PyObject *with_store_lock(HotPath *self, PyObject *store,
 {
     if (!configured(self))
         return NULL;
-    PyObject *lock = PyObject_GetAttr(store, s_lock);
+    PyObject *lock = fget(store, s_lock);
     if (lock == NULL)
         return NULL;
-    PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
-    if (got == NULL) {
+    if (bind_lock(lock, &self->store_lock, &self->store_acquire, &self->store_release) < 0) {
         Py_DECREF(lock);
+        return NULL;
+    }
+    Py_DECREF(lock); /* self->store_lock holds it */
+    /* our own reference: fn may run a log append that could, in principle, rebind */
+    PyObject *release = Py_NewRef(self->store_release);
+    PyObject *got = PyObject_CallNoArgs(self->store_acquire);
+    if (got == NULL) {
+        Py_DECREF(release);
         return NULL;
     }
     Py_DECREF(got);
     PyObject *result = fn(self, args, nargs);
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb); /* release even when fn raised */
-    PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
-    Py_DECREF(lock);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
     if (released == NULL) {
         Py_XDECREF(result);
         Py_XDECREF(exc_type);

@@ -619,7 +619,8 @@ class QueueManagerStore:
             # while it is held); None: anything else, nothing done
             mid = hot.put(self, queue, body, persistent, priority, uow)
             if mid is not None:
-                self._after_op_locked()
+                if self._check_due:
+                    self._after_op_locked()
                 return mid  # type: ignore[no-any-return]
         body = bytes(body)
         lsn = None
@@ -812,7 +813,8 @@ class QueueManagerStore:
         if self._hot is not None:
             lsn = self._hot.commit(self, uow)  # as put: C, under the store lock taken there
             if lsn is not None:
-                self._after_op_locked()
+                if self._check_due:
+                    self._after_op_locked()
                 if lsn >= 0:
                     self._force(lsn)
                 return
