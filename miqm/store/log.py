@@ -643,6 +643,8 @@ class RecoveryLog:
             w.lock.acquire()  # released by a leader: our record is durable, or we lead
             if w.lead:
                 break
+            if lsn < self._durable:  # made durable (it only grows): no second wait-lock trip
+                return
         try:
             with self._flush_lock:
                 self._flush()
