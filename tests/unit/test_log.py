@@ -8,6 +8,7 @@ import hashlib
 import os
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -462,6 +463,56 @@ def test_concurrent_commits_share_forces(tmp_path: Path) -> None:
     forces, waiting = log.progress()
     assert waiting == 0
     assert forces < 16 * per_thread  # some commits shared a force
+    log.close()
+
+
+def test_a_failed_force_fails_every_caller_waiting_on_it(tmp_path: Path) -> None:
+    """Callers queued behind a force that fails are woken with an error: none hangs and
+    none is told its record is durable (a woken waiter returns early only when the
+    durable point has passed its record)."""
+    from miqm.errors import OwnershipLostError
+
+    vol = new_log(tmp_path)
+    waiters = 6
+    queued = threading.Event()
+    armed: list[bool] = [False]
+
+    def guard() -> None:
+        # once armed, the first force stalls here until every other caller waits behind
+        # it, then fails
+        if armed[0]:
+            queued.wait(10)
+            raise OwnershipLostError("lost the master lock during the force")
+
+    log = RecoveryLog.open(vol, SMALL, generation=1, write_guard=guard)
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"ready")  # the log's first write (its tail) before the threads
+    armed[0] = True
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def commit(i: int) -> None:
+        try:
+            log.append_and_force(payload(i, 64))
+            result = "durable"
+        except Exception as exc:  # the outcome is what the test checks
+            result = type(exc).__name__
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(waiters + 1)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while log.progress()[1] < waiters + 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    queued.set()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), "a waiter hung after the failed force"
+    assert len(outcomes) == waiters + 1
+    assert "durable" not in outcomes
+    assert outcomes.count("OwnershipLostError") == 1  # the leader gets the guard's error
     log.close()
 
 
