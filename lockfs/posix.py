@@ -43,6 +43,7 @@ class PosixFile(VolumeFile):
 
     def __init__(self, fd: int, path: str) -> None:
         self._fd = fd
+        self._sync_fd = -1  # opened on first use by direct_sync_fd
         self.path = path
 
     def fileno(self) -> int:
@@ -52,6 +53,20 @@ class PosixFile(VolumeFile):
     def direct_fd(self) -> int:
         """The descriptor itself: writes through it are exactly this file's writes."""
         return self._fd
+
+    def direct_sync_fd(self) -> int | None:
+        """A second descriptor of this file opened O_DSYNC (a write through it returns
+        once it is durable, as a write and an fdatasync would), opened on first use
+        through /proc/self/fd, so it is this file even after a rename; None where that
+        cannot be done. Locks stay on :meth:`direct_fd` (OFD locks belong to their own
+        open file, so this descriptor neither holds nor drops them)."""
+        if self._sync_fd < 0 and self._fd >= 0:
+            try:
+                self._sync_fd = os.open(f"/proc/self/fd/{self._fd}",
+                                        os.O_WRONLY | os.O_DSYNC | os.O_CLOEXEC)
+            except OSError:
+                return None
+        return self._sync_fd if self._sync_fd >= 0 else None
 
     def direct_error(self, exc: OSError, what: str) -> LockFsError:
         """The same error a :meth:`pwrite` or :meth:`fdatasync` failing so would raise."""
@@ -119,12 +134,14 @@ class PosixFile(VolumeFile):
         return _FLOCK.unpack(res)[0] != fcntl.F_UNLCK
 
     def close(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for name in ("_sync_fd", "_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
 
 class PosixVolume(Volume):

@@ -115,6 +115,11 @@ class VolumeFile(ABC):
         fault injection, recording)."""
         return None
 
+    def direct_sync_fd(self) -> int | None:
+        """A descriptor of this file whose writes return only once durable (O_DSYNC),
+        for native code writing a force in one write; None when there is none."""
+        return None
+
     def direct_error(self, exc: OSError, what: str) -> LockFsError:
         """The volume's error for ``exc`` raised by native I/O on :meth:`direct_fd`."""
         return VolumeIOError(f"{what} {self.path}: {exc.strerror or exc}", errno=exc.errno,

@@ -686,10 +686,13 @@ class RecoveryLog:
                 f = self._files.get(k)
                 fd = f.direct_fd() if f is not None else None
                 if fd is not None:
+                    # a one-write force goes through the O_DSYNC descriptor: no fdatasync
+                    sync_fd = f.direct_sync_fd()  # type: ignore[union-attr]
                     try:
                         done = buf.force_extent(fd, k, self.pages_per_extent,
                                                 self._slot_next.get(k, 0), self._triple,
-                                                durable, self._exposed)
+                                                durable, self._exposed,
+                                                -1 if sync_fd is None else sync_fd)
                     except OSError as exc:
                         raise f.direct_error(exc, "write") from exc  # type: ignore[union-attr]
                     if done is not None:

@@ -90,10 +90,13 @@ def test_a_failed_native_write_stops_the_log_with_the_volume_error(tmp_path: Pat
     list(log.records(log.first_lsn()))
     log.append_and_force(b"kept")
     f = log._files[0]
-    # the extent's descriptor now refuses writes, as a file gone read-only would
+    # the extent's descriptors (the plain one and the O_DSYNC one a one-write force goes
+    # through) now refuse writes, as a file gone read-only would
+    sync_fd = f.direct_sync_fd()
+    assert sync_fd is not None and log._buf.write_stats()["dsync_forces"] >= 1
     ro = os.open(f.path, os.O_RDONLY)
-    saved = f._fd  # type: ignore[attr-defined]
-    os.dup2(ro, saved)
+    for fd in (f.direct_fd(), sync_fd):
+        os.dup2(ro, fd)
     os.close(ro)
     with pytest.raises(LogWriteError, match="must stop") as err:
         log.append_and_force(b"never acknowledged")
@@ -103,6 +106,42 @@ def test_a_failed_native_write_stops_the_log_with_the_volume_error(tmp_path: Pat
     log.close()
     log = RecoveryLog.open(vol, settings, generation=2)
     assert [r.payload for r in log.records(log.first_lsn())] == [b"kept"]
+    log.close()
+
+
+@pytest.mark.parametrize("integrity", ["TripleWrite", "SingleWrite"])
+def test_one_write_forces_go_through_the_o_dsync_descriptor(tmp_path: Path,
+                                                            integrity: str) -> None:
+    """A force that is a single write with no fdatasync inside it goes through the
+    extent's O_DSYNC descriptor (one system call, durable on return); a force of several
+    writes (sealed pages in place and the partial page's image in a slot) does not."""
+    settings = LogSettings(file_pages=256, primary_files=2, secondary_files=2,
+                           write_integrity=integrity)
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, settings)
+    log = RecoveryLog.open(vol, settings, generation=1)
+    list(log.records(log.first_lsn()))
+    rng = random.Random(7)
+    sent: list[bytes] = [b"first"]
+    log.append_and_force(sent[0])  # the log's first write: its buffer exists from here
+
+    def forces(n: int, size: int) -> int:
+        before = log._buf.write_stats()["dsync_forces"]
+        for _ in range(n):
+            sent.append(rng.randbytes(size))
+            log.append_and_force(sent[-1])
+        return int(log._buf.write_stats()["dsync_forces"] - before)
+
+    small = forces(60, 200)
+    large = forces(10, 20_000)
+    if integrity == "SingleWrite":  # every force is one run of pages at their own place
+        assert small == 60 and large == 10
+    else:
+        assert small >= 45  # not those sealing a page right after its first image
+        assert large == 0  # the partial last page goes to a slot: two writes
+    log.close()
+    log = RecoveryLog.open(vol, settings, generation=2)
+    assert [r.payload for r in log.records(log.first_lsn())] == sent
     log.close()
 
 
