@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY */
 
 #include "_cparts.h"
 
@@ -108,38 +109,94 @@ static int configured(HotPath *self)
     return 1;
 }
 
-/* obj.name read from obj's instance dict when the name is there, else getattr: the
- * same value (an attribute set through the instance is in its dict only when no data
- * descriptor of the type took it), without getattr's walk of the type's MRO, which was
- * a fifth of the path's time. */
+/* Slotted classes: the byte offset of each (type, name) slot, cached. An entry holds its
+ * type and is trusted only while the type's version tag is the one it was made under
+ * (any change to the class's attributes assigns a new tag). */
+#define SLOT_CACHE 64
+typedef struct {
+    PyTypeObject *type; /* a strong reference */
+    PyObject *name;     /* interned, one of this module's names (immortal here) */
+    unsigned int version;
+    Py_ssize_t offset; /* -1: not a plain object slot (getattr/setattr serve it) */
+} SlotEntry;
+static SlotEntry slot_cache[SLOT_CACHE];
+
+static Py_ssize_t slot_offset(PyTypeObject *tp, PyObject *name)
+{
+    SlotEntry *e = &slot_cache[(((uintptr_t)tp >> 4) ^ ((uintptr_t)name >> 3)) % SLOT_CACHE];
+    if (e->type == tp && e->name == name && e->version == tp->tp_version_tag &&
+        tp->tp_version_tag != 0)
+        return e->offset;
+    PyObject *d = _PyType_Lookup(tp, name); /* borrowed; assigns the version tag */
+    Py_ssize_t offset = -1;
+    if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+            offset = m->offset;
+    }
+    if (tp->tp_version_tag != 0) {
+        Py_INCREF(tp);
+        Py_XSETREF(e->type, tp);
+        e->name = name;
+        e->version = tp->tp_version_tag;
+        e->offset = offset;
+    }
+    return offset;
+}
+
+/* obj.name, for the plain instances the hot path works on, without getattr's walk of the
+ * type's MRO (a fifth of the path's time): from the instance dict when the name is there
+ * (an attribute set through the instance is in its dict only when no data descriptor of
+ * the type took it), from the slot when it is a slot; else getattr. */
 static PyObject *fget(PyObject *obj, PyObject *name)
 {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
 #if PY_VERSION_HEX < 0x030D0000
-    PyObject **dp = _PyObject_GetDictPtr(obj);
-    if (dp != NULL && *dp != NULL) {
-        PyObject *v = PyDict_GetItemWithError(*dp, name); /* borrowed */
-        if (v != NULL)
-            return Py_NewRef(v);
-        if (PyErr_Occurred())
-            return NULL;
-    }
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        if (dp != NULL && *dp != NULL) {
+            PyObject *v = PyDict_GetItemWithError(*dp, name); /* borrowed */
+            if (v != NULL)
+                return Py_NewRef(v);
+            if (PyErr_Occurred())
+                return NULL;
+        }
 #endif
+        Py_ssize_t off = slot_offset(tp, name);
+        if (off >= 0) {
+            PyObject *v = *(PyObject **)((char *)obj + off);
+            if (v != NULL)
+                return Py_NewRef(v);
+        }
+    }
     return PyObject_GetAttr(obj, name);
 }
 
-/* obj.name = v, into the instance dict when the name is already there (see fget) */
+/* obj.name = v, into the instance dict when the name is already there or into the slot
+ * (see fget); else setattr */
 static int fset(PyObject *obj, PyObject *name, PyObject *v)
 {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp->tp_setattro == PyObject_GenericSetAttr) {
 #if PY_VERSION_HEX < 0x030D0000
-    PyObject **dp = _PyObject_GetDictPtr(obj);
-    if (dp != NULL && *dp != NULL) {
-        int has = PyDict_Contains(*dp, name);
-        if (has < 0)
-            return -1;
-        if (has)
-            return PyDict_SetItem(*dp, name, v);
-    }
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        if (dp != NULL && *dp != NULL) {
+            int has = PyDict_Contains(*dp, name);
+            if (has < 0)
+                return -1;
+            if (has)
+                return PyDict_SetItem(*dp, name, v);
+        }
 #endif
+        Py_ssize_t off = slot_offset(tp, name);
+        if (off >= 0) {
+            PyObject **at = (PyObject **)((char *)obj + off);
+            PyObject *old = *at;
+            *at = Py_NewRef(v);
+            Py_XDECREF(old);
+            return 0;
+        }
+    }
     return PyObject_SetAttr(obj, name, v);
 }
 
