@@ -44,7 +44,12 @@ from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
 from miqm.store import framing as F
-from miqm.store.logbuffer import WriteStats, buffer_class, full_fragment_scanner
+from miqm.store.logbuffer import (
+    WriteStats,
+    buffer_class,
+    full_fragment_scanner,
+    native_force_queue,
+)
 from miqm.store.settings import PAGE, LogSettings
 
 CONTROL = "amqhlctl.lfh"
@@ -238,6 +243,9 @@ class RecoveryLog:
         self._waitq: list[tuple[int, int, _Waiter]] = []
         self._wseq = itertools.count()
         self._flushing = False
+        # the same queue in C (waiting and waking without bytecode), unless switched off
+        fq = native_force_queue()
+        self._fq = None if fq is None else fq()
         self._triple = settings.triple_write
         # the C buffer writes a force itself when every file has a direct descriptor
         self._native_write = hasattr(self._buf_cls, "write")
@@ -628,6 +636,22 @@ class RecoveryLog:
             return
         if not self._ready:
             self._make_ready()
+        fq = self._fq
+        if fq is not None:
+            if self._failed is not None or self._closed:
+                self._check_usable()
+            how = fq.enter(lsn)  # 0: durable, 1: we lead, 2: the log stopped
+            if how == 0:
+                return
+            if how == 2:
+                self._check_usable()
+                raise LogWriteError("the recovery log stopped", amq="AMQ6708")
+            try:
+                with self._flush_lock:
+                    self._flush()
+            finally:
+                fq.done(self._durable, self._failed is not None or self._closed)
+            return
         while True:
             with self._wlock:
                 if lsn < self._durable:
@@ -965,6 +989,8 @@ class RecoveryLog:
     def progress(self) -> tuple[int, int]:
         """(forces completed, callers waiting for a force now): the liveness check."""
         forces = self._buf.forces if self._buf is not None else 0
+        if self._fq is not None:
+            return (forces, self._fq.waiting())
         return (forces, len(self._waitq) + (1 if self._flushing else 0))
 
     def _event(self, name: str, **fields: Any) -> None:

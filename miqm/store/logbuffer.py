@@ -278,3 +278,15 @@ def native_hot_path() -> Any:
     """The C twin of the store's begin/put/commit common case (the class ``HotPath``;
     see ``_hotpath.c``), or None for the Python bodies in :mod:`miqm.store.qmstore`."""
     return native_part(_HotPath)
+
+
+try:
+    from miqm.store._forcequeue import ForceQueue as _ForceQueue
+except ImportError:
+    _ForceQueue = None
+
+
+def native_force_queue() -> Any:
+    """The C twin of the log's force queue (the class ``ForceQueue``; see
+    ``_forcequeue.c``), or None for the Python queue in :mod:`miqm.store.log`."""
+    return native_part(_ForceQueue)

@@ -1,0 +1,248 @@
+/* The recovery log's force queue in C: the twin of the Python queue in
+ * RecoveryLog.force / _hand_off (miqm/store/log.py), which stays the reference.
+ *
+ * One caller at a time leads a force; the others wait in LSN order. When a force ends the
+ * leader wakes exactly the callers it made durable and hands the lead to the first one
+ * left. Here the queue is a C list and each caller waits on its own thread's semaphore
+ * with the GIL released, so with many producers a commit's wait and wake-up run no
+ * Python bytecode (the Python queue took a wait lock, a heap push, a thread-local lookup
+ * and a second lock per waiter, all under the GIL every producer needs).
+ *
+ * The mutex guards the list and is held only for a few instructions. A thread holding it
+ * never waits for the GIL, so taking it with the GIL held cannot deadlock.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdint.h>
+
+/* How a wait ended (enter's result) */
+enum { DURABLE = 0, LEAD = 1, STOPPED = 2 };
+
+/* A thread's place in a queue: one per thread, made on its first wait and kept (a
+ * thread waits for one force at a time), so no semaphore is destroyed while a waker may
+ * still be inside sem_post. */
+typedef struct Waiter {
+    int64_t lsn;
+    struct Waiter *next;
+    sem_t sem;
+    int outcome;
+} Waiter;
+
+static _Thread_local Waiter *thread_waiter;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mu;
+    int mu_ready;
+    Waiter *head, *tail; /* waiting callers, LSN order (FIFO among equal LSNs) */
+    Py_ssize_t waiting;
+    int flushing; /* a leader is forcing */
+    int stopped;  /* a force failed or the log closed: every later caller is told so */
+    int64_t durable;
+} ForceQueue;
+
+static int ForceQueue_init(ForceQueue *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"durable", NULL};
+    long long durable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|L", kwlist, &durable))
+        return -1;
+    if (!self->mu_ready) {
+        if (pthread_mutex_init(&self->mu, NULL) != 0) {
+            PyErr_SetString(PyExc_OSError, "cannot create the force queue's mutex");
+            return -1;
+        }
+        self->mu_ready = 1;
+    }
+    self->durable = durable;
+    return 0;
+}
+
+static void ForceQueue_dealloc(ForceQueue *self)
+{
+    if (self->mu_ready)
+        pthread_mutex_destroy(&self->mu);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int ready(ForceQueue *self)
+{
+    if (!self->mu_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "ForceQueue is not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+static Waiter *my_waiter(void)
+{
+    if (thread_waiter == NULL) {
+        Waiter *w = PyMem_RawCalloc(1, sizeof(Waiter));
+        if (w == NULL || sem_init(&w->sem, 0, 0) != 0) {
+            PyMem_RawFree(w);
+            return NULL;
+        }
+        thread_waiter = w; /* lives as long as the thread (a few dozen bytes) */
+    }
+    return thread_waiter;
+}
+
+PyDoc_STRVAR(enter_doc,
+"enter(lsn) -> 0 | 1 | 2\n\n"
+"0: the record at lsn is durable (return to the caller); 1: the caller leads a force now "
+"(it must call done() after it); 2: the log stopped (a force failed or it closed). Waits, "
+"with the GIL released, while another caller leads and lsn is not yet durable.");
+
+static PyObject *ForceQueue_enter(ForceQueue *self, PyObject *arg)
+{
+    if (!ready(self))
+        return NULL;
+    long long lsn = PyLong_AsLongLong(arg);
+    if (lsn == -1 && PyErr_Occurred())
+        return NULL;
+    Waiter *w = my_waiter();
+    if (w == NULL)
+        return PyErr_NoMemory();
+    int outcome;
+    pthread_mutex_lock(&self->mu);
+    if (lsn < self->durable) {
+        outcome = DURABLE;
+    } else if (self->stopped) {
+        outcome = STOPPED;
+    } else if (!self->flushing) {
+        self->flushing = 1;
+        outcome = LEAD;
+    } else {
+        w->lsn = lsn;
+        w->next = NULL;
+        w->outcome = -1;
+        if (self->tail == NULL) {
+            self->head = self->tail = w;
+        } else if (self->tail->lsn <= lsn) { /* the usual case: LSNs arrive rising */
+            self->tail->next = w;
+            self->tail = w;
+        } else {
+            Waiter **at = &self->head;
+            while ((*at)->lsn <= lsn)
+                at = &(*at)->next;
+            w->next = *at;
+            *at = w;
+        }
+        self->waiting++;
+        outcome = -1;
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (outcome < 0) {
+        Py_BEGIN_ALLOW_THREADS
+        while (sem_wait(&w->sem) != 0 && errno == EINTR)
+            ;
+        Py_END_ALLOW_THREADS
+        outcome = w->outcome; /* written before the post that woke us */
+    }
+    return PyLong_FromLong(outcome);
+}
+
+PyDoc_STRVAR(done_doc,
+"done(durable, stopped)\n\n"
+"The leader's force ended: everything below durable is on stable storage (stopped: the "
+"force failed or the log closed). Wakes the callers it made durable (all of them when "
+"stopped) and hands the lead to the first one left, or ends the leading.");
+
+#define WAKE_BATCH 64
+
+static PyObject *ForceQueue_done(ForceQueue *self, PyObject *args)
+{
+    long long durable;
+    int stopped;
+    if (!ready(self) || !PyArg_ParseTuple(args, "Lp", &durable, &stopped))
+        return NULL;
+    Waiter *woken[WAKE_BATCH];
+    int n = 0;
+    pthread_mutex_lock(&self->mu);
+    if (durable > self->durable)
+        self->durable = durable;
+    if (stopped)
+        self->stopped = 1;
+    for (;;) {
+        /* posted after the mutex is released (a woken waiter needs nothing of it); a
+         * full batch is posted under it */
+        if (n == WAKE_BATCH) {
+            for (int i = 0; i < n; i++)
+                sem_post(&woken[i]->sem);
+            n = 0;
+        }
+        Waiter *w = self->head;
+        if (w == NULL) {
+            self->flushing = 0;
+            break;
+        }
+        self->head = w->next;
+        if (self->head == NULL)
+            self->tail = NULL;
+        self->waiting--;
+        if (w->lsn < self->durable) {
+            w->outcome = DURABLE;
+        } else if (self->stopped) {
+            w->outcome = STOPPED;
+        } else {
+            w->outcome = LEAD; /* flushing stays set: the lead passes without a gap */
+            woken[n++] = w;
+            break;
+        }
+        woken[n++] = w;
+    }
+    pthread_mutex_unlock(&self->mu);
+    for (int i = 0; i < n; i++)
+        sem_post(&woken[i]->sem);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(waiting_doc,
+"waiting() -> int\n\nCallers waiting for a force now, the leader included.");
+
+static PyObject *ForceQueue_waiting(ForceQueue *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!ready(self))
+        return NULL;
+    pthread_mutex_lock(&self->mu);
+    Py_ssize_t n = self->waiting + (self->flushing ? 1 : 0);
+    pthread_mutex_unlock(&self->mu);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyMethodDef ForceQueue_methods[] = {
+    {"enter", (PyCFunction)ForceQueue_enter, METH_O, enter_doc},
+    {"done", (PyCFunction)ForceQueue_done, METH_VARARGS, done_doc},
+    {"waiting", (PyCFunction)ForceQueue_waiting, METH_NOARGS, waiting_doc},
+    {NULL}
+};
+
+static PyTypeObject ForceQueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "miqm.store._forcequeue.ForceQueue",
+    .tp_doc = PyDoc_STR("ForceQueue(durable=0): the recovery log's force queue (C twin of "
+                        "the Python queue in RecoveryLog.force)."),
+    .tp_basicsize = sizeof(ForceQueue),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ForceQueue_init,
+    .tp_dealloc = (destructor)ForceQueue_dealloc,
+    .tp_methods = ForceQueue_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "miqm.store._forcequeue",
+    "The recovery log's force queue in C (see miqm/store/log.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__forcequeue(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddType(m, &ForceQueueType) < 0)
+        Py_CLEAR(m);
+    return m;
+}
