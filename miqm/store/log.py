@@ -631,6 +631,9 @@ class RecoveryLog:
         writes everything appended so far. The others wait in LSN order, each on its own
         lock; when a force completes the leader wakes exactly the callers it made durable
         and hands the lead to the first one left, so nobody wakes just to wait again.
+        With the C parts the queue is ``_forcequeue.ForceQueue`` (the same rules, each
+        caller waiting on its thread's semaphore with the GIL released); the Python queue
+        below is its reference and serves ``MIQM_NATIVE_LOG=0``.
         """
         if lsn < self._durable:
             return
