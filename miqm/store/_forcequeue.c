@@ -18,13 +18,13 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* How a wait ended (enter's result) */
 enum { DURABLE = 0, LEAD = 1, STOPPED = 2 };
 
-/* A thread's place in a queue: one per thread, made on its first wait and kept (a
- * thread waits for one force at a time), so no semaphore is destroyed while a waker may
- * still be inside sem_post. */
+/* A thread's place in a queue: one per thread (a thread waits for one force at a time),
+ * made on its first wait and freed when the thread ends, not after every wait. */
 typedef struct Waiter {
     int64_t lsn;
     struct Waiter *next;
@@ -32,7 +32,14 @@ typedef struct Waiter {
     int outcome;
 } Waiter;
 
-static _Thread_local Waiter *thread_waiter;
+static pthread_key_t waiter_key; /* the thread's Waiter; freed by free_waiter at its end */
+
+static void free_waiter(void *p)
+{
+    Waiter *w = p;
+    sem_destroy(&w->sem);
+    free(w);
+}
 
 typedef struct {
     PyObject_HEAD
@@ -80,15 +87,22 @@ static int ready(ForceQueue *self)
 
 static Waiter *my_waiter(void)
 {
-    if (thread_waiter == NULL) {
-        Waiter *w = PyMem_RawCalloc(1, sizeof(Waiter));
-        if (w == NULL || sem_init(&w->sem, 0, 0) != 0) {
-            PyMem_RawFree(w);
+    Waiter *w = pthread_getspecific(waiter_key);
+    if (w == NULL) {
+        /* plain calloc/free: the destructor runs at thread exit, without the GIL */
+        w = calloc(1, sizeof(Waiter));
+        if (w == NULL)
+            return NULL;
+        if (sem_init(&w->sem, 0, 0) != 0) {
+            free(w);
             return NULL;
         }
-        thread_waiter = w; /* lives as long as the thread (a few dozen bytes) */
+        if (pthread_setspecific(waiter_key, w) != 0) {
+            free_waiter(w);
+            return NULL;
+        }
     }
-    return thread_waiter;
+    return w;
 }
 
 PyDoc_STRVAR(enter_doc,
@@ -241,6 +255,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__forcequeue(void)
 {
+    if (pthread_key_create(&waiter_key, free_waiter) != 0) {
+        PyErr_SetString(PyExc_OSError, "cannot create the force queue's thread key");
+        return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddType(m, &ForceQueueType) < 0)
         Py_CLEAR(m);
