@@ -8,8 +8,10 @@
  * Python bytecode (the Python queue took a wait lock, a heap push, a thread-local lookup
  * and a second lock per waiter, all under the GIL every producer needs).
  *
- * The mutex guards the list and is held only for a few instructions. A thread holding it
- * never waits for the GIL, so taking it with the GIL held cannot deadlock.
+ * The mutex guards the list and is held only for a few instructions. A caller holding the
+ * GIL only tries it; when it is taken (its holder may have been preempted) the caller
+ * waits for it with the GIL released, so the interpreter never waits on a descheduled
+ * thread, and no thread ever waits for the mutex while holding the GIL (no deadlock).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -76,6 +78,16 @@ static void ForceQueue_dealloc(ForceQueue *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Take the mutex, the GIL held (see the top of this file). */
+static void lock_queue(ForceQueue *self)
+{
+    if (pthread_mutex_trylock(&self->mu) == 0)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->mu);
+    Py_END_ALLOW_THREADS
+}
+
 static int ready(ForceQueue *self)
 {
     if (!self->mu_ready) {
@@ -122,7 +134,7 @@ static PyObject *ForceQueue_enter(ForceQueue *self, PyObject *arg)
     if (w == NULL)
         return PyErr_NoMemory();
     int outcome;
-    pthread_mutex_lock(&self->mu);
+    lock_queue(self);
     if (lsn < self->durable) {
         outcome = DURABLE;
     } else if (self->stopped) {
@@ -176,7 +188,7 @@ static PyObject *ForceQueue_done(ForceQueue *self, PyObject *args)
         return NULL;
     Waiter *woken[WAKE_BATCH];
     int n = 0;
-    pthread_mutex_lock(&self->mu);
+    lock_queue(self);
     if (durable > self->durable)
         self->durable = durable;
     if (stopped)
@@ -222,7 +234,7 @@ static PyObject *ForceQueue_waiting(ForceQueue *self, PyObject *Py_UNUSED(ignore
 {
     if (!ready(self))
         return NULL;
-    pthread_mutex_lock(&self->mu);
+    lock_queue(self);
     Py_ssize_t n = self->waiting + (self->flushing ? 1 : 0);
     pthread_mutex_unlock(&self->mu);
     return PyLong_FromSsize_t(n);
