@@ -23,6 +23,8 @@ lint: install
 
 test: install install-system lint
 	$(PYTHON) -m pytest -q -ra tests
+	# the pure-Python twins of the store's C parts (what serves without a compiler)
+	MIQM_NATIVE_LOG=0 $(PYTHON) -m pytest -q tests/unit
 
 bench: install
 	miqm bench store --json
