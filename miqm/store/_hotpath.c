@@ -306,6 +306,49 @@ static int set_ll(PyObject *obj, PyObject *attr, long long value)
     return rc;
 }
 
+/* Take owner._lock through its bound acquire (cached in *held, *acquire, *release).
+ * Returns a new reference to its bound release, for give_lock, or NULL on error (the lock
+ * not taken). Our own reference: what runs under the lock could, in principle, rebind. */
+static PyObject *take_lock(PyObject *owner, PyObject **held, PyObject **acquire,
+                           PyObject **release)
+{
+    PyObject *lock = fget(owner, s_lock);
+    if (lock == NULL)
+        return NULL;
+    int rc = bind_lock(lock, held, acquire, release);
+    Py_DECREF(lock); /* *held holds it */
+    if (rc < 0)
+        return NULL;
+    PyObject *rel = Py_NewRef(*release);
+    PyObject *got = PyObject_CallNoArgs(*acquire);
+    if (got == NULL) {
+        Py_DECREF(rel);
+        return NULL;
+    }
+    Py_DECREF(got);
+    return rel;
+}
+
+/* Release a lock take_lock took (and drop its reference to release), keeping an error
+ * the work under it set: returns result, or NULL if the release itself failed. */
+static PyObject *give_lock(PyObject *release, PyObject *result)
+{
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
+    if (released == NULL) {
+        Py_XDECREF(result);
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return result;
+}
+
 /* RecoveryLog.append's common case without its bytecode: under the log's lock, when
  * the log is ready and neither failed nor closed, its buffer's try_append with the log's
  * durable point, buffer limit and circular flag. The LSN, None when RecoveryLog.append
@@ -323,21 +366,10 @@ static PyObject *log_try_append(HotPath *self, PyObject *log, PyObject *payload)
     Py_DECREF(ready_obj);
     if (ready <= 0)
         return ready < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *lock = fget(log, s_lock);
-    if (lock == NULL)
+    PyObject *release = take_lock(log, &self->log_lock, &self->log_acquire,
+                                  &self->log_release);
+    if (release == NULL)
         return NULL;
-    if (bind_lock(lock, &self->log_lock, &self->log_acquire, &self->log_release) < 0) {
-        Py_DECREF(lock);
-        return NULL;
-    }
-    Py_DECREF(lock); /* self->log_lock holds it */
-    PyObject *release = Py_NewRef(self->log_release);
-    PyObject *got = PyObject_CallNoArgs(self->log_acquire);
-    if (got == NULL) {
-        Py_DECREF(release);
-        return NULL;
-    }
-    Py_DECREF(got);
     PyObject *result = NULL, *buf = NULL, *durable = NULL, *limit = NULL, *circular = NULL;
     int usable = store_open(log); /* the log's own _closed / _failed */
     if (usable <= 0) {
@@ -360,14 +392,7 @@ done:
     Py_XDECREF(durable);
     Py_XDECREF(limit);
     Py_XDECREF(circular);
-    PyObject *released = PyObject_CallNoArgs(release);
-    Py_DECREF(release);
-    if (released == NULL) {
-        Py_XDECREF(result);
-        return NULL;
-    }
-    Py_DECREF(released);
-    return result;
+    return give_lock(release, result);
 }
 
 /* QueueManagerStore._append: the log append and what the record pins and triggers.
@@ -1022,37 +1047,11 @@ static PyObject *with_store_lock(HotPath *self, PyObject *store,
 {
     if (!configured(self))
         return NULL;
-    PyObject *lock = fget(store, s_lock);
-    if (lock == NULL)
+    PyObject *release = take_lock(store, &self->store_lock, &self->store_acquire,
+                                  &self->store_release);
+    if (release == NULL)
         return NULL;
-    if (bind_lock(lock, &self->store_lock, &self->store_acquire, &self->store_release) < 0) {
-        Py_DECREF(lock);
-        return NULL;
-    }
-    Py_DECREF(lock); /* self->store_lock holds it */
-    /* our own reference: fn may run a log append that could, in principle, rebind */
-    PyObject *release = Py_NewRef(self->store_release);
-    PyObject *got = PyObject_CallNoArgs(self->store_acquire);
-    if (got == NULL) {
-        Py_DECREF(release);
-        return NULL;
-    }
-    Py_DECREF(got);
-    PyObject *result = fn(self, args, nargs);
-    PyObject *exc_type, *exc_value, *exc_tb;
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb); /* release even when fn raised */
-    PyObject *released = PyObject_CallNoArgs(release);
-    Py_DECREF(release);
-    if (released == NULL) {
-        Py_XDECREF(result);
-        Py_XDECREF(exc_type);
-        Py_XDECREF(exc_value);
-        Py_XDECREF(exc_tb);
-        return NULL;
-    }
-    Py_DECREF(released);
-    PyErr_Restore(exc_type, exc_value, exc_tb);
-    return result;
+    return give_lock(release, fn(self, args, nargs)); /* released even when fn raised */
 }
 
 static PyObject *begin_args(HotPath *self, PyObject *const *args, Py_ssize_t nargs)
