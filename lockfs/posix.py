@@ -134,10 +134,10 @@ class PosixFile(VolumeFile):
         return _FLOCK.unpack(res)[0] != fcntl.F_UNLCK
 
     def close(self) -> None:
-        for name in ("_sync_fd", "_fd"):
-            fd = getattr(self, name)
+        fds = (self._sync_fd, self._fd)
+        self._sync_fd = self._fd = -1
+        for fd in fds:
             if fd >= 0:
-                setattr(self, name, -1)
                 try:
                     os.close(fd)
                 except OSError:

@@ -421,10 +421,10 @@ class QueueManagerStore:
 
     def _after_op_locked(self) -> None:
         """:meth:`_after_op` after an operation the C hot path did (it leaves the store
-        lock released): the lock is taken only when a check is due."""
-        if self._check_due:
-            with self._lock:
-                self._after_op()
+        lock released); its callers call this only when ``_check_due`` is set, so the
+        lock is taken only then."""
+        with self._lock:
+            self._after_op()
 
     def _log_usage(self) -> float:
         try:
