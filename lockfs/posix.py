@@ -7,10 +7,12 @@ them (classic fcntl locks are per process and vanish on any close - design point
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
 import struct
+from collections.abc import Callable
 
 from lockfs.errors import (
     BadLocation,
@@ -26,6 +28,22 @@ from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
 _FLOCK = struct.Struct("@hhqqi4x")
 _F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
 _F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
+
+
+def _libc_sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """glibc's sync_file_range (Linux), or None; ctypes drops the GIL around the call."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_sync_file_range = _libc_sync_file_range()
+# SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER: the range is on the device on return
+_SYNC_RANGE_WRITE_AND_WAIT = 1 | 2 | 4
 
 
 def _wrap_oserror(exc: OSError, what: str, path: str) -> LockFsError:
@@ -93,6 +111,16 @@ class PosixFile(VolumeFile):
             os.fdatasync(self._fd)
         except OSError as exc:
             raise _wrap_oserror(exc, "fdatasync", self.path) from exc
+
+    def write_back(self, offset: int, length: int) -> None:
+        """sync_file_range over the range, waiting for it (nothing where unavailable)."""
+        if _sync_file_range is None or length <= 0:
+            return
+        if _sync_file_range(self._fd, offset, length, _SYNC_RANGE_WRITE_AND_WAIT) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.ENOSYS, errno.EINVAL, errno.ESPIPE):
+                return  # not supported here: fdatasync does it all
+            raise _wrap_oserror(OSError(err, os.strerror(err)), "write-back", self.path)
 
     def size(self) -> int:
         try:

@@ -109,6 +109,15 @@ class VolumeFile(ABC):
             current += n
         self.fdatasync()
 
+    def write_back(self, offset: int, length: int) -> None:
+        """Start writing this range's written data to the device and wait for it.
+
+        Not a durability guarantee (:meth:`fdatasync` still is): it lets a large batch of
+        writes reach the disk in steps, so that small forces elsewhere on the same disk
+        queue behind one step rather than behind the whole batch. Backends that cannot
+        do this do nothing.
+        """
+
     def direct_fd(self) -> int | None:
         """A kernel descriptor native code may ``pwrite``/``fdatasync`` directly, or None
         when every write must pass through this object (remote clients in user space,

@@ -150,6 +150,16 @@ fail:
 
 #define PRIOS 10
 
+/* A message plan() gave its blocks, for encode_next() to encode without the GIL: the
+ * bytes objects are held (immutable, so their contents can be read without the GIL). */
+typedef struct {
+    int64_t block;
+    uint64_t key;
+    long prio;
+    double put_time;
+    PyObject *mid, *cid, *body;
+} Planned;
+
 typedef struct {
     PyObject_HEAD
     PyObject *mem;     /* key -> MemMessage (not changed while the writer runs) */
@@ -166,6 +176,8 @@ typedef struct {
     char *run;
     Py_ssize_t run_len, run_cap;
     int done;
+    Planned *planned;  /* plan(): every message to write, in allocation order */
+    Py_ssize_t nplanned, plan_cap, encoded;
 } PendingWriter;
 
 static PyObject *s_persistent, *s_priority, *s_put_time, *s_msgid, *s_correlid, *s_body;
@@ -223,6 +235,12 @@ static void PendingWriter_dealloc(PendingWriter *self)
         Py_XDECREF(self->blocks[p]);
     }
     PyMem_Free(self->run);
+    for (Py_ssize_t i = self->encoded; i < self->nplanned; i++) {
+        Py_DECREF(self->planned[i].mid);
+        Py_DECREF(self->planned[i].cid);
+        Py_DECREF(self->planned[i].body);
+    }
+    PyMem_Free(self->planned);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -257,6 +275,31 @@ static Py_ssize_t allocate_blocks(PendingWriter *self, Py_ssize_t n)
     return i;
 }
 
+/* encode_record(key, seq, qid, priority, True, put_time, msgid, correlid, body) at h,
+ * padded to `padded` bytes. Touches no Python object: callable without the GIL. */
+static void encode_at(uint8_t *h, Py_ssize_t padded, uint64_t seq, uint32_t qid,
+                      uint64_t key, long prio, double put_time, const char *mid,
+                      Py_ssize_t mid_len, const char *cid, Py_ssize_t cid_len,
+                      const char *body, Py_ssize_t body_len)
+{
+    memset(h, 0, (size_t)padded);
+    memcpy(h, "MIQR", 4);
+    put_le(h + 8, key, 8);
+    put_le(h + 16, seq, 8);
+    put_le(h + 24, qid, 4);
+    put_le(h + 28, (uint64_t)body_len, 4);
+    h[32] = (uint8_t)prio;
+    h[33] = 1; /* FLAG_PERSISTENT */
+    uint64_t bits;
+    memcpy(&bits, &put_time, 8);
+    put_le(h + 36, bits, 8);
+    memcpy(h + 44, mid, (size_t)(mid_len < 24 ? mid_len : 24));
+    memcpy(h + 68, cid, (size_t)(cid_len < 24 ? cid_len : 24));
+    memcpy(h + REC_HDR, body, (size_t)body_len);
+    put_le(h + 4, crc32c_extend(crc32c_extend(0, h + 8, REC_SIZE - 8), h + REC_HDR,
+                                (size_t)body_len), 4);
+}
+
 /* encode_record(key, seq, qid, priority, True, put_time, msgid, correlid, body) appended
  * to the run; returns its length in blocks, or -1. */
 static Py_ssize_t append_record(PendingWriter *self, uint64_t key, long prio, double put_time,
@@ -277,23 +320,9 @@ static Py_ssize_t append_record(PendingWriter *self, uint64_t key, long prio, do
         self->run = grown;
         self->run_cap = cap;
     }
-    uint8_t *h = (uint8_t *)self->run + self->run_len;
-    memset(h, 0, (size_t)padded);
-    memcpy(h, "MIQR", 4);
-    put_le(h + 8, key, 8);
-    put_le(h + 16, self->seq, 8);
-    put_le(h + 24, self->qid, 4);
-    put_le(h + 28, (uint64_t)body->len, 4);
-    h[32] = (uint8_t)prio;
-    h[33] = 1; /* FLAG_PERSISTENT */
-    uint64_t bits;
-    memcpy(&bits, &put_time, 8);
-    put_le(h + 36, bits, 8);
-    memcpy(h + 44, msgid->buf, (size_t)(msgid->len < 24 ? msgid->len : 24));
-    memcpy(h + 68, correlid->buf, (size_t)(correlid->len < 24 ? correlid->len : 24));
-    memcpy(h + REC_HDR, body->buf, (size_t)body->len);
-    put_le(h + 4, crc32c_extend(crc32c_extend(0, h + 8, REC_SIZE - 8), h + REC_HDR,
-                                (size_t)body->len), 4);
+    encode_at((uint8_t *)self->run + self->run_len, padded, self->seq, self->qid, key, prio,
+              put_time, msgid->buf, msgid->len, correlid->buf, correlid->len, body->buf,
+              body->len);
     self->run_len += padded;
     return padded / BLOCK;
 }
@@ -459,6 +488,170 @@ static PyObject *PendingWriter_next_run(PendingWriter *self, PyObject *Py_UNUSED
     Py_RETURN_NONE;
 }
 
+/* A bytes object for a message field: the object itself if it is bytes, else a copy. */
+static PyObject *as_bytes(PyObject *m, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(m, name);
+    if (v == NULL || PyBytes_CheckExact(v))
+        return v;
+    PyObject *b = PyBytes_FromObject(v);
+    Py_DECREF(v);
+    return b;
+}
+
+/* Room for one more planned message: 0, or -1 with MemoryError set. */
+static int grow_plan(PendingWriter *self)
+{
+    if (self->nplanned < self->plan_cap)
+        return 0;
+    Py_ssize_t cap = self->plan_cap ? self->plan_cap * 2 : 1024;
+    Planned *grown = PyMem_Realloc(self->planned, sizeof(Planned) * (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->planned = grown;
+    self->plan_cap = cap;
+    return 0;
+}
+
+PyDoc_STRVAR(plan_doc,
+"plan() -> int\n\nAllocate blocks for every persistent body left in mem and record them in "
+"the index, as next_run would, without encoding anything: encode_next() does that later "
+"and needs neither the index nor mem. Returns how many messages were planned.");
+
+static PyObject *PendingWriter_plan(PendingWriter *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->mem == NULL || self->run_len > 0) {
+        PyErr_SetString(PyExc_RuntimeError, "PendingWriter.plan: not initialised, or runs "
+                        "already taken");
+        return NULL;
+    }
+    PyObject *k, *m;
+    while (!self->done) {
+        if (!PyDict_Next(self->mem, &self->pos, &k, &m)) {
+            self->done = 1;
+            break;
+        }
+        PyObject *pers = PyObject_GetAttr(m, s_persistent);
+        if (pers == NULL)
+            return NULL;
+        int persistent = PyObject_IsTrue(pers);
+        Py_DECREF(pers);
+        if (persistent < 0)
+            return NULL;
+        PyObject *prio_o = PyObject_GetAttr(m, s_priority);
+        long prio = prio_o ? PyLong_AsLong(prio_o) : -1;
+        Py_XDECREF(prio_o);
+        if (prio == -1 && PyErr_Occurred())
+            return NULL;
+        long long key = PyLong_AsLongLong(k);
+        if (key == -1 && PyErr_Occurred())
+            return NULL;
+        Py_ssize_t slot = -1;
+        Py_buffer kb, bb;
+        if (persistent && prio >= 0 && prio < PRIOS) {
+            if (PyObject_GetBuffer(self->keys[prio], &kb, PyBUF_SIMPLE) < 0)
+                return NULL;
+            if (PyObject_GetBuffer(self->blocks[prio], &bb, PyBUF_WRITABLE) < 0) {
+                PyBuffer_Release(&kb);
+                return NULL;
+            }
+            if (kb.itemsize != 8 || bb.itemsize != 8 || kb.len != bb.len) {
+                PyBuffer_Release(&kb);
+                PyBuffer_Release(&bb);
+                PyErr_SetString(PyExc_TypeError, "index arrays must be array('q') of one length");
+                return NULL;
+            }
+            slot = find_slot(self, prio, key, &kb, &bb);
+            if (slot < 0) {
+                PyBuffer_Release(&kb);
+                PyBuffer_Release(&bb);
+            }
+        }
+        if (slot < 0) {
+            if (PyDict_SetItem(self->kept, k, m) < 0)
+                return NULL;
+            continue;
+        }
+        Planned e = {0};
+        PyObject *t = PyObject_GetAttr(m, s_put_time);
+        e.put_time = t ? PyFloat_AsDouble(t) : -1.0;
+        Py_XDECREF(t);
+        e.mid = as_bytes(m, s_msgid);
+        e.cid = e.mid ? as_bytes(m, s_correlid) : NULL;
+        e.body = e.cid ? as_bytes(m, s_body) : NULL;
+        Py_ssize_t b = -1;
+        if (e.body != NULL && !(e.put_time == -1.0 && PyErr_Occurred()) && grow_plan(self) == 0)
+            b = allocate_blocks(self, (REC_HDR + PyBytes_GET_SIZE(e.body) + BLOCK - 1) / BLOCK);
+        if (b >= 0)
+            ((int64_t *)bb.buf)[slot] = b;
+        PyBuffer_Release(&kb);
+        PyBuffer_Release(&bb);
+        if (b < 0) {
+            Py_XDECREF(e.mid);
+            Py_XDECREF(e.cid);
+            Py_XDECREF(e.body);
+            return NULL;
+        }
+        e.block = b;
+        e.key = (uint64_t)key;
+        e.prio = prio;
+        self->planned[self->nplanned++] = e;
+    }
+    return PyLong_FromSsize_t(self->nplanned);
+}
+
+PyDoc_STRVAR(encode_next_doc,
+"encode_next() -> (first block, bytes) | None\n\nThe next run of what plan() planned, "
+"encoded as next_run encodes (contiguous blocks, at most run_max bytes), with the GIL "
+"released while it is built; None once all are taken.");
+
+static PyObject *PendingWriter_encode_next(PendingWriter *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_ssize_t first = self->encoded, end = first, size = 0;
+    if (first >= self->nplanned)
+        Py_RETURN_NONE;
+    int64_t start = self->planned[first].block;
+    while (end < self->nplanned) {
+        const Planned *e = &self->planned[end];
+        Py_ssize_t padded = (REC_HDR + PyBytes_GET_SIZE(e->body) + BLOCK - 1) / BLOCK * BLOCK;
+        if (end > first && (e->block != start + size / BLOCK || size >= self->run_max))
+            break;
+        size += padded;
+        end++;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL)
+        return NULL;
+    uint8_t *h = (uint8_t *)PyBytes_AS_STRING(out);
+    const Planned *es = self->planned;
+    uint64_t seq = self->seq;
+    uint32_t qid = self->qid;
+    /* nothing here touches a Python object's state: the new bytes is not shared yet, the
+     * sources are immutable bytes we hold */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = first; i < end; i++) {
+        const Planned *e = &es[i];
+        Py_ssize_t blen = PyBytes_GET_SIZE(e->body);
+        Py_ssize_t padded = (REC_HDR + blen + BLOCK - 1) / BLOCK * BLOCK;
+        encode_at(h, padded, seq, qid, e->key, e->prio, e->put_time,
+                  PyBytes_AS_STRING(e->mid), PyBytes_GET_SIZE(e->mid),
+                  PyBytes_AS_STRING(e->cid), PyBytes_GET_SIZE(e->cid),
+                  PyBytes_AS_STRING(e->body), blen);
+        h += padded;
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t i = first; i < end; i++) {
+        Py_DECREF(self->planned[i].mid);
+        Py_DECREF(self->planned[i].cid);
+        Py_DECREF(self->planned[i].body);
+    }
+    self->encoded = end;
+    PyObject *r = Py_BuildValue("LN", (long long)start, out);
+    return r;
+}
+
 static PyObject *get_kept(PendingWriter *self, void *c)
 {
     return Py_NewRef(self->kept ? self->kept : Py_None);
@@ -473,6 +666,8 @@ static PyGetSetDef PendingWriter_getset[] = {
 
 static PyMethodDef PendingWriter_methods[] = {
     {"next_run", (PyCFunction)PendingWriter_next_run, METH_NOARGS, next_run_doc},
+    {"plan", (PyCFunction)PendingWriter_plan, METH_NOARGS, plan_doc},
+    {"encode_next", (PyCFunction)PendingWriter_encode_next, METH_NOARGS, encode_next_doc},
     {NULL}
 };
 

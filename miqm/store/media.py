@@ -70,6 +70,8 @@ def recreate_object(store: QueueManagerStore, queue: str) -> None:
     base = f"queues/{queue}"
     with store._lock:
         store._check_open()
+        store._await_checkpoint_idle()  # the queue file is closed and replaced below
+        store._check_open()
         live = store.state.queues.get(queue)
         if live is None:
             raise ObjectError(f"queue '{queue}' is not defined", amq="AMQ8147")

@@ -9,6 +9,11 @@ Write-ahead discipline (design point 4):
 * queue files change only in :meth:`checkpoint`, after the log is forced past every
   record the change reflects (see :mod:`miqm.store.queues` for why a crash mid-checkpoint
   is harmless); the checkpoint file is replaced last, then the log may free extents.
+* a checkpoint holds the store lock only to decide what it writes and to hand those
+  writes to the page cache; making them durable (paced write-back, fdatasync, the
+  checkpoint file) happens with the lock released, so commits go on meanwhile. Nothing
+  those writes contain can change under them: they are the state as of the CHECKPOINT
+  record, and what happens after it is in the log after it (restart replays it).
 
 Non-persistent messages are never logged and live only in memory.
 """
@@ -21,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lockfs.errors import LockFsError
@@ -46,6 +51,9 @@ from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
 # a checkpoint writes contiguous records in runs of at most this many bytes (a million
 # queued messages must not become one gigabyte buffer)
 _RUN_MAX = 4 << 20
+# a checkpoint's queue-file data goes to the disk in steps of this many bytes: a log force
+# issued meanwhile waits behind one step, not behind the whole checkpoint
+_WRITE_BACK_STEP = 1 << 20
 
 MQRC_BACKED_OUT = 2003
 MQRC_GET_INHIBITED = 2016
@@ -72,6 +80,20 @@ class Message:
     priority: int
     persistent: bool
     put_time: _dt.datetime
+
+
+@dataclass
+class _CheckpointPlan:
+    """What a checkpoint decided under the store lock, for the part done without it."""
+
+    info: ckpt.CheckpointInfo
+    replaced: list[LocalQueue]  # new queue files, renamed into place once it completes
+    # files written, each with the (offset, length) runs of its bulk writes
+    written: list[tuple[Any, list[tuple[int, int]]]]
+    # bodies planned under the lock and encoded and written in the second step:
+    # (file, queues.pending_writer after plan(), that file's runs in ``written``)
+    encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
+    in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
 
 
 class _Waiter:
@@ -170,6 +192,12 @@ class QueueManagerStore:
         self._next_space_check = 0
         self._cp_thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._cp_kick = threading.Event()  # wakes the checkpoint thread
+        self._cp_wanted = False  # a trigger fired; the checkpoint thread takes it
+        self._cp_active = False  # a checkpoint is between its first and last step
+        self._cp_idle = threading.Condition(self._lock)
+        # tests: called between a checkpoint's locked first step and the rest
+        self._cp_between: Callable[[], None] | None = None
         self.recovery_stats: dict[str, Any] = {}
         # the C twin of begin/put/commit's common case (None: the Python bodies serve)
         hot = native_hot_path()
@@ -240,6 +268,7 @@ class QueueManagerStore:
             if self._closed:
                 return
             self._stop.set()
+            self._cp_kick.set()
             try:
                 if self._failed is None:
                     self._checkpoint_locked()
@@ -417,7 +446,20 @@ class QueueManagerStore:
         # and again while a unit of work pins them (AMQ7469 deals with that)
         if (self._records_since_cp >= self.tuning.checkpoint_log_recd_max
                 or (usage >= 0.5 and usage >= self._usage_after_cp + 0.1)):
+            self._request_checkpoint()
+
+    def _request_checkpoint(self) -> None:
+        """A trigger fired (under the lock): the checkpoint thread takes the checkpoint,
+        so the operation that tripped it does not wait for it; without that thread
+        (``open(background=False)``) it is taken here."""
+        if self._cp_thread is None:
             self._checkpoint_locked()
+            return
+        # the records counted so far precede the CHECKPOINT record to come: it covers them
+        self._records_since_cp = 0
+        if not self._cp_wanted:
+            self._cp_wanted = True
+            self._cp_kick.set()
 
     def _after_op_locked(self) -> None:
         """:meth:`_after_op` after an operation the C hot path did (it leaves the store
@@ -466,16 +508,23 @@ class QueueManagerStore:
 
     def _cp_loop(self) -> None:
         tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
-        while not self._stop.wait(tick):
+        while not self._stop.is_set():
+            self._cp_kick.wait(tick)
+            self._cp_kick.clear()
+            if self._stop.is_set():
+                return
             try:
                 with self._lock:
                     if self._closed or self._failed is not None:
                         return
-                    if (self._clock() - self._last_cp_time >= self.tuning.checkpoint_wait_len
-                            and self._records_since_cp >= self.tuning.checkpoint_log_recd_min):
-                        self._checkpoint_locked()
+                    wanted = self._cp_wanted or (
+                        self._clock() - self._last_cp_time >= self.tuning.checkpoint_wait_len
+                        and self._records_since_cp >= self.tuning.checkpoint_log_recd_min)
+                if wanted:
+                    self._checkpoint_unlocked()
             except Exception as exc:  # reported; the next operation will fail clearly
-                self._errlog("AMQ6118", f"checkpoint failed: {exc}")
+                if not self._closed:  # else a close took the shutdown checkpoint meanwhile
+                    self._errlog("AMQ6118", f"checkpoint failed: {exc}")
                 return
 
     def _check_uow(self, uow: UnitOfWork) -> None:
@@ -534,6 +583,8 @@ class QueueManagerStore:
         """DELETE QLOCAL (refused with messages on it unless ``purge``, or with
         uncommitted work on it)."""
         with self._lock:
+            self._check_open()
+            self._await_checkpoint_idle()  # it closes the queue file a checkpoint may sync
             self._check_open()
             q = self.state.queues.get(name)
             if q is None:
@@ -737,6 +788,8 @@ class QueueManagerStore:
 
     def _read(self, q: LocalQueue, key: int, p: int, i: int) -> Message:
         m = q.mem.get(key)
+        if m is None and q.in_flight is not None:
+            m = q.in_flight.get(key)
         if m is not None:
             return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
                            _dt.datetime.fromtimestamp(m.put_time, _dt.UTC))
@@ -886,44 +939,144 @@ class QueueManagerStore:
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(self) -> None:
         """Take a checkpoint now (also done on open, close, and by the triggers)."""
-        with self._lock:
-            self._check_open()
-            self._checkpoint_locked()
+        self._checkpoint_unlocked()
+
+    def _await_checkpoint_idle(self) -> None:
+        """Under the lock: wait (lock released meanwhile) until no checkpoint is between
+        its steps. Operations that close or read whole queue files call this before they
+        change anything."""
+        while self._cp_active:
+            self._cp_idle.wait()
 
     def _checkpoint_locked(self) -> None:
+        """A whole checkpoint by a caller holding the store lock, which it keeps."""
+        self._await_checkpoint_idle()
+        self._cp_active = True
+        try:
+            plan = self._checkpoint_plan()
+            self._checkpoint_sync(plan)
+            self._checkpoint_finish(plan)
+        finally:
+            self._cp_active = False
+            self._cp_idle.notify_all()
+
+    def _checkpoint_unlocked(self) -> None:
+        """A whole checkpoint by a caller not holding the store lock: it is held for the
+        first and last steps only, commits go on while the checkpoint's writes reach the
+        disk."""
+        with self._lock:
+            self._check_open()
+            self._await_checkpoint_idle()
+            self._check_open()
+            self._cp_active = True
+            try:
+                plan = self._checkpoint_plan()
+            except BaseException:
+                self._cp_active = False
+                self._cp_idle.notify_all()
+                raise
+        try:
+            if self._cp_between is not None:
+                self._cp_between()
+            self._checkpoint_sync(plan)
+        except BaseException:
+            with self._lock:
+                self._cp_active = False
+                self._cp_idle.notify_all()
+            raise
+        with self._lock:
+            try:
+                self._checkpoint_finish(plan)
+            finally:
+                self._cp_active = False
+                self._cp_idle.notify_all()
+
+    def _checkpoint_failed(self, exc: BaseException) -> BaseException:
+        """Fail-stop on a checkpoint error; the error to raise."""
+        if isinstance(exc, LockFsError):
+            err = StoreError(f"checkpoint of queue manager '{self.qmgr}' failed: {exc}; "
+                             "committed work is safe in the log, restart the queue manager "
+                             "once the data directory is writable")
+            self._failed = self._failed or err
+            return err
+        self._failed = self._failed or exc
+        return exc
+
+    def _checkpoint_plan(self) -> _CheckpointPlan:
+        """Step one, under the lock: the CHECKPOINT record, forced, and every queue file
+        brought up to date in the page cache (bodies written, delete marks, headers)."""
         st = self.state
         seq = self._next_cp
+        self._cp_wanted = False
         info = ckpt.CheckpointInfo(
             seq=seq, next_key=st.next_key, next_txid=st.uows.next_txid,
             queues={n: q.qid for n, q in st.queues.items()},
             uows=st.uows.snapshot(), qmgr=dict(st.qmgr), media=dict(self._media))
+        plan = _CheckpointPlan(info, [], [])
         try:
             cp_lsn = self._append(R.encode_json(R.CHECKPOINT, {"seq": seq, "uows": info.uows}))
             info.cp_lsn = cp_lsn
             info.restart_lsn = st.uows.restart_lsn(cp_lsn)
+            self._records_since_cp = 0
+            self._last_cp_time = self._clock()
             self._force(cp_lsn)  # write-ahead: every record these files reflect is durable
-            replaced: list[LocalQueue] = []
             for q in st.queues.values():
                 if q.name in self._damaged:
                     continue
                 if self._guard is not None:  # a pause may have ended between queues
                     self._guard()
-                if self._write_queue(q, seq):
-                    replaced.append(q)
+                self._write_queue(q, seq, plan)
+        except BaseException as exc:
+            err = self._checkpoint_failed(exc)
+            if err is exc:
+                raise
+            raise err from exc
+        return plan
+
+    def _checkpoint_sync(self, plan: _CheckpointPlan) -> None:
+        """Step two, with or without the lock: the queue files' writes reach the disk in
+        steps (a log force meanwhile waits behind one step), each file is made durable,
+        then the checkpoint file is replaced."""
+        try:
+            for f, w, runs in plan.encoders:
+                if self._guard is not None:
+                    self._guard()
+                while (done := w.encode_next()) is not None:
+                    offset = 4096 + done[0] * 512
+                    f.pwrite(done[1], offset)
+                    runs.append((offset, len(done[1])))
+            plan.encoders.clear()
+            for f, runs in plan.written:
+                if self._guard is not None:
+                    self._guard()
+                for off, n in runs:
+                    end = off + n
+                    while off < end:
+                        step = min(_WRITE_BACK_STEP, end - off)
+                        f.write_back(off, step)
+                        off += step
+                f.fdatasync()
             if self._guard is not None:
                 self._guard()
-            ckpt.write(self.data, info)
-        except LockFsError as exc:
-            err = StoreError(f"checkpoint of queue manager '{self.qmgr}' failed: {exc}; "
-                             "committed work is safe in the log, restart the queue manager "
-                             "once the data directory is writable")
-            self._failed = self._failed or err
-            raise err from exc
+            ckpt.write(self.data, plan.info)
         except BaseException as exc:
-            self._failed = self._failed or exc
-            raise
+            with self._lock:
+                err = self._checkpoint_failed(exc)
+            if err is exc:
+                raise
+            raise err from exc
+
+    def _checkpoint_finish(self, plan: _CheckpointPlan) -> None:
+        """Step three, under the lock: the checkpoint is complete; new files take their
+        place, freed blocks become reusable, the log may free extents."""
+        st = self.state
+        info = plan.info
+        replaced = plan.replaced
+        seq = info.seq
         self._completed_cp = seq
         self._next_cp = seq + 1
+        for q in plan.in_flight:
+            q.in_flight = None
         for q in replaced:
             assert q.file is not None
             self.data.rename(q.file.path, f"queues/{q.name}/q")
@@ -939,19 +1092,19 @@ class QueueManagerStore:
             if name not in st.queues:
                 self.data.remove_tree(f"queues/{name}")
             self._deleted_files.discard(name)
-        media_lsn = min(self._media.values()) if self._media else None
+        media_lsn = min(info.media.values()) if info.media else None
         try:
             self.log.set_restart_lsn(info.restart_lsn, media_lsn)
         except TypeError:
             self.log.set_restart_lsn(info.restart_lsn)
-        self._records_since_cp = 0
-        self._last_cp_time = self._clock()
         self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
 
-    def _write_queue(self, q: LocalQueue, seq: int) -> bool:
-        """Bring one queue file up to date for checkpoint ``seq``; True if it is a new
-        file (``q.new``) to be renamed into place once the checkpoint is complete."""
+    def _write_queue(self, q: LocalQueue, seq: int, plan: _CheckpointPlan) -> None:
+        """Bring one queue file up to date for checkpoint ``seq`` in the page cache; the
+        file goes into ``plan.written`` (made durable by the checkpoint's second step)
+        and, if it is a new file (``q.new``), into ``plan.replaced`` (renamed into place
+        once the checkpoint is complete)."""
         fresh = q.file is None or q.file_qid != q.qid
         if fresh:
             if q.file is not None:
@@ -982,28 +1135,39 @@ class QueueManagerStore:
             dirty = True
         q.to_delete.clear()
         mem = q.mem
+        runs: list[tuple[int, int]] = []
         if any(m.persistent for m in mem.values()):
             if self._guard is not None:
                 self._guard()
             # one pass over the bodies held in memory: persistent ones go to the file and
             # leave memory together at the end (a restart after a million puts has a
             # million of them: no list of them, no deletion one by one)
-            pwrite = qf.f.pwrite  # type: ignore[union-attr]
             native = pending_writer()
             if native is not None:  # the same loop in C (queues.pending_writer)
+                # here only their blocks are chosen and indexed; the second step encodes
+                # and writes them (lock released; a get meanwhile finds them in in_flight)
                 ix = q.index
                 w = native(mem, ix.keys, ix.blocks, ix.head, qf.space, qf._hint, seq, q.qid,
                            _RUN_MAX)
-                while (done := w.next_run()) is not None:
-                    pwrite(done[1], 4096 + done[0] * 512)
+                w.plan()
                 qf._hint = w.hint
                 q.mem = w.kept
+                plan.encoders.append((qf.f, w, runs))
             else:
+                file_pwrite = qf.f.pwrite  # type: ignore[union-attr]
+
+                def pwrite(data: bytes | bytearray, offset: int) -> None:
+                    file_pwrite(data, offset)
+                    runs.append((offset, len(data)))
+
                 q.mem = self._write_bodies(q, qf, mem, seq, pwrite)
+            q.in_flight = mem
+            plan.in_flight.append(q)
             dirty = True
         if dirty or fresh:
-            qf.f.fdatasync()  # type: ignore[union-attr]
-        return fresh
+            plan.written.append((qf.f, runs))
+        if fresh:
+            plan.replaced.append(q)
 
     @staticmethod
     def _write_bodies(q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,

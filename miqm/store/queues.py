@@ -461,6 +461,8 @@ class LocalQueue:
         self.file_qid = 0  # qid of the file on disk (0: no file yet)
         self.header_dirty = True
         self.media_lsn: int | None = None
+        # the bodies a running checkpoint is writing to the file, until they are there
+        self.in_flight: dict[int, MemMessage] | None = None
 
     @property
     def depth(self) -> int:
