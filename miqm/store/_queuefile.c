@@ -172,9 +172,6 @@ typedef struct {
     uint64_t seq;
     uint32_t qid;
     Py_ssize_t run_max;
-    long long run_start;
-    char *run;
-    Py_ssize_t run_len, run_cap;
     int done;
     Planned *planned;  /* plan(): every message to write, in allocation order */
     Py_ssize_t nplanned, plan_cap, encoded;
@@ -221,7 +218,6 @@ static int PendingWriter_init(PendingWriter *self, PyObject *args, PyObject *kwd
     self->seq = seq;
     self->qid = (uint32_t)qid;
     self->run_max = run_max;
-    self->run_start = -1;
     return 0;
 }
 
@@ -234,7 +230,6 @@ static void PendingWriter_dealloc(PendingWriter *self)
         Py_XDECREF(self->keys[p]);
         Py_XDECREF(self->blocks[p]);
     }
-    PyMem_Free(self->run);
     for (Py_ssize_t i = self->encoded; i < self->nplanned; i++) {
         Py_DECREF(self->planned[i].mid);
         Py_DECREF(self->planned[i].cid);
@@ -300,33 +295,6 @@ static void encode_at(uint8_t *h, Py_ssize_t padded, uint64_t seq, uint32_t qid,
                                 (size_t)body_len), 4);
 }
 
-/* encode_record(key, seq, qid, priority, True, put_time, msgid, correlid, body) appended
- * to the run; returns its length in blocks, or -1. */
-static Py_ssize_t append_record(PendingWriter *self, uint64_t key, long prio, double put_time,
-                                const Py_buffer *msgid, const Py_buffer *correlid,
-                                const Py_buffer *body)
-{
-    Py_ssize_t size = REC_HDR + body->len;
-    Py_ssize_t padded = (size + BLOCK - 1) / BLOCK * BLOCK;
-    if (self->run_len + padded > self->run_cap) {
-        Py_ssize_t cap = self->run_cap ? self->run_cap : 1 << 16;
-        while (cap < self->run_len + padded)
-            cap *= 2;
-        char *grown = PyMem_Realloc(self->run, (size_t)cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->run = grown;
-        self->run_cap = cap;
-    }
-    encode_at((uint8_t *)self->run + self->run_len, padded, self->seq, self->qid, key, prio,
-              put_time, msgid->buf, msgid->len, correlid->buf, correlid->len, body->buf,
-              body->len);
-    self->run_len += padded;
-    return padded / BLOCK;
-}
-
 /* The index slot of (key, prio): PriorityIndex.find with a per-priority cursor (bodies
  * come in key order). -1 if absent or removed. */
 static Py_ssize_t find_slot(PendingWriter *self, long prio, int64_t key, Py_buffer *kb,
@@ -353,139 +321,6 @@ static Py_ssize_t find_slot(PendingWriter *self, long prio, int64_t key, Py_buff
         }
     }
     return -1;
-}
-
-/* (first block, bytes) of the run built so far, and start an empty one. */
-static PyObject *take_run(PendingWriter *self)
-{
-    PyObject *out = Py_BuildValue("Ly#", self->run_start, self->run, self->run_len);
-    self->run_len = 0;
-    self->run_start = -1;
-    return out;
-}
-
-/* Write one persistent message into the run: allocate its blocks, encode it, point its
- * index slot at them. When it does not continue the run, the finished run is handed out
- * in *out and this record starts the next one. 0, or -1 with an error set. */
-static int write_message(PendingWriter *self, PyObject *m, long long key, long prio,
-                         int64_t *block_of_slot, PyObject **out)
-{
-    PyObject *t = PyObject_GetAttr(m, s_put_time);
-    PyObject *mid = PyObject_GetAttr(m, s_msgid);
-    PyObject *cid = PyObject_GetAttr(m, s_correlid);
-    PyObject *body = PyObject_GetAttr(m, s_body);
-    Py_buffer vm, vc, vb;
-    int got = 0, rc = -1;
-    double put_time = t ? PyFloat_AsDouble(t) : -1.0;
-    if (t == NULL || mid == NULL || cid == NULL || body == NULL ||
-        (put_time == -1.0 && PyErr_Occurred()))
-        goto done;
-    if (PyObject_GetBuffer(mid, &vm, PyBUF_SIMPLE) < 0)
-        goto done;
-    got = 1;
-    if (PyObject_GetBuffer(cid, &vc, PyBUF_SIMPLE) < 0)
-        goto done;
-    got = 2;
-    if (PyObject_GetBuffer(body, &vb, PyBUF_SIMPLE) < 0)
-        goto done;
-    got = 3;
-    Py_ssize_t b = allocate_blocks(self, (REC_HDR + vb.len + BLOCK - 1) / BLOCK);
-    if (b < 0)
-        goto done;
-    if (self->run_len > 0 && !(b == self->run_start + self->run_len / BLOCK &&
-                               self->run_len < self->run_max)) {
-        *out = take_run(self);
-        if (*out == NULL)
-            goto done;
-    }
-    if (self->run_len == 0)
-        self->run_start = b;
-    if (append_record(self, (uint64_t)key, prio, put_time, &vm, &vc, &vb) < 0)
-        goto done;
-    *block_of_slot = b;
-    rc = 0;
-done:
-    if (got >= 1)
-        PyBuffer_Release(&vm);
-    if (got >= 2)
-        PyBuffer_Release(&vc);
-    if (got >= 3)
-        PyBuffer_Release(&vb);
-    Py_XDECREF(t);
-    Py_XDECREF(mid);
-    Py_XDECREF(cid);
-    Py_XDECREF(body);
-    return rc;
-}
-
-PyDoc_STRVAR(next_run_doc,
-"next_run() -> (first block, bytes) | None\n\nEncode the next run of persistent bodies "
-"(contiguous blocks, at most run_max bytes), allocating their blocks and recording them "
-"in the index; None once every message has been taken (see kept, hint).");
-
-static PyObject *PendingWriter_next_run(PendingWriter *self, PyObject *Py_UNUSED(ignored))
-{
-    if (self->mem == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "PendingWriter is not initialised");
-        return NULL;
-    }
-    PyObject *k, *m;
-    while (!self->done) {
-        if (!PyDict_Next(self->mem, &self->pos, &k, &m)) {
-            self->done = 1;
-            break;
-        }
-        PyObject *pers = PyObject_GetAttr(m, s_persistent);
-        if (pers == NULL)
-            return NULL;
-        int persistent = PyObject_IsTrue(pers);
-        Py_DECREF(pers);
-        if (persistent < 0)
-            return NULL;
-        PyObject *prio_o = PyObject_GetAttr(m, s_priority);
-        long prio = prio_o ? PyLong_AsLong(prio_o) : -1;
-        Py_XDECREF(prio_o);
-        if (prio == -1 && PyErr_Occurred())
-            return NULL;
-        long long key = PyLong_AsLongLong(k);
-        if (key == -1 && PyErr_Occurred())
-            return NULL;
-        if (!persistent || prio < 0 || prio >= PRIOS) {
-            if (PyDict_SetItem(self->kept, k, m) < 0)
-                return NULL;
-            continue;
-        }
-        Py_buffer kb, bb;
-        if (PyObject_GetBuffer(self->keys[prio], &kb, PyBUF_SIMPLE) < 0)
-            return NULL;
-        if (PyObject_GetBuffer(self->blocks[prio], &bb, PyBUF_WRITABLE) < 0) {
-            PyBuffer_Release(&kb);
-            return NULL;
-        }
-        PyObject *out = NULL;
-        int rc;
-        if (kb.itemsize != 8 || bb.itemsize != 8 || kb.len != bb.len) {
-            PyErr_SetString(PyExc_TypeError, "index arrays must be array('q') of one length");
-            rc = -1;
-        } else {
-            Py_ssize_t slot = find_slot(self, prio, key, &kb, &bb);
-            if (slot < 0)
-                rc = PyDict_SetItem(self->kept, k, m);
-            else
-                rc = write_message(self, m, key, prio, (int64_t *)bb.buf + slot, &out);
-        }
-        PyBuffer_Release(&kb);
-        PyBuffer_Release(&bb);
-        if (rc < 0) {
-            Py_XDECREF(out);
-            return NULL;
-        }
-        if (out != NULL)
-            return out;
-    }
-    if (self->run_len > 0)
-        return take_run(self);
-    Py_RETURN_NONE;
 }
 
 /* A bytes object for a message field: the object itself if it is bytes, else a copy. */
@@ -516,15 +351,14 @@ static int grow_plan(PendingWriter *self)
 }
 
 PyDoc_STRVAR(plan_doc,
-"plan() -> int\n\nAllocate blocks for every persistent body left in mem and record them in "
-"the index, as next_run would, without encoding anything: encode_next() does that later "
-"and needs neither the index nor mem. Returns how many messages were planned.");
+"plan() -> int\n\nAllocate blocks for every persistent body in mem and record them in the "
+"index, without encoding anything: encode_next() does that later and needs neither the "
+"index nor mem. Returns how many messages were planned.");
 
 static PyObject *PendingWriter_plan(PendingWriter *self, PyObject *Py_UNUSED(ignored))
 {
-    if (self->mem == NULL || self->run_len > 0) {
-        PyErr_SetString(PyExc_RuntimeError, "PendingWriter.plan: not initialised, or runs "
-                        "already taken");
+    if (self->mem == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "PendingWriter is not initialised");
         return NULL;
     }
     PyObject *k, *m;
@@ -603,9 +437,9 @@ static PyObject *PendingWriter_plan(PendingWriter *self, PyObject *Py_UNUSED(ign
 }
 
 PyDoc_STRVAR(encode_next_doc,
-"encode_next() -> (first block, bytes) | None\n\nThe next run of what plan() planned, "
-"encoded as next_run encodes (contiguous blocks, at most run_max bytes), with the GIL "
-"released while it is built; None once all are taken.");
+"encode_next() -> (first block, bytes) | None\n\nThe next run of what plan() planned: "
+"records of contiguous blocks, at most run_max bytes, encoded with the GIL released; "
+"None once all are taken.");
 
 static PyObject *PendingWriter_encode_next(PendingWriter *self, PyObject *Py_UNUSED(ignored))
 {
@@ -665,7 +499,6 @@ static PyGetSetDef PendingWriter_getset[] = {
 };
 
 static PyMethodDef PendingWriter_methods[] = {
-    {"next_run", (PyCFunction)PendingWriter_next_run, METH_NOARGS, next_run_doc},
     {"plan", (PyCFunction)PendingWriter_plan, METH_NOARGS, plan_doc},
     {"encode_next", (PyCFunction)PendingWriter_encode_next, METH_NOARGS, encode_next_doc},
     {NULL}

@@ -566,6 +566,7 @@ class LocalQueue:
 
 def pending_writer() -> Any:
     """The C twin of a checkpoint's body writes (``PendingWriter(mem, keys, blocks, head,
-    space, hint, seq, qid, run_max)`` with ``next_run()``, ``kept``, ``hint``), or None
-    for the Python loop in QueueManagerStore._write_bodies."""
+    space, hint, seq, qid, run_max)``: ``plan()`` chooses the blocks and indexes them,
+    ``encode_next()`` then hands out the runs; ``kept``, ``hint``), or None for the Python
+    loop in QueueManagerStore._write_bodies."""
     return native_part(_PendingWriter)
