@@ -69,7 +69,6 @@ def recreate_object(store: QueueManagerStore, queue: str) -> None:
     _require_linear(store)
     base = f"queues/{queue}"
     with store._lock:
-        store._check_open()
         store._await_checkpoint_idle()  # the queue file is closed and replaced below
         store._check_open()
         live = store.state.queues.get(queue)

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from lockfs.errors import LockFsError
 from lockfs.volume import Volume
@@ -583,7 +583,6 @@ class QueueManagerStore:
         """DELETE QLOCAL (refused with messages on it unless ``purge``, or with
         uncommitted work on it)."""
         with self._lock:
-            self._check_open()
             self._await_checkpoint_idle()  # it closes the queue file a checkpoint may sync
             self._check_open()
             q = self.state.queues.get(name)
@@ -948,6 +947,11 @@ class QueueManagerStore:
         while self._cp_active:
             self._cp_idle.wait()
 
+    def _end_checkpoint(self) -> None:
+        """Under the lock: the running checkpoint is over (done or failed)."""
+        self._cp_active = False
+        self._cp_idle.notify_all()
+
     def _checkpoint_locked(self) -> None:
         """A whole checkpoint by a caller holding the store lock, which it keeps."""
         self._await_checkpoint_idle()
@@ -957,50 +961,42 @@ class QueueManagerStore:
             self._checkpoint_sync(plan)
             self._checkpoint_finish(plan)
         finally:
-            self._cp_active = False
-            self._cp_idle.notify_all()
+            self._end_checkpoint()
 
     def _checkpoint_unlocked(self) -> None:
         """A whole checkpoint by a caller not holding the store lock: it is held for the
         first and last steps only, commits go on while the checkpoint's writes reach the
         disk."""
         with self._lock:
-            self._check_open()
             self._await_checkpoint_idle()
             self._check_open()
             self._cp_active = True
             try:
                 plan = self._checkpoint_plan()
             except BaseException:
-                self._cp_active = False
-                self._cp_idle.notify_all()
+                self._end_checkpoint()
                 raise
         try:
             if self._cp_between is not None:
                 self._cp_between()
             self._checkpoint_sync(plan)
-        except BaseException:
             with self._lock:
-                self._cp_active = False
-                self._cp_idle.notify_all()
-            raise
-        with self._lock:
-            try:
                 self._checkpoint_finish(plan)
-            finally:
-                self._cp_active = False
-                self._cp_idle.notify_all()
+        finally:
+            with self._lock:
+                self._end_checkpoint()
 
-    def _checkpoint_failed(self, exc: BaseException) -> BaseException:
-        """Fail-stop on a checkpoint error; the error to raise."""
+    def _checkpoint_failed(self, exc: BaseException) -> NoReturn:
+        """Fail-stop on a checkpoint error (under the lock), and raise what the caller
+        must see: a volume error as one line saying what to do."""
         if isinstance(exc, LockFsError):
             err = StoreError(f"checkpoint of queue manager '{self.qmgr}' failed: {exc}; "
                              "committed work is safe in the log, restart the queue manager "
                              "once the data directory is writable")
             self._failed = self._failed or err
-            return err
+            raise err from exc
         self._failed = self._failed or exc
-        return exc
+        raise exc
 
     def _checkpoint_plan(self) -> _CheckpointPlan:
         """Step one, under the lock: the CHECKPOINT record, forced, and every queue file
@@ -1027,10 +1023,7 @@ class QueueManagerStore:
                     self._guard()
                 self._write_queue(q, seq, plan)
         except BaseException as exc:
-            err = self._checkpoint_failed(exc)
-            if err is exc:
-                raise
-            raise err from exc
+            self._checkpoint_failed(exc)
         return plan
 
     def _checkpoint_sync(self, plan: _CheckpointPlan) -> None:
@@ -1061,10 +1054,7 @@ class QueueManagerStore:
             ckpt.write(self.data, plan.info)
         except BaseException as exc:
             with self._lock:
-                err = self._checkpoint_failed(exc)
-            if err is exc:
-                raise
-            raise err from exc
+                self._checkpoint_failed(exc)
 
     def _checkpoint_finish(self, plan: _CheckpointPlan) -> None:
         """Step three, under the lock: the checkpoint is complete; new files take their
