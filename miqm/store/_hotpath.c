@@ -48,7 +48,7 @@ static PyObject *s_closed, *s_failed, *s_state, *s_queues, *s_damaged, *s_state_
     *s_uncommitted, *s_P, *s_undone, *s_only, *s_remove, *s_uows, *s_units, *s_xid,
     *s_by_xid, *s_last_uow, *s_sleepers, *s_cond, *s_notify_all, *s_next_txid, *s_pop,
     *s_priority, *s_persistent, *s_put_time, *s_msgid, *s_correlid, *s_body, *s_ready,
-    *s_lock, *s_acquire, *s_release, *s_buf, *s_durable, *s_buffer_limit, *s_circular,
+    *s_lock, *s_acquire, *s_release, *s_buf, *s_durable, *s_buffer_limit, *s_page_limit,
     *s_try_append, *s_next_space_check, *s_space_check_every;
 static PyObject *no_id; /* 24 zero bytes: the correlid of a put that gave none */
 
@@ -351,8 +351,9 @@ static PyObject *give_lock(PyObject *release, PyObject *result)
 
 /* RecoveryLog.append's common case without its bytecode: under the log's lock, when
  * the log is ready and neither failed nor closed, its buffer's try_append with the log's
- * durable point, buffer limit and circular flag. The LSN, None when RecoveryLog.append
- * must do it (a force first, a new page's room check, not ready), or NULL on error. */
+ * durable point, buffer limit and page limit. The LSN, None when RecoveryLog.append must
+ * do it (a force first, a record that may reach past the room, not ready), or NULL on
+ * error. */
 static PyObject *log_try_append(HotPath *self, PyObject *log, PyObject *payload)
 {
     PyObject *ready_obj = fget(log, s_ready);
@@ -370,7 +371,7 @@ static PyObject *log_try_append(HotPath *self, PyObject *log, PyObject *payload)
                                   &self->log_release);
     if (release == NULL)
         return NULL;
-    PyObject *result = NULL, *buf = NULL, *durable = NULL, *limit = NULL, *circular = NULL;
+    PyObject *result = NULL, *buf = NULL, *durable = NULL, *limit = NULL, *page_limit = NULL;
     int usable = store_open(log); /* the log's own _closed / _failed */
     if (usable <= 0) {
         if (usable == 0)
@@ -380,10 +381,10 @@ static PyObject *log_try_append(HotPath *self, PyObject *log, PyObject *payload)
     buf = fget(log, s_buf);
     durable = buf ? fget(log, s_durable) : NULL;
     limit = durable ? fget(log, s_buffer_limit) : NULL;
-    circular = limit ? fget(log, s_circular) : NULL;
-    if (circular != NULL) {
+    page_limit = limit ? fget(log, s_page_limit) : NULL;
+    if (page_limit != NULL) {
         /* a spare slot before the arguments, which the offset flag lets the call use */
-        PyObject *args[6] = {NULL, buf, payload, durable, limit, circular};
+        PyObject *args[6] = {NULL, buf, payload, durable, limit, page_limit};
         result = PyObject_VectorcallMethod(s_try_append, args + 1,
                                            5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     }
@@ -391,7 +392,7 @@ done:
     Py_XDECREF(buf);
     Py_XDECREF(durable);
     Py_XDECREF(limit);
-    Py_XDECREF(circular);
+    Py_XDECREF(page_limit);
     return give_lock(release, result);
 }
 
@@ -1179,7 +1180,7 @@ PyMODINIT_FUNC PyInit__hotpath(void)
     INTERN(s_buf, "_buf");
     INTERN(s_durable, "_durable");
     INTERN(s_buffer_limit, "_buffer_limit");
-    INTERN(s_circular, "circular");
+    INTERN(s_page_limit, "_page_limit");
     INTERN(s_try_append, "try_append");
     INTERN(s_next_space_check, "_next_space_check");
     INTERN(s_space_check_every, "_space_check_every");

@@ -275,11 +275,11 @@ static PyObject *LogBuffer_append(LogBuffer *self, PyObject *arg)
 }
 
 PyDoc_STRVAR(try_append_doc,
-"try_append(payload, durable, buffer_limit, same_page) -> lsn | None\n\n"
+"try_append(payload, durable, buffer_limit, page_limit) -> lsn | None\n\n"
 "append(payload) when the buffer holds at most buffer_limit bytes not yet durable (or "
-"the record alone is larger) and, with same_page, the record fits on the current page; "
-"else None, nothing appended (the caller forces first, or checks the log's room for a "
-"new page).");
+"the record alone is larger) and the record fits on the current page or cannot reach "
+"past log page page_limit (framing.pages_past); else None, nothing appended (the caller "
+"forces first, or checks the log's room).");
 
 static PyObject *LogBuffer_try_append(LogBuffer *self, PyObject *const *args,
                                       Py_ssize_t nargs)
@@ -287,20 +287,26 @@ static PyObject *LogBuffer_try_append(LogBuffer *self, PyObject *const *args,
     if (!usable(self, 0))
         return NULL;
     if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "try_append(payload, durable, buffer_limit, same_page)");
+        PyErr_SetString(PyExc_TypeError, "try_append(payload, durable, buffer_limit, page_limit)");
         return NULL;
     }
     long long durable = PyLong_AsLongLong(args[1]), limit = PyLong_AsLongLong(args[2]);
-    int same_page = PyObject_IsTrue(args[3]);
-    if (((durable == -1 || limit == -1) && PyErr_Occurred()) || same_page < 0)
+    long long page_limit = PyLong_AsLongLong(args[3]);
+    if ((durable == -1 || limit == -1 || page_limit == -1) && PyErr_Occurred())
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *result = Py_None;
     Page *pg = self->pages[self->count - 1];
-    if ((self->append_lsn - durable <= limit || view.len > limit) &&
-        (!same_page || pg->used + FRAG_HEADER + (size_t)view.len <= DATA)) {
+    long long n = (long long)view.len, used = (long long)pg->used;
+    int room = used + FRAG_HEADER + n <= DATA;
+    if (!room) { /* framing.pages_past: how far past this page the record may reach */
+        long long per_page = DATA - FRAG_HEADER;
+        long long past = (used + n + FRAG_HEADER * (n / per_page + 2)) / DATA + 1;
+        room = self->first_page + (long long)self->count - 1 + past <= page_limit;
+    }
+    if ((self->append_lsn - durable <= limit || view.len > limit) && room) {
         int64_t lsn = append_view(self, &view);
         result = lsn < 0 ? NULL : PyLong_FromLongLong(lsn);
     } else {

@@ -71,6 +71,13 @@ def lsn_page(lsn: int) -> int:
     return lsn // PAGE
 
 
+def pages_past(used: int, n: int) -> int:
+    """How many pages past the current one (``used`` data bytes on it) an ``n``-byte record
+    may reach: an upper bound, the log's room check (the C buffer computes the same)."""
+    per_page = DATA - FRAG_HEADER
+    return (used + n + FRAG_HEADER * (n // per_page + 2)) // DATA + 1
+
+
 def page_image(data: bytes | bytearray | memoryview, page_no: int, generation: int,
                batch_start: int, sealed: bool) -> bytes:
     """A full 4096-byte page: header, ``data`` (at most DATA bytes), zero padding."""

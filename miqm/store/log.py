@@ -239,6 +239,8 @@ class RecoveryLog:
         self._buf: Any = None  # the append buffer (C or Python twin), once ready
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
+        self._page_limit = 0
+        self._set_page_limit()
         self._wlock = threading.Lock()  # the queue of callers waiting for a force
         self._waitq: list[tuple[int, int, _Waiter]] = []
         self._wseq = itertools.count()
@@ -591,13 +593,14 @@ class RecoveryLog:
                 if self._failed is not None or self._closed:
                     self._check_usable()
                 # the common case, one call: room in the buffer and on the current page
-                lsn = buf.try_append(payload, self._durable, self._buffer_limit, self.circular)
+                lsn = buf.try_append(payload, self._durable, self._buffer_limit,
+                                     self._page_limit)
                 if lsn is not None:
                     return int(lsn)
                 head = buf.append_lsn
                 n = len(payload)
                 if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
-                    self._check_room(n)  # the record starts a new page of a circular log
+                    self._check_room(n)  # it may reach past the room: raises AMQ7463
                     return int(buf.append(payload))
             self.force(head)  # LogBufferPages is full: write it out first
 
@@ -607,14 +610,22 @@ class RecoveryLog:
         self.force(lsn)
         return lsn
 
+    def _set_page_limit(self) -> None:
+        """The last page a circular log may write before the restart point's extent is
+        reused (``max_extents`` from it): appends stop short of it, in C, without a room
+        check in Python. Moved when a checkpoint moves the restart point."""
+        if not self.circular:
+            self._page_limit = 1 << 62
+            return
+        k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
+        self._page_limit = (k_first + self.max_extents) * self.pages_per_extent - 1
+
     def _check_room(self, n: int) -> None:
         buf = self._buf
         used = buf.last_used
-        if used + F.FRAG_HEADER + n <= F.DATA:
+        if not self.circular or used + F.FRAG_HEADER + n <= F.DATA:
             return
-        per_page = F.DATA - F.FRAG_HEADER
-        pages = (used + n + F.FRAG_HEADER * (n // per_page + 2)) // F.DATA + 1
-        last_page = buf.first_page + buf.count - 1 + pages
+        last_page = buf.first_page + buf.count - 1 + F.pages_past(used, n)
         k_last = self.extent_of_page(last_page)
         k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
         if k_last - k_first + 1 > self.max_extents:
@@ -897,6 +908,7 @@ class RecoveryLog:
             freed = [(k, n) for k, n in self._ctl.active if k < k_first]
             self._ctl.active = [(k, n) for k, n in self._ctl.active if k >= k_first]
             self._ctl.restart_lsn = lsn
+            self._set_page_limit()
             if media_lsn is not None or not self.circular:
                 self._ctl.media_lsn = media_lsn
             deleted: list[str] = []

@@ -9,8 +9,9 @@ to, guards, extents and the control file stay in :class:`miqm.store.log.Recovery
 Interface (see ``_logbuffer.c`` for the C side):
 
 * ``LogBuffer(first_page, generation, seed)``: page ``first_page`` starts with ``seed``.
-* ``append(payload) -> lsn``; ``try_append(payload, durable, buffer_limit, same_page)``
-  appends only when no force or new-page check is needed (else None); ``append_lsn``,
+* ``append(payload) -> lsn``; ``try_append(payload, durable, buffer_limit, page_limit)``
+  appends only when no force is needed first and the record cannot reach past page
+  ``page_limit`` (else None, nothing appended); ``append_lsn``,
   ``first_page``, ``count``, ``last_used``.
 * ``seal(batch_start) -> (target_lsn, first_page, count)``: fill every page's header and
   capture the pages for a force; ``captured()`` lists them as (page_no, image, sealed);
@@ -125,14 +126,17 @@ class PyLogBuffer:
         return self._append_pages(payload)
 
     def try_append(self, payload: bytes | bytearray | memoryview, durable: int,
-                   buffer_limit: int, same_page: bool) -> int | None:
+                   buffer_limit: int, page_limit: int) -> int | None:
         """:meth:`append` when at most ``buffer_limit`` bytes are not yet durable (or the
-        record alone is larger) and, with ``same_page``, the record fits on the current
-        page; else None, nothing appended."""
+        record alone is larger) and the record fits on the current page or cannot reach
+        past log page ``page_limit`` (:func:`framing.pages_past`); else None, nothing
+        appended."""
         n = len(payload)
         if self.append_lsn - durable > buffer_limit and n <= buffer_limit:
             return None
-        if same_page and self._used[-1] + F.FRAG_HEADER + n > F.DATA:
+        u = self._used[-1]
+        if u + F.FRAG_HEADER + n > F.DATA and \
+                self.first_page + len(self._pages) - 1 + F.pages_past(u, n) > page_limit:
             return None
         return self.append(payload)
 

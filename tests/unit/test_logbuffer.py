@@ -47,9 +47,12 @@ def test_both_buffers_frame_and_seal_the_same_bytes(seed: int) -> None:
                 assert py.append(record) == c.append(record)
             else:  # appends only without a new page or past the buffer limit
                 durable = py.append_lsn - rng.choice([0, 100, 5000, 50_000])
-                limit, same_page = rng.choice([4096, 20_000, 1 << 30]), rng.random() < 0.5
-                assert py.try_append(record, durable, limit, same_page) == \
-                    c.try_append(record, durable, limit, same_page)
+                limit = rng.choice([4096, 20_000, 1 << 30])
+                # a page limit at, just past or well past the last page, or none
+                last = py.first_page + py.count - 1
+                page_limit = rng.choice([last, last + 1, last + 2, last + 6, 1 << 62])
+                assert py.try_append(record, durable, limit, page_limit) == \
+                    c.try_append(record, durable, limit, page_limit)
             assert (py.append_lsn, py.count, py.last_used, py.first_page) == \
                 (c.append_lsn, c.count, c.last_used, c.first_page)
             if rng.random() < 0.3:
