@@ -117,6 +117,7 @@ typedef struct {
     int64_t snap_first;
     int64_t snap_batch_start, snap_target; /* the force the capture is for */
     int writing; /* a write of the capture is under way (GIL released) */
+    int sync_fd_refused; /* a write through the O_DSYNC descriptor failed EINVAL */
     WriteStats stats;
 } LogBuffer;
 
@@ -509,7 +510,8 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
     int err = 0;
     /* a force that is one write with no fdatasync inside it goes through the file's
      * O_DSYNC descriptor: the write returns durable, one system call instead of two */
-    if (sync_fd >= 0 && nops == 1 && !ops[0].sync_after && ops[0].extent == 0) {
+    if (sync_fd >= 0 && !self->sync_fd_refused && nops == 1 && !ops[0].sync_after &&
+        ops[0].extent == 0) {
         ops[0].fd = sync_fd;
         touched[0] = 0;
         self->stats.dsync_forces++;
@@ -528,6 +530,16 @@ static int write_captured(LogBuffer *self, const int *fds, Py_ssize_t nfds,
             if (w < 0) {
                 if (errno == EINTR)
                     continue;
+                if (errno == EINVAL && o == 0 && sync_fd >= 0 && op->fd == sync_fd) {
+                    /* the O_DSYNC descriptor is also O_DIRECT where the filesystem
+                     * allows it; one that refuses this write (alignment) is not used
+                     * again: this write and later ones go the buffered way */
+                    self->sync_fd_refused = 1;
+                    self->stats.dsync_forces--;
+                    op->fd = fds[0];
+                    touched[0] = 1;
+                    continue;
+                }
                 err = errno;
                 err_extent = op->extent;
                 break;

@@ -4,8 +4,12 @@ volume's error with the log stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import crc32c
@@ -238,3 +242,86 @@ def test_a_misused_c_buffer_raises_instead_of_touching_memory() -> None:
         buf.__init__(5, 1, b"")
     with pytest.raises(ValueError):
         NativeLogBuffer(0, 1, bytes(F.DATA + 1))
+
+
+_REFUSE_DIRECT = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/uio.h>
+/* pwritev refusing O_DIRECT descriptors, as a filesystem that cannot write one would */
+static ssize_t refuse(int fd, const struct iovec *iov, int n, off_t off, const char *name)
+{
+    ssize_t (*real)(int, const struct iovec *, int, off_t) = dlsym(RTLD_NEXT, name);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return real(fd, iov, n, off);
+}
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{ return refuse(fd, iov, n, off, "pwritev"); }
+ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
+{ return refuse(fd, iov, n, off, "pwritev64"); }
+"""
+
+_FORCES_UNDER_REFUSAL = r"""
+import json, sys
+from lockfs.posix import PosixVolume
+from miqm.store.log import RecoveryLog
+from miqm.store.settings import LogSettings
+settings = LogSettings(file_pages=256, primary_files=2, secondary_files=2,
+                       write_integrity="SingleWrite")
+vol = PosixVolume(sys.argv[1])
+RecoveryLog.create(vol, settings)
+log = RecoveryLog.open(vol, settings, generation=1)
+list(log.records(log.first_lsn()))
+sent = [bytes([i]) * 300 for i in range(40)]
+for s in sent:
+    log.append_and_force(s)
+stats = log._buf.write_stats()
+log.close()
+log = RecoveryLog.open(vol, settings, generation=2)
+back = [r.payload for r in log.records(log.first_lsn())]
+log.close()
+print(json.dumps({"same": back == sent, "dsync": stats["dsync_forces"],
+                  "forces": stats["forces"]}))
+"""
+
+
+def test_a_refused_direct_write_goes_the_buffered_way_and_loses_nothing(
+        tmp_path: Path) -> None:
+    """The O_DSYNC descriptor is O_DIRECT too where the filesystem allows; where a write
+    through it is refused (EINVAL), that force and every later one are written through
+    the file's own descriptor and fdatasync'ed, and every record is there on reopen."""
+    if buffer_class() is not NativeLogBuffer:
+        pytest.skip("the log writes through the Python buffer (MIQM_NATIVE_LOG=0)")
+    if not hasattr(os, "O_DIRECT") or shutil.which("gcc") is None:
+        pytest.skip("needs O_DIRECT and gcc for the refusing shim")
+    probe = os.open(tmp_path / "probe", os.O_RDWR | os.O_CREAT | os.O_DIRECT)
+    os.close(probe)  # this filesystem has O_DIRECT: the log's descriptor will be direct
+    src = tmp_path / "refuse.c"
+    src.write_text(_REFUSE_DIRECT)
+    shim = tmp_path / "refuse.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shim), str(src), "-ldl"],
+                   check=True)
+    (tmp_path / "log").mkdir()
+    script = tmp_path / "forces.py"
+    script.write_text(_FORCES_UNDER_REFUSAL)
+
+    def run(preload: bool) -> dict[str, object]:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        if preload:
+            env["LD_PRELOAD"] = str(shim)
+        out = subprocess.run([sys.executable, str(script), str(tmp_path / "log")],
+                             env=env, capture_output=True, text=True, check=True)
+        shutil.rmtree(tmp_path / "log")
+        (tmp_path / "log").mkdir()
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    plain = run(False)
+    assert plain["same"] and plain["dsync"] == plain["forces"]  # all direct + O_DSYNC
+    refused = run(True)
+    assert refused["same"] and refused["dsync"] == 0 and refused["forces"] == plain["forces"]
