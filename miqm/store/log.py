@@ -655,16 +655,8 @@ class RecoveryLog:
             if self._failed is not None or self._closed:
                 self._check_usable()
             how = fq.enter(lsn)  # 0: durable, 1: we lead, 2: the log stopped
-            if how == 0:
-                return
-            if how == 2:
-                self._check_usable()
-                raise LogWriteError("the recovery log stopped", amq="AMQ6708")
-            try:
-                with self._flush_lock:
-                    self._flush()
-            finally:
-                fq.done(self._durable, self._failed is not None or self._closed)
+            if how != 0:
+                self._after_enter(how)
             return
         while True:
             with self._wlock:
@@ -688,6 +680,20 @@ class RecoveryLog:
                 self._flush()
         finally:
             self._hand_off()
+
+    def _after_enter(self, how: int) -> None:
+        """A caller the C force queue did not find durable: it leads a force (``how`` 1;
+        then hands on) or the log stopped (2). The store's C commit calls ``enter`` itself
+        and this only then."""
+        if how == 2:
+            self._check_usable()
+            raise LogWriteError("the recovery log stopped", amq="AMQ6708")
+        fq = self._fq
+        try:
+            with self._flush_lock:
+                self._flush()
+        finally:
+            fq.done(self._durable, self._failed is not None or self._closed)
 
     def _hand_off(self) -> None:
         with self._wlock:

@@ -35,7 +35,7 @@ from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
-from miqm.store.logbuffer import native_hot_path
+from miqm.store.logbuffer import native_hot_path, native_store_method
 from miqm.store.queues import (
     DEFAULT_ATTRS,
     LocalQueue,
@@ -649,10 +649,6 @@ class QueueManagerStore:
     # ------------------------------------------------------------------ messaging
     def begin(self) -> UnitOfWork:
         """Start a unit of work (nothing is logged until its first persistent operation)."""
-        if self._hot is not None:
-            u = self._hot.begin(self)  # under the store lock, taken in C
-            if u is not None:
-                return u  # type: ignore[no-any-return]
         with self._lock:
             if self._closed or self._failed is not None:
                 self._check_open()
@@ -663,15 +659,6 @@ class QueueManagerStore:
             correlid: bytes | None = None, uow: UnitOfWork | None = None) -> bytes:
         """MQPUT; returns the msgid. Outside syncpoint a persistent put is durable on
         return; under syncpoint nothing is visible to others until commit."""
-        hot = self._hot
-        if hot is not None and uow is not None and msgid is None and correlid is None:
-            # the common case in C, under the store lock taken there (no Python code runs
-            # while it is held); None: anything else, nothing done
-            mid = hot.put(self, queue, body, persistent, priority, uow)
-            if mid is not None:
-                if self._check_due:
-                    self._after_op_locked()
-                return mid  # type: ignore[no-any-return]
         body = bytes(body)
         lsn = None
         with self._lock:
@@ -862,14 +849,6 @@ class QueueManagerStore:
 
     def commit(self, uow: UnitOfWork) -> None:
         """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
-        if self._hot is not None:
-            lsn = self._hot.commit(self, uow)  # as put: C, under the store lock taken there
-            if lsn is not None:
-                if self._check_due:
-                    self._after_op_locked()
-                if lsn >= 0:
-                    self._force(lsn)
-                return
         lsn = None
         with self._lock:
             if self._closed or self._failed is not None:
@@ -1233,3 +1212,18 @@ class QueueManagerStore:
         from miqm.store import media
 
         media.recreate_object(self, queue)
+
+
+def _install_c_methods() -> None:
+    """With the C part, begin, put and commit are ``StoreMethod``s (``_hotpath.c``): the
+    common case done in C through the store's ``_hot``, anything else handed, with the
+    same arguments, to the Python bodies above (the reference and the general path; the
+    methods themselves without the C part or with ``MIQM_NATIVE_LOG=0``)."""
+    method = native_store_method()
+    if method is None:
+        return
+    for name in ("begin", "put", "commit"):
+        setattr(QueueManagerStore, name, method(name, getattr(QueueManagerStore, name)))
+
+
+_install_c_methods()

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from lockfs.posix import PosixVolume
-from miqm.errors import MiqmError
-from miqm.store.logbuffer import native_hot_path
+from miqm.errors import LogWriteError, MiqmError, OwnershipLostError, StoreError
+from miqm.store.logbuffer import native_hot_path, native_store_method
 from miqm.store.qmstore import QueueManagerStore
 from miqm.store.recovery import MSGID_PREFIX
 from miqm.store.settings import LogSettings, StoreTuning
@@ -203,3 +203,79 @@ def test_the_c_hot_path_takes_the_store_lock_itself(tmp_path: Path) -> None:
     assert counting.taken == {"begin": 2, "put": 1, "commit": 1}
     assert store.get("A").body == b"x"
     store.close()
+
+
+def test_begin_put_and_commit_are_the_c_methods_and_hand_the_rest_to_python(
+        tmp_path: Path) -> None:
+    """With the C part the class's begin/put/commit are StoreMethods: the common case
+    through the store's hot path, any other call (a keyword queue, a msgid, no unit, a
+    wrong call) handed unchanged to the Python body, which answers it as it would."""
+    method = native_store_method()
+    assert method is not None
+    for name in ("begin", "put", "commit"):
+        assert isinstance(getattr(QueueManagerStore, name), method)
+    store = _new_store(tmp_path)
+    store.define_queue("A")
+    counting = store._hot = _CountingHotPath(store._hot)
+    u = store.begin()
+    store.put("A", b"hot", persistent=True, uow=u)
+    store.put(queue="A", body=b"keywords", persistent=True, uow=u)  # Python's put
+    store.put("A", b"chosen id", msgid=b"mine", uow=u)  # Python's put
+    store.put("A", b"outside syncpoint", persistent=True)  # Python's put
+    store.commit(uow=u)  # Python's commit
+    assert counting.taken == {"begin": 1, "put": 1, "commit": 0}
+    assert sum(counting.declined.values()) == 0  # handed over before the hot path
+    with pytest.raises(TypeError):
+        store.put("A", b"x", colour="blue", uow=u)
+    with pytest.raises(TypeError):
+        store.begin(1)
+    bodies = [m.body for m in iter(lambda: store.get("A"), None)]
+    assert bodies == [b"hot", b"keywords", b"chosen id", b"outside syncpoint"]
+    assert store.get("A") is None
+    store.close()
+
+
+def test_a_c_commit_whose_force_fails_stops_the_store(tmp_path: Path) -> None:
+    """The C commit waits for its force itself; a force that fails raises to the
+    committer and stops the store, as QueueManagerStore._force does."""
+    store = _new_store(tmp_path)
+    store.define_queue("A")
+    u = store.begin()
+    store.put("A", b"x", persistent=True, uow=u)
+
+    def broken() -> None:
+        raise LogWriteError("the disk went away", amq="AMQ6708")
+
+    store.log._flush = broken  # type: ignore[method-assign]
+    with pytest.raises(LogWriteError):
+        store.commit(u)
+    assert isinstance(store._failed, LogWriteError)
+    with pytest.raises(StoreError):
+        store.put("A", b"y", persistent=True)
+
+
+def test_a_c_commit_checks_the_write_guard_after_its_force(tmp_path: Path) -> None:
+    """With a write guard (the HA ownership belief), a commit is acknowledged only if the
+    guard still holds after the force; a guard refusing then stops the store."""
+    store = _new_store(tmp_path)
+    store.define_queue("A")
+    checks: list[int] = []
+    refuse = False
+
+    def guard() -> None:
+        checks.append(1)
+        if refuse:
+            raise OwnershipLostError("another instance owns the data now")
+
+    store._guard = guard
+    u = store.begin()
+    store.put("A", b"x", persistent=True, uow=u)
+    store.commit(u)
+    assert checks  # checked after the force
+    refuse = True
+    u = store.begin()
+    store.put("A", b"y", persistent=True, uow=u)
+    with pytest.raises(OwnershipLostError):
+        store.commit(u)
+    assert isinstance(store._failed, OwnershipLostError)
+
