@@ -52,8 +52,9 @@ def test_waiters_are_woken_in_lsn_order_and_the_lowest_left_leads() -> None:
     assert callers[20, 2].outcome == LEAD
     assert callers[20, 3].outcome is None and callers[30, 0].outcome is None
     assert fq.waiting() == 3  # the new leader and the two still waiting
-    fq.done(25, False)  # the second 20 is durable; 30 leads
-    _wait_for(lambda: callers[30, 0].outcome is not None, "30 is let go")
+    fq.done(25, False)  # the second 20 is durable; 30 leads (woken first)
+    _wait_for(lambda: callers[30, 0].outcome is not None
+              and callers[20, 3].outcome is not None, "30 and the second 20 are let go")
     assert callers[20, 3].outcome == DURABLE and callers[30, 0].outcome == LEAD
     fq.done(31, False)
     assert fq.waiting() == 0
