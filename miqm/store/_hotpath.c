@@ -1180,8 +1180,8 @@ static int commit_force(PyObject *store, PyObject *lsn_obj, long long lsn)
     if (guard == NULL)
         return -1;
     Py_DECREF(guard);
-    if (plain)
-        log = fget(store, s_log);
+    if (plain && (log = fget(store, s_log)) == NULL)
+        return -1;
     if (log != NULL) {
         fq = fget(log, s_fq);
         if (fq == NULL) { /* not a RecoveryLog (a test's stand-in): _force does it */
