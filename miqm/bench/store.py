@@ -284,8 +284,29 @@ def bench_store(
     recovery_records: int = 0,
     memory_messages: int = 0,
     echo: Callable[[str], None] = print,
+    cpus: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """Run the store benchmark; returns the contract's JSON object (plus extras)."""
+    """Run the store benchmark; returns the contract's JSON object (plus extras).
+
+    ``cpus``: run every thread of it (raw probe, producers, checkpoints, the recovery
+    and memory children) on these CPUs only, as ``taskset -c`` would; the figures then
+    say what a queue manager started under that affinity does."""
+    before = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # threads and children made from here inherit it
+    try:
+        result = _bench_store(directory, producers, seconds, recovery_records,
+                              memory_messages, echo)
+        result["cpus"] = sorted(os.sched_getaffinity(0))
+        return result
+    finally:
+        if cpus:
+            os.sched_setaffinity(0, before)
+
+
+def _bench_store(directory: str | None, producers: tuple[int, ...], seconds: float,
+                 recovery_records: int, memory_messages: int,
+                 echo: Callable[[str], None]) -> dict[str, Any]:
     base = tempfile.mkdtemp(prefix="miqm-bench-", dir=directory)
     try:
         probe = RawProbe(base)

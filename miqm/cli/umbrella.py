@@ -34,8 +34,12 @@ def bench_store(
         0, help="also time restart recovery after this many records (e.g. 1000000)"),
     memory_messages: int = typer.Option(
         0, help="also measure resident bytes per message with this many queued"),
+    cpus: str = typer.Option("", help="comma-separated CPU numbers to run on, as "
+                             "taskset -c (default: every CPU this process may use)"),
 ) -> None:
     """Persistent 1 KiB put+commit at 1, 8, 64 producers against raw fdatasync."""
+    import os
+
     from miqm.bench.store import bench_store as run
 
     try:
@@ -44,8 +48,16 @@ def bench_store(
         fail(f"--producers {producers!r} is not a comma-separated list of numbers", 2)
     if not counts or min(counts) < 1:
         fail("--producers needs at least one positive count", 2)
+    try:
+        chosen = tuple(int(x) for x in cpus.split(",") if x.strip())
+    except ValueError:
+        fail(f"--cpus {cpus!r} is not a comma-separated list of CPU numbers", 2)
+    allowed = os.sched_getaffinity(0)
+    if not set(chosen) <= allowed:
+        fail(f"--cpus {cpus}: this process may run on CPUs "
+             f"{','.join(map(str, sorted(allowed)))} only", 2)
     result = run(directory, counts, seconds, recovery_records, memory_messages,
-                 echo=(lambda s: None) if as_json else print)
+                 echo=(lambda s: None) if as_json else print, cpus=chosen)
     if as_json:
         print(json.dumps(result))
 

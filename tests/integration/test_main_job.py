@@ -43,3 +43,26 @@ def test_bench_rejects_bad_flags_in_one_line() -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "meteor" in proc.stderr
+
+
+def test_bench_store_runs_on_the_cpus_it_is_given_and_refuses_others() -> None:
+    """--cpus pins the benchmark (as taskset -c) and the JSON says where it ran; a CPU
+    this process may not use, or a list that is not one, is one line and exit 2."""
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    one = allowed[-1]
+    proc = subprocess.run(
+        ["miqm", "bench", "store", "--json", "--seconds", "0.2", "--producers", "2",
+         "--cpus", str(one)],
+        capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["cpus"] == [one] and result["runs"][0]["commits_per_s"] > 0
+    for bad in (str(max(allowed) + 1), "one"):
+        proc = subprocess.run(["miqm", "bench", "store", "--cpus", bad],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert len(proc.stderr.strip().splitlines()) == 1 and bad in proc.stderr
+
