@@ -19,7 +19,7 @@ from lockfs.errors import LockFsError, VolumeNotFound
 from miqm.errors import ObjectError, StoreError
 from miqm.store import records as R
 from miqm.store.queues import LocalQueue, MemMessage, QueueFile
-from miqm.store.recovery import StoreState, replay
+from miqm.store.recovery import StoreState, record_batches, replay
 
 if TYPE_CHECKING:
     from miqm.store.qmstore import QueueManagerStore
@@ -100,7 +100,8 @@ def recreate_object(store: QueueManagerStore, queue: str) -> None:
             u = tmp.uows.get_or_make(int(d["txid"]))
             u.state, u.xid = d.get("state") or "active", d.get("xid")
             cp_txids.add(u.txid)
-        replay(tmp, store.log.records(int(meta["restart_lsn"])), meta["cp_lsn"], cp_txids)
+        replay(tmp, record_batches(store.log, int(meta["restart_lsn"])), meta["cp_lsn"],
+               cp_txids)
         # carry over what the log never held: non-persistent messages
         for key, m in live.mem.items():
             if not m.persistent and q.index.find(key) is None:

@@ -284,9 +284,19 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
     return redo, forget
 
 
-def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
+def record_batches(log: Any, start_lsn: int) -> Iterable[list[Any]]:
+    """``log``'s records from ``start_lsn`` in lists: as the recovery log reads them (a
+    page's run of whole records at a time), or one at a time from a log without that."""
+    batches = getattr(log, "record_batches", None)
+    if batches is not None:
+        return batches(start_lsn)  # type: ignore[no-any-return]
+    return ([r] for r in log.records(start_lsn))
+
+
+def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
            cp_txids: set[int]) -> int:
-    """Phase 1 over ``log_records`` (LogRecord objects); returns how many were read."""
+    """Phase 1 over ``batches`` (lists of LogRecord, see :func:`record_batches`);
+    returns how many records were read."""
     n = 0
     decode = R.decode
     put = R.PUT
@@ -302,23 +312,23 @@ def replay(state: StoreState, log_records: Iterable[Any], cp_lsn: int | None,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for lr in log_records:
-            n += 1
-            lsn, _gen, payload, _next = lr
-            if payload[0] == put and lsn >= first_redo:
-                try:
-                    if redo_put(payload, lsn):
-                        continue
-                except (IndexError, ValueError, UnicodeDecodeError, struct.error):
-                    pass  # the general decoder reports it properly
-            rec = decode(payload, lsn)
-            if rec.type != put:
-                forget()  # a DEFINE, DELETE, ... may have replaced a queue object
-            if cp_lsn is not None and lsn < cp_lsn:
-                if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
-                    state.mark(rec)
-                continue
-            state.redo(rec)
+        for batch in batches:
+            n += len(batch)
+            for lsn, _gen, payload, _next in batch:
+                if payload[0] == put and lsn >= first_redo:
+                    try:
+                        if redo_put(payload, lsn):
+                            continue
+                    except (IndexError, ValueError, UnicodeDecodeError, struct.error):
+                        pass  # the general decoder reports it properly
+                rec = decode(payload, lsn)
+                if rec.type != put:
+                    forget()  # a DEFINE, DELETE, ... may have replaced a queue object
+                if cp_lsn is not None and lsn < cp_lsn:
+                    if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
+                        state.mark(rec)
+                    continue
+                state.redo(rec)
     finally:
         if collecting:
             gc.enable()
@@ -365,7 +375,8 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
             state.uows.by_xid[u.xid] = u
         # the ops are rebuilt from the log; keep first_lsn as the checkpoint said
         u.first_lsn = None
-    n = replay(state, log.records(start_lsn), cp_lsn, {int(d["txid"]) for d in cp_uows})
+    n = replay(state, record_batches(log, start_lsn), cp_lsn,
+               {int(d["txid"]) for d in cp_uows})
     errlog("AMQ7229", amq.text("AMQ7229", count=n, qmgr=qmgr))
     errlog("AMQ7230", amq.text("AMQ7230", qmgr=qmgr))
     total = len(state.uows.units)
