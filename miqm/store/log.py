@@ -628,14 +628,14 @@ class RecoveryLog:
         self._page_limit = (k_first + self.max_extents) * self.pages_per_extent - 1
 
     def _check_room(self, n: int) -> None:
+        """AMQ7463 if an ``n``-byte record may reach past ``_page_limit``: the room test
+        ``try_append`` makes, for the appends it leaves to Python."""
         buf = self._buf
         used = buf.last_used
-        if not self.circular or used + F.FRAG_HEADER + n <= F.DATA:
+        if used + F.FRAG_HEADER + n <= F.DATA:
             return
-        last_page = buf.first_page + buf.count - 1 + F.pages_past(used, n)
-        k_last = self.extent_of_page(last_page)
-        k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
-        if k_last - k_first + 1 > self.max_extents:
+        if buf.first_page + buf.count - 1 + F.pages_past(used, n) > self._page_limit:
+            k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
             raise LogFullError(
                 f"the log is full: {self.max_extents} extents are in use back to the restart "
                 f"point in {self._name_of(k_first)}; a long-running unit of work holds it "
