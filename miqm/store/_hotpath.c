@@ -400,6 +400,18 @@ done:
     return give_lock(release, result);
 }
 
+/* The error pending stops the store (store._failed = it, as the Python paths do), unless
+ * it is an instance of spare (NULL: none); it stays pending for the caller. */
+static void stop_store(PyObject *store, PyObject *spare)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value != NULL && (spare == NULL || !PyErr_GivenExceptionMatches(value, spare)))
+        fset(store, s_failed, value);
+    PyErr_Restore(type, value, tb);
+}
+
 /* QueueManagerStore._append: the log append and what the record pins and triggers.
  * uow may be NULL (a record of no unit, or one whose first record is not this). Returns
  * the LSN, or -1 with an error set (the store then failed, unless the log was full). */
@@ -417,12 +429,7 @@ static long long store_append(HotPath *self, PyObject *store, PyObject *payload,
     Py_DECREF(log);
     if (r == NULL) {
         /* a failed append may have left the log unusable: fail-stop, never guess */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value != NULL && !PyErr_GivenExceptionMatches(value, self->full_error))
-            fset(store, s_failed, value);
-        PyErr_Restore(type, value, tb);
+        stop_store(store, self->full_error);
         return -1;
     }
     long long lsn = PyLong_AsLongLong(r);
@@ -1127,7 +1134,7 @@ typedef struct {
 } StoreMethod;
 
 static PyObject *s_begin_name, *s_put_name, *s_commit_name, *s_hot, *s_after_op_locked,
-    *s_force, *s_guard, *s_fq, *s_enter, *s_after_enter, *s_uow_kw, *s_persistent_kw, *s_priority_kw, *s_msgid_kw, *s_correlid_kw;
+    *s_force, *s_guard, *s_fq, *s_enter, *s_after_enter, *s_uow;
 
 static PyTypeObject HotPathType;
 
@@ -1229,14 +1236,8 @@ static int commit_force(PyObject *store, PyObject *lsn_obj, long long lsn)
     rc = 0;
     goto done;
 fail:
-    if (log != NULL) { /* as _force: the store stops on a failed force */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value != NULL)
-            fset(store, s_failed, value);
-        PyErr_Restore(type, value, tb);
-    }
+    if (log != NULL) /* as _force: the store stops on a failed force */
+        stop_store(store, NULL);
 done:
     Py_XDECREF(how);
     Py_XDECREF(fq);
@@ -1274,13 +1275,13 @@ static PyObject *StoreMethod_vectorcall(StoreMethod *m, PyObject *const *args, s
         int plain = 1;
         for (Py_ssize_t i = 0; i < nkw && plain; i++) {
             PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-            if (k == s_uow_kw)
+            if (k == s_uow)
                 uow = v;
-            else if (k == s_persistent_kw)
+            else if (k == s_persistent)
                 persistent = v;
-            else if (k == s_priority_kw)
+            else if (k == s_priority)
                 priority = v;
-            else if ((k == s_msgid_kw || k == s_correlid_kw) && v == Py_None)
+            else if ((k == s_msgid || k == s_correlid) && v == Py_None)
                 ;
             else
                 plain = 0; /* a msgid or correlid given, or a name to check */
@@ -1492,11 +1493,7 @@ PyMODINIT_FUNC PyInit__hotpath(void)
     INTERN(s_fq, "_fq");
     INTERN(s_enter, "enter");
     INTERN(s_after_enter, "_after_enter");
-    INTERN(s_uow_kw, "uow");
-    INTERN(s_persistent_kw, "persistent");
-    INTERN(s_priority_kw, "priority");
-    INTERN(s_msgid_kw, "msgid");
-    INTERN(s_correlid_kw, "correlid");
+    INTERN(s_uow, "uow");
     INTERN(s_begin_name, "begin");
     INTERN(s_put_name, "put");
     INTERN(s_commit_name, "commit");
