@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, fields, replace
 
 from miqm.errors import ConfigError
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import GATHER_AUTO, GATHER_NONE, MAX_CPUS, LogSettings, StoreTuning
 
 _KEY_RE = re.compile(r"^\s+([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _STANZA_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*$")
@@ -88,6 +88,23 @@ def _float(values: dict[str, str], key: str, default: float, source: str) -> flo
     return value
 
 
+def parse_cpu(raw: str, what: str = "GroupCommitCPU") -> int:
+    """GroupCommitCPU's text (auto, none or a CPU number) as StoreTuning holds it."""
+    if raw.lower() == "auto":
+        return GATHER_AUTO
+    if raw.lower() == "none":
+        return GATHER_NONE
+    if not raw.isdigit() or int(raw) >= MAX_CPUS:
+        raise ConfigError(f"{what}={raw} is not valid: use auto, none or a CPU number from "
+                          f"0 to {MAX_CPUS - 1}.")
+    return int(raw)
+
+
+def cpu_text(cpu: int) -> str:
+    """GroupCommitCPU as written in qm.ini."""
+    return {GATHER_AUTO: "auto", GATHER_NONE: "none"}.get(cpu, str(cpu))
+
+
 @dataclass(frozen=True)
 class HATuning:
     """Multi-instance timing (qm.ini ``TuningParameters:``), in seconds.
@@ -153,6 +170,7 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
             checkpoint_log_recd_min=_int(tune, "CheckPointLogRecdMin", 100, source),
             checkpoint_wait_len=_float(tune, "CheckPointWaitLen", 1800.0, source),
             max_umsgs=_int(qmgr, "MaxUncommittedMsgs", 10000, source),
+            group_commit_cpu=parse_cpu(tune.get("GroupCommitCPU", "auto")),
         )
         ha = HATuning(
             standby_poll=_float(tune, "StandbyPollInterval", 2.0, source),
@@ -201,6 +219,7 @@ def render_qm_ini(name: str, log: LogSettings, log_path: str, ha: HATuning | Non
             "CheckPointLogRecdMax": str(tuning.checkpoint_log_recd_max),
             "CheckPointLogRecdMin": str(tuning.checkpoint_log_recd_min),
             "CheckPointWaitLen": f"{tuning.checkpoint_wait_len:g}",
+            "GroupCommitCPU": cpu_text(tuning.group_commit_cpu),
         }),
     ]
     return format_ini(stanzas)

@@ -23,7 +23,7 @@ from typing import Any
 
 from lockfs.posix import PosixVolume
 from miqm.store.logbuffer import PyLogBuffer, buffer_class
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import GATHER_AUTO, LogSettings, StoreTuning
 
 BLOCK = 4096
 
@@ -170,7 +170,7 @@ class LogAlone:
     the two is what that bookkeeping costs; this figure bounds what the store could reach
     with it free."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, gather_cpu: int = GATHER_AUTO) -> None:
         from miqm.store.log import RecoveryLog
         from miqm.store.records import COMMIT, encode_end, encode_put
 
@@ -178,7 +178,8 @@ class LogAlone:
         os.makedirs(path)
         volume = PosixVolume(path)
         RecoveryLog.create(volume, _bench_log_settings())
-        self.log = RecoveryLog.open(volume, _bench_log_settings(), generation=1)
+        self.log = RecoveryLog.open(volume, _bench_log_settings(), generation=1,
+                                    gather_cpu=gather_cpu)
         self.log.end_lsn()
         self.put = encode_put(1, "BENCH.Q", 1, 0, 0.0, bytes(24), bytes(24), b"x" * 1024)
         self.commit = encode_end(COMMIT, 1)
@@ -285,18 +286,21 @@ def bench_store(
     memory_messages: int = 0,
     echo: Callable[[str], None] = print,
     cpus: tuple[int, ...] = (),
+    group_commit_cpu: int = GATHER_AUTO,
 ) -> dict[str, Any]:
     """Run the store benchmark; returns the contract's JSON object (plus extras).
 
     ``cpus``: run every thread of it (raw probe, producers, checkpoints, the recovery
     and memory children) on these CPUs only, as ``taskset -c`` would; the figures then
-    say what a queue manager started under that affinity does."""
+    say what a queue manager started under that affinity does. ``group_commit_cpu``: the
+    store's (and the log-alone comparison's) GroupCommitCPU; each row says where the
+    threads waiting for forces gathered (``group_commit_cpu``, -1: they did not)."""
     before = os.sched_getaffinity(0)
     if cpus:
         os.sched_setaffinity(0, cpus)  # threads and children made from here inherit it
     try:
         result = _bench_store(directory, producers, seconds, recovery_records,
-                              memory_messages, echo)
+                              memory_messages, echo, group_commit_cpu)
         result["cpus"] = sorted(os.sched_getaffinity(0))
         return result
     finally:
@@ -306,14 +310,14 @@ def bench_store(
 
 def _bench_store(directory: str | None, producers: tuple[int, ...], seconds: float,
                  recovery_records: int, memory_messages: int,
-                 echo: Callable[[str], None]) -> dict[str, Any]:
+                 echo: Callable[[str], None], group_commit_cpu: int) -> dict[str, Any]:
     base = tempfile.mkdtemp(prefix="miqm-bench-", dir=directory)
     try:
         probe = RawProbe(base)
         bare = BareGroupCommit(base)
-        alone = LogAlone(base)
+        alone = LogAlone(base, group_commit_cpu)
         _create_store(base)
-        store = _open_store(base)
+        store = _open_store(base, StoreTuning(group_commit_cpu=group_commit_cpu))
         runs = []
         slices = max(1, round(seconds / 0.5))
         slice_s = seconds / slices
@@ -360,6 +364,9 @@ def _bench_store(directory: str | None, producers: tuple[int, ...], seconds: flo
                     "log_alone_ratio_to_raw": round(log_rate / raw_rate, 2)
                     if raw_rate else 0.0,
                 }
+                # where the store's force waiters gathered (-1: nowhere; the 1-producer
+                # run may show -2: its one thread never waited behind another's force)
+                row["group_commit_cpu"] = store.log.gather_cpu
                 if errors:
                     row["errors"] = errors[:3]
                 runs.append(row)

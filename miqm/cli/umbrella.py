@@ -36,11 +36,16 @@ def bench_store(
         0, help="also measure resident bytes per message with this many queued"),
     cpus: str = typer.Option("", help="comma-separated CPU numbers to run on, as "
                              "taskset -c (default: every CPU this process may use)"),
+    group_commit_cpu: str = typer.Option(
+        "auto", help="the store's GroupCommitCPU (qm.ini TuningParameters): auto, none or "
+        "a CPU number"),
 ) -> None:
     """Persistent 1 KiB put+commit at 1, 8, 64 producers against raw fdatasync."""
     import os
 
     from miqm.bench.store import bench_store as run
+    from miqm.config import parse_cpu
+    from miqm.errors import ConfigError
 
     try:
         counts = tuple(int(x) for x in producers.split(",") if x.strip())
@@ -56,8 +61,13 @@ def bench_store(
     if not set(chosen) <= allowed:
         fail(f"--cpus {cpus}: this process may run on CPUs "
              f"{','.join(map(str, sorted(allowed)))} only", 2)
+    try:
+        gather = parse_cpu(group_commit_cpu, "--group-commit-cpu")
+    except ConfigError as exc:
+        fail(str(exc), 2)
     result = run(directory, counts, seconds, recovery_records, memory_messages,
-                 echo=(lambda s: None) if as_json else print, cpus=chosen)
+                 echo=(lambda s: None) if as_json else print, cpus=chosen,
+                 group_commit_cpu=gather)
     if as_json:
         print(json.dumps(result))
 

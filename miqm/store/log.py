@@ -16,7 +16,8 @@ Writing rules that make every crash recoverable:
   ``SingleWrite`` rewrites the partial page in place instead (faster, and a torn write can
   then damage records already forced on that page - MQ's trade-off).
 * A force writes everything appended so far and fdatasyncs it; concurrent ``force`` calls
-  queue on one lock and the holder writes for all of them (group commit).
+  queue on one lock and the holder writes for all of them (group commit). Threads that
+  wait for a force gather on one CPU (``gather_cpu``; see ``_forcequeue.c`` for why).
 * The control file names every extent before any page of it is written.
 
 Reading stops at the first page with no valid image (torn tail) or at the last
@@ -28,9 +29,11 @@ after a newer one are refused (a stale writer).
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import itertools
 import json
+import os
 import struct
 import threading
 import time
@@ -50,7 +53,7 @@ from miqm.store.logbuffer import (
     full_fragment_scanner,
     native_force_queue,
 )
-from miqm.store.settings import PAGE, LogSettings
+from miqm.store.settings import GATHER_AUTO, GATHER_NONE, PAGE, LogSettings
 
 CONTROL = "amqhlctl.lfh"
 SLOTS = 2
@@ -184,9 +187,11 @@ class RecoveryLog:
     def open(cls, volume: Volume, settings: LogSettings, *, generation: int,
              write_guard: Callable[[], None] | None = None,
              on_event: Callable[..., None] | None = None,
-             clock: Callable[[], float] = time.monotonic) -> RecoveryLog:
+             clock: Callable[[], float] = time.monotonic,
+             gather_cpu: int = GATHER_AUTO) -> RecoveryLog:
         """Open the log for restart. Nothing is written until the first append or force
-        after :meth:`records` has found the end (so a corrupt log is left untouched)."""
+        after :meth:`records` has found the end (so a corrupt log is left untouched).
+        ``gather_cpu``: where threads waiting for a force are moved (GroupCommitCPU)."""
         try:
             raw = volume.read_bytes(CONTROL)
         except VolumeNotFound as exc:
@@ -203,12 +208,12 @@ class RecoveryLog:
                 f"{ctl.generation} recorded in the log: another instance has taken over; "
                 "this instance must not write", amq="AMQ7279")
         return cls(volume, settings, ctl, max(generation, ctl.generation + 1), write_guard,
-                   on_event, clock)
+                   on_event, clock, gather_cpu)
 
     def __init__(self, volume: Volume, settings: LogSettings, ctl: _Control, generation: int,
                  write_guard: Callable[[], None] | None,
                  on_event: Callable[..., None] | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], gather_cpu: int = GATHER_AUTO) -> None:
         self.volume = volume
         self.settings = settings
         self._ctl = ctl
@@ -246,8 +251,11 @@ class RecoveryLog:
         self._wseq = itertools.count()
         self._flushing = False
         # the same queue in C (waiting and waking without bytecode), unless switched off
+        self._gather_cpu = gather_cpu  # the Python queue's; the C queue keeps its own
+        self._main_thread = threading.main_thread().ident or 0
         fq = native_force_queue()
-        self._fq = None if fq is None else fq()
+        self._fq = None if fq is None else fq(gather_cpu=gather_cpu,
+                                              main_thread=self._main_thread)
         self._triple = settings.triple_write
         # the C buffer writes a force itself when every file has a direct descriptor
         self._native_write = hasattr(self._buf_cls, "write")
@@ -677,6 +685,9 @@ class RecoveryLog:
                 w = _thread_waiter()
                 w.lead = False
                 heapq.heappush(self._waitq, (lsn, next(self._wseq), w))
+                gather = -1 if w.placed else self._gather_target(w)
+            if gather >= 0:
+                _gather_thread(gather)
             w.lock.acquire()  # released by a leader: our record is durable, or we lead
             if w.lead:
                 break
@@ -687,6 +698,24 @@ class RecoveryLog:
                 self._flush()
         finally:
             self._hand_off()
+
+    @property
+    def gather_cpu(self) -> int:
+        """The CPU threads waiting for a force are moved to; GATHER_NONE (-1) if none,
+        GATHER_AUTO (-2) while no thread has waited yet."""
+        return self._gather_cpu if self._fq is None else self._fq.gather_cpu()
+
+    def _gather_target(self, w: _Waiter) -> int:
+        # the Python twin of gather_target() in _forcequeue.c (under _wlock)
+        if self._gather_cpu == GATHER_NONE:
+            return -1
+        w.placed = True
+        if threading.get_ident() == self._main_thread:
+            return -1
+        if self._gather_cpu == GATHER_AUTO:
+            cpu = _current_cpu()
+            self._gather_cpu = cpu if cpu >= 0 else GATHER_NONE
+        return self._gather_cpu
 
     def _after_enter(self, how: int) -> None:
         """A caller the C force queue did not find durable: it leads a force (``how`` 1;
@@ -1052,12 +1081,13 @@ class RecoveryLog:
 class _Waiter:
     """A thread's place in the force queue: a lock it blocks on until a leader releases it."""
 
-    __slots__ = ("lead", "lock")
+    __slots__ = ("lead", "lock", "placed")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
         self.lead = False
+        self.placed = False  # its CPUs are settled: gathered, or left as they were
 
 
 _local = threading.local()
@@ -1068,6 +1098,40 @@ def _thread_waiter() -> _Waiter:
     if w is None:
         w = _local.waiter = _Waiter()
     return w
+
+
+def keep_thread_cpus() -> None:
+    """No force queue ever moves the calling thread to its gather CPU (the checkpoint
+    thread: its work without the GIL belongs beside the producers' CPU, not on it)."""
+    _thread_waiter().placed = True
+    if _keep_cpus is not None:
+        _keep_cpus()
+
+
+try:
+    from miqm.store._forcequeue import keep_cpus as _keep_cpus
+except ImportError:
+    _keep_cpus = None
+
+try:
+    _sched_getcpu: Any = ctypes.CDLL(None, use_errno=True).sched_getcpu
+except (OSError, AttributeError):
+    _sched_getcpu = None
+
+
+def _current_cpu() -> int:
+    """The CPU the calling thread runs on now, or -1 if the C library cannot tell."""
+    return int(_sched_getcpu()) if _sched_getcpu is not None else -1
+
+
+def _gather_thread(cpu: int) -> None:
+    # the Python twin of gather_thread() in _forcequeue.c: best effort, only saves CPU
+    try:
+        mask = os.sched_getaffinity(0)
+        if cpu in mask and len(mask) > 1:
+            os.sched_setaffinity(0, {cpu})
+    except OSError:
+        pass
 
 
 class _PageReader:

@@ -243,7 +243,7 @@ class QueueManagerStore:
 
             recovery_log = RecoveryLog.open(log, settings, generation=generation,
                                             write_guard=write_guard, on_event=on_event,
-                                            clock=clock)
+                                            clock=clock, gather_cpu=tuning.group_commit_cpu)
         store = cls(data, recovery_log, qmgr, settings, tuning, write_guard=write_guard,
                     errlog=errlog, clock=clock, wallclock=wallclock)
         try:
@@ -507,6 +507,9 @@ class QueueManagerStore:
             self._checkpoint_locked()
 
     def _cp_loop(self) -> None:
+        from miqm.store.log import keep_thread_cpus
+
+        keep_thread_cpus()  # its encoding runs without the GIL: beside the producers
         tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
         while not self._stop.is_set():
             self._cp_kick.wait(tick)

@@ -16,6 +16,7 @@ LOG_PRIMARY_RANGE = (2, 510)
 LOG_SECONDARY_RANGE = (1, 509)
 LOG_MAX_ACTIVE_FILES = 511
 LOG_BUFFER_PAGES_RANGE = (18, 4096)  # 0 means the default, 512
+MAX_CPUS = 1024  # CPU numbers a thread's affinity mask can name (glibc's CPU_SETSIZE)
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,19 @@ class LogSettings:
         return self.write_integrity != "SingleWrite"
 
 
+#: ``GroupCommitCPU`` values besides a CPU number
+GATHER_NONE = -1  # none: threads waiting for log forces stay where the scheduler puts them
+GATHER_AUTO = -2  # auto: they gather on the CPU the first of them ran on
+
+
 @dataclass(frozen=True)
 class StoreTuning:
-    """Checkpoint and unit-of-work limits (TuningParameters / QMGR attributes)."""
+    """Checkpoint, unit-of-work and log-force limits (TuningParameters / QMGR attributes).
+
+    ``group_commit_cpu`` (GroupCommitCPU): the CPU a thread is moved to when it first waits
+    for a log force another thread is writing (see ``miqm/store/_forcequeue.c``);
+    :data:`GATHER_AUTO` (the default) or :data:`GATHER_NONE`.
+    """
 
     checkpoint_log_recd_max: int = 50000
     checkpoint_log_recd_min: int = 100
@@ -81,3 +92,10 @@ class StoreTuning:
     max_umsgs: int = 10000
     #: fraction of the active log a unit of work may pin before AMQ7469 rolls it back
     uow_log_space_limit: float = 0.8
+    group_commit_cpu: int = GATHER_AUTO
+
+    def __post_init__(self) -> None:
+        if not GATHER_AUTO <= self.group_commit_cpu < MAX_CPUS:
+            raise ConfigError(
+                f"GroupCommitCPU={self.group_commit_cpu} is not valid: use auto, none or a "
+                f"CPU number from 0 to {MAX_CPUS - 1}.")

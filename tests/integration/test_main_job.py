@@ -66,3 +66,25 @@ def test_bench_store_runs_on_the_cpus_it_is_given_and_refuses_others() -> None:
         assert proc.returncode == 2
         assert len(proc.stderr.strip().splitlines()) == 1 and bad in proc.stderr
 
+
+def test_bench_store_gathers_force_waiters_where_it_is_told() -> None:
+    """--group-commit-cpu sets the store's GroupCommitCPU and each row says where the
+    threads waiting for forces went (none: nowhere); a bad value is one line, exit 2."""
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("gathering needs two CPUs to choose from")
+    for value, expect in ((str(allowed[-1]), allowed[-1]), ("none", -1)):
+        proc = subprocess.run(
+            ["miqm", "bench", "store", "--json", "--seconds", "0.3", "--producers", "8",
+             "--group-commit-cpu", value],
+            capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, proc.stderr
+        row = json.loads(proc.stdout.strip().splitlines()[-1])["runs"][0]
+        assert row["group_commit_cpu"] == expect and row["commits_per_s"] > 0
+    proc = subprocess.run(["miqm", "bench", "store", "--group-commit-cpu", "sideways"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "sideways" in proc.stderr

@@ -7,7 +7,7 @@ import pytest
 from miqm import paths
 from miqm.config import HATuning, parse_ini, parse_qm_ini, render_qm_ini
 from miqm.errors import ConfigError, QMgrNotFound, UsageError
-from miqm.store.settings import LogSettings
+from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings, StoreTuning
 
 
 def test_round_trip_keeps_every_value() -> None:
@@ -43,6 +43,26 @@ def test_out_of_range_log_values_are_refused_with_one_line(key: str, value: str)
         parse_qm_ini(f"Log:\n   {key}={value}\n", "/d/qm.ini")
     line = err.value.user_line()
     assert "\n" not in line and "/d/qm.ini" in line and key in line
+
+
+@pytest.mark.parametrize(("text", "cpu"), [("auto", GATHER_AUTO), ("AUTO", GATHER_AUTO),
+                                           ("none", GATHER_NONE), ("0", 0), ("7", 7)])
+def test_group_commit_cpu_values_round_trip(text: str, cpu: int) -> None:
+    cfg = parse_qm_ini(f"TuningParameters:\n   GroupCommitCPU={text}\n")
+    assert cfg.tuning.group_commit_cpu == cpu
+    again = parse_qm_ini(render_qm_ini("QM1", LogSettings(), "/l", None, cfg.tuning))
+    assert again.tuning.group_commit_cpu == cpu
+    assert parse_qm_ini("").tuning.group_commit_cpu == GATHER_AUTO  # the default
+
+
+@pytest.mark.parametrize("value", ["-1", "1024", "two", "1,2", ""])
+def test_bad_group_commit_cpu_is_refused_with_one_line(value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_qm_ini(f"TuningParameters:\n   GroupCommitCPU={value}\n", "/d/qm.ini")
+    line = err.value.user_line()
+    assert "\n" not in line and "/d/qm.ini" in line and "GroupCommitCPU" in line
+    with pytest.raises(ConfigError):
+        StoreTuning(group_commit_cpu=-3)
 
 
 def test_too_many_active_files_refused() -> None:
