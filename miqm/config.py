@@ -20,7 +20,14 @@ import re
 from dataclasses import dataclass, field, fields, replace
 
 from miqm.errors import ConfigError
-from miqm.store.settings import GATHER_AUTO, GATHER_NONE, MAX_CPUS, LogSettings, StoreTuning
+from miqm.store.settings import (
+    GATHER_AUTO,
+    GATHER_NONE,
+    MAX_CPUS,
+    LogSettings,
+    StoreTuning,
+    cpu_text,
+)
 
 _KEY_RE = re.compile(r"^\s+([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _STANZA_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*$")
@@ -98,11 +105,6 @@ def parse_cpu(raw: str, what: str = "GroupCommitCPU") -> int:
         raise ConfigError(f"{what}={raw} is not valid: use auto, none or a CPU number from "
                           f"0 to {MAX_CPUS - 1}.")
     return int(raw)
-
-
-def cpu_text(cpu: int) -> str:
-    """GroupCommitCPU as written in qm.ini."""
-    return {GATHER_AUTO: "auto", GATHER_NONE: "none"}.get(cpu, str(cpu))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from miqm.store.logbuffer import (
     full_fragment_scanner,
     native_force_queue,
 )
-from miqm.store.settings import GATHER_AUTO, GATHER_NONE, PAGE, LogSettings
+from miqm.store.settings import GATHER_AUTO, GATHER_NONE, PAGE, LogSettings, cpu_text
 
 CONTROL = "amqhlctl.lfh"
 SLOTS = 2
@@ -1037,6 +1037,8 @@ class RecoveryLog:
             "LogType": self._ctl.log_type,
             "Generation": self.generation,
             "Forces": int(s["forces"]),
+            # where threads waiting for forces gather (auto: none has waited yet)
+            "GroupCommitCPU": cpu_text(self.gather_cpu),
             "HeadLSN": self._append_lsn,
             "RestartLSN": self._ctl.restart_lsn,
             "current_extent": self._name_of(self.extent_of_page(F.lsn_page(

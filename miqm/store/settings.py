@@ -77,6 +77,11 @@ GATHER_NONE = -1  # none: threads waiting for log forces stay where the schedule
 GATHER_AUTO = -2  # auto: they gather on the CPU the first of them ran on
 
 
+def cpu_text(cpu: int) -> str:
+    """GroupCommitCPU as qm.ini writes it: auto, none or the CPU number."""
+    return {GATHER_AUTO: "auto", GATHER_NONE: "none"}.get(cpu, str(cpu))
+
+
 @dataclass(frozen=True)
 class StoreTuning:
     """Checkpoint, unit-of-work and log-force limits (TuningParameters / QMGR attributes).

@@ -114,10 +114,12 @@ def test_auto_gathers_on_the_cpu_of_the_first_waiter(tmp_path: Path) -> None:
     log = open_log(tmp_path, GATHER_AUTO)
     try:
         assert log.gather_cpu == GATHER_AUTO  # chosen at the first wait
+        assert log.stats()["GroupCommitCPU"] == "auto"  # amqldmpa's line
         _, waiter = leader_and_waiter(log)
         chosen = log.gather_cpu
         assert chosen in ALLOWED
         assert waiter == {chosen}
+        assert log.stats()["GroupCommitCPU"] == str(chosen)
         _, second = leader_and_waiter(log)  # the choice holds for later waiters
         assert second == {chosen} and log.gather_cpu == chosen
     finally:
