@@ -17,10 +17,11 @@
  * the first waiter ran on, or one set by the caller). The threads that share forces need
  * the GIL one at a time, so spreading them over CPUs buys no parallelism, and every
  * wake-up and GIL hand-over between CPUs costs a cross-CPU interrupt: on the 2-vCPU
- * machine this was measured on, 64 producers gathered on one CPU took 23-29 us of CPU per
- * commit against 54-67 us spread (docs/benchmarks.md). The main thread is never moved
+ * machine this was measured on, 64 producers gathered on one CPU took 32-36 us of CPU per
+ * commit against 53-61 us spread (docs/benchmarks.md). The main thread is never moved
  * (the threads it starts and the processes it forks would inherit the mask), nor is a
- * thread that called keep_cpus(), nor one that may not run on the gather CPU.
+ * thread that called keep_cpus(), nor one that may not run on the gather CPU or may run
+ * on one CPU only (a queue manager started under taskset keeps its choice).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
