@@ -250,9 +250,9 @@ class RecoveryLog:
         self._waitq: list[tuple[int, int, _Waiter]] = []
         self._wseq = itertools.count()
         self._flushing = False
-        # the same queue in C (waiting and waking without bytecode), unless switched off
         self._gather_cpu = gather_cpu  # the Python queue's; the C queue keeps its own
-        self._main_thread = threading.main_thread().ident or 0
+        self._main_thread = threading.main_thread().ident or 0  # never moved
+        # the same queue in C (waiting and waking without bytecode), unless switched off
         fq = native_force_queue()
         self._fq = None if fq is None else fq(gather_cpu=gather_cpu,
                                               main_thread=self._main_thread)
