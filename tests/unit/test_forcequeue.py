@@ -1,6 +1,6 @@
 """The log's force queue in C (``_forcequeue.ForceQueue``): who waits, who is woken as
 durable, who leads next, and what a stopped log tells its waiters. Through the log, every
-test of tests/unit/test_log.py runs over it too (its c-buffer half)."""
+test of tests/unit/test_log.py runs over it too (its c-parts half)."""
 
 from __future__ import annotations
 

@@ -15,25 +15,15 @@ import pytest
 
 from lockfs.posix import PosixVolume
 from miqm.store.log import RecoveryLog, keep_thread_cpus
-from miqm.store.logbuffer import native_available
 from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings
 
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
 ALLOWED = os.sched_getaffinity(0)
-pytestmark = pytest.mark.skipif(len(ALLOWED) < 2, reason="gathering needs two CPUs to "
-                                "choose from (this process may use one)")
-
-
-@pytest.fixture(autouse=True, params=["c-queue", "python-queue"])
-def force_queue(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs over both force queues."""
-    if request.param == "c-queue":
-        if not native_available():
-            pytest.skip("the C parts are not built (pip install -e . builds them)")
-        monkeypatch.setenv("MIQM_NATIVE_LOG", "1")
-    else:
-        monkeypatch.setenv("MIQM_NATIVE_LOG", "0")
-    return str(request.param)
+pytestmark = [
+    pytest.mark.skipif(len(ALLOWED) < 2, reason="gathering needs two CPUs to choose from "
+                       "(this process may use one)"),
+    pytest.mark.usefixtures("c_parts_or_python"),  # both force queues
+]
 
 
 def open_log(tmp_path: Path, gather_cpu: int) -> RecoveryLog:

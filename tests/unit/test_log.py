@@ -21,6 +21,10 @@ from miqm.store.log import CONTROL, SLOTS, RecoveryLog
 from miqm.store.logbuffer import native_available
 from miqm.store.settings import PAGE, LogSettings
 
+# every test here runs over both append buffers (the C one writes forces itself) and
+# both force queues
+pytestmark = pytest.mark.usefixtures("c_parts_or_python")
+
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
 LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=2, secondary_files=2)
 
@@ -40,18 +44,6 @@ def reopen(vol: PosixVolume, gen: int, settings: LogSettings = SMALL
 
 def payload(i: int, size: int) -> bytes:
     return (f"{i:08d}".encode() * (size // 8 + 1))[:size]
-
-
-@pytest.fixture(autouse=True, params=["c-buffer", "python-buffer"])
-def log_buffer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here runs over both append buffers (the C one writes forces itself)."""
-    if request.param == "c-buffer":
-        if not native_available():
-            pytest.skip("the C log buffer is not built (pip install -e . builds it)")
-        monkeypatch.setenv("MIQM_NATIVE_LOG", "1")
-    else:
-        monkeypatch.setenv("MIQM_NATIVE_LOG", "0")
-    return str(request.param)
 
 
 def digest(directory: Path) -> str:
