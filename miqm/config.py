@@ -23,7 +23,6 @@ from miqm.errors import ConfigError
 from miqm.store.settings import (
     GATHER_AUTO,
     GATHER_NONE,
-    MAX_CPUS,
     LogSettings,
     StoreTuning,
     cpu_text,
@@ -96,14 +95,14 @@ def _float(values: dict[str, str], key: str, default: float, source: str) -> flo
 
 
 def parse_cpu(raw: str, what: str = "GroupCommitCPU") -> int:
-    """GroupCommitCPU's text (auto, none or a CPU number) as StoreTuning holds it."""
+    """GroupCommitCPU's text (auto, none or a CPU number) as StoreTuning holds it; the
+    number's range is StoreTuning's to check."""
     if raw.lower() == "auto":
         return GATHER_AUTO
     if raw.lower() == "none":
         return GATHER_NONE
-    if not raw.isdigit() or int(raw) >= MAX_CPUS:
-        raise ConfigError(f"{what}={raw} is not valid: use auto, none or a CPU number from "
-                          f"0 to {MAX_CPUS - 1}.")
+    if not raw.isdigit():
+        raise ConfigError(f"{what}={raw} is not valid: use auto, none or a CPU number.")
     return int(raw)
 
 

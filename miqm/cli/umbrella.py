@@ -46,6 +46,7 @@ def bench_store(
     from miqm.bench.store import bench_store as run
     from miqm.config import parse_cpu
     from miqm.errors import ConfigError
+    from miqm.store.settings import StoreTuning
 
     try:
         counts = tuple(int(x) for x in producers.split(",") if x.strip())
@@ -62,7 +63,8 @@ def bench_store(
         fail(f"--cpus {cpus}: this process may run on CPUs "
              f"{','.join(map(str, sorted(allowed)))} only", 2)
     try:
-        gather = parse_cpu(group_commit_cpu, "--group-commit-cpu")
+        gather = StoreTuning(group_commit_cpu=parse_cpu(
+            group_commit_cpu, "--group-commit-cpu")).group_commit_cpu  # range checked there
     except ConfigError as exc:
         fail(str(exc), 2)
     result = run(directory, counts, seconds, recovery_records, memory_messages,
