@@ -35,7 +35,6 @@ from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
-from miqm.store.logbuffer import native_hot_path, native_store_method
 from miqm.store.queues import (
     DEFAULT_ATTRS,
     LocalQueue,
@@ -199,10 +198,6 @@ class QueueManagerStore:
         # tests: called between a checkpoint's locked first step and the rest
         self._cp_between: Callable[[], None] | None = None
         self.recovery_stats: dict[str, Any] = {}
-        # the C twin of begin/put/commit's common case (None: the Python bodies serve)
-        hot = native_hot_path()
-        self._hot = None if hot is None else hot(MemMessage, UnitOfWork, LogFullError,
-                                                  R.PUT, R.COMMIT)
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -460,13 +455,6 @@ class QueueManagerStore:
         if not self._cp_wanted:
             self._cp_wanted = True
             self._cp_kick.set()
-
-    def _after_op_locked(self) -> None:
-        """:meth:`_after_op` after an operation the C hot path did (it leaves the store
-        lock released); its callers call this only when ``_check_due`` is set, so the
-        lock is taken only then."""
-        with self._lock:
-            self._after_op()
 
     def _log_usage(self) -> float:
         try:
@@ -1216,17 +1204,3 @@ class QueueManagerStore:
 
         media.recreate_object(self, queue)
 
-
-def _install_c_methods() -> None:
-    """With the C part, begin, put and commit are ``StoreMethod``s (``_hotpath.c``): the
-    common case done in C through the store's ``_hot``, anything else handed, with the
-    same arguments, to the Python bodies above (the reference and the general path; the
-    methods themselves without the C part or with ``MIQM_NATIVE_LOG=0``)."""
-    method = native_store_method()
-    if method is None:
-        return
-    for name in ("begin", "put", "commit"):
-        setattr(QueueManagerStore, name, method(name, getattr(QueueManagerStore, name)))
-
-
-_install_c_methods()

@@ -429,10 +429,7 @@ class PriorityIndex:
 
 @dataclass(slots=True)
 class MemMessage:
-    """A message whose body is in memory: non-persistent, or not yet checkpointed.
-
-    The C hot path (``_hotpath.c``) builds these without calling ``__init__``: fields
-    only, no defaults or ``__post_init__``."""
+    """A message whose body is in memory: non-persistent, or not yet checkpointed."""
 
     priority: int
     persistent: bool

@@ -1,6 +1,6 @@
 """The store's C parts for restart and takeover against the Python code they mirror:
-the PUT redo (the same log replayed by each leaves the same queues, index, units of work
-and messages), the checkpoint's body writes (byte-identical queue files) and the
+restart over the C log reader (the same log replayed leaves the same queues, index,
+units of work and messages), the checkpoint's body writes (byte-identical queue files) and the
 queue-file scan (the same records, space map and garbage, for every window size and
 with a damaged record)."""
 
@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from lockfs.posix import PosixVolume
-from miqm.store.logbuffer import native_put_redo
+from miqm.store.logbuffer import native_available
 from miqm.store.qmstore import QueueManagerStore
 from miqm.store.settings import LogSettings, StoreTuning
 
 SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
 TUNING = StoreTuning(checkpoint_log_recd_max=1_000_000, max_umsgs=100_000)
 
-pytestmark = pytest.mark.skipif(native_put_redo() is None,
-                                reason="the C redo is not built (pip install -e .)")
+pytestmark = pytest.mark.skipif(not native_available(),
+                                reason="the C parts are not built (pip install -e .)")
 
 
 def _open(root: Path, generation: int) -> QueueManagerStore:
@@ -99,7 +99,7 @@ def _browse_all(store: QueueManagerStore) -> list[tuple[Any, ...]]:
     return out
 
 
-def test_the_c_redo_rebuilds_what_the_python_redo_rebuilds(
+def test_restart_over_the_c_parts_rebuilds_what_the_python_twins_rebuild(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from miqm.store import qmstore
 
@@ -124,21 +124,6 @@ def test_the_c_redo_rebuilds_what_the_python_redo_rebuilds(
     assert c_state == py_state
     assert c_messages == py_messages
     assert py_files and c_files == py_files
-
-
-def test_the_c_redo_hands_what_it_cannot_redo_back(tmp_path: Path) -> None:
-    from miqm.store import records as R
-    from miqm.store.queues import MemMessage
-    from miqm.store.recovery import MSGID_PREFIX, StoreState
-
-    redo = native_put_redo()(StoreState(), MemMessage, MSGID_PREFIX)  # type: ignore[misc]
-    put = R.encode_put(0, "NOWHERE", 1, 0, 0.0, bytes(24), bytes(24), b"x")
-    assert redo.redo(put, 100) is False  # no such queue: the general path decides
-    with pytest.raises((IndexError, ValueError)):
-        redo.redo(put[:20], 100)
-    with pytest.raises(UnicodeDecodeError):
-        redo.redo(R.encode_put(0, "Q", 1, 0, 0.0, bytes(24), bytes(24), b"")
-                  .replace(b"Q", b"\xff", 1), 100)
 
 
 def _queue_file_with_history(root: Path) -> tuple[Path, int]:
