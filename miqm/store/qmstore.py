@@ -366,6 +366,13 @@ class QueueManagerStore:
         return q, qf.max_cp_seen
 
     # ------------------------------------------------------------------ internals
+    @property
+    def failure(self) -> BaseException | None:
+        """What stopped the store (a failed log write or force, a write guard that refused,
+        a failed checkpoint), or None while it works. Once set it stays set: every later
+        operation raises :class:`StoreError`, and the owner should stop the instance."""
+        return self._failed
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"queue manager '{self.qmgr}' store is closed")
@@ -1193,14 +1200,39 @@ class QueueManagerStore:
 
     # ------------------------------------------------------------------ media
     def record_image(self, queue: str) -> None:
-        """rcdmqimg: a media image of ``queue`` (linear logging)."""
+        """rcdmqimg: a media image of ``queue`` (linear logging; see :mod:`media`)."""
         from miqm.store import media
 
-        media.record_image(self, queue)
+        media.require_linear(self.settings.log_type, self.qmgr)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            self._checkpoint_locked()
+            info = self.last_checkpoint
+            assert q.file is not None and q.file.f is not None
+            media.write_image(self.data, queue, q.file.f, info, q.qid)
+            lsn = self._append(R.encode_json(R.MEDIA, {"name": queue,
+                                                       "lsn": info.restart_lsn}))
+            self._media[queue] = int(info.restart_lsn)  # type: ignore[arg-type]
+            q.media_lsn = self._media[queue]
+            self._checkpoint_locked()
+        self._force(lsn)
 
     def recreate_object(self, queue: str) -> None:
         """rcrmqobj: rebuild ``queue``'s file from its image plus the log."""
         from miqm.store import media
 
-        media.recreate_object(self, queue)
+        media.require_linear(self.settings.log_type, self.qmgr)
+        with self._lock:
+            self._await_checkpoint_idle()  # the queue file is closed and replaced below
+            self._check_open()
+            live = self.state.queues.get(queue)
+            if live is None:
+                raise ObjectError(f"queue '{queue}' is not defined", amq="AMQ8147")
+            q = media.rebuild_queue(self.data, self.log, live)
+            if live.file is not None:
+                live.file.close()
+            self.state.queues[queue] = q
+            self._damaged.pop(queue, None)
+            self._checkpoint_locked()
 
