@@ -47,7 +47,7 @@ for v in "${pythons[@]}"; do
     vpy="$work/venv-$v/bin/python"
     (cd "$src" && "$vpy" -m pip install -q -e '.[test]' >"$work/pip-$v.log" 2>&1) || {
         cat "$work/pip-$v.log" >&2; echo "multipython: install failed on CPython $v" >&2; exit 1; }
-    (cd "$src" && "$vpy" -c 'import miqm.store._logbuffer, miqm.store._queuefile, miqm.store._forcequeue') || {
+    (cd "$src" && "$vpy" -c 'import miqm.store._logbuffer, miqm.store._forcequeue') || {
         echo "multipython: the C parts did not build on CPython $v" >&2; exit 1; }
     echo "multipython: CPython $v, with the C parts"
     (cd "$src" && MIQM_NATIVE_LOG=1 "$vpy" -m pytest -q -p no:cacheprovider "${TESTS_C[@]}")

@@ -1,6 +1,5 @@
-/* Helpers shared by the store's C parts (_logbuffer.c, _queuefile.c: separate extension
- * modules, so these are static inline in each): little-endian fields of the on-disk
- * formats. No Python API. Include after Python.h. */
+/* Helpers for the store's C parts (static inline: each part is its own extension
+ * module): little-endian fields of the on-disk formats. No Python API. */
 #ifndef MIQM_CPARTS_H
 #define MIQM_CPARTS_H
 

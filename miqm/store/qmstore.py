@@ -37,11 +37,10 @@ from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
 from miqm.store.queues import (
     DEFAULT_ATTRS,
+    BodyWriter,
     LocalQueue,
     MemMessage,
     QueueFile,
-    encode_record,
-    pending_writer,
 )
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
@@ -90,7 +89,7 @@ class _CheckpointPlan:
     # files written, each with the (offset, length) runs of its bulk writes
     written: list[tuple[Any, list[tuple[int, int]]]]
     # bodies planned under the lock and encoded and written in the second step:
-    # (file, queues.pending_writer after plan(), that file's runs in ``written``)
+    # (file, queues.BodyWriter after plan(), that file's runs in ``written``)
     encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
 
@@ -1109,25 +1108,11 @@ class QueueManagerStore:
             # one pass over the bodies held in memory: persistent ones go to the file and
             # leave memory together at the end (a restart after a million puts has a
             # million of them: no list of them, no deletion one by one)
-            native = pending_writer()
-            if native is not None:  # the same loop in C (queues.pending_writer)
-                # here only their blocks are chosen and indexed; the second step encodes
-                # and writes them (lock released; a get meanwhile finds them in in_flight)
-                ix = q.index
-                w = native(mem, ix.keys, ix.blocks, ix.head, qf.space, qf._hint, seq, q.qid,
-                           _RUN_MAX)
-                w.plan()
-                qf._hint = w.hint
-                q.mem = w.kept
-                plan.encoders.append((qf.f, w, runs))
-            else:
-                file_pwrite = qf.f.pwrite  # type: ignore[union-attr]
-
-                def pwrite(data: bytes | bytearray, offset: int) -> None:
-                    file_pwrite(data, offset)
-                    runs.append((offset, len(data)))
-
-                q.mem = self._write_bodies(q, qf, mem, seq, pwrite)
+            # here only their blocks are chosen and indexed; the second step encodes
+            # and writes them (lock released; a get meanwhile finds them in in_flight)
+            w = BodyWriter(q, qf, mem, seq, _RUN_MAX)
+            q.mem = w.plan()
+            plan.encoders.append((qf.f, w, runs))
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
@@ -1135,36 +1120,6 @@ class QueueManagerStore:
             plan.written.append((qf.f, runs))
         if fresh:
             plan.replaced.append(q)
-
-    @staticmethod
-    def _write_bodies(q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,
-                      pwrite: Callable[[bytes | bytearray, int], None]
-                      ) -> dict[int, MemMessage]:
-        """Write the persistent bodies held in memory to the queue file in runs of
-        contiguous blocks; returns the messages that stay in memory."""
-        kept: dict[int, MemMessage] = {}
-        find, blocks = q.index.find, q.index.blocks
-        qid, allocate = q.qid, qf.allocate
-        run_start = -1
-        run = bytearray()
-        for k, m in mem.items():
-            hit = find(k, m.priority) if m.persistent else None
-            if hit is None:
-                kept[k] = m
-                continue
-            rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
-                                m.correlid, m.body)
-            b = allocate(len(rec) // 512)
-            if run_start >= 0 and b == run_start + len(run) // 512 and len(run) < _RUN_MAX:
-                run += rec
-            else:
-                if run:
-                    pwrite(run, 4096 + run_start * 512)
-                run_start, run = b, bytearray(rec)
-            blocks[hit[0]][hit[1]] = b
-        if run:
-            pwrite(run, 4096 + run_start * 512)
-        return kept
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
