@@ -44,7 +44,7 @@ from lockfs.volume import LockMode, Volume
 PAGE = 4096
 DATA_FILE = "amqmfsck.dat"
 _FILE_HEAD = struct.Struct("<8sII")  # magic, pages, crc
-_PAGE_HEAD = struct.Struct("<4sIQI8sI")  # magic, gen, seq, index, writer, crc
+_PAGE_HEAD = struct.Struct("<4sIQQI8sI")  # magic, gen, seq, gen start, index, writer, crc
 FILE_MAGIC = b"FSCKLOG1"
 PAGE_MAGIC = b"FSPG"
 
@@ -54,12 +54,14 @@ def round_pages(pages: int) -> int:
     return max(16, (pages + 15) // 16 * 16)
 
 
-def make_page(gen: int, seq: int, index: int, writer: bytes) -> bytes:
-    """A data page with its header and a payload derived from its identity."""
+def make_page(gen: int, seq: int, index: int, writer: bytes, start: int = 1) -> bytes:
+    """A data page with its header and a payload derived from its identity; ``start`` is
+    the sequence number its generation began at."""
     pattern = struct.pack("<IQI", gen, seq, index) + writer
     body = (pattern * (PAGE // len(pattern) + 1))[:PAGE - _PAGE_HEAD.size]
-    crc = crc32c.crc32c(_PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, index, writer, 0) + body)
-    return _PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, index, writer, crc) + body
+    head = _PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, start, index, writer, 0)
+    crc = crc32c.crc32c(head + body)
+    return _PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, start, index, writer, crc) + body
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Page:
     gen: int = 0
     seq: int = 0
     writer: bytes = b""
+    start: int = 0
 
 
 def parse_page(index: int, raw: bytes) -> Page:
@@ -79,12 +82,12 @@ def parse_page(index: int, raw: bytes) -> Page:
         return Page(index, "blank")
     if len(raw) != PAGE:
         return Page(index, "torn")
-    magic, gen, seq, idx, writer, crc = _PAGE_HEAD.unpack_from(raw)
+    magic, gen, seq, start, idx, writer, crc = _PAGE_HEAD.unpack_from(raw)
     body = raw[_PAGE_HEAD.size:]
     if magic != PAGE_MAGIC or idx != index or crc32c.crc32c(
-            _PAGE_HEAD.pack(magic, gen, seq, idx, writer, 0) + body) != crc:
+            _PAGE_HEAD.pack(magic, gen, seq, start, idx, writer, 0) + body) != crc:
         return Page(index, "torn")
-    return Page(index, "valid", gen, seq, writer)
+    return Page(index, "valid", gen, seq, writer, start)
 
 
 def index_of(seq: int, pages: int) -> int:
@@ -151,13 +154,16 @@ def analyse(pages: int, layout: list[Page]) -> dict[str, Any]:
         return {"ok": True, "pages": pages, "written": 0, "problems": [],
                 "generations": {}, "torn": torn,
                 "summary": "nothing was written (run -a first)"}
-    top = -1
+    starts: dict[int, int] = {}
     for p in valid:
-        if p.gen < top:
+        starts[p.gen] = min(starts.get(p.gen, p.start), p.start)
+    for p in valid:
+        later = [g for g, st in starts.items() if g > p.gen and st <= p.seq]
+        if later:
             problems.append(f"hole: page {p.index} holds sequence {p.seq} of generation "
-                            f"{p.gen}, written after generation {top} had taken over (a "
-                            "write that failed before the outage landed after it)")
-        top = max(top, p.gen)
+                            f"{p.gen}, but generation {min(later)} had taken over from "
+                            f"sequence {starts[min(later)]} (a write that failed before the "
+                            "outage landed after it)")
     max_seq = valid[-1].seq
     lap = pages - 1
     want = range(max(1, max_seq - lap + 1), max_seq + 1)
@@ -165,8 +171,8 @@ def analyse(pages: int, layout: list[Page]) -> dict[str, Any]:
     tail = index_of(max_seq + 1, pages)
     for seq in want:
         p = by_index[index_of(seq, pages)]
-        if p.state == "valid" and p.seq == seq:
-            continue
+        if (p.state == "valid" and p.seq == seq) or (p.index == tail and p.state == "torn"):
+            continue  # present, or overwritten by the last writer's torn final write
         what = ("torn" if p.state == "torn" else "blank" if p.state == "blank"
                 else f"sequence {p.seq} of generation {p.gen}")
         problems.append(f"hole: sequence {seq} is missing from page {p.index} ({what})")
@@ -246,6 +252,7 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
             valid = [p for p in layout if p.state == "valid"]
             gen = max((p.gen for p in valid), default=0) + 1
             seq = max((p.seq for p in valid), default=0) + 1
+            start = seq
             writer = hashlib.blake2b(party.token.encode(), digest_size=8).digest()
             res.details.update(generation=gen, first_seq=seq, waited=round(waited, 3))
             res.step(f"granted the lock after {waited:.2f} s: generation {gen} writes from "
@@ -257,7 +264,7 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
             written = 0
             try:
                 while not stop["signal"]:
-                    f.pwrite(make_page(gen, seq, index_of(seq, pages), writer),
+                    f.pwrite(make_page(gen, seq, index_of(seq, pages), writer, start),
                              index_of(seq, pages) * PAGE)
                     f.fdatasync()
                     written += 1

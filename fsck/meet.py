@@ -202,6 +202,16 @@ def run_meet(vol: Volume, results: list[TestResult], opts: MeetOptions) -> None:
             party.close()
 
 
+def _linger(party: Party, state: str, seconds: float = 1.5) -> None:
+    """Publish ``state`` for a while, so that the other party sees it before we go."""
+    end = party.clock() + seconds
+    while True:
+        party.publish(state)
+        if party.clock() >= end:
+            return
+        party.sleep(PERIOD)
+
+
 def _others(party: Party) -> list[Seen]:
     return [s for s in party.look().values() if party.alive(s)]
 
@@ -222,7 +232,7 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         longest_gap = max(longest_gap, now - last_tick)
         last_tick = now
         if lf.lock_lost():
-            party.publish("lost")
+            _linger(party, "lost")
             why = (f"this process, alive, lost the lock it held (its longest pause "
                    f"{longest_gap:.1f} s; lease {vol.lease_seconds or 0:g} s)")
             if opts.lease_mode:
@@ -237,8 +247,8 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         party.publish()
         for s in _others(party):
             st = s.record.get("state")
-            if st in ("holding", "granted"):
-                party.publish("violation")
+            if st in ("holding", "granted", "violation"):
+                _linger(party, "violation")
                 raise Failed(f"{NOT_ENFORCED}: the process {s.record.get('token')} was "
                              "granted the lock that this process holds", CAUSE_LOCKS,
                              "use a filesystem whose byte-range locks reach the server "
@@ -339,7 +349,7 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         for s in _others(party):
             st = s.record.get("state")
             changed_after = s.changed is not None and s.changed > got
-            if st in ("holding", "granted") and changed_after:
+            if st in ("holding", "granted", "violation") and changed_after:
                 verdict = {"ok": False, "cause": CAUSE_LOCKS,
                            "reason": f"{NOT_ENFORCED}: this process was granted the lock "
                                      f"while {s.record.get('token')} still holds it",
