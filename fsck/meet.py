@@ -54,6 +54,7 @@ SETTLE = 3.0  # how long the new holder watches the old one after the hand-off
 RECORD = 1024
 PREFIX = "amqmfsck"
 NOT_ENFORCED = "the filesystem does not enforce locks across hosts"
+HOLDING_TICKS = 3  # heartbeats in "holding" that make another party a live holder
 
 
 def progress(text: str, quiet: bool) -> None:
@@ -72,6 +73,12 @@ class Seen:
     first_seen: float
     changed: float | None = None  # monotonic time the heartbeat was last seen to advance
     state_since: dict[str, float] = field(default_factory=dict)
+    #: heartbeat advances seen per state, with the time of the last one
+    ticks: dict[str, list[float]] = field(default_factory=dict)
+
+    def ticks_since(self, state: str, since: float) -> int:
+        """Heartbeat advances seen in ``state`` after monotonic time ``since``."""
+        return sum(1 for t in self.ticks.get(state, []) if t > since)
 
 
 class Party:
@@ -135,9 +142,10 @@ class Party:
                 self.seen[tok] = Seen(rec, int(rec["hb"]), now, None,
                                       {str(rec.get("state")): now})
                 continue
+            st = str(rec.get("state"))
             if int(rec["hb"]) != s.hb:
                 s.hb, s.changed = int(rec["hb"]), now
-            st = str(rec.get("state"))
+                s.ticks.setdefault(st, []).append(now)
             s.state_since.setdefault(st, now)
             s.record = rec
         return self.seen
@@ -247,7 +255,8 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         party.publish()
         for s in _others(party):
             st = s.record.get("state")
-            if st in ("holding", "granted", "violation"):
+            if st in ("holding", "granted", "violation") and (
+                    st == "violation" or s.ticks_since(st, granted) >= HOLDING_TICKS):
                 _linger(party, "violation")
                 raise Failed(f"{NOT_ENFORCED}: the process {s.record.get('token')} was "
                              "granted the lock that this process holds", CAUSE_LOCKS,
@@ -349,7 +358,10 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         for s in _others(party):
             st = s.record.get("state")
             changed_after = s.changed is not None and s.changed > got
-            if st in ("holding", "granted", "violation") and changed_after:
+            # a holder resumed after a pause may publish once more before it checks its
+            # lock: it must go on saying "holding" to count as holding
+            if st in ("holding", "granted", "violation") and changed_after and (
+                    st == "violation" or s.ticks_since(st, got) >= HOLDING_TICKS):
                 verdict = {"ok": False, "cause": CAUSE_LOCKS,
                            "reason": f"{NOT_ENFORCED}: this process was granted the lock "
                                      f"while {s.record.get('token')} still holds it",
