@@ -176,7 +176,9 @@ def two_bindfs_mounts(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
     mounted = []
     try:
         for m in (m1, m2):
-            subprocess.run(["bindfs", str(src), str(m)], check=True)
+            res = subprocess.run(["bindfs", str(src), str(m)], capture_output=True, text=True)
+            if res.returncode != 0:
+                pytest.skip(f"bindfs cannot mount here (no /dev/fuse?): {res.stderr.strip()}")
             mounted.append(m)
         yield src, m1, m2
     finally:
