@@ -107,8 +107,13 @@ def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fal
     """Run the tests and print the report; the exit code."""
     from fsck import basic, mounts
     from lockfs import open_volume
+    from lockfs.errors import BadLocation
 
-    vol = open_volume(directory)
+    try:
+        vol = open_volume(directory)
+    except BadLocation as exc:
+        raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
+                        "nfs4://server[:port]/export/path") from None
     label = mode or ("-f" if format_file else "-x" if delete else "plain")
     report = Report(directory, label)
     results: list[TestResult] = report.tests

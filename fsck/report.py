@@ -19,6 +19,7 @@ from typing import Any
 from lockfs.errors import (
     LockFsError,
     LockLostError,
+    VolumeIOError,
     VolumeNotFound,
     VolumePermissionError,
     VolumeStalled,
@@ -93,9 +94,10 @@ def from_error(exc: BaseException, what: str) -> tuple[str, str, str]:
         return (f"{what}: permission denied ({text})", CAUSE_PERMISSIONS,
                 "give the user that runs the queue manager (mqm) write access: same owner, "
                 "same uid and gid on every host, mode 2775 on the directory")
-    if isinstance(exc, VolumeStalled):
-        return (f"{what}: no answer in time ({text})", CAUSE_SERVER,
-                "check the server and the network; use a hard mount")
+    if isinstance(exc, VolumeStalled) or (isinstance(exc, VolumeIOError) and (
+            text.startswith("mount ") or ": mount " in text)):
+        return (f"{what}: the NFS server did not answer ({text})", CAUSE_SERVER,
+                "check that the server runs and is reachable from this host")
     if isinstance(exc, LockLostError):
         return (f"{what}: a lock this process held was lost under it ({text})", CAUSE_LEASE,
                 "the lease ran out while the holder lived: check the server's lease and "

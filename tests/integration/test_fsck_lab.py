@@ -25,8 +25,9 @@ def _dir(nfs_lab: lab.NfsLab, sub: str) -> tuple[str, Path]:
     return nfs_lab.url(sub), d
 
 
-def _in(nfs_lab: lab.NfsLab, ns: str, *args: str) -> subprocess.Popen[str]:
-    return nfs_lab.run_in(ns, [sys.executable, "-m", "fsck", *args])
+def _in(nfs_lab: lab.NfsLab, ns: str, *args: str,
+        env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return nfs_lab.run_in(ns, [sys.executable, "-m", "fsck", *args], env=env)
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
@@ -67,14 +68,14 @@ def test_plain_w_and_c_pass_between_the_two_hosts(nfs_lab: lab.NfsLab) -> None:
     assert not list(d.glob("amqmfsck.*.state"))
 
 
-def _holder_and_waiter(nfs_lab: lab.NfsLab, url: str, d: Path, *extra: str
+def _holder_and_waiter(nfs_lab: lab.NfsLab, url: str, d: Path, *extra: str,
+                       env: dict[str, str] | None = None
                        ) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
     test = "lease" if "--lease" in extra else "w"
     first = _in(nfs_lab, "a", "-w" if test == "w" else "--lease", "--hold", "600",
                 "--json", "--wait", "120", url)
     fu.wait_state(d, test, "holding", proc=first)
-    second = _in(nfs_lab, "b", "-w" if test == "w" else "--lease", "--json", "--wait", "60",
-                 url)
+    second = _in(nfs_lab, "b", *(extra or ["-w"]), "--json", "--wait", "60", url, env=env)
     fu.wait_state(d, test, "waiting", proc=second)
     time.sleep(0.5)
     return first, second
@@ -169,3 +170,29 @@ def test_integrity_after_the_writer_is_cut_off(nfs_lab: lab.NfsLab) -> None:
     print(f"\nlab -a/-i: {verdict['summary']}")
     code, _, err = _finish(_in(nfs_lab, "b", "-x", url))
     assert code == 0 and not list(d.iterdir()), err
+
+
+def test_lease_against_a_queue_managers_timings(nfs_lab: lab.NfsLab, tmp_path: Path) -> None:
+    root = tmp_path / "mqroot"
+    root.mkdir()
+    env = {"MIQM_DATA_ROOT": str(root)}
+    crtmqm = str(Path(sys.executable).with_name("crtmqm"))
+    subprocess.run([crtmqm, "QM1"], check=True, capture_output=True,
+                   env={**fu.env(), **env})
+    ini = root / "qmgrs" / "QM1" / "qm.ini"
+    ini.write_text(ini.read_text().replace("VerifyInterval=10", "VerifyInterval=1")
+                   .replace("MonitorStall=20", "MonitorStall=1.5"))
+    url, d = _dir(nfs_lab, "fsck-lease")
+    first, second = _holder_and_waiter(nfs_lab, url, d, "--lease", "-m", "QM1", env=env)
+    try:
+        nfs_lab.cut("a")
+        code, out, err = _finish(second)
+    finally:
+        nfs_lab.heal("a")
+        first.kill()
+        _finish(first)
+    doc = fu.result(out)
+    assert "VerifyInterval + MonitorStall = 2.5 s (qm.ini of QM1)" in doc["notes"]
+    hand = fu.test_of(doc, "lease hand-off")["details"]["handoff"]
+    # 2.5 s of verify + stall ends well inside the 5 s lease: the instance stops first
+    assert code == 0 and hand["budget"] == 2.5 and hand["seconds"] > 2.5, err
