@@ -45,7 +45,7 @@ from fsck.report import (
     TestResult,
     run_test,
 )
-from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.errors import LockFsError, VolumeNotFound, VolumeStalled
 from lockfs.volume import LockMode, Volume, VolumeFile
 
 PERIOD = 0.1  # heartbeat period, seconds
@@ -214,7 +214,10 @@ def _linger(party: Party, state: str, seconds: float = 1.5) -> None:
     """Publish ``state`` for a while, so that the other party sees it before we go."""
     end = party.clock() + seconds
     while True:
-        party.publish(state)
+        try:
+            party.publish(state)
+        except LockFsError:
+            return  # cannot say it: the other side decides on its own
         if party.clock() >= end:
             return
         party.sleep(PERIOD)
@@ -235,6 +238,7 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
     waiter_at: float | None = None
     last_tick = clock()
     longest_gap = 0.0
+    stalls = 0
     while True:
         now = clock()
         longest_gap = max(longest_gap, now - last_tick)
@@ -252,8 +256,19 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                          "a holder stopped or cut off longer than the lease loses its lock: "
                          "the queue manager must stop itself within VerifyInterval + "
                          "MonitorStall, which must be shorter than the lease")
-        party.publish()
-        for s in _others(party):
+        try:
+            party.publish()
+            others = _others(party)
+        except VolumeStalled:
+            # a call cut short (this process was stopped in it, or the link is down):
+            # the lock's own state decides, at the top of the loop
+            stalls += 1
+            if stalls * PERIOD > opts.wait:
+                raise
+            party.sleep(PERIOD)
+            continue
+        stalls = 0
+        for s in others:
             st = s.record.get("state")
             if st in ("holding", "granted", "violation") and (
                     st == "violation" or s.ticks_since(st, granted) >= HOLDING_TICKS):
