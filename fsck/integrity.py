@@ -131,6 +131,9 @@ def run_format(vol: Volume, results: list[TestResult], pages: int) -> None:
     with run_test(results, "format test file") as res:
         pages = round_pages(pages)
         vol.unlink(DATA_FILE)
+        for name in vol.listdir(""):  # what earlier writers synced is of no concern now
+            if name.startswith("amqmfsck.a.") and name.endswith(".state"):
+                vol.unlink(name)
         with vol.open(DATA_FILE, create=True) as f:
             f.allocate_zeroed(pages * PAGE)
             magic = FILE_MAGIC
@@ -141,8 +144,13 @@ def run_format(vol: Volume, results: list[TestResult], pages: int) -> None:
         res.step(f"formatted {DATA_FILE}: {pages} pages of 4 KiB ({pages * PAGE} bytes)")
 
 
-def analyse(pages: int, layout: list[Page]) -> dict[str, Any]:
-    """The verdict on a file's pages: ``ok``, ``problems`` and a summary."""
+def analyse(pages: int, layout: list[Page],
+            acked: dict[int, int] | None = None) -> dict[str, Any]:
+    """The verdict on a file's pages: ``ok``, ``problems`` and a summary.
+
+    ``acked`` maps a generation to the last sequence number its writer saw synced (from
+    the writers' state files): the next generation must start after it, or writes the
+    filesystem had acknowledged were lost."""
     valid = sorted((p for p in layout if p.state == "valid"), key=lambda p: p.seq)
     torn = [p.index for p in layout if p.state == "torn"]
     problems: list[str] = []
@@ -164,6 +172,12 @@ def analyse(pages: int, layout: list[Page]) -> dict[str, Any]:
                             f"{p.gen}, but generation {min(later)} had taken over from "
                             f"sequence {starts[min(later)]} (a write that failed before the "
                             "outage landed after it)")
+    for g, last in sorted((acked or {}).items()):
+        nxt = min((st for h, st in starts.items() if h > g), default=None)
+        if nxt is not None and nxt <= last:
+            problems.append(f"lost: generation {g} had sequence {last} acknowledged as "
+                            f"synced, yet the next writer found the log ending at "
+                            f"{nxt - 1} (acknowledged writes did not survive)")
     max_seq = valid[-1].seq
     lap = pages - 1
     want = range(max(1, max_seq - lap + 1), max_seq + 1)
@@ -191,11 +205,28 @@ def analyse(pages: int, layout: list[Page]) -> dict[str, Any]:
             "summary": summary}
 
 
+def acked_by_generation(vol: Volume) -> dict[int, int]:
+    """What the -a writers' state files say they had synced, per generation."""
+    import json
+
+    out: dict[int, int] = {}
+    for name in vol.listdir(""):
+        if not (name.startswith("amqmfsck.a.") and name.endswith(".state")):
+            continue
+        try:
+            rec = json.loads(vol.read_bytes(name).decode("utf-8", "replace").strip())
+            gen, last = int(rec["gen"]), int(rec["acked"])
+        except (LockFsError, ValueError, KeyError, TypeError):
+            continue
+        out[gen] = max(out.get(gen, 0), last)
+    return out
+
+
 def run_analyse(vol: Volume, results: list[TestResult]) -> None:
     """-i: analyse the test file."""
     with run_test(results, "integrity analysis") as res:
         pages, layout = read_layout(vol)
-        verdict = analyse(pages, layout)
+        verdict = analyse(pages, layout, acked_by_generation(vol))
         res.details.update(verdict)
         res.step(verdict["summary"])
         if not verdict["ok"]:
@@ -257,7 +288,7 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
             res.details.update(generation=gen, first_seq=seq, waited=round(waited, 3))
             res.step(f"granted the lock after {waited:.2f} s: generation {gen} writes from "
                      f"sequence {seq}")
-            party.publish("writing", gen=gen, seq=seq)
+            party.publish("writing", gen=gen, seq=seq, acked=seq - 1)
             progress(f"Writing as the logger does (generation {gen}). Stop this host in "
                      "some dreadful way, then run amqmfsck -i.", quiet)
             last = party.clock()
@@ -270,7 +301,7 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
                     written += 1
                     seq += 1
                     if party.clock() - last >= PERIOD:
-                        party.publish(seq=seq)
+                        party.publish(seq=seq, acked=seq - 1)
                         last = party.clock()
             except (LockLostError, VolumeStalled, LockFsError) as exc:
                 why = ("its lock was lost" if isinstance(exc, LockLostError) else
@@ -282,7 +313,11 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
             res.step(f"wrote {written} pages (to sequence {seq - 1})")
     finally:
         try:
-            party.close()
+            party.publish("stopped")
+        except LockFsError:
+            pass
+        try:
+            party.close(remove=False)  # -i reads what each writer had synced; -x removes
         except LockFsError:
             pass
 

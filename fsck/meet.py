@@ -154,12 +154,14 @@ class Party:
         """True if the party's heartbeat advanced recently."""
         return s.changed is not None and self.clock() - s.changed <= within
 
-    def close(self) -> None:
-        """Close the files and remove this party's record."""
+    def close(self, remove: bool = True) -> None:
+        """Close the files and (unless ``remove`` is False) remove this party's record."""
         for f in self._readers.values():
             f.close()
         self._readers.clear()
         self.file.close()
+        if not remove:
+            return
         try:
             self.vol.unlink(self.name)
         except LockFsError:

@@ -167,6 +167,9 @@ def test_integrity_after_the_writer_is_cut_off(nfs_lab: lab.NfsLab) -> None:
     # ganesha refuses the cut client's late writes (its state expired): no hole
     assert code == 0, (err, verdict)
     assert set(verdict["generations"]) == {"1", "2"}, (took, verdict["summary"])
+    # every page the cut writer saw synced is in the file: generation 2 began after them
+    cut_writer = [r for r in fu.states(d, "a") if r.get("gen") == 1]
+    assert cut_writer and took["first_seq"] > cut_writer[0]["acked"] > 0
     print(f"\nlab -a/-i: {verdict['summary']}")
     code, _, err = _finish(_in(nfs_lab, "b", "-x", url))
     assert code == 0 and not list(d.iterdir()), err

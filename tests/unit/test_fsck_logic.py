@@ -75,10 +75,11 @@ def _write(path: Path, pages: int, writes: list[tuple[int, int]]) -> None:
     path.write_bytes(bytes(data))
 
 
-def _analyse(data: bytes, pages: int) -> dict[str, object]:
+def _analyse(data: bytes, pages: int,
+             acked: dict[int, int] | None = None) -> dict[str, object]:
     layout = [integrity.parse_page(i, data[i * integrity.PAGE:(i + 1) * integrity.PAGE])
               for i in range(1, pages)]
-    return integrity.analyse(pages, layout)
+    return integrity.analyse(pages, layout, acked)
 
 
 def test_integrity_verdicts(tmp_path: Path) -> None:
@@ -89,6 +90,10 @@ def test_integrity_verdicts(tmp_path: Path) -> None:
     _write(f, pages, good)
     v = _analyse(f.read_bytes(), pages)
     assert v["ok"], v["problems"]
+    # generation 1 said it had synced up to 22, but generation 2 found the end at 20
+    v = _analyse(f.read_bytes(), pages, {1: 22})
+    assert not v["ok"] and "acknowledged" in v["problems"][0]  # type: ignore[index]
+    assert _analyse(f.read_bytes(), pages, {1: 20, 2: 29})["ok"]
     # a failed write of generation 1 (seq 21) lands after generation 2 wrote 21..29
     _write(f, pages, [*good, (1, 21)])
     v = _analyse(f.read_bytes(), pages)
