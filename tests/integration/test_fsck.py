@@ -193,7 +193,7 @@ def test_w_fails_across_two_fuse_mounts_that_do_not_forward_locks(
     src, m1, m2 = two_bindfs_mounts
     # plain mode passes: within one mount, the kernel keeps the locks
     assert fu.run(str(m1)).returncode == 0
-    first = fu.start("-w", "--hold", "5", "--wait", "30", str(m1))
+    first = fu.start("-w", "--hold", "2", "--wait", "30", str(m1))
     fu.wait_state(src, "w", "holding", proc=first)
     code2, _, err2 = fu.finish(fu.start("-w", "--wait", "30", str(m2)))
     code1, _, err1 = fu.finish(first)
