@@ -115,6 +115,8 @@ class Controller:
         """Write an AMQ message to the error log and the event history."""
         fields.setdefault("qmgr", self.qmgr)
         line = text if text is not None else amq.text(number, **fields)
+        if line.startswith(f"{number}: "):  # an error's user line already carries it
+            line = line[len(number) + 2:]
         if self.errlog is not None:
             self.errlog.write(number, line)
         self.event("amq_message", amq=number, text=line)
