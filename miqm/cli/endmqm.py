@@ -107,12 +107,16 @@ def endmqm(
         elsewhere = [(h, m) for h, m in instances_elsewhere(qmgr)
                      if local is None or h != local.get("host")]
         if local is not None and local.get("mode") == "active" and standby_only:
-            where = ", ".join(f"{h} ({m.lower()})" for h, m in elsewhere) or "no other host"
-            fail_amq("AMQ1109", f"The standby instance runs on: {where}; run endmqm -x "
-                     "there, or add --remote.", qmgr=qmgr, host=here)
+            standbys = ", ".join(f"{h} (standby)" for h, m in elsewhere if m == "Standby")
+            fail_amq("AMQ1109", f"The standby instance runs on {standbys}: run endmqm -x "
+                     "there, or add --remote." if standbys else "There is no standby "
+                     "instance.", qmgr=qmgr, host=here)
         if elsewhere:
             fail_amq("AMQ1106", qmgr=qmgr, host=here,
                      where=", ".join(f"{h} ({m.lower()})" for h, m in elsewhere))
+        if local is not None and not local.get("address"):
+            fail_amq("AMQ8146", f"Its instance on this host (pid {local.get('pid')}) is still "
+                     "starting: run endmqm again once dspmq shows it.", qmgr=qmgr)
         fail_amq("AMQ8146", "No instance of it is running.", qmgr=qmgr)
     if target is None:
         target = _endpoint_from_data(qmgr, "standby-listener" if standby_only else "listener")
