@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 def _require_linear(store: QueueManagerStore) -> None:
     if store.settings.log_type != "LINEAR":
-        raise ObjectError("AMQ7089: Media recovery not allowed: queue manager "
-                          f"'{store.qmgr}' uses circular logging.", amq="AMQ7089")
+        raise ObjectError("AMQ7466: media recovery needs linear logging; queue manager "
+                          f"'{store.qmgr}' uses circular logging.", amq="AMQ7466")
 
 
 def record_image(store: QueueManagerStore, queue: str) -> None:
