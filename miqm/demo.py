@@ -225,6 +225,10 @@ def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] 
         if verdict is None:
             return 1
         victim = verdict[1]
+        own = _takeover_record(pair)
+        if own:
+            echo(f"== The new active's own record: master lock granted to serving in "
+                 f"{own['duration_s']:.2f}s (restart recovery {own['recovery_s']:.2f}s)")
         echo(f"$ strmqm -x {pair.qmgr}    # restart hosta: it becomes the standby")
         echo(pair.start(pair.a).rstrip())
         echo(pair.run(pair.a, "dspmq", "-x", "-m", pair.qmgr).stdout.rstrip())
@@ -282,6 +286,24 @@ def _drive(pair: LocalPair, prod: Side, cons: Side, stop_prod: threading.Event,
     show.tick(prod, cons)
     show.say(show.line(prod, cons))
     return killed_at, str(victim["host"])
+
+
+def _takeover_record(pair: LocalPair) -> dict | None:
+    """The ``failover_end`` event the standby wrote when it took over (docs/events.md)."""
+    import json
+    import os
+
+    path = os.path.join(pair.data_dir(), "events", f"{pair.b.name}.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            ends = [e for e in map(json.loads, filter(str.strip, f))
+                    if e.get("event") == "failover_end"]
+    except (OSError, ValueError):
+        return None
+    last = ends[-1] if ends else None
+    if last is None or not {"duration_s", "recovery_s"} <= last.keys():
+        return None
+    return last
 
 
 def _account(echo: Callable[[str], None], prod: Side, cons: Side, victim: str) -> int:

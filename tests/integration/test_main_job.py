@@ -25,6 +25,7 @@ def test_demo_fails_over_and_keeps_every_message() -> None:
     m = re.search(r"Failover as the application saw it .*: producer ([\d.]+)s, consumer "
                   r"([\d.]+)s", out)
     assert m and 0 < float(m.group(1)) < 60 and 0 < float(m.group(2)) < 60, out
+    assert re.search(r"new active's own record: master lock granted to serving in [\d.]+s", out)
     m = re.search(r"Sent (\d+) \(committed\), received (\d+) \((\d+) distinct\), lost "
                   r"(\d+), duplicates (\d+)", out)
     assert m, out
