@@ -17,6 +17,7 @@ from miqm.store.logbuffer import native_hot_path, native_store_method
 from miqm.store.qmstore import QueueManagerStore
 from miqm.store.recovery import MSGID_PREFIX
 from miqm.store.settings import LogSettings, StoreTuning
+from tests.skips import c_part_missing
 
 # a small log: checkpoints come from log space running low, found by the check every 64
 # records that the commit path makes
@@ -24,7 +25,7 @@ SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
 TUNING = StoreTuning(checkpoint_log_recd_max=1_000_000)
 
 pytestmark = pytest.mark.skipif(native_hot_path() is None,
-                                reason="the C hot path is not built (pip install -e .)")
+                                reason=c_part_missing("the C hot path"))
 
 
 class _CountingHotPath:

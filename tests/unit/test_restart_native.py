@@ -17,12 +17,13 @@ from lockfs.posix import PosixVolume
 from miqm.store.logbuffer import native_put_redo
 from miqm.store.qmstore import QueueManagerStore
 from miqm.store.settings import LogSettings, StoreTuning
+from tests.skips import c_part_missing
 
 SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
 TUNING = StoreTuning(checkpoint_log_recd_max=1_000_000, max_umsgs=100_000)
 
 pytestmark = pytest.mark.skipif(native_put_redo() is None,
-                                reason="the C redo is not built (pip install -e .)")
+                                reason=c_part_missing("the C redo"))
 
 
 def _open(root: Path, generation: int) -> QueueManagerStore:
