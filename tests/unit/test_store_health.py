@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from lockfs.lockfile import HolderRecord
 from lockfs.volume import Reachability
+from miqm.errors import OwnershipLostError
 from miqm.ha.controller import Controller
 
 
@@ -58,3 +60,46 @@ def test_a_lost_lock_or_a_failed_store_stops_the_instance() -> None:
     failed = _controller(5.0, 0.1, failed=OSError("disk full")).store_health()
     assert failed is not None and failed[0] == "AMQ6708" and "disk full" in failed[1]
     assert _controller(5.0, 0.1, Reachability.SUSPECT).store_health() is None
+
+
+# ---------------------------------------------------------------- verify and the standby
+@dataclass
+class _Master:
+    found: HolderRecord | None
+    is_lost: bool = False
+
+    def lost(self) -> bool:
+        return self.is_lost
+
+    def read_record(self) -> HolderRecord | None:
+        return self.found
+
+
+def test_verify_accepts_only_this_instances_own_record() -> None:
+    ours = HolderRecord("hosta", 7, 1.0, 100, 3)
+    ctl = Controller.__new__(Controller)
+    ctl.record = ours
+    ctl.master = _Master(HolderRecord("hosta", 7, 1.0, 100, 3))  # type: ignore[assignment]
+    assert ctl.verify_master() >= 0
+    for thief in (HolderRecord("hostb", 8, 2.0, 200, 4), HolderRecord("hosta", 7, 1.0, 100, 4),
+                  None):
+        ctl.master = _Master(thief)  # type: ignore[assignment]
+        with pytest.raises(OwnershipLostError) as info:
+            ctl.verify_master()
+        assert info.value.amq == "AMQ7279"
+    ctl.master = _Master(ours, is_lost=True)  # type: ignore[assignment]
+    with pytest.raises(OwnershipLostError):
+        ctl.verify_master()
+
+
+@pytest.mark.parametrize(("mode", "status"), [("standby", "Running as standby"),
+                                              ("active", "Starting")])
+def test_a_standby_or_a_starting_active_answers_every_queue_request_with_2543(
+        mode: str, status: str) -> None:
+    ctl = Controller.__new__(Controller)
+    ctl.qmgr, ctl.host, ctl.pid, ctl.mode, ctl.status = "QM", "hostb", 1, mode, status
+    ctl.service = None if mode == "standby" else object()
+    for op in ("put", "get", "commit", "mqsc"):
+        reply = ctl.handle({"op": op, "queue": "Q", "body": "eA=="}, None)
+        assert reply["ok"] is False and reply["mqrc"] == 2543, reply
+    assert ctl.handle({"op": "instance"}, None)["mode"] == mode
