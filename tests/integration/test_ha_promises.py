@@ -130,3 +130,81 @@ def test_permit_standby_no_refuses_a_standby_and_qmstatus_records_it(
     # a plain strmqm elsewhere: running elsewhere (exit 5)
     plain = pair.run(pair.b, "strmqm", "QMHA", check=False)
     assert plain.returncode == 5 and "running elsewhere" in plain.stderr
+
+
+# ---------------------------------------------------------------- a real full filesystem
+def _mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir(parents=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "miqm-test",
+                           str(where)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"unavailable: cannot mount a tmpfs ({proc.stderr.strip()})")
+
+
+def _umount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _fill(path: Path) -> int:
+    """Write zeros to ``path`` until the filesystem is full; the bytes written."""
+    n = 0
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                n += f.write(b"\0" * 65536)
+        except OSError:
+            pass
+        try:
+            while True:
+                n += f.write(b"\0" * 512)
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.root
+def test_a_full_filesystem_stops_the_active_cleanly_and_the_standby_takes_over(
+        tmp_path: Path) -> None:
+    shared = tmp_path / "pair" / "shared"
+    _mount_tmpfs(shared, "24m")  # data and log directories both on it
+    p = LocalPair(qmgr="QMFULL", base=str(tmp_path / "pair"), tuning=dict(TUNING))
+    ballast = shared / "ballast"
+    try:
+        p.create()
+        assert "started using" in p.start(p.a)
+        assert "standby instance" in p.start(p.b)
+        p.mqsc(p.a, "DEFINE QLOCAL(FULL.Q) MAXDEPTH(1000000) MAXMSGL(4194304)\n")
+        pid, standby = _run_pid(p.a, "QMFULL"), _run_pid(p.b, "QMFULL")
+        assert pid and standby
+        lines = [f"kept{i:03d}" for i in range(50)]
+        p.put(p.a, "FULL.Q", lines)  # acknowledged before the disk fills
+        _fill(ballast)
+        big = "x" * 200_000  # to the log and the queue files: one client, many puts
+        refused = p.run(p.a, "amqsput", "QMFULL", "FULL.Q", check=False, timeout=120,
+                        stdin="".join(f"{big}{i}\n" for i in range(200)))
+        assert "Traceback" not in refused.stdout + refused.stderr
+        if refused.returncode == 0:
+            refused = None
+        assert refused is not None, "puts kept succeeding on a full filesystem"
+        assert len((refused.stderr or refused.stdout).strip().splitlines()) == 1, refused
+        assert _wait_gone(pid, timeout=30), "the active kept running on a full filesystem"
+        log = _errlog(p)
+        assert "AMQ6708" in log and "No space left" in log, log[-3000:]
+        # no space to take over in: the standby stays the standby, nothing is active
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert _wait_gone(standby, timeout=0.1) is False, \
+                "the standby ended instead of waiting for space:\n" + _errlog(p)[-3000:]
+        assert "stays the standby" in _errlog(p)
+        ballast.unlink()  # space returns
+        new = p.wait_active(not_host="hosta", timeout=60)
+        assert new["host"] == "hostb"
+        got = p.get_all(p.b, "FULL.Q")
+        assert got[:50] == lines, got[:60]
+        assert all(g.startswith("x" * 1000) for g in got[50:]), "a foreign or torn message"
+    except BaseException:
+        _dump(p)
+        raise
+    finally:
+        p.close()
+        _umount(shared)
