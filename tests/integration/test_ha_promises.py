@@ -3,8 +3,8 @@
 * a log force that stalls on a running active ends it with AMQ7280 from the *liveness*
   check (not the verify monitor) within two LivenessIntervals, and the standby takes over
   with every acknowledged message;
-* PermitStandby=No: an active started without ``-x`` refuses a standby elsewhere (exit 69,
-  one line naming the reason) and ``qmstatus.ini`` records it;
+* PermitStandby=No: an active started without ``-x`` refuses a standby elsewhere (its
+  own exit code, one line naming the reason) and ``qmstatus.ini`` records it;
 * a real filesystem (a small tmpfs holding the data and log directories, root only) filled
   under a running active stops it cleanly, loses nothing acknowledged, and the standby
   takes over once space returns.
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from miqm.ha.decide import EXIT_RUNNING_ELSEWHERE, EXIT_STANDBY_NOT_PERMITTED
 from miqm.localpair import LocalPair
 from tests.integration.test_multi_instance import _dump, _errlog, _run_pid, _wait_gone
 
@@ -117,7 +118,8 @@ def test_permit_standby_no_refuses_a_standby_and_qmstatus_records_it(
               (Path(pair.data_dir()) / "qmstatus.ini").read_text().splitlines()]
     assert "CurrentStatus=Running" in status and "PermitStandby=No" in status, status
     refused = pair.run(pair.b, "strmqm", "-x", "QMHA", check=False)
-    assert refused.returncode == 69, (refused.returncode, refused.stdout, refused.stderr)
+    assert refused.returncode == EXIT_STANDBY_NOT_PERMITTED, (refused.returncode,
+                                                              refused.stdout, refused.stderr)
     err = refused.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in refused.stderr, refused.stderr
     assert "without permitting standby" in err[0] and "QMHA" in err[0], err[0]
@@ -129,7 +131,7 @@ def test_permit_standby_no_refuses_a_standby_and_qmstatus_records_it(
     assert [i["host"] for i in instances] == ["hosta"], instances
     # a plain strmqm elsewhere: running elsewhere (exit 5)
     plain = pair.run(pair.b, "strmqm", "QMHA", check=False)
-    assert plain.returncode == 5 and "running elsewhere" in plain.stderr
+    assert plain.returncode == EXIT_RUNNING_ELSEWHERE and "running elsewhere" in plain.stderr
 
 
 # ---------------------------------------------------------------- a real full filesystem
