@@ -37,9 +37,10 @@ import time
 import traceback
 from typing import Any
 
+from lockfs import open_volume
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.lockfile import HolderRecord, LockFile
-from lockfs.volume import LockMode, Reachability, Volume, open_volume
+from lockfs.volume import LockMode, Reachability, Volume
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
@@ -534,7 +535,7 @@ class Controller:
         if lease is not None and age is not None and age > 0.6 * lease:
             return "AMQ7279", (f"the lease on the master lock has not been renewed for "
                                f"{age:.1f}s of {lease:g}s; stopping before it can expire")
-        failed = getattr(self.store, "_failed", None)
+        failed = None if self.store is None else self.store.failure
         if failed is None:
             return None
         number = getattr(failed, "amq", None) or "AMQ6708"

@@ -96,8 +96,8 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
     QMgrNotFound (AMQ7048) if the queue manager is not defined here; NetError 2059 if
     there is no usable listener record (the queue manager is not running).
     """
+    from lockfs import open_volume
     from lockfs.errors import LockFsError, VolumeNotFound
-    from lockfs.volume import open_volume
     from miqm.paths import find
 
     entry = find(qmgr)
@@ -156,8 +156,8 @@ def lock_held(volume: Any, name: str, *, probe: bool = False) -> bool | None:
 
 def standby_running(qmgr: str) -> bool:
     """Bindings mode: True if a standby instance holds ``standby`` and nobody ``master``."""
+    from lockfs import open_volume
     from lockfs.errors import LockFsError
-    from lockfs.volume import open_volume
     from miqm.paths import find
 
     try:

@@ -188,7 +188,7 @@ class RecoveryLog:
              write_guard: Callable[[], None] | None = None,
              on_event: Callable[..., None] | None = None,
              clock: Callable[[], float] = time.monotonic,
-             gather_cpu: int = GATHER_AUTO) -> RecoveryLog:
+             gather_cpu: int = GATHER_NONE) -> RecoveryLog:
         """Open the log for restart. Nothing is written until the first append or force
         after :meth:`records` has found the end (so a corrupt log is left untouched).
         ``gather_cpu``: where threads waiting for a force are moved (GroupCommitCPU)."""
@@ -213,7 +213,7 @@ class RecoveryLog:
     def __init__(self, volume: Volume, settings: LogSettings, ctl: _Control, generation: int,
                  write_guard: Callable[[], None] | None,
                  on_event: Callable[..., None] | None,
-                 clock: Callable[[], float], gather_cpu: int = GATHER_AUTO) -> None:
+                 clock: Callable[[], float], gather_cpu: int = GATHER_NONE) -> None:
         self.volume = volume
         self.settings = settings
         self._ctl = ctl

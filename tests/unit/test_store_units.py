@@ -398,8 +398,10 @@ def test_full_disk_at_checkpoint_is_clear_and_loses_nothing(
         real(self, data, offset)
 
     monkeypatch.setattr(PosixFile, "pwrite", full)
+    assert s.failure is None
     with pytest.raises(StoreError, match="checkpoint of queue manager 'QM' failed"):
         s.checkpoint()
+    assert "No space left on device" in str(s.failure)  # what the HA monitor reads
     with pytest.raises(StoreError, match="stopped after a failure"):
         s.put("Q", b"after")
     monkeypatch.setattr(PosixFile, "pwrite", real)
