@@ -26,6 +26,7 @@ is written after ownership is in doubt.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import secrets
@@ -55,6 +56,25 @@ EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
 EXIT_STANDBY_REFUSED = 69
 EXIT_FATAL = 71
 FATAL_EXIT = 70  # self-termination after losing ownership / unresponsive
+
+
+class _NoSpace(Exception):
+    """A takeover's store could not open because the shared filesystem is full."""
+
+    def __init__(self, error: MiqmError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _no_space(exc: BaseException | None) -> bool:
+    """True if ``exc`` or an exception behind it is ENOSPC (no space left on device)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if getattr(exc, "errno", None) == errno.ENOSPC:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 class Verdict:
@@ -110,6 +130,7 @@ class Controller:
         self._wake = threading.Event()
         self._watch: Any = None
         self._lock = threading.Lock()
+        self._no_space_said = False
 
     # ------------------------------------------------------------------ plumbing
     def say(self, number: str, text: str | None = None, **fields: object) -> str:
@@ -227,9 +248,9 @@ class Controller:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
         except LockFsError as exc:
-            line = f"AMQ6119: the shared filesystem failed for '{self.qmgr}': {exc}"
-            self.say("AMQ6119", line)
-            self.verdict.send(False, [line], EXIT_FATAL)
+            text = f"the shared filesystem failed for '{self.qmgr}': {exc}"
+            self.say("AMQ6119", text)  # the error log puts the number in front
+            self.verdict.send(False, [f"AMQ6119: {text}"], EXIT_FATAL)
             return EXIT_FATAL
         finally:
             self.shutdown_logs()
@@ -303,10 +324,61 @@ class Controller:
                         self.say(decided.amq, decided.line)
                     return self._end_standby(decided.line)
                 assert status is not None
-                return self.become_active(failover_from=seen, status=status)
+                code = self._take_over(seen, status)
+                if code is None:  # the shared filesystem is full: still the standby
+                    self._wake.wait(max(poll, 1.0))
+                    continue
+                return code
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _take_over(self, seen: float, status: QMStatus) -> int | None:
+        """become_active; but if the shared filesystem is full (ENOSPC) before the store
+        opened, give the locks back and stay the standby (None): it retries at its polls
+        and takes over once space returns, instead of ending with nobody active."""
+        try:
+            return self.become_active(failover_from=seen, status=status)
+        except (LockFsError, _NoSpace) as exc:
+            if not _no_space(exc) or self.store is not None:
+                raise
+            if self._resume_standby(exc, status):
+                return None
+            if isinstance(exc, _NoSpace):  # what become_active does with a failed open
+                self.say(exc.error.amq or "AMQ7880", exc.error.user_line())
+                self.release_locks()
+                return exc.error.exit_code or EXIT_FATAL
+            raise
+
+    def _resume_standby(self, exc: BaseException, status: QMStatus) -> bool:
+        """Undo a takeover that found no space: qmstatus.ini back to what the last active
+        left (else its PermitFailover=No would refuse every later takeover), the locks
+        given back, the standby lock again. False if that cannot be done."""
+        try:
+            qmstatus.write(self.data, status)
+        except LockFsError:
+            try:  # no room for the temporary file: over the file's own blocks
+                qmstatus.write_in_place(self.data, status)
+            except LockFsError:
+                return False
+        for lock in (self.active_lock, self.master):
+            if lock is not None:
+                lock.release()
+        self.active_lock, self.ownership, self.record = None, None, None
+        self.standby_lock = LockFile(self.data, "standby")
+        if not self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder()):
+            return False
+        self.mode, self.status = "standby", "Running as standby"
+        self._write_standby_address()
+        self._run_record()
+        if not self._no_space_said:
+            self._no_space_said = True
+            self.say("AMQ6119", f"The standby instance of queue manager '{self.qmgr}' on "
+                                f"{self.host} could not take over: the shared filesystem is "
+                                f"full ({exc}); it stays the standby and takes over once "
+                                "space is freed.")
+        self.event("takeover_deferred", reason="no space", error=str(exc))
+        return True
 
     def _prepare_for_takeover(self) -> None:
         """Load what the active role needs before it is needed (failover speed)."""
@@ -415,6 +487,8 @@ class Controller:
                 generation=generation, write_guard=self.ownership.guard, errlog=errlog,
                 on_event=lambda name, **f: self.event(name, **f))
         except MiqmError as exc:
+            if failover_from is not None and _no_space(exc):
+                raise _NoSpace(exc) from exc  # the standby waits for space (_take_over)
             # PermitFailover stays No: the standby will not take over to fail the same way
             self.say(exc.amq or "AMQ7880", exc.user_line())
             self.release_locks()

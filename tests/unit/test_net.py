@@ -18,6 +18,7 @@ from miqm.net import protocol
 from miqm.net.client import Endpoint, candidates, connect, parse_conname
 from miqm.net.server import Listener, Session
 from miqm.net.service import QueueService, standby_reply
+from tests.waiting import wait_until
 
 # -- a tiny in-memory store with the documented API ------------------------------------
 
@@ -45,6 +46,7 @@ class FakeStore:
         self.backed_out = 0
         self.lock = threading.Lock()
         self.n = 0
+        self.waiting = 0  # getters inside a wait now
 
     def define_queue(self, name: str, **attrs: Any) -> None:
         if name in self.queues:
@@ -96,15 +98,25 @@ class FakeStore:
         if queue not in self.queues:
             raise MessagingError("unknown queue", mqrc=2085)
         deadline = time.monotonic() + wait
-        while True:
-            if self.msgs[queue]:
-                m = self.msgs[queue][0] if browse else self.msgs[queue].pop(0)
-                if uow is not None:
-                    uow.ops.append(("get", queue, m))
-                return m
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
+        counted = False  # counted in ``waiting`` until it returns
+        try:
+            while True:
+                if self.msgs[queue]:
+                    m = self.msgs[queue][0] if browse else self.msgs[queue].pop(0)
+                    if uow is not None:
+                        uow.ops.append(("get", queue, m))
+                    return m
+                if time.monotonic() >= deadline:
+                    return None
+                if not counted:
+                    counted = True
+                    with self.lock:
+                        self.waiting += 1
+                time.sleep(0.01)
+        finally:
+            if counted:
+                with self.lock:
+                    self.waiting -= 1
 
     def begin(self) -> Uow:
         return Uow()
@@ -458,7 +470,7 @@ def test_concurrent_clients_and_a_prompt_stop(served) -> None:
     blocked = [threading.Thread(target=wait_get, args=(c,)) for c in waiters]
     for t in blocked:
         t.start()
-    time.sleep(0.2)
+    wait_until(lambda: store.waiting == 5, "five gets blocked in the store")
     t0 = time.monotonic()
     listener.stop(timeout=1.0)
     assert time.monotonic() - t0 < 2.5  # one budget, not one per blocked session
