@@ -37,7 +37,7 @@ def _controller(lease: float | None, age: float | None,
     ctl = Controller.__new__(Controller)  # only what store_health reads
     ctl.master = _Lock(age, state)  # type: ignore[assignment]
     ctl.data = _Volume(lease)  # type: ignore[assignment]
-    ctl.store = type("S", (), {"_failed": failed})()
+    ctl.store = type("S", (), {"failure": failed})()
     return ctl
 
 
