@@ -35,6 +35,13 @@ MESSAGES: dict[str, str] = {
     "AMQ8004": "IBM MQ queue manager '{qmgr}' ended.",
     "AMQ8146": "IBM MQ queue manager '{qmgr}' not available.",
     "AMQ8101": "IBM MQ error ({code}) has occurred.",
+    # the listener (miqm/net): authentication, TLS, protocol errors
+    "AMQ5534": "User ID '{principal}' authentication failed.",
+    "AMQ5540": "Application did not supply a user ID and password.",
+    "AMQ9212": "A TCP/IP socket could not be allocated: {detail}",
+    "AMQ9504": "A protocol error was detected: {detail}",
+    "AMQ9631": "The CipherSpec negotiated during the SSL handshake does not match: {detail}",
+    "AMQ9637": "Channel is lacking a certificate: {detail}",
 }
 
 
