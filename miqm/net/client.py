@@ -294,7 +294,7 @@ class Connection:
                               "listener configured for TLS, and does MIQM_TLS_CA trust its "
                               "certificate?")
                 continue
-            except PeerClosed:
+            except (PeerClosed, ConnectionResetError):
                 sock.close()
                 hint = (" (a TLS listener? set MIQM_TLS_CA to connect with TLS)"
                         if self.tls is None else "")

@@ -38,6 +38,7 @@ from miqm.net.protocol import (
     MQRC_DATA_LENGTH_ERROR,
     MQRC_MAX_CONNS_LIMIT_REACHED,
     MQRC_NOT_AUTHORIZED,
+    MQRC_SSL_INITIALIZATION_ERROR,
     MQRC_UNEXPECTED_ERROR,
     PROTOCOL_VERSION,
     FrameReader,
@@ -237,6 +238,23 @@ class Listener:
         if self.tls is None:
             return conn
         try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except OSError:
+            self._count("silent")
+            return None
+        if first and first[0] != 0x16:  # not a TLS record: a plain client
+            self._count("plain_on_tls")
+            self._log(f"AMQ9637: {session.peer} sent plain TCP to this TLS listener; the "
+                      "client must connect with TLS (MIQM_TLS_CA)")
+            try:
+                conn.sendall(encode(error_reply(
+                    MQRC_SSL_INITIALIZATION_ERROR,
+                    "this listener requires TLS: connect with TLS (set MIQM_TLS_CA to the "
+                    "CA file that signed the listener's certificate)", amq="AMQ9637")))
+            except OSError:
+                pass
+            return None
+        try:
             tconn = self.tls.wrap_socket(conn, server_side=True)
         except (ssl.SSLError, OSError) as exc:
             self._count("tls_handshake")
@@ -355,6 +373,7 @@ class Listener:
             if auth is None or not auth.required:
                 session.principal = "admin"
                 return None, False
+            auth.check(None, session.peer)  # counted and logged like a wrong credential
             return error_reply(MQRC_NOT_AUTHORIZED,
                                "not authorized: send hello with a credential first "
                                "(MQRC 2035 MQRC_NOT_AUTHORIZED)", amq="AMQ5534"), True

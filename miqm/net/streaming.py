@@ -12,8 +12,9 @@ by an uncommitted unit of work: if the connection ends, fails or the consumer is
 cancelled, the unit is backed out and the message is available again. Messages the
 application already had from a batch that is backed out are counted as backed out
 (``backout_count``, MQ's BackoutCount), so a redelivery is never silent: a connection
-that breaks counts every message of its unacknowledged batches, a cancel counts the
-ones the client says it handed out.
+that breaks counts every message of its unacknowledged batches. A cancel says how many
+of the current batch the client handed out; those are got again at once (by message id)
+so that they are not delivered a second time.
 """
 
 from __future__ import annotations
@@ -186,11 +187,26 @@ class Subscription:
             batches.update(self._batches)
             self._batches = {}
         for bid, (uow, msgids) in sorted(batches.items()):
+            taken = msgids if broken else msgids[:(handed or {}).get(bid, 0)]
+            self.counts.bump(taken)  # before they are visible again
             try:
                 self.store.backout(uow)
             except Exception:
                 continue
-            if broken:
-                self.counts.bump(msgids)
-            elif handed and handed.get(bid):
-                self.counts.bump(msgids[:handed[bid]])
+            if not broken and taken:
+                self._retake(taken)
+
+    def _retake(self, msgids: list[bytes]) -> None:
+        """A cancel came after the application had part of a batch: the batch was backed
+        out whole, so get those messages again (by id, one unit of work) to remove them.
+        One another consumer got first carries the backout count bumped for it."""
+        try:
+            uow = self.store.begin()
+            got = []
+            for m in msgids:
+                if self.store.get(self.queue, msgid=m, uow=uow) is not None:
+                    got.append(m)
+            self.store.commit(uow)
+            self.counts.forget(got)
+        except Exception:
+            pass  # the messages stay on the queue, counted as backed out
