@@ -22,7 +22,6 @@ import datetime as _dt
 import ssl
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from miqm.errors import MiqmError, NetError, QMgrNotFound
@@ -102,39 +101,75 @@ def _error(exc: MiqmError) -> MQError:
     return cls(str(exc), mqrc=reason, amq=exc.amq)
 
 
-@dataclass
 class Message:
-    """A message as an application sees it."""
+    """A message as an application sees it: ``body``, ``msgid``, ``correlid`` (bytes),
+    ``priority``, ``persistent``, ``put_time`` (UTC datetime) and ``backout_count``."""
 
-    body: bytes
-    msgid: bytes = b""
-    correlid: bytes = b""
-    priority: int = 0
-    persistent: bool = False
-    put_time: _dt.datetime | None = None
-    #: MQ's BackoutCount: how often the message was backed out onto its queue (kept by the
-    #: active instance in memory; a consumer that reconnects counts its own redeliveries)
-    backout_count: int = 0
+    __slots__ = (
+        "_put_time",
+        "backout_count",
+        "body",
+        "correlid",
+        "msgid",
+        "persistent",
+        "priority",
+    )
+
+    def __init__(self, body: bytes, msgid: bytes = b"", correlid: bytes = b"",
+                 priority: int = 0, persistent: bool = False,
+                 put_time: _dt.datetime | float | str | None = None,
+                 backout_count: int = 0) -> None:
+        self.body = body
+        self.msgid = msgid
+        self.correlid = correlid
+        self.priority = priority
+        self.persistent = persistent
+        self._put_time = put_time
+        #: MQ's BackoutCount: how often the message was backed out onto its queue (kept
+        #: by the active instance in memory; a consumer that reconnects counts its own
+        #: redeliveries)
+        self.backout_count = backout_count
+
+    @property
+    def put_time(self) -> _dt.datetime | None:
+        """When the message was put (UTC)."""
+        t = self._put_time
+        if isinstance(t, (int, float)):
+            t = self._put_time = _dt.datetime.fromtimestamp(t, _dt.UTC)
+        elif isinstance(t, str):
+            try:
+                t = _dt.datetime.fromisoformat(t)
+            except ValueError:
+                t = None
+            self._put_time = t
+        return t
 
     @property
     def redelivered(self) -> bool:
         """True if the message may have been handed to an application before."""
         return self.backout_count > 0
 
+    def __repr__(self) -> str:
+        return (f"Message(body={self.body[:32]!r}{'...' if len(self.body) > 32 else ''}, "
+                f"msgid={self.msgid.hex()}, priority={self.priority}, "
+                f"persistent={self.persistent}, backout_count={self.backout_count})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.body, self.msgid, self.correlid, self.priority, self.persistent,
+                self.backout_count) == (other.body, other.msgid, other.correlid,
+                                        other.priority, other.persistent,
+                                        other.backout_count)
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 def _message(fields: dict[str, Any], body: bytes) -> Message:
-    put_time = fields.get("put_time")
-    when = None
-    if isinstance(put_time, str):
-        try:
-            when = _dt.datetime.fromisoformat(put_time)
-        except ValueError:
-            when = None
-    return Message(body=body, msgid=unb64(fields.get("msgid")) or b"",
-                   correlid=unb64(fields.get("correlid")) or b"",
-                   priority=int(fields.get("priority") or 0),
-                   persistent=bool(fields.get("persistent")), put_time=when,
-                   backout_count=int(fields.get("bc") or 0))
+    return Message(body, unb64(fields.get("msgid")) or b"",
+                   unb64(fields.get("correlid")) or b"",
+                   int(fields.get("priority") or 0), bool(fields.get("persistent")),
+                   fields.get("put_time"), int(fields.get("bc") or 0))
 
 
 class QueueManager:
@@ -323,7 +358,11 @@ class Consumer:
             if frame.get("ok") is False:
                 raise _error(NetError(str(frame.get("error")),
                                       mqrc=int(frame.get("mqrc") or 2195)))
-            self._take(frame)
+            try:
+                self._take(frame)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise MQError(f"the queue manager pushed a malformed batch ({exc!r}): the "
+                              "client and queue manager versions differ?", mqrc=2195) from None
 
     def _next_pulled(self, timeout: float | None) -> Message | None:
         slice_ = 1.0 if timeout is None else timeout
@@ -362,16 +401,21 @@ class Consumer:
         return [m for m, n in self._suspect.items() if n == 0]
 
     def _take(self, frame: dict[str, Any]) -> None:
-        body = frame.get("body") or b""
-        view = memoryview(body)
-        pos = 0
+        """Unpack a pushed batch (see :func:`miqm.net.streaming.encode_batch`)."""
+        data = frame.get("body") or b""
+        lens = frame.get("len") or []
+        prios, pers, ts = frame["prio"], frame["pers"], frame["ts"]
+        bcs = frame.get("bc") or {}
+        suspect = self._suspect
         msgs = []
-        for fields in frame.get("msgs") or ():
-            n = int(fields["len"])
-            msg = _message(fields, bytes(view[pos:pos + n]))
-            pos += n
-            seen = self._suspect.pop(msg.msgid, None)
-            if seen:
+        pos = 0
+        for i, n in enumerate(lens):
+            mid = data[pos:pos + 24]
+            end = pos + 48 + n
+            msg = Message(data[pos + 48:end], mid, data[pos + 24:pos + 48], prios[i],
+                          bool(pers[i]), ts[i], bcs.get(str(i), 0) if bcs else 0)
+            pos = end
+            if suspect and suspect.pop(mid, None):
                 msg.backout_count = max(msg.backout_count, 1)
             msgs.append(msg)
         if msgs:

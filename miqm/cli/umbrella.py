@@ -74,6 +74,25 @@ def bench_store(
         print(json.dumps(result))
 
 
+@bench_app.command("net")
+def bench_net(
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+    messages: int = typer.Option(2000, help="messages per producer per run"),
+    directory: str = typer.Option(None, "--dir", help="directory for the scratch queue "
+                                  "manager (default: the system temp directory)"),
+) -> None:
+    """Client path (1/8 connections put+commit, 100 per commit, streaming consume) beside
+    the in-process store, in one run."""
+    from miqm.bench.net import bench_net as run
+
+    if messages < 1:
+        fail("--messages must be at least 1", 2)
+    result = run(messages, echo=(lambda s: None) if as_json else print,
+                 directory=directory)
+    if as_json:
+        print(json.dumps(result))
+
+
 @bench_app.command("failover")
 def bench_failover(
     cycles: int = typer.Option(5, help="number of failovers to measure"),

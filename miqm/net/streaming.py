@@ -73,6 +73,54 @@ def message_fields(msg: Any, counts: BackoutCounts) -> dict[str, Any]:
             "put_time": put_time, "bc": counts.get(msg.msgid)}
 
 
+_ID_LEN = 24
+_NO_ID = bytes(_ID_LEN)
+
+
+def _id24(value: bytes | None) -> bytes:
+    return _NO_ID if not value else bytes(value).ljust(_ID_LEN, b"\0")[:_ID_LEN]
+
+
+def _epoch(put_time: Any) -> float:
+    if isinstance(put_time, _dt.datetime):
+        return put_time.timestamp()
+    if isinstance(put_time, (int, float)):
+        return float(put_time)
+    if isinstance(put_time, str):
+        try:
+            return _dt.datetime.fromisoformat(put_time).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def encode_batch(sub: int, batch: int, msgs: list[Any],
+                 counts: BackoutCounts) -> tuple[dict[str, Any], bytes]:
+    """A push frame for ``msgs``: the header holds per-message lists (lengths,
+    priorities, persistence, put times as epoch seconds, non-zero backout counts by
+    position); the binary part holds, per message, its 24-byte msgid, 24-byte correlid
+    and body, back to back."""
+    parts: list[bytes] = []
+    bc: dict[str, int] = {}
+    for i, m in enumerate(msgs):
+        parts.append(_id24(m.msgid))
+        parts.append(_id24(m.correlid))
+        parts.append(bytes(m.body))
+        n = counts.get(m.msgid)
+        if n:
+            bc[str(i)] = n
+    header: dict[str, Any] = {
+        "push": sub, "batch": batch,
+        "len": [len(m.body) for m in msgs],
+        "prio": [m.priority for m in msgs],
+        "pers": [1 if m.persistent else 0 for m in msgs],
+        "ts": [round(_epoch(getattr(m, "put_time", None)), 6) for m in msgs],
+    }
+    if bc:
+        header["bc"] = bc
+    return header, b"".join(parts)
+
+
 class Subscription:
     """One streaming consumer on one session (see the module docstring)."""
 
@@ -138,9 +186,8 @@ class Subscription:
                     self._batches[bid] = (uow, [m.msgid for m in msgs])
                     self._outstanding += len(msgs)
                 said_empty = False
-                header = {"push": self.id, "batch": bid, "msgs": [
-                    {**message_fields(m, self.counts), "len": len(m.body)} for m in msgs]}
-                self.session.push(header, b"".join(bytes(m.body) for m in msgs))
+                header, body = encode_batch(self.id, bid, msgs, self.counts)
+                self.session.push(header, body)
         except OSError:
             return  # the connection is gone; the close hook backs the batches out
         except MiqmError as exc:
@@ -165,12 +212,10 @@ class Subscription:
         if entry is None:
             return
         uow, msgids = entry
-        try:
-            self.store.commit(uow)
-        finally:
-            with self._cond:
-                self._outstanding -= len(msgids)
-                self._cond.notify_all()
+        with self._cond:  # the pusher may go on while the commit is forced
+            self._outstanding -= len(msgids)
+            self._cond.notify_all()
+        self.store.commit(uow)
         self.counts.forget(msgids)
 
     def stop(self, handed: dict[int, int] | None = None, broken: bool = False) -> None:
