@@ -6,11 +6,13 @@ import json
 
 import typer
 
+from miqm.cli import credential
 from miqm.cli.common import fail, make_app, run_typer
 
 app = make_app("miqm: multi-instance queue manager tools.")
 bench_app = make_app("Benchmarks: figures measured side by side in one run.")
 app.add_typer(bench_app, name="bench")
+credential.register(app)
 
 
 @app.command()

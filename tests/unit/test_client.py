@@ -372,3 +372,20 @@ def test_concurrent_producers_and_a_consumer(served) -> None:
         t.join()
     assert not errors
     assert sorted(got) == sorted(f"{k}-{i}".encode() for k in range(n) for i in range(per))
+
+
+def test_no_credentials_file_means_open_and_miqm_credential_creates_one(served) -> None:
+    from miqm.cli.credential import credential
+
+    data_dir = os.path.join(served.root, "qmgrs", "QMC")
+    os.unlink(os.path.join(data_dir, "credentials"))  # a queue manager from before
+    open_auth = auth.Authenticator(None)
+    assert not open_auth.required and open_auth.check(None) == "admin"
+    served.listener.authenticator = open_auth
+    with mq.connect("QMC") as qm:
+        qm.put("Q1", b"old")
+    lines = credential("QMC", rotate=False, show=True)
+    assert "created" in lines[0] and lines[1].startswith("admin:")
+    assert os.stat(os.path.join(data_dir, "credentials")).st_mode & 0o777 == 0o600
+    rotated = credential("QMC", rotate=True, show=True)
+    assert rotated[-1] != lines[1] and "replaced" in rotated[0]
