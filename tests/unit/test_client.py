@@ -274,9 +274,18 @@ def test_bad_input_leaves_the_listener_and_other_clients_alone(served) -> None:
 def test_many_idle_connections_do_not_stop_a_working_client(served) -> None:
     import resource
 
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    n = min(1000, (soft - 100) // 2)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 2 * 1000 + 200  # both ends of each connection live in this process
+    if soft < want and (hard == resource.RLIM_INFINITY or hard >= want):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    n = min(1000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200) // 2)
     host, port = served.listener.address
+
+    def rss_kib() -> int:
+        with open("/proc/self/status") as fh:
+            return next(int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS:"))
+
+    before = rss_kib()
     idle = []
     try:
         for _ in range(n):
@@ -285,11 +294,47 @@ def test_many_idle_connections_do_not_stop_a_working_client(served) -> None:
         while len(served.listener.sessions()) < n and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(served.listener.sessions()) >= n
+        grown = rss_kib() - before
+        assert grown < n * 256, f"{n} idle connections cost {grown} KiB"  # bounded
         with mq.connect("QMC") as good:
             _good_client_works(good, 50)
     finally:
         for s in idle:
             s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    deadline = time.monotonic() + 30  # the sessions go away with their clients
+    while len(served.listener.sessions()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(served.listener.sessions()) <= 1
+
+
+def test_a_flood_of_bad_credentials_does_not_stop_a_good_client(served) -> None:
+    from lockfs.posix import PosixVolume
+
+    principals = auth.read(PosixVolume(os.path.join(served.root, "qmgrs", "QMC")))
+    authn = auth.Authenticator(principals, lambda *a: None)
+    served.listener.authenticator = authn
+    conname = "{}({})".format(*served.listener.address)
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                mq.connect("QMC", conname=conname, credential="admin:bad", reconnect=False)
+            except mq.NotAuthorized:
+                pass
+
+    threads = [threading.Thread(target=flood) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        with mq.connect("QMC", conname=conname, credential=principals["admin"]) as good:
+            _good_client_works(good, 100)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert authn.failures >= 3
 
 
 def _make_certs(d: str) -> dict[str, str]:
@@ -326,6 +371,12 @@ def test_tls_listener_with_client_certificates(served, tmp_path) -> None:
                                       certs["client.key"])
         with mq.connect("QMC", conname=conname, tls=good_ctx) as qm:
             _good_client_works(qm)
+            # a streaming consumer over TLS: pushes and acks share the TLS connection
+            for i in range(300):
+                qm.put("Q1", f"t{i}".encode(), syncpoint=True)
+            qm.commit()
+            got = [m.body for m in qm.consume("Q1", prefetch=50, wait=1.0)]
+            assert got == [f"t{i}".encode() for i in range(300)]
         # no client certificate: refused by the listener's handshake
         with pytest.raises(mq.MQError) as info:
             mq.connect("QMC", conname=conname, tls=client_tls_context(certs["ca.crt"]),
