@@ -533,8 +533,13 @@ class Controller:
 
         op = request.get("op")
         if op == "instance":
-            return {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
-                    "status": self.status, "pid": self.pid}
+            reply = {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+                     "status": self.status, "pid": self.pid}
+            if self.listener is not None:
+                from miqm.net.listen import listener_stats
+
+                reply["listener"] = listener_stats(self.listener)
+            return reply
         if op == "end":
             return self.request_end(request)
         if self.mode != "active" or self.service is None or self.status != "Running":

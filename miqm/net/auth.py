@@ -12,8 +12,8 @@ means the ``admin`` principal. Secrets are compared in constant time
 
 Where a client's credential comes from (:func:`client_credential`): the ``credential``
 argument, else ``MIQM_CREDENTIAL`` (the credential itself, or ``@path`` of a file holding
-it), else — in bindings mode only — the credentials file in the data directory, which a
-local user allowed to read it may use as the admin.
+it), else — on a host whose mqs.ini knows the queue manager — the credentials file in its
+data directory, which a local user allowed to read it may use as the admin.
 
 A queue manager created before credentials existed has no credentials file: its listener
 accepts every client, as before, and says so once in the error log at start. Creating

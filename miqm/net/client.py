@@ -262,8 +262,9 @@ class Connection:
     def _hello_credential(self) -> str | None:
         from miqm.net.auth import client_credential
 
-        bindings = self.endpoints is not None or "MIQM_CONNECTION" not in os.environ
-        return client_credential(self.qmgr, self.credential, bindings=bindings)
+        # a host that knows the queue manager and may read its data directory uses the
+        # credentials file there, whichever way it finds the listener
+        return client_credential(self.qmgr, self.credential, bindings=True)
 
     def _open(self) -> Connection:
         saw_standby = False

@@ -43,3 +43,13 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
 
     return Listener(handler, host=settings.host, port=settings.port, log=log,
                     authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout)
+
+
+def listener_stats(listener: Listener) -> dict[str, Any]:
+    """What the listener counted: open sessions, refused credentials, and connections
+    dropped for bad input by reason (for ``instance`` replies and metrics)."""
+    auth = listener.authenticator
+    return {"sessions": len(listener.sessions()),
+            "auth_failures": getattr(auth, "failures", 0),
+            "auth_required": bool(getattr(auth, "required", False)),
+            "rejected": dict(listener.rejected)}

@@ -92,6 +92,19 @@ def test_fixed_port_both_instances_and_a_conname_walker(pair) -> None:
     with open(os.path.join(pair.data_dir(), "errors", "AMQERR01.LOG"), encoding="utf-8",
               errors="replace") as fh:
         assert "AMQ5534" in fh.read()
+    # counted: the active instance reports its listener's figures
+    # counted: each instance reports its listener's figures (the walker met the standby
+    # first, and a wrong credential ends the walk there)
+    stats = _client(pair, conname,
+                    "import json\nfrom miqm.net.client import Endpoint, connect\n"
+                    f"for addr in ('127.0.0.1', '127.0.0.2'):\n"
+                    f"    with connect('QMLSN', endpoints=[Endpoint(addr, {port})],\n"
+                    "                 allow_standby=True) as c:\n"
+                    "        print(json.dumps(c.call('instance')['listener']))\n")
+    assert stats.returncode == 0, stats.stderr
+    figures = [json.loads(line) for line in stats.stdout.splitlines()]
+    assert sum(f["auth_failures"] for f in figures) >= 1
+    assert all(f["auth_required"] is True for f in figures)
     # failover: the same CONNAME list reaches the new active on hostb
     pair.kill_active()
     pair.wait_active(not_host="hosta", timeout=60)
