@@ -440,7 +440,9 @@ class Consumer:
                         self._suspect.pop(m, None)
 
             try:
-                self._conn.send("ack", sub=self._sub, batch=bid, on_reply=confirmed)
+                # sent at once: the queue manager's next batch waits for this credit
+                self._conn.send("ack", sub=self._sub, batch=bid, on_reply=confirmed,
+                                flush=True)
             except MiqmError:
                 pass  # the next read finds the broken connection and reconnects
         if len(self._suspect) > 100_000:  # bound the memory of long-unconfirmed ids

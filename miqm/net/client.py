@@ -427,15 +427,16 @@ class Connection:
             self._reopen() if self.endpoint is not None else self.open()
 
     def send(self, op: str, *, on_reply: Callable[[dict[str, Any]], None] | None = None,
-             **fields: Any) -> None:
+             flush: bool = False, **fields: Any) -> None:
         """Pipeline ``op`` (no wait for its reply; see the class docstring);
-        ``on_reply(reply)`` runs when its reply is read."""
+        ``on_reply(reply)`` runs when its reply is read. Unless ``flush``, the request
+        may wait in the send buffer until the next call that needs a reply."""
         syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
         self._before(op, syncpoint)
         rid = next(self._ids)
         request = {"id": rid, "op": op, "async": 1, **fields}
         try:
-            self._write(request, False)
+            self._write(request, flush)
         except OSError as exc:
             self._broken(op, syncpoint, exc)
         self._pending[rid] = (op, on_reply)

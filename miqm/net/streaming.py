@@ -156,21 +156,17 @@ class Subscription:
                         return
                     room = min(self.prefetch - self._outstanding, BATCH_MAX)
                 uow = self.store.begin()
-                msgs = []
                 try:
-                    msg = self.store.get(self.queue, uow=uow, wait=0.0)
-                    if msg is None and not said_empty:
+                    msgs = self._take(uow, room)
+                    if not msgs and not said_empty:
                         # tell the client the queue is empty now (a consumer with a
                         # short wait ends on it), then wait for a message
                         self.session.push({"push": self.id, "empty": 1})
                         said_empty = True
-                    if msg is None:
+                    if not msgs:
                         msg = self.store.get(self.queue, uow=uow, wait=WAIT_SLICE)
-                    while msg is not None:
-                        msgs.append(msg)
-                        if len(msgs) >= room:
-                            break
-                        msg = self.store.get(self.queue, uow=uow, wait=0.0)
+                        if msg is not None:
+                            msgs = [msg, *self._take(uow, room - 1)]
                 except Exception:
                     self.store.backout(uow)
                     raise
@@ -196,6 +192,22 @@ class Subscription:
             self._fail(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             self.session.streams -= 1
+
+    def _take(self, uow: Any, n: int) -> list[Any]:
+        """Up to ``n`` messages available now, under ``uow`` (one pass over the queue
+        where the store offers ``get_many``)."""
+        if n <= 0:
+            return []
+        many = getattr(self.store, "get_many", None)
+        if many is not None:
+            return list(many(self.queue, n, uow))
+        msgs = []
+        while len(msgs) < n:
+            msg = self.store.get(self.queue, uow=uow, wait=0.0)
+            if msg is None:
+                break
+            msgs.append(msg)
+        return msgs
 
     def _fail(self, mqrc: int, text: str) -> None:
         with self._cond:

@@ -440,3 +440,38 @@ def test_no_credentials_file_means_open_and_miqm_credential_creates_one(served) 
     assert os.stat(os.path.join(data_dir, "credentials")).st_mode & 0o777 == 0o600
     rotated = credential("QMC", rotate=True, show=True)
     assert rotated[-1] != lines[1] and "replaced" in rotated[0]
+
+
+def test_store_get_many_follows_get_rules(served) -> None:
+    from miqm.errors import MessagingError
+
+    store = served.store
+    for i in range(10):
+        store.put("Q1", f"n{i}".encode(), persistent=True, priority=0)
+    store.put("Q1", b"urgent", persistent=False, priority=9)
+    uow = store.begin()
+    held = store.get("Q1", uow=uow)  # the priority 9 message, locked by this unit
+    assert held is not None and held.body == b"urgent"
+    got = store.get_many("Q1", 4, uow)
+    assert [m.body for m in got] == [b"n0", b"n1", b"n2", b"n3"]  # skips the locked one
+    other = store.begin()
+    assert [m.body for m in store.get_many("Q1", 100, other)] == [
+        f"n{i}".encode() for i in range(4, 10)]
+    assert store.get_many("Q1", 5, store.begin()) == []
+    store.backout(other)
+    store.commit(uow)
+    again = store.begin()
+    assert [m.body for m in store.get_many("Q1", 100, again)] == [
+        f"n{i}".encode() for i in range(4, 10)]
+    store.backout(again)
+    store.set_qmgr_attrs(MAXUMSGS=2)
+    try:
+        limited = store.begin()
+        assert len(store.get_many("Q1", 100, limited)) == 2
+        store.backout(limited)
+    finally:
+        store.set_qmgr_attrs(MAXUMSGS=10000)
+    store.alter_queue("Q1", GET="DISABLED")
+    with pytest.raises(MessagingError) as info:
+        store.get_many("Q1", 1, store.begin())
+    assert info.value.mqrc == 2016
