@@ -300,6 +300,7 @@ class Consumer:
         self._batch: tuple[int, list[Message]] | None = None
         self._index = 0
         self._suspect: dict[bytes, int] = {}
+        self._acked: dict[int, list[bytes]] = {}
         self._closed = False
         self._empty = False
         self.delivered = 0
@@ -355,6 +356,10 @@ class Consumer:
             if frame.get("empty"):
                 self._empty = True
                 continue
+            if "committed" in frame:  # that batch is durable: its messages are settled
+                for m in self._acked.pop(int(frame["committed"]), ()):
+                    self._suspect.pop(m, None)
+                continue
             if frame.get("ok") is False:
                 raise _error(NetError(str(frame.get("error")),
                                       mqrc=int(frame.get("mqrc") or 2195)))
@@ -390,6 +395,7 @@ class Consumer:
         """The connection broke while streaming: reconnect (the next loop resubscribes),
         or raise what MQ reports (2009 when a unit of work was open on it)."""
         self._batch = None
+        self._acked.clear()
         self._suspect.update({m: 1 for m in self._unconfirmed})
         try:
             self._conn._broken("ping", False, exc)
@@ -432,22 +438,18 @@ class Consumer:
         self._suspect[msg.msgid] = 0  # handed, not yet known committed
         if self._index >= len(msgs):
             self._batch = None
-            ids = [m.msgid for m in msgs]
-
-            def confirmed(reply: dict[str, Any], ids: list[bytes] = ids) -> None:
-                if reply.get("ok"):
-                    for m in ids:
-                        self._suspect.pop(m, None)
-
+            self._acked[bid] = [m.msgid for m in msgs]
             try:
-                # sent at once: the queue manager's next batch waits for this credit
-                self._conn.send("ack", sub=self._sub, batch=bid, on_reply=confirmed,
-                                flush=True)
+                # sent at once: the queue manager's next batch waits for this credit; a
+                # "committed" push settles the batch once it is durable
+                self._conn.send("ack", sub=self._sub, batch=bid, flush=True)
             except MiqmError:
                 pass  # the next read finds the broken connection and reconnects
         if len(self._suspect) > 100_000:  # bound the memory of long-unconfirmed ids
             for m in list(self._suspect)[:50_000]:
                 del self._suspect[m]
+            while len(self._acked) > 1000:
+                del self._acked[next(iter(self._acked))]
         return msg
 
     def close(self) -> None:

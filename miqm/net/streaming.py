@@ -5,7 +5,8 @@ to ``prefetch`` messages ahead of the application, in batches, each batch under 
 unit of work, and pushes each batch as one frame (a header listing the messages, then
 their bodies back to back). The client acknowledges a batch once the application has
 been handed its last message; the acknowledgement commits the batch's unit of work (one
-log force per batch, not per message).
+log force per batch at most, not per message; commits run beside the session thread and
+share forces), and a ``committed`` push tells the client once it is durable.
 
 So a message pushed but not yet handed to the application is still on the queue, locked
 by an uncommitted unit of work: if the connection ends, fails or the consumer is
@@ -227,8 +228,27 @@ class Subscription:
         with self._cond:  # the pusher may go on while the commit is forced
             self._outstanding -= len(msgids)
             self._cond.notify_all()
-        self.store.commit(uow)
+        # the commit waits for a log force: off the session thread, so the next ack is
+        # read at once and commits of several batches share forces
+        threading.Thread(target=self._commit, args=(batch, uow, msgids), daemon=True,
+                         name=f"miqm-commit-{self.session.id}-{self.id}").start()
+
+    def _commit(self, batch: int, uow: Any, msgids: list[bytes]) -> None:
+        """Commit an acknowledged batch, then tell the client it is durable (until then
+        the client treats its messages as possibly redelivered after a failover)."""
+        try:
+            self.store.commit(uow)
+        except MiqmError as exc:
+            self._fail(getattr(exc, "mqrc", None) or 2102, str(exc))
+            return
+        except Exception as exc:
+            self._fail(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
+            return
         self.counts.forget(msgids)
+        try:
+            self.session.push({"push": self.id, "committed": batch})
+        except OSError:
+            pass
 
     def stop(self, handed: dict[int, int] | None = None, broken: bool = False) -> None:
         """End the stream: back out every unacknowledged batch (its messages return to
