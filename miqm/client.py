@@ -217,9 +217,17 @@ class QueueManager:
             raise MQError(f"a message of {len(body)} bytes is longer than the {MAX_MESSAGE} "
                           "bytes a message may have (MQRC 2010 MQRC_DATA_LENGTH_ERROR)",
                           mqrc=MQRC_DATA_LENGTH_ERROR)
-        fields: dict[str, Any] = {"queue": queue, "body": body, "persistent": persistent,
-                                  "priority": priority, "msgid": b64(msgid),
-                                  "correlid": b64(correlid), "syncpoint": syncpoint}
+        fields: dict[str, Any] = {"queue": queue, "body": body}
+        if persistent is not None:
+            fields["persistent"] = persistent
+        if priority is not None:
+            fields["priority"] = priority
+        if msgid is not None:
+            fields["msgid"] = b64(msgid)
+        if correlid is not None:
+            fields["correlid"] = b64(correlid)
+        if syncpoint:
+            fields["syncpoint"] = True
         if syncpoint:
             try:
                 self._conn.send("put", **fields)
