@@ -38,7 +38,7 @@ MESSAGES: dict[str, str] = {
     # the listener (miqm/net): authentication, TLS, protocol errors
     "AMQ5534": "User ID '{principal}' authentication failed.",
     "AMQ5540": "Application did not supply a user ID and password.",
-    "AMQ9212": "A TCP/IP socket could not be allocated: {detail}",
+    "AMQ9218": "The TCP/IP listener program could not bind to port {port}: {detail}",
     "AMQ9504": "A protocol error was detected: {detail}",
     "AMQ9631": "The CipherSpec negotiated during the SSL handshake does not match: {detail}",
     "AMQ9637": "Channel is lacking a certificate: {detail}",

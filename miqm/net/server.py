@@ -153,13 +153,13 @@ class Listener:
 
     def start(self) -> tuple[str, int]:
         """Bind, listen and start accepting; returns the bound (host, port). NetError
-        (AMQ9212) with one line if the address cannot be bound (a port in use)."""
+        (AMQ9218) with one line if the address cannot be bound (a port in use)."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         try:
             sock = socket.socket(family, socket.SOCK_STREAM)
         except OSError as exc:
-            raise NetError(f"AMQ9212: cannot create a listening socket: {exc}",
-                           mqrc=2059) from None
+            raise NetError(f"AMQ9218: The TCP/IP listener program could not create a "
+                           f"socket: {exc}", amq="AMQ9218", mqrc=2059) from None
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
@@ -168,9 +168,10 @@ class Listener:
             sock.close()
             reason = getattr(exc, "strerror", None) or str(exc)
             raise NetError(
-                f"AMQ9212: the listener cannot bind {self.host}({self.port}): {reason}. "
-                "Choose a free port (Port in the Listener stanza of qm.ini, or "
-                "MIQM_LISTENER_PORT) or end what uses it.", amq="AMQ9212", mqrc=2059) from None
+                f"AMQ9218: The TCP/IP listener program could not bind to {self.host}"
+                f"({self.port}): {reason}. Choose a free port (Port in the Listener stanza "
+                "of qm.ini, or MIQM_LISTENER_PORT) or end what uses it.", amq="AMQ9218",
+                mqrc=2059) from None
         self._sock = sock
         self.host, self.port = sock.getsockname()[:2]
         self._accept_thread = threading.Thread(target=self._accept_loop, name="miqm-listener",

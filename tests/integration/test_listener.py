@@ -126,7 +126,7 @@ def test_port_in_use_fails_strmqm_with_one_line(pair) -> None:
         proc = pair.run(pair.a, "strmqm", pair.qmgr, check=False)
         assert proc.returncode != 0
         out = (proc.stdout + proc.stderr).strip()
-        assert "AMQ9212" in out and str(port) in out and "Traceback" not in out
+        assert "AMQ9218" in out and str(port) in out and "Traceback" not in out
         assert len([ln for ln in proc.stderr.splitlines() if ln.strip()]) == 1
     # nothing half-started: no instance runs, and a free port starts it normally
     status = pair.run(pair.a, "dspmq", "-m", pair.qmgr, check=False).stdout

@@ -213,7 +213,7 @@ def test_port_in_use_is_one_line() -> None:
         port = s.getsockname()[1]
         with pytest.raises(protocol.NetError) as info:
             Listener(lambda r, s: {"ok": True}, port=port).start()
-        assert "AMQ9212" in str(info.value) and str(port) in str(info.value)
+        assert "AMQ9218" in str(info.value) and str(port) in str(info.value)
         assert "\n" not in str(info.value)
 
 
