@@ -521,7 +521,7 @@ class Controller:
     def _start_listener(self) -> None:
         """Bind the listener (qm.ini's Listener/TCP stanza, MIQM_LISTENER_HOST/PORT over
         it) with its authentication and TLS. NetError/ConfigError (one line) if it
-        cannot: the caller has taken no lock yet, or releases the one it took."""
+        cannot: the caller releases the lock it took and writes nothing more."""
         from miqm.net.listen import make_listener
 
         self.listener = make_listener(self, self.handle)

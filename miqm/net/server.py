@@ -9,8 +9,8 @@ A streaming consumer's messages are pushed by the service through
 
 The execution controller creates a :class:`Listener` with a handler (the
 :class:`~miqm.net.service.QueueService`, wrapped for its control ops), calls
-:meth:`Listener.start` (which binds, so a port in use fails there, before the instance
-takes any lock), and calls :meth:`Listener.stop` when the instance ends. Closing a
+:meth:`Listener.start` (which binds, so a port in use fails there, before the
+instance writes anything), and calls :meth:`Listener.stop` when the instance ends. Closing a
 session runs its ``on_close`` callbacks exactly once, which is how the service backs out
 a unit of work left open by a client that went away.
 
