@@ -69,12 +69,13 @@ def parse(raw: bytes, source: str = CREDENTIALS_FILE) -> dict[str, str]:
 def write(volume: Any, principals: dict[str, str]) -> None:
     """Write the credentials file durably, readable by its owner only where the volume is
     a local path (an ``nfs4://`` volume gets the server's default mode)."""
+    from lockfs.posix import PosixVolume
+
     data = render(principals)
-    root = getattr(volume, "root", None)
-    if not isinstance(root, str):
+    if not isinstance(volume, PosixVolume):
         volume.write_atomic(CREDENTIALS_FILE, data)
         return
-    path = os.path.join(root, CREDENTIALS_FILE)
+    path = os.path.join(volume.root, CREDENTIALS_FILE)
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
