@@ -204,6 +204,11 @@ class QueueManager:
         except MiqmError as exc:
             raise _error(exc) from None
 
+    def inquire(self, queue: str) -> dict[str, Any]:
+        """MQOPEN + MQINQ: the queue's attributes (``MAXDEPTH``, ``DEFPSIST``, ...);
+        :class:`UnknownObjectName` (2085) if it is not defined."""
+        return dict(self._call("open", queue=queue).get("attrs") or {})
+
     def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
             priority: int | None = None, msgid: bytes | None = None,
             correlid: bytes | None = None, syncpoint: bool = False) -> bytes | None:

@@ -34,7 +34,7 @@ def _open(qmgr: str, queue: str) -> Any:
     except MQError as exc:
         fail(f"MQCONNX ended with reason code {exc.reason}: {exc.user_line()}", 1)
     try:
-        qm._call("open", queue=queue)
+        qm.inquire(queue)
     except MQError as exc:
         qm.close()
         fail(f"MQOPEN ended with reason code {exc.reason}: {exc}", 1)

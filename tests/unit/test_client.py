@@ -68,6 +68,9 @@ def test_put_get_browse_commit_backout_and_typed_errors(served) -> None:
         with pytest.raises(mq.UnknownObjectName) as info2:
             qm.put("NOPE", b"x")
         assert info2.value.reason == 2085
+        with pytest.raises(mq.UnknownObjectName):
+            qm.inquire("NOPE")
+        assert int(qm.inquire("Q1")["MAXDEPTH"]) == 100000
         qm.put("Q1", b"a", syncpoint=True, correlid=b"c1")
         qm.put("Q1", b"b", syncpoint=True)
         with mq.connect("QMC") as other:
