@@ -38,7 +38,7 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
                                  settings.client_ca_file)
 
     def log(line: str) -> None:
-        number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ9999"
+        number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ6184"
         ctl.say(number, line)
 
     return Listener(handler, host=settings.host, port=settings.port, log=log,
