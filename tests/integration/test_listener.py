@@ -134,3 +134,43 @@ def test_port_in_use_fails_strmqm_with_one_line(pair) -> None:
     pair.a.extra = {}
     pair.start(pair.a)
     assert pair.active()["host"] == "hosta"
+
+
+def test_a_streaming_consumer_survives_kill_minus_nine_of_the_active(pair) -> None:
+    """kill -9 of the active instance while a miqm.client consumer streams: it resumes on
+    the new active by itself; nothing is lost, and anything it sees twice is flagged."""
+
+    pair.create()
+    pair.start(pair.a)
+    pair.start(pair.b)
+    pair.mqsc(pair.a, "DEFINE QLOCAL(S.Q) MAXDEPTH(100000)\n")
+    bodies = [f"s{i:04d}" for i in range(400)]
+    pair.put(pair.a, "S.Q", bodies)
+    script = (
+        "import sys, time\n"
+        "from miqm.client import connect\n"
+        "with connect('QMLSN', reconnect=True, reconnect_timeout=60) as qm:\n"
+        "    for msg in qm.consume('S.Q', prefetch=50, wait=8.0):\n"
+        "        print(msg.body.decode(), msg.backout_count, qm.host, flush=True)\n"
+        "        time.sleep(0.01)\n")
+    proc = subprocess.Popen(["python", "-c", script], env=pair.a.env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = [proc.stdout.readline() for _ in range(60)]  # streaming from hosta
+        assert all(line.split()[2] == "hosta" for line in first)
+        pair.kill_active()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    seen = [line.split() for line in first + out.splitlines() if line.strip()]
+    got: dict[str, int] = {}
+    for body, count, _host in seen:
+        if body in got:
+            assert int(count) >= 1, f"{body} delivered twice without a backout count"
+        got[body] = got.get(body, 0) + 1
+    assert set(got) == set(bodies), "messages lost across the failover"
+    assert seen[-1][2] == "hostb"
