@@ -6,11 +6,13 @@ import json
 
 import typer
 
+from miqm.cli import credential
 from miqm.cli.common import fail, make_app, run_typer
 
 app = make_app("miqm: multi-instance queue manager tools.")
 bench_app = make_app("Benchmarks: figures measured side by side in one run.")
 app.add_typer(bench_app, name="bench")
+credential.register(app)
 
 
 @app.command()
@@ -80,6 +82,25 @@ def bench_store(
     result = run(directory, counts, seconds, recovery_records, memory_messages,
                  echo=(lambda s: None) if as_json else print, cpus=chosen,
                  group_commit_cpu=gather)
+    if as_json:
+        print(json.dumps(result))
+
+
+@bench_app.command("net")
+def bench_net(
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+    messages: int = typer.Option(2000, help="messages per producer per run"),
+    directory: str = typer.Option(None, "--dir", help="directory for the scratch queue "
+                                  "manager (default: the system temp directory)"),
+) -> None:
+    """Client path (1/8 connections put+commit, 100 per commit, streaming consume) beside
+    the in-process store, in one run."""
+    from miqm.bench.net import bench_net as run
+
+    if messages < 1:
+        fail("--messages must be at least 1", 2)
+    result = run(messages, echo=(lambda s: None) if as_json else print,
+                 directory=directory)
     if as_json:
         print(json.dumps(result))
 

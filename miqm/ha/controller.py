@@ -237,6 +237,11 @@ class Controller:
                 if decided.action is Action.REFUSE:
                     master.release()
                     return self.refuse(decided)
+                try:
+                    self._start_listener()  # a port in use ends strmqm here, half nothing
+                except MiqmError:
+                    master.release()
+                    raise
                 return self.become_active(failover_from=None, status=status)
             decided = decide.step(State.START, self.facts(
                 master=False, status=qmstatus.try_read(self.data)))
@@ -282,9 +287,14 @@ class Controller:
         decided = decide.step(State.SEEKING_STANDBY, self.facts(standby=got))
         if decided.action is Action.REFUSE:
             return self.refuse(decided)
+        if self.listener is None:
+            try:
+                self._start_listener()
+            except MiqmError:
+                self.standby_lock.release()
+                raise
         self.mode, self.status = "standby", "Running as standby"
         self._prepare_for_takeover()
-        self._start_listener()
         self._write_standby_address()
         self._run_record()
         self.event("role", role="standby")
@@ -584,10 +594,12 @@ class Controller:
 
     # ------------------------------------------------------------------ listener
     def _start_listener(self) -> None:
-        from miqm.net.server import Listener
+        """Bind the listener (qm.ini's Listener/TCP stanza, MIQM_LISTENER_HOST/PORT over
+        it) with its authentication and TLS. NetError/ConfigError (one line) if it
+        cannot: the caller releases the lock it took and writes nothing more."""
+        from miqm.net.listen import make_listener
 
-        host = os.environ.get("MIQM_LISTENER_HOST", "127.0.0.1")
-        self.listener = Listener(self.handle, host=host, port=0)
+        self.listener = make_listener(self, self.handle)
         self.address = self.listener.start()
 
     def handle(self, request: dict[str, Any], session: Any) -> dict[str, Any]:
@@ -596,8 +608,13 @@ class Controller:
 
         op = request.get("op")
         if op == "instance":
-            return {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
-                    "status": self.status, "pid": self.pid}
+            reply = {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+                     "status": self.status, "pid": self.pid}
+            if self.listener is not None:
+                from miqm.net.listen import listener_stats
+
+                reply["listener"] = listener_stats(self.listener)
+            return reply
         if op == "end":
             return self.request_end(request)
         if self.mode != "active" or self.service is None or self.status != "Running":
