@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,10 @@ class QueueService:
         self.store = store
         self.qmgr = qmgr
         self.host_name = host_name
+        # messages put and got (destructively) through this service: the metrics endpoint
+        self.messages_put = 0
+        self.messages_got = 0
+        self._count_lock = threading.Lock()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
             "hello": self._hello, "ping": self._ping,
             "put": self._put, "get": self._get,
@@ -140,6 +145,8 @@ class QueueService:
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             uow=self._uow(session) if req.get("syncpoint") else None,
         )
+        with self._count_lock:
+            self.messages_put += 1
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
 
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -152,6 +159,9 @@ class QueueService:
         )
         if msg is None:
             return error_reply(MQRC_NO_MSG_AVAILABLE, "no message available (MQRC 2033)")
+        if not browse:
+            with self._count_lock:
+                self.messages_got += 1
         put_time = getattr(msg, "put_time", None)
         if isinstance(put_time, _dt.datetime):
             put_time = put_time.isoformat()
