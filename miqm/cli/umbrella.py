@@ -164,6 +164,28 @@ def bench_campaign(
              f"instances' error logs and event histories are kept in {kept}", 1)
 
 
+@app.command()
+def exporter(
+    qmgr: str = typer.Option(..., "-m", metavar="QMgr", help="queue manager name"),
+    port: int = typer.Option(9465, "--port", help="port to serve /metrics on"),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="address to listen on (0.0.0.0: "
+                             "every interface)"),
+) -> None:
+    """Serve the queue manager's status as dspmq -x sees it, for Prometheus (foreground)."""
+    import ipaddress
+
+    from miqm.metrics.exporter import run_exporter
+
+    if not 1 <= port <= 65535:
+        fail(f"miqm exporter: --port {port} is not a port number: use 1-65535", 2)
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        fail(f"miqm exporter: --bind {bind!r} is not an IP address (127.0.0.1: this host "
+             "only, 0.0.0.0: every interface)", 2)
+    raise typer.Exit(run_exporter(qmgr, port, bind))
+
+
 def main() -> None:
     """Console-script entry point."""
     run_typer(app, "miqm")

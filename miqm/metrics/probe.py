@@ -35,6 +35,7 @@ class CachedProbe(Generic[T]):
         self.error: str = ""  # the last read's failure ("" if it succeeded)
         self.failures = 0  # reads that raised
         self.overdue = 0  # scrapes that found a read still running past the deadline
+        self.fresh = False  # the last get() returned a read that succeeded in time
 
     def _run(self, done: threading.Event) -> None:
         try:
@@ -61,10 +62,11 @@ class CachedProbe(Generic[T]):
                 done = self._inflight = threading.Event()
                 threading.Thread(target=self._run, args=(done,), daemon=True,
                                  name=f"metrics-probe-{self.name}").start()
-        if done is not None and not done.wait(self.deadline):
-            with self._lock:
-                self.overdue += 1
+        came_back = done is None or done.wait(self.deadline)
         with self._lock:
+            if not came_back:
+                self.overdue += 1
+            self.fresh = came_back and (fresh or (not self.error and self.at is not None))
             age = None if self.at is None else max(0.0, self._clock() - self.at)
             return self.value, age
 
