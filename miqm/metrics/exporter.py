@@ -74,6 +74,9 @@ class QMgrCollector:
                     "read)", 1.0 if actives else 0.0)
             f.gauge("miqm_standby_present", "1 if a standby instance holds the standby lock "
                     "(as last read)", 1.0 if standbys else 0.0)
+            f.gauge("miqm_standby_permitted", "1 if the active instance was started with -x "
+                    "(dspmq STANDBY(Permitted), as last read)",
+                    1.0 if last["standby"] == "Permitted" else 0.0)
             f.gauge("miqm_qmgr_instance", "1 for each instance holding a lock, with its host "
                     "and mode (dspmq -x)",
                     samples=[({"host": str(i["host"]), "mode": str(i["mode"])}, 1.0)

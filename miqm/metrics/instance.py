@@ -269,6 +269,8 @@ class InstanceCollector:
                 "filesystem hangs; -1: none yet)", -1.0 if age is None else age)
         f.gauge("miqm_filesystem_probe_in_flight", "1 while a read of the shared files has "
                 "not come back", 1.0 if self.fs.in_flight else 0.0)
+        f.gauge("miqm_standby_permitted", "1 if this active instance was started with -x "
+                "(a standby instance may wait)", 1.0 if self.ctl.permit_standby else 0.0)
         if value and "standby_present" in value:
             f.gauge("miqm_standby_present", "1 if a standby instance holds the standby lock "
                     "(as last read)", 1.0 if value["standby_present"] else 0.0)
