@@ -51,9 +51,10 @@ class InstanceCollector:
         hold a lock the instance's own I/O needs)."""
         vol = self._volumes.get(key)
         if vol is None:
+            from lockfs.faults import wrap_from_env
             from lockfs.volume import open_volume
 
-            vol = self._volumes[key] = open_volume(url)
+            vol = self._volumes[key] = wrap_from_env(open_volume(url), key)
         return vol
 
     def _read_shared(self) -> dict[str, Any]:
