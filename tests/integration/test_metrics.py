@@ -171,10 +171,10 @@ def _firing(port: int, name: str) -> list[dict[str, str]]:
 def test_prometheus_fires_failover_then_no_standby_after_kill_9(
         pair: LocalPair, tmp_path: Path) -> None:
     ports = {"hosta": _free_port(), "hostb": _free_port()}
-    pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])
-    pair.b.extra["MIQM_METRICS_PORT"] = str(ports["hostb"])
+    pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])  # the environment on A,
     assert "started using" in pair.start(pair.a)
-    assert "standby instance" in pair.start(pair.b)
+    assert "standby instance" in pair.run(  # strmqm's option on B
+        pair.b, "strmqm", "-x", "--metrics-port", str(ports["hostb"]), pair.qmgr).stdout
     hostc = _third_host(pair)
     ex_port, prom_port = _free_port(), _free_port()
     exporter = prom = None
