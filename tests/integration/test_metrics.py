@@ -289,3 +289,15 @@ def test_bad_metrics_ports_are_one_line_naming_qm_ini_and_the_key(pair: LocalPai
         assert proc.returncode == 0, proc.stderr
         log = (Path(pair.data_dir()) / "errors" / "AMQERR01.LOG").read_text()
         assert "Starting without a metrics endpoint" in log
+
+
+def test_exporter_bad_input_is_one_line(tmp_path: Path) -> None:
+    env = dict(os.environ, MIQM_DATA_ROOT=str(tmp_path / "root"), MIQM_HOSTNAME="hostc")
+    cases = ((["-m", "NOSUCH"], "AMQ7048"), (["-m", "QM1", "--port", "0"], "--port 0"),
+             (["-m", "QM1", "--bind", "nowhere"], "--bind 'nowhere'"))
+    for args, words in cases:
+        proc = subprocess.run(["miqm", "exporter", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode != 0, args
+        assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
