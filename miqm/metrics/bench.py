@@ -55,6 +55,19 @@ def _pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(len(v) * q))] if v else 0.0
 
 
+def _drain_in_units(store: Any, batch: int = 1000) -> None:
+    """Empty BENCH.Q a thousand gets per unit of work (one force each, not one per get)."""
+    while True:
+        uow = store.begin()
+        n = 0
+        while n < batch and store.get("BENCH.Q", uow=uow) is not None:
+            n += 1
+        store.commit(uow)
+        if n < batch:
+            break
+    store.checkpoint()
+
+
 class StoreView:
     """What :class:`~miqm.metrics.instance.InstanceCollector` reads of an instance, for a
     store driven in this process (no controller: no monitors, no listener)."""
@@ -130,7 +143,7 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
                                    directory: str | None = None) -> dict[str, Any]:
     """Part 2 (see the module docstring)."""
     from lockfs.volume import open_volume
-    from miqm.bench.store import _create_store, _drain, _open_store, commit_run
+    from miqm.bench.store import _create_store, _open_store, commit_run
     from miqm.metrics.instance import InstanceCollector
     from miqm.metrics.server import serve
 
@@ -148,9 +161,9 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
             totals = {False: [0, 0.0], True: [0, 0.0]}
             scrapes = 0
             commit_run(store, producers, min(seconds, 1.0), body)  # warm-up, not counted
-            _drain(store)
-            for _ in range(rounds):
-                for scraping in (False, True):
+            _drain_in_units(store)
+            for r in range(rounds):  # the order alternates too: no side always goes first
+                for scraping in ((False, True) if r % 2 == 0 else (True, False)):
                     scraper = _scraper(url, 1.0, seconds) if scraping else None
                     run = commit_run(store, producers, seconds, body)
                     totals[scraping][0] += run.commits
@@ -158,7 +171,7 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
                     if scraper is not None:
                         out, _ = scraper.communicate(timeout=120)
                         scrapes += len(json.loads(out.strip().splitlines()[-1]))
-                    _drain(store)
+                    _drain_in_units(store)
         finally:
             if server is not None:
                 server.stop()
