@@ -197,7 +197,8 @@ class InstanceCollector:
         if at:
             f.gauge("miqm_log_write_time_max_timestamp_seconds", "When the longest force "
                     "happened (amqldmpa WriteTimeMax at)",
-                    calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ")))
+                    calendar.timegm((int(at[0:4]), int(at[5:7]), int(at[8:10]),
+                                     int(at[11:13]), int(at[14:16]), int(at[17:19]), 0, 0, 0)))
         files = st.get("WriteTimeMaxFiles") or []
         if files:
             f.gauge("miqm_log_write_time_file_max_seconds", "Longest force on each of the "

@@ -125,3 +125,45 @@ def test_margins_count_down_to_the_check_that_would_stop_the_instance() -> None:
     progress[0] = (6, 3)  # a force completed: a whole interval more
     assert mon.margins()["liveness"] == pytest.approx(16)
     assert mon.verify_seconds.count == 1
+
+
+def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -> None:
+    """A real store driven in this process (as ``miqm bench metrics`` serves it): its log
+    and checkpoint histograms count, the queue shows, and the lean formatter writes
+    byte for byte what prometheus_client's generate_latest writes."""
+    import re
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from lockfs.volume import open_volume
+    from miqm.bench.store import _create_store, _open_store
+    from miqm.metrics.bench import StoreView
+    from miqm.metrics.instance import InstanceCollector
+    from miqm.metrics.server import exposition
+
+    _create_store(str(tmp_path))
+    store = _open_store(str(tmp_path))
+    try:
+        store.define_queue("Q.ONE")
+        for i in range(3):
+            uow = store.begin()
+            store.put("Q.ONE", b"m%d" % i, persistent=True, uow=uow)
+            store.commit(uow)
+        uow = store.begin()
+        store.put("Q.ONE", b"open", persistent=True, uow=uow)
+        assert store.log.force_seconds.count >= 3 and store.log.force_bytes.sum > 0
+        assert store.checkpoint_seconds.count >= 1  # the one taken at open
+        registry = CollectorRegistry(auto_describe=False)
+        collector = InstanceCollector(StoreView(store, open_volume(str(tmp_path / "data"))))
+        registry.register(collector)
+        ours = exposition(registry).decode()
+        theirs = generate_latest(registry).decode()
+        age = r"(miqm_filesystem_probe_age_seconds\{[^}]*\}) \S+"
+        assert re.sub(age, r"\1", ours) == re.sub(age, r"\1", theirs)
+        assert 'miqm_queue_depth{instance="bench",qmgr="BENCH",queue="Q.ONE"} 4.0' in ours
+        assert ('miqm_queue_uncommitted_messages{instance="bench",qmgr="BENCH",'
+                'queue="Q.ONE"} 1.0') in ours
+        assert collector.errors == 0, collector.last_error
+        store.backout(uow)
+    finally:
+        store.close()
