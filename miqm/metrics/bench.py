@@ -32,10 +32,38 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _scraper(url: str, interval: float, seconds: float) -> subprocess.Popen[str]:
-    """A process fetching ``url`` every ``interval`` for ``seconds``; prints latencies."""
-    return subprocess.Popen([sys.executable, "-m", "miqm.metrics.bench", "scrape", url,
-                             str(interval), str(seconds)], stdout=subprocess.PIPE, text=True)
+class Scraper:
+    """A process of its own that fetches ``url`` every ``interval`` seconds for as long as
+    it is told (started once: its interpreter's start-up does not land in a measurement)."""
+
+    def __init__(self, url: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "miqm.metrics.bench", "serve",
+                                      url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+
+    def run(self, interval: float, seconds: float) -> list[float]:
+        """Scrape for ``seconds``; the latencies."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{interval} {seconds}\n")
+        self.proc.stdin.flush()
+        return [float(x) for x in json.loads(self.proc.stdout.readline())]
+
+    def start(self, interval: float, seconds: float) -> None:
+        """Begin a run in the background (:meth:`result` collects it)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{interval} {seconds}\n")
+        self.proc.stdin.flush()
+
+    def result(self) -> list[float]:
+        """The latencies of the run begun by :meth:`start`."""
+        assert self.proc.stdout is not None
+        return [float(x) for x in json.loads(self.proc.stdout.readline())]
+
+    def close(self) -> None:
+        """End the process."""
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(30)
 
 
 def _scrape_loop(url: str, interval: float, seconds: float) -> list[float]:
@@ -111,21 +139,26 @@ def scrape_under_load(seconds: float, producers: int, echo: Callable[[str], None
                 errors.append(f"{type(exc).__name__}: {exc}")
             counts.append(n)
 
-        with client_of(pair.a.root, pair.a.name):
-            threads = [threading.Thread(target=producer, daemon=True)
-                       for _ in range(producers)]
-            for t in threads:
-                t.start()
-            time.sleep(1.0)  # all connected and committing
-            t0 = time.monotonic()
-            scraper = _scraper(f"http://127.0.0.1:{port}/metrics", 0.1, seconds)
-            out, _ = scraper.communicate(timeout=seconds + 120)
-            took = time.monotonic() - t0
-            stop.set()
-            for t in threads:
-                t.join(30)
-        lat = json.loads(out.strip().splitlines()[-1])
+        scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+        try:
+            idle = scraper.run(0.1, min(seconds, 3.0))  # the same instance with no load
+            with client_of(pair.a.root, pair.a.name):
+                threads = [threading.Thread(target=producer, daemon=True)
+                           for _ in range(producers)]
+                for t in threads:
+                    t.start()
+                time.sleep(1.0)  # all connected and committing
+                t0 = time.monotonic()
+                lat = scraper.run(0.1, seconds)
+                took = time.monotonic() - t0
+                stop.set()
+                for t in threads:
+                    t.join(30)
+        finally:
+            scraper.close()
     result = {"producers": producers, "scrapes": len(lat),
+              "idle_p50_ms": round(_pct(idle, 0.5) * 1000, 2),
+              "idle_p99_ms": round(_pct(idle, 0.99) * 1000, 2),
               "p50_ms": round(_pct(lat, 0.5) * 1000, 2),
               "p99_ms": round(_pct(lat, 0.99) * 1000, 2),
               "max_ms": round(max(lat) * 1000, 2) if lat else 0.0,
@@ -134,7 +167,9 @@ def scrape_under_load(seconds: float, producers: int, echo: Callable[[str], None
         result["errors"] = errors[:3]
     echo(f"scrape latency of an active instance under {producers} client producers: "
          f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, max {result['max_ms']} ms "
-         f"({len(lat)} scrapes; {result['client_commits_per_s']:.0f} commits/s meanwhile)")
+         f"({len(lat)} scrapes; {result['client_commits_per_s']:.0f} commits/s meanwhile); "
+         f"the same instance idle: p50 {result['idle_p50_ms']} ms, p99 "
+         f"{result['idle_p99_ms']} ms")
     return result
 
 
@@ -160,18 +195,20 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
             body = b"x" * 1024
             totals = {False: [0, 0.0], True: [0, 0.0]}
             scrapes = 0
+            scraper = Scraper(url)
             commit_run(store, producers, min(seconds, 1.0), body)  # warm-up, not counted
             _drain_in_units(store)
             for r in range(rounds):  # the order alternates too: no side always goes first
                 for scraping in ((False, True) if r % 2 == 0 else (True, False)):
-                    scraper = _scraper(url, 1.0, seconds) if scraping else None
+                    if scraping:
+                        scraper.start(1.0, seconds)
                     run = commit_run(store, producers, seconds, body)
                     totals[scraping][0] += run.commits
                     totals[scraping][1] += run.commits / run.commits_per_s  # type: ignore[attr-defined]
-                    if scraper is not None:
-                        out, _ = scraper.communicate(timeout=120)
-                        scrapes += len(json.loads(out.strip().splitlines()[-1]))
+                    if scraping:
+                        scrapes += len(scraper.result())
                     _drain_in_units(store)
+            scraper.close()
         finally:
             if server is not None:
                 server.stop()
@@ -199,12 +236,14 @@ def bench_metrics(seconds: float = 10.0, rounds: int = 4, producers: int = 64,
 
 
 def main(argv: list[str]) -> int:
-    """``python -m miqm.metrics.bench scrape URL INTERVAL SECONDS`` (the scraper process)."""
-    if len(argv) == 4 and argv[0] == "scrape":
-        lat = _scrape_loop(argv[1], float(argv[2]), float(argv[3]))
-        print(json.dumps(lat))
+    """``python -m miqm.metrics.bench serve URL`` (the scraper process): for each line
+    ``INTERVAL SECONDS`` on stdin, scrape and print the latencies as one JSON line."""
+    if len(argv) == 2 and argv[0] == "serve":
+        for line in sys.stdin:
+            interval, seconds = (float(x) for x in line.split())
+            print(json.dumps(_scrape_loop(argv[1], interval, seconds)), flush=True)
         return 0
-    print("usage: python -m miqm.metrics.bench scrape URL INTERVAL SECONDS", file=sys.stderr)
+    print("usage: python -m miqm.metrics.bench serve URL", file=sys.stderr)
     return 2
 
 
