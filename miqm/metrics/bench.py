@@ -194,6 +194,7 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
             url = f"http://127.0.0.1:{server.address[1]}/metrics"
             body = b"x" * 1024
             totals = {False: [0, 0.0], True: [0, 0.0]}
+            slices: dict[bool, list[float]] = {False: [], True: []}
             scrapes = 0
             scraper = Scraper(url)
             commit_run(store, producers, min(seconds, 1.0), body)  # warm-up, not counted
@@ -205,6 +206,7 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
                     run = commit_run(store, producers, seconds, body)
                     totals[scraping][0] += run.commits
                     totals[scraping][1] += run.commits / run.commits_per_s  # type: ignore[attr-defined]
+                    slices[scraping].append(round(run.commits_per_s, 1))  # type: ignore[attr-defined]
                     if scraping:
                         scrapes += len(scraper.result())
                     _drain_in_units(store)
@@ -220,10 +222,14 @@ def store_with_and_without_scraper(seconds: float, rounds: int, producers: int,
     result = {"producers": producers, "rounds": rounds, "slice_s": seconds,
               "commits_per_s_without_scraper": round(without, 1),
               "commits_per_s_with_1s_scraper": round(with_, 1),
-              "ratio": round(with_ / without, 3) if without else 0.0, "scrapes": scrapes}
+              "ratio": round(with_ / without, 3) if without else 0.0, "scrapes": scrapes,
+              # each slice's rate: how far the shared machine moves them apart by itself
+              "slices_without": slices[False], "slices_with": slices[True]}
     echo(f"store, {producers} producers: {without:.0f} commits/s without a scraper, "
          f"{with_:.0f} with one scraping every second (ratio {result['ratio']}; "
-         f"{rounds} alternating slices of {seconds:g}s each)")
+         f"{rounds} alternating slices of {seconds:g}s each; slices ranged "
+         f"{min(slices[False]):.0f}-{max(slices[False]):.0f} without, "
+         f"{min(slices[True]):.0f}-{max(slices[True]):.0f} with)")
     return result
 
 
