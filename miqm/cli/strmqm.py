@@ -17,7 +17,7 @@ import time
 
 import typer
 
-from miqm.cli.common import fail_amq, make_app, run_typer
+from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 app = make_app("Start a queue manager instance (-x: permit a standby / run as one).")
 

@@ -102,10 +102,10 @@ class InstanceCollector:
 
     def _identity(self, f: Families) -> None:
         ctl = self.ctl
-        from miqm.ha.controller import VERSION
+        from miqm import amq
 
         f.gauge("miqm_instance_info", "This instance: process id and version (always 1)",
-                samples=[({"pid": str(ctl.pid), "version": VERSION}, 1)])
+                samples=[({"pid": str(ctl.pid), "version": amq.VERSION}, 1)])
         mode = str(ctl.mode)
         f.gauge("miqm_instance_role", "1 for this instance's role: starting, active or "
                 "standby", samples=[({"role": r}, 1.0 if r == mode else 0.0) for r in ROLES])
