@@ -158,6 +158,7 @@ def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -
         registry = CollectorRegistry(auto_describe=False)
         collector = InstanceCollector(StoreView(store, open_volume(str(tmp_path / "data"))))
         registry.register(collector)
+        collector.fs.deadline = 10.0  # the shared-file read always completes in the scrape
         ours = exposition(registry).decode()
         theirs = generate_latest(registry).decode()
         age = r"(miqm_filesystem_probe_age_seconds\{[^}]*\}) \S+"
