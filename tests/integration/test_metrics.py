@@ -244,7 +244,7 @@ def test_metrics_answer_while_the_shared_files_hang(pair: LocalPair) -> None:
             dt, body = _scrape(port)
             took.append(dt)
             time.sleep(0.5)
-        assert max(took) < 1.0, f"scrapes took {took}"  # the probe's deadline is 0.05 s
+        assert max(took) < 2.0, f"scrapes took {took}"  # deadline 0.05 s; the fault: 60 s
         assert list(_samples(body, "miqm_filesystem_probe_in_flight").values()) == [1.0]
         assert list(_samples(body, "miqm_filesystem_probe_age_seconds").values()) == [-1.0]
         roles = [k for k, v in _samples(body, "miqm_instance_role").items() if v == 1.0]
@@ -253,7 +253,7 @@ def test_metrics_answer_while_the_shared_files_hang(pair: LocalPair) -> None:
 
         _wait("the exporter", lambda: _scrape(ex_port))
         dt, body = _scrape(ex_port)
-        assert dt < 1.0, f"a scrape took {dt:.2f}s"
+        assert dt < 2.0, f"a scrape took {dt:.2f}s"  # deadline 0.08 s; the fault: 60 s
         status = {k: v for k, v in _samples(body, "miqm_qmgr_status").items() if v == 1.0}
         assert list(status) == ['{instance="hostc",qmgr="QMMET",status="Status not available"}']
         assert _samples(body, "miqm_qmgr_status_available") == {
