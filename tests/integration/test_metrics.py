@@ -95,7 +95,14 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
             log = Path(p.data_dir()) / "errors" / "AMQERR01.LOG"
             if log.exists():
                 print(log.read_text(errors="replace")[-4000:])
-        p.close()
+        try:
+            p.close()
+        finally:  # even when an endmqm hangs: no instance outlives the test
+            for pid in p._controller_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def _third_host(p: LocalPair, name: str = "hostc") -> Host:
