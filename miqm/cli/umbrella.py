@@ -195,6 +195,47 @@ def bench_campaign(
              f"instances' error logs and event histories are kept in {kept}", 1)
 
 
+@bench_app.command("metrics")
+def bench_metrics(
+    seconds: float = typer.Option(10.0, help="seconds of scraping under load (the store "
+                                  "slices are a quarter of it)"),
+    rounds: int = typer.Option(4, help="alternating store slices without/with a scraper"),
+    producers: int = typer.Option(64, help="producer threads"),
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+) -> None:
+    """Scrape latency of an active instance under load; store commits/s with and without a
+    scraper every second, side by side."""
+    from miqm.metrics.bench import bench_metrics as run
+
+    if seconds <= 0 or rounds < 1 or producers < 1:
+        fail("--seconds must be positive, --rounds and --producers at least 1", 2)
+    result = run(seconds, rounds, producers, echo=(lambda s: None) if as_json else print)
+    if as_json:
+        print(json.dumps(result))
+
+
+@app.command()
+def exporter(
+    qmgr: str = typer.Option(..., "-m", metavar="QMgr", help="queue manager name"),
+    port: int = typer.Option(9465, "--port", help="port to serve /metrics on"),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="address to listen on (0.0.0.0: "
+                             "every interface)"),
+) -> None:
+    """Serve the queue manager's status as dspmq -x sees it, for Prometheus (foreground)."""
+    import ipaddress
+
+    from miqm.metrics.exporter import run_exporter
+
+    if not 1 <= port <= 65535:
+        fail(f"miqm exporter: --port {port} is not a port number: use 1-65535", 2)
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        fail(f"miqm exporter: --bind {bind!r} is not an IP address (127.0.0.1: this host "
+             "only, 0.0.0.0: every interface)", 2)
+    raise typer.Exit(run_exporter(qmgr, port, bind))
+
+
 def main() -> None:
     """Console-script entry point."""
     run_typer(app, "miqm")

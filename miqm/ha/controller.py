@@ -50,6 +50,7 @@ from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
 from miqm.ha.monitors import Monitors, Ownership
 from miqm.ha.qmstatus import QMStatus
+from miqm.histogram import Histogram
 
 EXIT_OK = 0
 EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
@@ -131,6 +132,10 @@ class Controller:
         self._watch: Any = None
         self._lock = threading.Lock()
         self._no_space_said = False
+        # read by the metrics endpoint (miqm.metrics.instance) at scrape time
+        self.lock_seconds: dict[str, Histogram] = {}  # lock file -> attempt latencies
+        self.takeover: dict[str, Any] | None = None  # kind, at (epoch s), seconds
+        self.metrics: Any = None  # the /metrics endpoint, if qm.ini asks for one
 
     # ------------------------------------------------------------------ plumbing
     def say(self, number: str, text: str | None = None, **fields: object) -> str:
@@ -216,8 +221,10 @@ class Controller:
                  record: HolderRecord | None = None, keep_open: bool = False) -> bool:
         t0 = time.perf_counter()
         got = lock.acquire(mode, record, keep_open=keep_open)
+        latency = time.perf_counter() - t0
+        self.lock_seconds.setdefault(lock.name, Histogram()).observe(latency)
         self.event("lock_attempt", file=lock.name, mode=mode.value, granted=got,
-                   latency_s=round(time.perf_counter() - t0, 6))
+                   latency_s=round(latency, 6))
         return got
 
     # ------------------------------------------------------------------ main
@@ -227,6 +234,15 @@ class Controller:
             self.setup()
         except MiqmError as exc:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            return exc.exit_code or EXIT_FATAL
+        try:  # /metrics as qm.ini's Metrics: stanza or MIQM_METRICS_PORT says (docs/metrics.md)
+            from miqm.metrics import start_for_controller
+
+            self.metrics = start_for_controller(self)
+        except MiqmError as exc:
+            self.say(exc.amq or "AMQ7880", exc.user_line())
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            self.shutdown_logs()
             return exc.exit_code or EXIT_FATAL
         self.master = master = LockFile(self.data, "master")
         try:
@@ -527,6 +543,8 @@ class Controller:
         lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from
+            self.takeover = {"kind": "switchover" if status.switchover else "failover",
+                             "at": time.time(), "seconds": took}
             self.say("AMQ5975", host=self.host)
             self.event("failover_end", duration_s=round(took, 4),
                        recovery_s=round(time.monotonic() - started, 4))

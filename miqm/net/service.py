@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +65,10 @@ class QueueService:
         self.host_name = host_name
         #: MQ's BackoutCount per message, held by this (active) instance in memory
         self.backout_counts = BackoutCounts()
+        # messages put and got (destructively) through this service: the metrics endpoint
+        self.messages_put = 0
+        self.messages_got = 0
+        self._count_lock = threading.Lock()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
             "hello": self._hello, "ping": self._ping,
             "put": self._put, "get": self._get,
@@ -161,6 +166,8 @@ class QueueService:
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             uow=self._uow(session) if req.get("syncpoint") else None,
         )
+        with self._count_lock:
+            self.messages_put += 1
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
 
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -180,6 +187,9 @@ class QueueService:
                  "body": bytes(msg.body)}
         if not browse and not under:
             self.backout_counts.forget([msg.msgid])
+        if not browse:
+            with self._count_lock:
+                self.messages_got += 1
         return reply
 
     def _commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from lockfs.errors import LockFsError
 from lockfs.volume import Volume
 from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
+from miqm.histogram import LONG_BUCKETS, Histogram
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
 from miqm.store.queues import (
@@ -92,6 +93,7 @@ class _CheckpointPlan:
     # (file, queues.BodyWriter after plan(), that file's runs in ``written``)
     encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
+    started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
 
 
 class _Waiter:
@@ -197,6 +199,8 @@ class QueueManagerStore:
         # tests: called between a checkpoint's locked first step and the rest
         self._cp_between: Callable[[], None] | None = None
         self.recovery_stats: dict[str, Any] = {}
+        # each completed checkpoint's duration (its count: checkpoints taken since open)
+        self.checkpoint_seconds = Histogram(LONG_BUCKETS)
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -1108,6 +1112,7 @@ class QueueManagerStore:
             self.log.set_restart_lsn(info.restart_lsn)
         self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
+        self.checkpoint_seconds.observe(time.perf_counter() - plan.started)
 
     def _write_queue(self, q: LocalQueue, seq: int, plan: _CheckpointPlan) -> None:
         """Bring one queue file up to date for checkpoint ``seq`` in the page cache; the
