@@ -192,7 +192,8 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
         log_path=log.get("LogPath", ""),
         tuning=tuning,
         ha=ha,
-        metrics_port=_int(metrics, "Port", 0, source),
+        # checked with a line naming the stanza by miqm.metrics.settings at strmqm
+        metrics_port=int(metrics["Port"]) if metrics.get("Port", "").isdigit() else 0,
         stanzas=tuple(stanzas),
     )
 

@@ -11,6 +11,10 @@ import pytest
 from tests import skips
 from tests.lab import nfs_lab  # noqa: F401 - one session-wide NFSv4 lab for every module
 
+# Instances started by tests listen on any free port, never the default 1414: two
+# instances on one machine (and other test runs beside this one) must not collide.
+os.environ.setdefault("MIQM_LISTENER_PORT", "0")
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked ``root`` unless running as root (CI runs as root)."""

@@ -66,6 +66,9 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
         log = open_volume(log_loc)
         try:
             data.write_atomic("qm.ini", render_qm_ini(qmgr, settings, log_loc).encode())
+            from miqm.net import auth
+
+            auth.write(data, {auth.ADMIN: auth.new_secret()})  # the listener's admin
             data.makedirs("queues")
             data.makedirs("errors")
             from miqm.store.qmstore import QueueManagerStore

@@ -50,6 +50,7 @@ from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
 from miqm.ha.monitors import Monitors, Ownership
 from miqm.ha.qmstatus import QMStatus
+from miqm.histogram import Histogram
 
 EXIT_OK = 0
 EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
@@ -131,6 +132,10 @@ class Controller:
         self._watch: Any = None
         self._lock = threading.Lock()
         self._no_space_said = False
+        # read by the metrics endpoint (miqm.metrics.instance) at scrape time
+        self.lock_seconds: dict[str, Histogram] = {}  # lock file -> attempt latencies
+        self.takeover: dict[str, Any] | None = None  # kind, at (epoch s), seconds
+        self.metrics: Any = None  # the /metrics endpoint, if qm.ini asks for one
 
     # ------------------------------------------------------------------ plumbing
     def say(self, number: str, text: str | None = None, **fields: object) -> str:
@@ -216,8 +221,10 @@ class Controller:
                  record: HolderRecord | None = None, keep_open: bool = False) -> bool:
         t0 = time.perf_counter()
         got = lock.acquire(mode, record, keep_open=keep_open)
+        latency = time.perf_counter() - t0
+        self.lock_seconds.setdefault(lock.name, Histogram()).observe(latency)
         self.event("lock_attempt", file=lock.name, mode=mode.value, granted=got,
-                   latency_s=round(time.perf_counter() - t0, 6))
+                   latency_s=round(latency, 6))
         return got
 
     # ------------------------------------------------------------------ main
@@ -228,6 +235,15 @@ class Controller:
         except MiqmError as exc:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
+        try:  # /metrics as qm.ini's Metrics: stanza or MIQM_METRICS_PORT says (docs/metrics.md)
+            from miqm.metrics import start_for_controller
+
+            self.metrics = start_for_controller(self)
+        except MiqmError as exc:
+            self.say(exc.amq or "AMQ7880", exc.user_line())
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            self.shutdown_logs()
+            return exc.exit_code or EXIT_FATAL
         self.master = master = LockFile(self.data, "master")
         try:
             if self.try_lock(master, LockMode.EXCLUSIVE):
@@ -237,6 +253,11 @@ class Controller:
                 if decided.action is Action.REFUSE:
                     master.release()
                     return self.refuse(decided)
+                try:
+                    self._start_listener()  # a port in use ends strmqm here, half nothing
+                except MiqmError:
+                    master.release()
+                    raise
                 return self.become_active(failover_from=None, status=status)
             decided = decide.step(State.START, self.facts(
                 master=False, status=qmstatus.try_read(self.data)))
@@ -282,9 +303,14 @@ class Controller:
         decided = decide.step(State.SEEKING_STANDBY, self.facts(standby=got))
         if decided.action is Action.REFUSE:
             return self.refuse(decided)
+        if self.listener is None:
+            try:
+                self._start_listener()
+            except MiqmError:
+                self.standby_lock.release()
+                raise
         self.mode, self.status = "standby", "Running as standby"
         self._prepare_for_takeover()
-        self._start_listener()
         self._write_standby_address()
         self._run_record()
         self.event("role", role="standby")
@@ -517,6 +543,8 @@ class Controller:
         lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from
+            self.takeover = {"kind": "switchover" if status.switchover else "failover",
+                             "at": time.time(), "seconds": took}
             self.say("AMQ5975", host=self.host)
             self.event("failover_end", duration_s=round(took, 4),
                        recovery_s=round(time.monotonic() - started, 4))
@@ -584,10 +612,12 @@ class Controller:
 
     # ------------------------------------------------------------------ listener
     def _start_listener(self) -> None:
-        from miqm.net.server import Listener
+        """Bind the listener (qm.ini's Listener/TCP stanza, MIQM_LISTENER_HOST/PORT over
+        it) with its authentication and TLS. NetError/ConfigError (one line) if it
+        cannot: the caller releases the lock it took and writes nothing more."""
+        from miqm.net.listen import make_listener
 
-        host = os.environ.get("MIQM_LISTENER_HOST", "127.0.0.1")
-        self.listener = Listener(self.handle, host=host, port=0)
+        self.listener = make_listener(self, self.handle)
         self.address = self.listener.start()
 
     def handle(self, request: dict[str, Any], session: Any) -> dict[str, Any]:
@@ -596,8 +626,13 @@ class Controller:
 
         op = request.get("op")
         if op == "instance":
-            return {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
-                    "status": self.status, "pid": self.pid}
+            reply = {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+                     "status": self.status, "pid": self.pid}
+            if self.listener is not None:
+                from miqm.net.listen import listener_stats
+
+                reply["listener"] = listener_stats(self.listener)
+            return reply
         if op == "end":
             return self.request_end(request)
         if self.mode != "active" or self.service is None or self.status != "Running":
