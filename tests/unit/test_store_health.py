@@ -99,6 +99,7 @@ def test_a_standby_or_a_starting_active_answers_every_queue_request_with_2543(
     ctl = Controller.__new__(Controller)
     ctl.qmgr, ctl.host, ctl.pid, ctl.mode, ctl.status = "QM", "hostb", 1, mode, status
     ctl.service = None if mode == "standby" else object()
+    ctl.listener = None
     for op in ("put", "get", "commit", "mqsc"):
         reply = ctl.handle({"op": op, "queue": "Q", "body": "eA=="}, None)
         assert reply["ok"] is False and reply["mqrc"] == 2543, reply
