@@ -116,3 +116,10 @@ class NetError(MiqmError):
     def __init__(self, message: str, *, mqrc: int = 2059, amq: str | None = None) -> None:
         super().__init__(message, amq=amq)
         self.mqrc = mqrc
+
+
+class AnalysisError(MiqmError):
+    """``miqm analyze`` could not read its input or write its output (bad path, no Spark,
+    nothing to analyse)."""
+
+    exit_code = 1
