@@ -32,9 +32,15 @@ class Progress:
             enabled = sys.stderr.isatty()
         self._echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.enabled = enabled
+        self.times: dict[str, float] = {}
+        self._last: tuple[str, float] | None = None
 
     def stage(self, what: str) -> None:
-        """Announce the next stage."""
+        """Announce the next stage (and note how long the previous one took)."""
+        now = time.monotonic()
+        if self._last is not None:
+            self.times[self._last[0]] = round(now - self._last[1], 3)
+        self._last = (what.split(" (")[0], now)
         self.i += 1
         if self.enabled:
             self._echo(f"analyze [{self.i}/{self.total}] {what} "
@@ -43,7 +49,11 @@ class Progress:
 
 def _pd(df: Any) -> Any:
     """A small aggregate to pandas (never called on raw events)."""
-    return df.toPandas()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyspark's notes about the pandas version
+        return df.toPandas()
 
 
 def _three(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, float | None]:
@@ -52,8 +62,6 @@ def _three(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, float | N
 
 def compute_all(spark: Any, paths: list[str], progress: Progress) -> tuple[dict, dict]:
     """(tables as pandas DataFrames, summary dict)."""
-    from pyspark.sql import functions as F
-
     from miqm.analysis import compute as C
     from miqm.analysis.history import parse, read_lines
 
@@ -65,43 +73,53 @@ def compute_all(spark: Any, paths: list[str], progress: Progress) -> tuple[dict,
         raise AnalysisError(f"no events in {', '.join(paths)} ({counts['lines']} lines, "
                             f"{counts['malformed_lines']} malformed): is this an event "
                             "history (events/*.jsonl)?")
+    tables: dict[str, Any] = {}
     progress.stage("instances and takeovers")
     inst = C.instances(ev).cache()
     tk = C.takeovers(ev, inst).cache()
+    tables["instances"] = _pd(inst.orderBy("qmgr", "first_s"))
+    tables["takeovers"] = _pd(tk)
+    tables["timeline"] = _pd(C.timeline(inst, tk))
+    tables["flapping"] = _pd(C.flapping(tk))
     progress.stage("failover and switchover durations")
-    durations = C.duration_stats(tk)
+    tables["durations"] = _pd(C.duration_stats(tk))
     progress.stage("lock and verify latencies by host and hour")
     lat = C.latencies(ev).cache()
+    tables["latency"] = _pd(lat)
     progress.stage("slow-I/O windows")
     windows = C.slow_windows(ev, lat).cache()
+    tables["slow_windows"] = _pd(windows)
     progress.stage("spurious failovers and what preceded them")
-    spur = C.spurious(ev, tk, windows)
-    progress.stage("log write high-water marks and flapping")
-    hwm = C.log_write_hwm(ev)
-    flap = C.flapping(tk)
-    line = C.timeline(inst, tk)
-    tables = {
-        "takeovers": _pd(tk), "durations": _pd(durations), "latency": _pd(lat),
-        "slow_windows": _pd(windows), "spurious": _pd(spur), "flapping": _pd(flap),
-        "log_write_hwm": _pd(hwm),
-        "instances": _pd(inst.withColumn("first", F.col("first_s").cast("timestamp"))
-                         .orderBy("qmgr", "first_s")),
-        "timeline": _pd(line),
-    }
-    span = ev.agg(F.min("t").alias("a"), F.max("t").alias("b"),
-                  F.countDistinct("qmgr").alias("q"), F.countDistinct("host").alias("h"),
-                  F.countDistinct("instance_id").alias("i")).first()
-    # the summary's percentiles over failovers: same definition, computed in Spark
-    fo = tk.where(F.col("kind") == "failover").agg(
-        C.pct("duration_s", 0.5).alias("p50"), C.pct("duration_s", 0.95).alias("p95"),
-        F.max("duration_s").alias("max")).first().asDict()
-    so = tk.where(F.col("kind") == "switchover").agg(
-        C.pct("duration_s", 0.5).alias("p50"), C.pct("duration_s", 0.95).alias("p95"),
-        F.max("duration_s").alias("max")).first().asDict()
+    tables["spurious"] = _pd(C.spurious(ev, tk, windows))
+    progress.stage("log write high-water marks")
+    tables["log_write_hwm"] = _pd(C.log_write_hwm(ev))
+    it = tables["instances"]  # one row per instance: the span without another pass
+    span = {"a": it["first_s"].min(), "b": it["last_s"].max(), "q": it["qmgr"].nunique(),
+            "h": it["host"].nunique(), "i": len(it)}
+    # the summary's percentiles over all failovers / switchovers: the durations table's
+    # qmgr "*" rows, computed in Spark like the rest
+    d = tables["durations"]
+
+    def over_all(kind: str) -> dict:
+        row = d[(d["qmgr"] == "*") & (d["kind"] == kind)]
+        if row.empty:
+            return {}
+        r = row.iloc[0]
+        return {"p50": r["p50_s"], "p95": r["p95_s"], "max": r["max_s"]}
+
+    fo, so = over_all("failover"), over_all("switchover")
     summary = build_summary(tables, counts, span, fo, so)
     for df in (inst, tk, lat, windows, ev):
         df.unpersist()
     return tables, summary
+
+
+def _utc(sec: Any) -> str | None:
+    import datetime as dt
+
+    if sec is None or sec != sec:
+        return None
+    return dt.datetime.fromtimestamp(float(sec), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def build_summary(tables: dict, counts: dict, span: Any, fo: dict, so: dict) -> dict:
@@ -135,8 +153,7 @@ def build_summary(tables: dict, counts: dict, span: Any, fo: dict, so: dict) -> 
         "flapping_qmgrs": [str(q) for q in tables["flapping"]["qmgr"].tolist()],
         "log_write_hwm_us": (None if hwm.empty else float(hwm["hwm_write_us"].max())),
         "qmgrs": int(span["q"]), "hosts": int(span["h"]), "instances": int(span["i"]),
-        "from": span["a"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if span["a"] else None,
-        "to": span["b"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if span["b"] else None,
+        "from": _utc(span["a"]), "to": _utc(span["b"]),
         **counts,
         "percentile": PERCENTILE_DEFINITION,
     }
@@ -181,6 +198,7 @@ def analyze(paths: list[str], out: str, master: str | None = None,
     summary["spark_startup_s"] = round(startup, 3)
     summary["analysis_s"] = round(time.monotonic() - t1, 3)
     progress.stage("writing tables, summary.json and report.html")
+    summary["stage_s"] = dict(progress.times)
     write_tables(tables, out)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, default=str)

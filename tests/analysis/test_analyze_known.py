@@ -1,17 +1,18 @@
 """``miqm analyze run`` on a small hand-written history whose answers are known: durations,
 nearest-rank percentiles, causes (kill, switchover, spurious, host loss), a torn line, a
 malformed line, unknown events and fields, a newer format version, and a host-local copy
-overlapping the shared one. One Spark session for the module (it takes seconds to start)."""
+overlapping the shared one. The Spark session is shared (conftest.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pyspark")
+# Spark starts in ~7 s on an idle 2-core machine, many times that on a busy one
+pytestmark = pytest.mark.timeout(900)
 
 T0 = 1_767_571_200.0  # 2026-01-05T00:00:00Z
 
@@ -129,15 +130,6 @@ def build(root: Path) -> None:
         f.write("this is not json\n")
         f.write('{"v":1,"qmgr":"QM2","host":"hostd","instance_id":"d1","event":"verify"}\n')
         f.write('{"v":1,"ts":"2026-01-05T04:00:01.000000+00:00","qmgr":"QM2","ho')
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from miqm.analysis.spark import session
-
-    s = session("local[2]", shuffle_partitions=4)
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")
