@@ -67,8 +67,10 @@ class _Fleet:
         for host in range(self.h):
             k = self.rng.poisson(self.days / 45)
             for t in sorted(self.rng.uniform(86400, self.span - 7200, k)):
-                self.losses.setdefault(host, []).append((float(t), float(
+                self.losses.setdefault(host, []).append((T0 + float(t), float(
                     self.rng.uniform(1800, 5400))))
+        if not any(t < T0 + 2 * 86400 for t, _ in self.losses.get(self.h - 1, [])):
+            self.losses.setdefault(self.h - 1, []).insert(0, (T0 + 1.8 * 86400, 3600.0))
         self.pid = 1000
 
     def host_name(self, i: int) -> str:
@@ -182,6 +184,14 @@ def _simulate(f: _Fleet, qi: int) -> list[_Inst]:
             incidents.append((day + BACKUP[0] + rng.uniform(600, 2400), "stall"))
         elif r < 0.045:
             incidents.append((day + BACKUP[0] + rng.uniform(600, 2400), "partition"))
+    # every fleet, however small, has one of each
+    last = T0 + (f.days - 1) * 86400
+    if qi == 0:
+        incidents.append((last + BACKUP[0] + 1200, "partition"))
+    elif qi == 2:
+        incidents.append((T0 + 86400 + 12 * 3600, "kill"))
+    elif qi == 3:
+        incidents.append((T0 + 2 * 86400 + 3 * 3600, "switchover"))
     if qi == 1 and f.days >= 3:  # the flapping one: a bad hour
         day = T0 + (f.days // 2) * 86400 + BACKUP[0] + 300
         incidents += [(day + k * 600, "stall") for k in range(4)]

@@ -169,6 +169,19 @@ def write_tables(tables: dict, out: str) -> None:
         df.to_csv(os.path.join(d, f"{name}.csv"), index=False)
 
 
+def jvm_cpu_seconds(spark: Any) -> float | None:
+    """User + system CPU seconds of the driver JVM so far (local masters, Linux)."""
+    try:
+        if not str(spark.sparkContext.master).startswith("local"):
+            return None
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except Exception:
+        return None
+
+
 def analyze(paths: list[str], out: str, master: str | None = None,
             progress: Progress | None = None, spark: Any = None,
             report: bool = True) -> dict:
@@ -193,10 +206,16 @@ def analyze(paths: list[str], out: str, master: str | None = None,
         progress.stage("Spark already running")
         startup = 0.0
     t1 = time.monotonic()
+    cpu0 = jvm_cpu_seconds(spark)
     tables, summary = compute_all(spark, paths, progress)
+    cpu1 = jvm_cpu_seconds(spark)
     summary["spark_master"] = spark.sparkContext.master
     summary["spark_startup_s"] = round(startup, 3)
     summary["analysis_s"] = round(time.monotonic() - t1, 3)
+    # CPU the local JVM used for the analysis: a figure the other load on the machine
+    # does not inflate (None on a cluster)
+    summary["analysis_jvm_cpu_s"] = (round(cpu1 - cpu0, 2) if cpu0 is not None
+                                     and cpu1 is not None else None)
     progress.stage("writing tables, summary.json and report.html")
     summary["stage_s"] = dict(progress.times)
     write_tables(tables, out)

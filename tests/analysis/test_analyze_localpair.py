@@ -52,7 +52,8 @@ def test_kill_and_switchover_found_with_measured_durations(spark: object,
     shared = Path(p.data_dir()) / "events"
     local = [Path(h.root) / "events" / "QMAN" for h in (p.a, p.b)]
     assert all(d.is_dir() for d in local), "each host keeps its own copy of the history"
-    measured = [e["duration_s"] for e in _events(shared) if e["event"] == "failover_end"]
+    measured = [d for _, d in sorted((e["ts"], e["duration_s"]) for e in _events(shared)
+                                     if e["event"] == "failover_end")]
     assert len(measured) == 2
     out = tmp_path / "out"
     s = analyze([str(shared), *map(str, local)], str(out), spark=spark, report=False)
