@@ -105,7 +105,7 @@ def parse(lines: Any) -> Loaded:
     # parsed once: the counts and the events both come from this cache
     tagged = parsed.select(status.alias("status"), t.alias("t"),
                            *[F.col(f"e.{c}").alias(c) for c in KEEP]).persist(
-                               StorageLevel.MEMORY_AND_DISK)
+                               StorageLevel.DISK_ONLY)  # read twice, then dropped
     counts_rows = tagged.groupBy("status").count().collect()
     counts = {r["status"]: int(r["count"]) for r in counts_rows}
     lines_total = sum(counts.values())

@@ -169,6 +169,18 @@ def write_tables(tables: dict, out: str) -> None:
         df.to_csv(os.path.join(d, f"{name}.csv"), index=False)
 
 
+def spark_failure_line(exc: BaseException) -> str:
+    """One line for a failed Spark job (the JVM's stack trace stays out of it)."""
+    from miqm.analysis.spark import spark_log_path
+
+    text = str(exc)
+    if "OutOfMemoryError" in text:
+        return ("Spark ran out of memory: set MIQM_SPARK_DRIVER_MEMORY higher (default 4g) "
+                "or run on a cluster with --master")
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return f"the Spark job failed: {first[:300]} (Spark's log: {spark_log_path()})"
+
+
 def jvm_cpu_seconds(spark: Any) -> float | None:
     """User + system CPU seconds of the driver JVM so far (local masters, Linux)."""
     try:
@@ -207,7 +219,12 @@ def analyze(paths: list[str], out: str, master: str | None = None,
         startup = 0.0
     t1 = time.monotonic()
     cpu0 = jvm_cpu_seconds(spark)
-    tables, summary = compute_all(spark, paths, progress)
+    try:
+        tables, summary = compute_all(spark, paths, progress)
+    except AnalysisError:
+        raise
+    except Exception as exc:
+        raise AnalysisError(spark_failure_line(exc)) from None
     cpu1 = jvm_cpu_seconds(spark)
     summary["spark_master"] = spark.sparkContext.master
     summary["spark_startup_s"] = round(startup, 3)

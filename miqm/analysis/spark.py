@@ -58,7 +58,7 @@ def session(master: str | None = None, app: str = "miqm-analyze",
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
     if shuffle_partitions is None:
         cores = os.cpu_count() or 2
-        shuffle_partitions = max(4, 4 * cores)
+        shuffle_partitions = max(32, 4 * cores)  # adaptive execution merges small ones
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -69,7 +69,7 @@ def session(master: str | None = None, app: str = "miqm-analyze",
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.ansi.enabled", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.driver.memory", os.environ.get("MIQM_SPARK_DRIVER_MEMORY", "2g"))
+               .config("spark.driver.memory", os.environ.get("MIQM_SPARK_DRIVER_MEMORY", "4g"))
                .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
     log = spark_log_path()
