@@ -158,7 +158,11 @@ cmd_down() {
             run ip netns delete "miqm-$n"
         fi
         if ip link show "$(host_veth "$n")" >/dev/null 2>&1; then
-            run ip link delete "$(host_veth "$n")"
+            # the namespace's end going away takes this end with it, asynchronously:
+            # a link already gone by now is not an error
+            run ip link delete "$(host_veth "$n")" 2>/dev/null \
+                || ! ip link show "$(host_veth "$n")" >/dev/null 2>&1 \
+                || die "cannot delete $(host_veth "$n")"
         fi
     done
     if ip link show "$BRIDGE" >/dev/null 2>&1; then
