@@ -137,3 +137,10 @@ class AnalysisError(MiqmError):
     nothing to analyse)."""
 
     exit_code = 1
+
+class MetricsError(MiqmError):
+    """The metrics endpoint cannot be served as configured (qm.ini ``Metrics:`` stanza,
+    ``MIQM_METRICS_PORT``, ``miqm exporter --port``): a bad port, or one in use."""
+
+    amq = "AMQ7880"
+    exit_code = 71

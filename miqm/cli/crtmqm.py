@@ -22,7 +22,7 @@ app = make_app("Create a queue manager.")
 def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: str,
             lf: int, lp: int, ls: int) -> list[str]:
     """Do the work; returns the console lines. Raises MiqmError/LockFsError on failure."""
-    from lockfs.volume import open_volume
+    from lockfs import open_volume
     from miqm.config import render_qm_ini
     from miqm.errors import ConfigError
     from miqm.paths import (
@@ -66,6 +66,9 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
         log = open_volume(log_loc)
         try:
             data.write_atomic("qm.ini", render_qm_ini(qmgr, settings, log_loc).encode())
+            from miqm.net import auth
+
+            auth.write(data, {auth.ADMIN: auth.new_secret()})  # the listener's admin
             data.makedirs("queues")
             data.makedirs("errors")
             from miqm.store.qmstore import QueueManagerStore
