@@ -132,6 +132,12 @@ class NetError(MiqmError):
         self.mqrc = mqrc
 
 
+class AnalysisError(MiqmError):
+    """``miqm analyze`` could not read its input or write its output (bad path, no Spark,
+    nothing to analyse)."""
+
+    exit_code = 1
+
 class MetricsError(MiqmError):
     """The metrics endpoint cannot be served as configured (qm.ini ``Metrics:`` stanza,
     ``MIQM_METRICS_PORT``, ``miqm exporter --port``): a bad port, or one in use."""

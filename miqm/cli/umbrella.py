@@ -195,6 +195,67 @@ def bench_campaign(
              f"instances' error logs and event histories are kept in {kept}", 1)
 
 
+analyze_app = make_app("Analysis of event histories (Spark): failovers, latencies, a report.")
+app.add_typer(analyze_app, name="analyze")
+
+
+@analyze_app.command("generate")
+def analyze_generate(
+    events: int = typer.Option(1_000_000, "--events", help="about this many events"),
+    out: str = typer.Option(..., "--out", help="directory to write (new or empty)"),
+    seed: int = typer.Option(1, "--seed", help="random seed (the same seed, the same fleet)"),
+    as_json: bool = typer.Option(False, "--json", help="print what was written as JSON"),
+) -> None:
+    """Write a synthetic fleet history in the event-history format (docs/analysis.md)."""
+    import sys
+
+    from miqm.analysis.generate import generate
+
+    quiet = as_json or not sys.stderr.isatty()
+    result = generate(events, out, seed=seed,
+                      echo=None if quiet else (lambda s: print(s, file=sys.stderr)))
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['events']:,} events from {result['qmgrs']} queue managers on "
+              f"{result['hosts']} hosts over {result['days']} days in {out} "
+              f"({result['seconds']:.1f}s, {result['events_per_s']:,} events/s)")
+
+
+@analyze_app.command("run")
+def analyze_run(
+    history: list[str] = typer.Argument(..., help="event history files or directories "
+                                        "(local paths or any path Spark reads)"),
+    out: str = typer.Option(..., "--out", help="directory for summary.json, report.html "
+                            "and tables/"),
+    master: str = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
+    no_report: bool = typer.Option(False, "--no-report", help="skip report.html"),
+    as_json: bool = typer.Option(False, "--json", help="print summary.json's content"),
+) -> None:
+    """Analyse event histories with Spark; DIR/summary.json, DIR/report.html, DIR/tables."""
+    import sys
+
+    from miqm.analysis.run import Progress, analyze
+
+    progress = Progress(9, enabled=not as_json and sys.stderr.isatty())
+    summary = analyze(list(history), out, master=master, progress=progress,
+                      report=not no_report)
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        fs = summary["failover_seconds"]
+        vs = summary["lock_verify_seconds"]
+
+        def g(v: float | None) -> str:
+            return "-" if v is None else f"{v:.4g}"
+
+        print(f"{summary['events']:,} events: {summary['failovers']} failovers "
+              f"(p50 {g(fs['p50'])}s, p95 {g(fs['p95'])}s, max {g(fs['max'])}s), "
+              f"{summary['spurious_failovers']} spurious, {summary['switchovers']} "
+              f"switchovers; verify p50 {g(vs['p50'])}s p99 {g(vs['p99'])}s; "
+              f"{summary['malformed_lines']} malformed lines skipped")
+        print(f"report: {out}/report.html  summary: {out}/summary.json  tables: {out}/tables/")
+
 @bench_app.command("metrics")
 def bench_metrics(
     seconds: float = typer.Option(10.0, help="seconds of scraping under load (the store "

@@ -536,7 +536,7 @@ class Controller:
             self.ownership, self.verify_master, self.store.log.progress, self.fatal,
             verify_interval=ha.verify_interval, monitor_stall=ha.monitor_stall,
             liveness_interval=ha.liveness_interval,
-            event=lambda name, **f: self.event(name, **f), health=self.store_health)
+            event=self._monitor_event, health=self.store_health)
         self.monitors.start()
         self.say("AMQ8003")
         lines += recovery
@@ -551,6 +551,17 @@ class Controller:
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
+
+    def _monitor_event(self, name: str, **fields: Any) -> None:
+        """A monitor thread's event; liveness checks also carry the log's write times (the
+        analysis draws their high-water marks over time from them)."""
+        if name == "liveness" and self.store is not None:
+            try:
+                short, longest = self.store.log.write_times()
+                fields.update(write_time_us=round(short, 1), write_time_max_us=round(longest, 1))
+            except Exception:
+                pass
+        self.event(name, **fields)
 
     def store_health(self) -> tuple[str, str] | None:
         """Reasons to stop found by the monitor thread: the master lock's lease not renewed

@@ -1069,6 +1069,15 @@ class RecoveryLog:
             del out["loginactive"], out["FileCount"]
         return out
 
+    def write_times(self) -> tuple[float, float]:
+        """(moving average of about the last 8 forces, longest force since the log opened),
+        in microseconds: the write times the event history records with each liveness
+        check."""
+        if self._buf is None:
+            return (0.0, 0.0)
+        s = self._buf.write_stats()
+        return (float(s["time_short"]), float(s["time_max"]))
+
     def progress(self) -> tuple[int, int]:
         """(forces completed, callers waiting for a force now): the liveness check."""
         forces = self._buf.forces if self._buf is not None else 0
