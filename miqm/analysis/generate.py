@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from miqm import amq
+
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 BACKUP = (3600.0, 3600.0 + 45 * 60)  # seconds of the day
 BACKUP_FACTOR = 25.0
@@ -205,8 +207,7 @@ def _simulate(f: _Fleet, qi: int) -> list[_Inst]:
     _ev(act, t, "lock_attempt", file="master", mode="exclusive", granted=True,
         latency_s=0.001)
     _ev(act, t + 0.01, "role", role="active", generation=1, failover=False)
-    _ev(act, t + 0.5, "amq_message", amq="AMQ8003", text=f"IBM MQ queue manager '{qmgr}' "
-        "started using V9.4.0.0.")
+    _ev(act, t + 0.5, "amq_message", amq="AMQ8003", text=amq.text("AMQ8003", qmgr=qmgr))
     insts.append(act)
     sb: _Inst | None = _start_standby(f, qmgr, standby_h, t + 5)
     insts.append(sb)
@@ -235,8 +236,7 @@ def _simulate(f: _Fleet, qi: int) -> list[_Inst]:
         _periodic_standby(f, sb, standby_h, sb_from, when)
         slow = float(f.factor(active_h, __import__("numpy").array([when]))[0])
         if kind == "switchover":
-            _ev(act, when, "amq_message", amq="AMQ8004", text=f"IBM MQ queue manager "
-                f"'{qmgr}' ended, permitting switchover to a standby instance.")
+            _ev(act, when, "amq_message", amq="AMQ1005", text=amq.text("AMQ1005", qmgr=qmgr))
             _ev(act, when + 0.01, "role", role="ended", mode="immediate", switchover=True)
             gap, status, back = 0.3, "Ended immediately", when + rng.uniform(60, 600)
             dur = rng.lognormal(math.log(1.0), 0.3)
