@@ -110,6 +110,8 @@ class Controller:
         self._wake = threading.Event()
         self._watch: Any = None
         self._lock = threading.Lock()
+        #: strmqm --foreground: every error-log entry is echoed here too
+        self.echo: Any = None
 
     # ------------------------------------------------------------------ plumbing
     def say(self, number: str, text: str | None = None, **fields: object) -> str:
@@ -182,7 +184,7 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
                               amq="AMQ7017") from None
-        self.errlog = ErrorLog(self.data, self.qmgr, self.host)
+        self.errlog = ErrorLog(self.data, self.qmgr, self.host, echo=self.echo)
         self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
         self._run_record()
 
@@ -555,14 +557,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("qmgr")
     parser.add_argument("-x", action="store_true", dest="standby")
     parser.add_argument("--verdict-fd", type=int, default=None)
+    parser.add_argument("--foreground", action="store_true")
     args = parser.parse_args(argv)
-    verdict = Verdict(args.verdict_fd)
+    verdict: Any = Verdict(args.verdict_fd)
+    if args.foreground:  # strmqm --foreground (miqm.ha.foreground)
+        from miqm.ha import foreground
+
+        console = foreground.Console()
+        verdict = foreground.ConsoleVerdict(console)
     ctl = Controller(args.qmgr, args.standby, verdict)
+    if args.foreground:
+        ctl.echo = console.echo
 
     def on_term(signum: int, frame: Any) -> None:
         ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby"})
 
     signal.signal(signal.SIGTERM, on_term)
+    if args.foreground:
+        signal.signal(signal.SIGINT, on_term)
     try:
         code = ctl.run()
     except BaseException as exc:  # the last resort: say it, never hang strmqm
@@ -573,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict.send(False, [line], EXIT_FATAL)
         code = EXIT_FATAL
     verdict.send(code == 0, [], code)
+    if args.foreground:
+        foreground.notify("STOPPING=1")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
