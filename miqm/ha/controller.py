@@ -169,6 +169,7 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot read the data directory of '{self.qmgr}' "
                               f"({entry.data_path}): {exc}", amq="AMQ6119") from None
+        text = self._auto_ini(text, f"{entry.data_path}/qm.ini")
         self.cfg = parse_qm_ini(text, f"{entry.data_path}/qm.ini")
         lease = self.data.lease_seconds
         ha = self.cfg.ha
@@ -187,6 +188,36 @@ class Controller:
         self.errlog = ErrorLog(self.data, self.qmgr, self.host, echo=self.echo)
         self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
         self._run_record()
+
+    def _auto_ini(self, text: str, source: str) -> str:
+        """qm.ini with its AutoConfig IniConfig files merged in (written back if changed)."""
+        from miqm import autoconfig
+
+        merged, changed = autoconfig.apply_ini(text, source)
+        if changed:
+            try:
+                self.data.write_atomic("qm.ini", merged.encode())
+            except LockFsError:
+                pass  # the merge is applied in memory all the same
+        return merged
+
+    def _auto_mqsc(self) -> None:
+        """Run the AutoConfig MQSCConfig scripts (runmqsc's MQSC, in process)."""
+        from miqm import autoconfig
+
+        location = autoconfig.autoconfig(list(self.cfg.stanzas)).get(autoconfig.MQSC_KEY)
+        if not location:
+            return
+        service = self.service
+        try:
+            count, failures = autoconfig.run_mqsc(
+                location, lambda cmd: service.handle({"op": "mqsc", "command": cmd}, None))
+        except ConfigError as exc:
+            failures, count = [exc.user_line()], 0
+        for line in failures:
+            self.say("AMQ8101", f"MQSCConfig: {line}")
+        self.say("AMQ5051", f"The queue manager task 'AUTOCONFIG' has started: {count} MQSC "
+                            f"commands from {location}, {len(failures)} failed.")
 
     def holder(self, generation: int = 0) -> HolderRecord:
         return HolderRecord(self.host, self.lock_id, time.time(), self.pid, generation)
@@ -421,6 +452,7 @@ class Controller:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
         self.service = QueueService(self.store, self.qmgr, host_name=self.host)
+        self._auto_mqsc()
         if self.listener is None:
             self._start_listener()
         assert self.address is not None
