@@ -136,10 +136,11 @@ def apply_ini(text: str, source: str) -> tuple[str, bool]:
     location = autoconfig(stanzas).get(INI_KEY)
     if not location:
         return text, False
-    changed = False
+    before = format_ini(stanzas)
     for path in ini_files(location):
-        changed |= merge(stanzas, parse_ini(_read(path, "IniConfig file"), path))
-    return (format_ini(stanzas), True) if changed else (text, False)
+        merge(stanzas, parse_ini(_read(path, "IniConfig file"), path))
+    after = format_ini(stanzas)
+    return (after, True) if after != before else (text, False)
 
 
 def check_mqsc(location: str) -> int:
