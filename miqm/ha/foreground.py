@@ -84,8 +84,8 @@ class ConsoleVerdict:
             if line not in self.console.printed:
                 _write(sys.stdout if ok else sys.stderr, line)
         if ok and mode:
-            notify(f"READY=1\nSTATUS=Running{' as standby' if mode == 'standby' else ''}\n"
-                   f"MAINPID={os.getpid()}")
+            notify("READY=1\nSTATUS=" + ("Running as standby" if mode == "standby"
+                                          else "Running"))
 
 
 def _write(stream: object, line: str) -> None:
