@@ -51,14 +51,9 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
 
 def controller_alive(pid: int) -> bool:
     """True if ``pid`` is a live miqm execution controller on this host."""
-    try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
-            cmdline = f.read()
-        with open(f"/proc/{int(pid)}/stat") as f:
-            zombie = f.read().rsplit(")", 1)[-1].split()[0] == "Z"
-    except (OSError, ValueError, IndexError):
-        return False
-    return not zombie and b"miqm" in cmdline
+    from miqm.ha.runfile import instance_alive
+
+    return instance_alive(int(pid))
 
 
 def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None,

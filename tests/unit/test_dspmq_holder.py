@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -51,6 +52,25 @@ def test_controller_alive_checks_the_process_is_a_miqm_controller() -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         assert not controller_alive(sleeper.pid)  # a reused pid of another program
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_run_record_naming_this_process_or_another_program_is_stale(
+        tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After a container restart the record's pid may be the new pid 1 (this process) or
+    another program: strmqm must not refuse with AMQ8041 then."""
+    from miqm.ha import runfile
+
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path))
+    runfile.write("QM1", {"pid": os.getpid(), "mode": "active"})
+    assert runfile.read("QM1") is None
+    assert runfile.read("QM1", check_alive=False)["pid"] == os.getpid()
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        runfile.write("QM1", {"pid": sleeper.pid, "mode": "active"})
+        assert runfile.read("QM1") is None
     finally:
         sleeper.kill()
         sleeper.wait()
