@@ -11,16 +11,19 @@ if [ "$#" -gt 0 ]; then exec "$@"; fi
 qm="${MIQM_QMGR:-QM1}"
 base="${MIQM_SHARED:-nfs4://nfs/export}"
 role="${MIQM_ROLE:-add}"
+conf="${MIQM_CONFIG_DIR:-/etc/miqm}"   # ini/ (crtmqm -ii) and mqsc/ (crtmqm -ic), if there
 say() { echo "entrypoint: $*"; }
 
-# the NFSv4 server answers (it may still be starting)
-tries=0
-until python3 -c "import sys; from lockfs.nfs4probe import server_lease; \
+# the NFSv4 server answers (it may still be starting); a local path or mount needs nothing
+case "$base" in nfs4://*)
+    tries=0
+    until python3 -c "import sys; from lockfs.nfs4probe import server_lease; \
 from lockfs.nfs4 import parse_nfs4_url as p; u = p(sys.argv[1]); server_lease(u.server, u.port)" \
-      "$base" 2>/dev/null; do
-    tries=$((tries + 1)); [ "$tries" -lt 120 ] || { say "no NFSv4 server at $base"; exit 71; }
-    sleep 1
-done
+          "$base" 2>/dev/null; do
+        tries=$((tries + 1)); [ "$tries" -lt 120 ] || { say "no NFSv4 server at $base"; exit 71; }
+        sleep 1
+    done ;;
+esac
 
 registered() { dspmqinf "$qm" >/dev/null 2>&1; }
 add() {
@@ -30,8 +33,8 @@ add() {
 if ! registered; then
     if [ "$role" = create ]; then
         set -- -md "$base/data" -ld "$base/log"
-        [ -d /etc/miqm/ini ] && set -- "$@" -ii /etc/miqm/ini
-        [ -d /etc/miqm/mqsc ] && set -- "$@" -ic /etc/miqm/mqsc
+        if [ -d "$conf/ini" ]; then set -- "$@" -ii "$conf/ini"; fi
+        if [ -d "$conf/mqsc" ]; then set -- "$@" -ic "$conf/mqsc"; fi
         if out="$(crtmqm "$@" "$qm" 2>&1)"; then
             echo "$out"
         elif echo "$out" | grep -q AMQ8110; then

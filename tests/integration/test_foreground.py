@@ -177,3 +177,68 @@ def test_foreground_refusals_exit_with_their_codes(pair: LocalPair, tmp_path: Pa
     assert again.wait(30) == 5 and "AMQ8041" in again.text()
     a.proc.send_signal(signal.SIGTERM)
     assert a.wait(60) == 0
+
+
+ENTRYPOINT = str(Path(__file__).resolve().parents[2] / "deploy" / "qm-entrypoint.sh")
+
+
+def _entry(host: Host, role: str, shared: Path, conf: Path, tmp: Path) -> Fg:
+    """``deploy/qm-entrypoint.sh`` (the compose hosts' entry point) as ``host``."""
+    fg = Fg.__new__(Fg)
+    fg.out = tmp / f"entry-{host.name}-{time.monotonic_ns()}.out"
+    fg.err = fg.out.with_suffix(".err")
+    env = host.env()
+    env.update({"MIQM_QMGR": "QMEP", "MIQM_ROLE": role, "MIQM_SHARED": str(shared),
+                "MIQM_CONFIG_DIR": str(conf), "MIQM_DATA_ROOT": host.root,
+                "PATH": BIN + os.pathsep + os.environ.get("PATH", "")})
+    with open(fg.out, "w") as out, open(fg.err, "w") as err:
+        fg.proc = subprocess.Popen(["sh", ENTRYPOINT], env=env, stdin=subprocess.DEVNULL,
+                                   stdout=out, stderr=err)
+    return fg
+
+
+def test_compose_entrypoint_first_start_is_idempotent(tmp_path: Path) -> None:
+    """deploy/qm-entrypoint.sh on a shared local directory: qm-a creates the queue
+    manager once (-ii/-ic from the config directory), qm-b waits for it and adds it, both
+    run in the foreground (the script's pid is the instance); killed and started again,
+    qm-a joins as the standby and creates nothing; a host whose own root was lost finds
+    the existing queue manager; SIGTERM ends them with 0."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    conf = tmp_path / "conf"
+    (conf / "ini").mkdir(parents=True)
+    (conf / "mqsc").mkdir()
+    (conf / "ini" / "10.ini").write_text("TuningParameters:\n   StandbyPollInterval=0.2\n"
+                                         "   VerifyInterval=0.5\n   MonitorStall=2\n")
+    (conf / "mqsc" / "10.mqsc").write_text("DEFINE QLOCAL(EP.Q) REPLACE\n")
+    a, b = Host("hosta", str(tmp_path / "a")), Host("hostb", str(tmp_path / "b"))
+    procs: list[Fg] = []
+    try:
+        procs.append(ea := _entry(a, "create", shared, conf, tmp_path))
+        procs.append(eb := _entry(b, "add", shared, conf, tmp_path))  # waits for qm-a
+        ea.wait_for("AMQ8003", timeout=120)
+        assert "Setup completed." in ea.text() and "1 MQSC commands" in ea.text()
+        eb.wait_for("standby instance", timeout=120)
+        assert "AMQ7880" not in eb.text()  # it did not start a half-created queue manager
+        assert "StandbyPollInterval=0.2" in (shared / "data" / "QMEP" / "qm.ini").read_text()
+
+        ea.proc.kill()
+        assert ea.wait(30) == -signal.SIGKILL
+        eb.wait_for("AMQ5975", timeout=60)
+        procs.append(again := _entry(a, "create", shared, conf, tmp_path))
+        again.wait_for("standby instance", timeout=120)
+        assert "Setup completed." not in again.text()  # registered already: nothing made
+        again.proc.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0, again.text()
+
+        fresh = Host("hosta", str(tmp_path / "a-new"))  # a new, empty root volume
+        procs.append(third := _entry(fresh, "create", shared, conf, tmp_path))
+        third.wait_for("standby instance", timeout=120)
+        assert "already exists" in third.text()
+        for e in (third, eb):
+            e.proc.send_signal(signal.SIGTERM)
+        assert third.wait(60) == 0, third.text()
+        assert eb.wait(60) == 0, eb.text()
+    finally:
+        for e in procs:
+            e.kill()
