@@ -25,7 +25,8 @@ EXIT_CODES: dict[int, str] = {
     5: "the queue manager runs elsewhere and -x was not given, or an instance already "
        "runs on this host: do not restart",
     69: "a standby was not permitted (active started without -x, or already an active "
-        "and a standby instance): do not restart",
+        "and a standby instance, e.g. this host's own dead instance still holding the "
+        "NFSv4 lock until its lease runs out): restart after a pause",
     70: "stopped itself after losing (or possibly losing) ownership of the data: restart "
         "with -x, it comes back as the standby",
     71: "could not start or failed (configuration, shared filesystem, store, internal "
@@ -35,7 +36,7 @@ EXIT_CODES: dict[int, str] = {
 }
 
 #: exit codes after which a restart cannot help (systemd RestartPreventExitStatus=)
-NO_RESTART = (5, 69, 72)
+NO_RESTART = (5, 72)
 
 
 def notify(state: str) -> None:
