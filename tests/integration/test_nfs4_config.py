@@ -17,9 +17,11 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,3 +148,93 @@ def test_crtmqm_fits_the_lease_setmqini_over_nfs4_and_dspmq_after_a_crash(
     _, out, _ = _run(nfs_lab, a, "dspmq", "-m", QM, "-x")
     assert "has ended" not in out
     _run(nfs_lab, b, "endmqm", "-i", QM)
+
+
+class Entry:
+    """``deploy/qm-entrypoint.sh`` (the compose hosts' entry point) run in a namespace."""
+
+    SCRIPT = str(Path(__file__).resolve().parents[2] / "deploy" / "qm-entrypoint.sh")
+
+    def __init__(self, labx: lab.NfsLab, host: NsHost, role: str, conf: Path) -> None:
+        env = host.env()
+        env.update({"MIQM_QMGR": "QMEP", "MIQM_ROLE": role, "MIQM_CONFIG_DIR": str(conf),
+                    "MIQM_SHARED": f"{labx.url_base}/ep",
+                    "PATH": os.path.dirname(sys.executable) + os.pathsep
+                    + os.environ.get("PATH", "")})
+        self.proc = labx.run_in(host.ns, ["sh", self.SCRIPT], env=env)
+        self.lines: list[str] = []
+        for stream in (self.proc.stdout, self.proc.stderr):
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, needle: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and needle not in self.text():
+            if self.proc.poll() is not None:
+                time.sleep(0.2)
+                break
+            time.sleep(0.1)
+        assert needle in self.text(), f"{needle!r} not seen:\n{self.text()}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+
+
+def test_the_compose_entrypoint_first_start_is_idempotent_and_restarts_as_standby(
+        nfs_lab: lab.NfsLab, hosts: tuple[NsHost, NsHost], tmp_path: Path) -> None:
+    """The compose hosts' entry point, for real on the lab (no containers): qm-a creates
+    the queue manager once with -ii/-ic, qm-b waits and adds it, both run in the
+    foreground; a killed qm-a started again joins as the standby without creating
+    anything; SIGTERM ends both with 0."""
+    a, b = hosts
+    (nfs_lab.export_dir / "ep").mkdir(exist_ok=True)
+    conf = tmp_path / "conf"
+    (conf / "ini").mkdir(parents=True)
+    (conf / "mqsc").mkdir()
+    (conf / "ini" / "10.ini").write_text("TuningParameters:\n   StandbyPollInterval=0.2\n")
+    (conf / "mqsc" / "10.mqsc").write_text("DEFINE QLOCAL(EP.Q) REPLACE\n")
+    running: list[Entry] = []
+    try:
+        ea = Entry(nfs_lab, a, "create", conf)
+        running.append(ea)
+        eb = Entry(nfs_lab, b, "add", conf)  # started at once: it must wait for qm-a
+        running.append(eb)
+        ea.wait_for("AMQ8003")
+        assert "Setup completed." in ea.text() and "1 MQSC commands" in ea.text()
+        eb.wait_for("standby instance")
+        assert "AMQ7880" not in eb.text()  # it did not start on a half-created queue manager
+        ini = (nfs_lab.export_dir / "ep" / "data" / "QMEP" / "qm.ini").read_text()
+        assert "StandbyPollInterval=0.2" in ini and f"FilesystemLease={nfs_lab.lease}" in ini
+
+        os.kill(ea.proc.pid, signal.SIGKILL)  # the container's pid 1 is the instance
+        ea.stop()
+        eb.wait_for("AMQ5975", timeout=nfs_lab.lease + 60)
+        again = Entry(nfs_lab, a, "create", conf)
+        running.append(again)
+        again.wait_for("standby instance")
+        assert "Setup completed." not in again.text()  # registered: nothing created
+
+        # a host whose own root was lost (a new volume) finds the queue manager there
+        fresh = NsHost("a", tmp_path / "hosta-new")
+        fresh.root.mkdir()
+        os.kill(again.proc.pid, signal.SIGTERM)
+        assert again.proc.wait(60) == 0, again.text()
+        third = Entry(nfs_lab, fresh, "create", conf)
+        running.append(third)
+        third.wait_for("standby instance")
+        assert "already exists" in third.text()
+        for e in (third, eb):
+            os.kill(e.proc.pid, signal.SIGTERM)
+        assert eb.proc.wait(60) == 0, eb.text()
+        assert third.proc.wait(60) == 0, third.text()
+    finally:
+        for e in running:
+            e.stop()
