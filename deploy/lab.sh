@@ -157,9 +157,9 @@ cmd_down() {
         if ip netns list 2>/dev/null | grep -qw "miqm-$n"; then
             run ip netns delete "miqm-$n"
         fi
-        # deleting the namespace removes its veth pair asynchronously: the host end may
-        # vanish between the check and the delete, which is not an error
         if ip link show "$(host_veth "$n")" >/dev/null 2>&1; then
+            # the namespace's end going away takes this end with it, asynchronously:
+            # a link already gone by now is not an error
             run ip link delete "$(host_veth "$n")" 2>/dev/null \
                 || ! ip link show "$(host_veth "$n")" >/dev/null 2>&1 \
                 || die "cannot delete $(host_veth "$n")"

@@ -1,20 +1,199 @@
-"""``miqm demo``: a two-instance queue manager on this machine, with a failover to watch.
+"""``miqm demo``: a two-instance queue manager on this machine, an application running
+through a failover, and the accounting after it.
 
 Creates QMDEMO with its data and log in a shared directory, starts an active instance
-("hosta") and a standby ("hostb"), puts persistent messages, kills the active with
-SIGKILL, shows the standby taking over, and checks every committed message survived.
+("hosta") and a standby ("hostb"), and runs a producer and a consumer (threads of this
+process, clients in bindings mode through the client library in :mod:`miqm.net.client`,
+reconnecting by themselves). Each message is one unit of work: a persistent put and a
+commit on the producer's side, a get and a commit on the consumer's. While they run, the
+active instance is killed with SIGKILL; the standby takes over and the clients reconnect.
+
+On a terminal the counts and rates are one live line; piped, one plain line a second.
+At the end: the failover as the application saw it (the longest time each side went
+without a successful commit), and the accounting: sent (commits the producer saw
+succeed), received, lost (sent but never received: must be 0) and duplicates, each
+explained. A duplicate can only come from a commit whose reply was lost in the failover
+(MQRC 2549, MQRC_CALL_INTERRUPTED: it may or may not have happened): the producer then
+sends the message again (it may arrive twice), and the consumer keeps the message it got
+(it may be delivered again) - at-least-once, never lost.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from miqm.localpair import LocalPair
 
+QUEUE = "DEMO.Q"
+MQRC_NO_MSG_AVAILABLE = 2033
+MQRC_BACKED_OUT = 2003
+MQRC_CONNECTION_BROKEN = 2009
+MQRC_CALL_INTERRUPTED = 2549
 
-def run_demo(messages: int = 100, keep: bool = False, echo: Callable[[str], None] = print) -> int:
-    """Run the demo; returns 0 if every committed message survived the failover."""
+
+@dataclass
+class Side:
+    """What one application thread (producer or consumer) saw."""
+
+    name: str
+    done: int = 0                                    # units of work committed
+    seqs: list[int] = field(default_factory=list)    # message numbers committed, in order
+    in_doubt: set[int] = field(default_factory=set)  # commits answered 2549
+    reasons: Counter[int] = field(default_factory=Counter)  # MQRC -> times seen
+    last_ok: float = 0.0
+    gap: float = 0.0           # longest time between two successful commits
+    gap_end: float = 0.0       # when that longest gap ended
+    host: str = ""             # the instance it last talked to
+    error: str = ""            # why it stopped early, if it did
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ok(self, seq: int, now: float, host: str) -> None:
+        with self.lock:
+            if self.last_ok and now - self.last_ok > self.gap:
+                self.gap, self.gap_end = now - self.last_ok, now
+            self.last_ok = now
+            self.done += 1
+            self.seqs.append(seq)
+            self.host = host
+
+
+def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None:
+    from miqm.errors import MiqmError, NetError
+    from miqm.net.client import connect
+    from miqm.net.protocol import b64
+
+    try:
+        conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
+    except MiqmError as exc:
+        side.error = exc.user_line()
+        return
+    seq, interval = 0, 1.0 / rate if rate > 0 else 0.0
+    next_at = time.monotonic()
+    with conn:
+        while not stop.is_set():
+            if interval:
+                next_at += interval
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                else:
+                    next_at = time.monotonic()
+            try:
+                conn.call("put", queue=QUEUE, body=b64(f"{seq:09d}".encode()),
+                          persistent=True, syncpoint=True)
+                conn.call("commit")
+            except NetError as exc:
+                side.reasons[exc.mqrc] += 1
+                if exc.mqrc == MQRC_CALL_INTERRUPTED:
+                    side.in_doubt.add(seq)  # it may be on the queue: sent again below
+                else:
+                    _backout(conn)  # 2009/2003: the unit of work was backed out
+                    time.sleep(0.01)
+                continue  # the same message again
+            side.ok(seq, time.monotonic(), conn.server_host)
+            seq += 1
+
+
+def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
+    from miqm.errors import MiqmError, NetError
+    from miqm.net.client import connect
+    from miqm.net.protocol import unb64
+
+    try:
+        conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
+    except MiqmError as exc:
+        side.error = exc.user_line()
+        return
+    with conn:
+        while True:
+            try:
+                reply = conn.call("get", queue=QUEUE, wait=0.3, syncpoint=True)
+            except NetError as exc:
+                if exc.mqrc == MQRC_NO_MSG_AVAILABLE:
+                    if stop.is_set():
+                        return  # the producer has stopped and the queue is empty
+                    continue
+                side.reasons[exc.mqrc] += 1
+                _backout(conn)
+                time.sleep(0.01)
+                continue
+            seq = int((unb64(reply.get("body")) or b"-1").decode())
+            try:
+                conn.call("commit")
+            except NetError as exc:
+                side.reasons[exc.mqrc] += 1
+                if exc.mqrc != MQRC_CALL_INTERRUPTED:
+                    _backout(conn)  # backed out: it will be delivered again
+                    continue
+                side.in_doubt.add(seq)  # may come again: keep it (never lose it)
+            side.ok(seq, time.monotonic(), conn.server_host)
+
+
+def _backout(conn: object) -> None:
+    from miqm.errors import MiqmError
+
+    try:
+        conn.call("backout")  # type: ignore[attr-defined]
+    except MiqmError:
+        pass
+
+
+class Display:
+    """Live counts: one line rewritten in place on a terminal, a plain line a second
+    otherwise."""
+
+    def __init__(self, echo: Callable[[str], None], live: bool, t0: float) -> None:
+        self.echo, self.live, self.t0 = echo, live, t0
+        self.last: tuple[float, int, int] | None = None
+        self.printed = 0.0
+        self.pending = False
+
+    def line(self, prod: Side, cons: Side) -> str:
+        now = time.monotonic()
+        sent, got = prod.done, cons.done
+        if self.last is None:
+            rates = (0.0, 0.0)
+        else:
+            dt = max(now - self.last[0], 1e-6)
+            rates = ((sent - self.last[1]) / dt, (got - self.last[2]) / dt)
+        self.last = (now, sent, got)
+        return (f"  +{now - self.t0:5.1f}s  sent {sent:6d} ({rates[0]:5.0f}/s)  received "
+                f"{got:6d} ({rates[1]:5.0f}/s)  on {prod.host or '-'}")
+
+    def tick(self, prod: Side, cons: Side) -> None:
+        now = time.monotonic()
+        if self.live:
+            if now - self.printed >= 0.2:
+                sys.stdout.write("\r" + self.line(prod, cons).ljust(78))
+                sys.stdout.flush()
+                self.printed, self.pending = now, True
+        elif now - self.printed >= 1.0:
+            self.echo(self.line(prod, cons))
+            self.printed = now
+
+    def say(self, text: str) -> None:
+        if self.live and self.pending:
+            sys.stdout.write("\n")
+            self.pending = False
+        self.echo(text)
+
+
+def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] = print,
+             seconds: float = 3.0, rate: float = 200.0, live: bool | None = None) -> int:
+    """Run the demo; 0 if no message was lost and every duplicate is explained.
+
+    ``seconds`` of load before the kill and again after the takeover; ``rate`` units of
+    work a second at most from the producer (0: as fast as it goes); ``messages``, if
+    given, stops the producer after that many messages once it has run through the
+    failover."""
+    from miqm.bench.clients import client_of
+
+    live = sys.stdout.isatty() if live is None else live
     with LocalPair(keep=keep) as pair:
         echo(f"== Shared data and log under {pair.shared}")
         pair.create()
@@ -24,41 +203,141 @@ def run_demo(messages: int = 100, keep: bool = False, echo: Callable[[str], None
             echo(pair.start(host).rstrip())
         echo(f"$ dspmq -x -o standby -m {pair.qmgr}")
         echo(pair.run(pair.a, "dspmq", "-x", "-o", "standby", "-m", pair.qmgr).stdout.rstrip())
-        pair.mqsc(pair.a, "DEFINE QLOCAL(DEMO.Q) MAXDEPTH(100000)\n")
-        lines = [f"message {i:05d}" for i in range(messages)]
-        pair.put(pair.a, "DEMO.Q", lines)
-        echo(f"== Put {messages} persistent messages on DEMO.Q")
-        echo(f"$ dspmq -x -f -m {pair.qmgr}")
-        echo(pair.run(pair.a, "dspmq", "-x", "-f", "-m", pair.qmgr).stdout.rstrip())
+        pair.mqsc(pair.a, f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(1000000)\n")
 
-        victim = pair.kill_active()
-        killed_at = time.monotonic()
-        echo(f"== kill -9 {victim['pid']}  (the active instance on {victim['host']})")
-        last = ""
-        new = None
-        while time.monotonic() - killed_at < 60:
-            out = pair.run(pair.b, "dspmq", "-x", "-m", pair.qmgr, check=False).stdout.strip()
-            if out != last:
-                echo(f"  +{time.monotonic() - killed_at:5.2f}s  " + out.replace("\n", " | "))
-                last = out
-            inst = pair.active()
-            if inst and inst.get("host") != victim["host"] and pair.serving(pair.b):
-                new = inst
-                break
-            time.sleep(0.05)
-        if new is None:
-            echo("!! the standby did not take over within 60 s")
+        prod, cons = Side("producer"), Side("consumer")
+        stop_prod, stop_cons = threading.Event(), threading.Event()
+        with client_of(pair.b.root, pair.b.name):
+            threads = [threading.Thread(target=_producer, args=(pair.qmgr, prod, stop_prod,
+                                                                rate), daemon=True),
+                       threading.Thread(target=_consumer, args=(pair.qmgr, cons, stop_cons),
+                                        daemon=True)]
+            echo(f"== A producer (persistent put + commit, up to {rate:g}/s) and a consumer "
+                 f"(get + commit) on {QUEUE}, clients that reconnect by themselves")
+            t0 = time.monotonic()
+            show = Display(echo, live, t0)
+            for t in threads:
+                t.start()
+            verdict = _drive(pair, prod, cons, stop_prod, stop_cons, threads, show, seconds,
+                             messages)
+            for t in threads:
+                t.join(5)
+        if verdict is None:
             return 1
-        echo(f"== {new['host']} is active and serving {time.monotonic() - killed_at:.2f}s "
-             "after the kill (including the dspmq/runmqsc polling)")
-        got = pair.get_all(pair.b, "DEMO.Q")
-        missing = sorted(set(lines) - set(got))
-        dupes = len(got) - len(set(got))
-        echo(f"== Got {len(got)} messages back after the failover; missing {len(missing)}, "
-             f"duplicated {dupes}")
+        victim = verdict[1]
+        own = _takeover_record(pair)
+        if own:
+            echo(f"== The new active's own record: master lock granted to serving in "
+                 f"{own['duration_s']:.2f}s (restart recovery {own['recovery_s']:.2f}s)")
         echo(f"$ strmqm -x {pair.qmgr}    # restart hosta: it becomes the standby")
         echo(pair.start(pair.a).rstrip())
         echo(pair.run(pair.a, "dspmq", "-x", "-m", pair.qmgr).stdout.rstrip())
-        ok = not missing and not dupes and len(got) == len(lines)
-        echo("== PASS: every committed message survived the failover" if ok else "== FAIL")
-        return 0 if ok else 1
+        return _account(echo, prod, cons, victim)
+
+
+def _drive(pair: LocalPair, prod: Side, cons: Side, stop_prod: threading.Event,
+           stop_cons: threading.Event, threads: list[threading.Thread], show: Display,
+           seconds: float, messages: int) -> tuple[float, str] | None:
+    """Load, kill -9 the active, wait for the application to run again, load, drain."""
+
+    def run_for(duration: float, until: Callable[[], bool] = lambda: False) -> bool:
+        end = time.monotonic() + duration
+        while time.monotonic() < end:
+            show.tick(prod, cons)
+            if until():
+                return True
+            if prod.error or cons.error:
+                return False
+            time.sleep(0.05)
+        return False
+
+    if not run_for(30.0, lambda: prod.done > 0 and cons.done > 0):
+        show.say(f"!! the application did not start: {prod.error or cons.error}")
+        stop_prod.set()
+        stop_cons.set()
+        return None
+    run_for(seconds)
+    victim = pair.kill_active()
+    killed_at = time.monotonic()
+    sent_at_kill = prod.done
+    show.say(f"== kill -9 {victim['pid']}  (the active instance, on {victim['host']}) "
+             f"after {sent_at_kill} messages")
+    back = run_for(60.0, lambda: prod.last_ok > killed_at and cons.last_ok > killed_at)
+    if not back:
+        show.say("!! the application did not get going again within 60 s of the kill")
+        stop_prod.set()
+        stop_cons.set()
+        return None
+    show.say(f"== the application runs again on {prod.host}: producer "
+             f"{prod.last_ok - killed_at:.2f}s, consumer {cons.last_ok - killed_at:.2f}s "
+             "after the kill")
+    if messages > 0:
+        run_for(60.0, lambda: prod.done >= messages)
+    else:
+        run_for(seconds)
+    stop_prod.set()
+    threads[0].join(10)
+    show.say(f"== producer stopped after {prod.done} messages; draining {QUEUE}")
+    stop_cons.set()
+    deadline = time.monotonic() + 30
+    while threads[1].is_alive() and time.monotonic() < deadline:
+        show.tick(prod, cons)
+        threads[1].join(0.05)
+    show.tick(prod, cons)
+    show.say(show.line(prod, cons))
+    return killed_at, str(victim["host"])
+
+
+def _takeover_record(pair: LocalPair) -> dict | None:
+    """The ``failover_end`` event the standby wrote when it took over (docs/events.md)."""
+    import json
+    import os
+
+    path = os.path.join(pair.data_dir(), "events", f"{pair.b.name}.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            ends = [e for e in map(json.loads, filter(str.strip, f))
+                    if e.get("event") == "failover_end"]
+    except (OSError, ValueError):
+        return None
+    last = ends[-1] if ends else None
+    if last is None or not {"duration_s", "recovery_s"} <= last.keys():
+        return None
+    return last
+
+
+def _account(echo: Callable[[str], None], prod: Side, cons: Side, victim: str) -> int:
+    """The final accounting; 0 if nothing was lost and every duplicate is explained."""
+    sent = set(prod.seqs)
+    got = Counter(cons.seqs)
+    lost = sorted(sent - set(got))
+    dupes = {s: n - 1 for s, n in got.items() if n > 1}
+    strays = sorted(set(got) - sent - prod.in_doubt)
+    explained = {s for s in dupes if s in prod.in_doubt or s in cons.in_doubt}
+    echo(f"== Failover as the application saw it (kill -9 of {victim} to its next commit): "
+         f"producer {prod.gap:.2f}s, consumer {cons.gap:.2f}s without a commit")
+    for side in (prod, cons):
+        if side.reasons:
+            seen = ", ".join(f"{rc} x{n}" for rc, n in sorted(side.reasons.items()))
+            echo(f"   {side.name} saw MQRC {seen} around the failover")
+    echo(f"== Sent {len(sent)} (committed), received {sum(got.values())} "
+         f"({len(got)} distinct), lost {len(lost)}, duplicates {sum(dupes.values())}")
+    if prod.in_doubt:
+        echo(f"   {len(prod.in_doubt)} producer commit(s) answered 2549 (in doubt): sent "
+             "again, so they may arrive twice")
+    if cons.in_doubt:
+        echo(f"   {len(cons.in_doubt)} consumer commit(s) answered 2549 (in doubt): kept, "
+             "so they may be delivered again")
+    for s in sorted(dupes):
+        why = ("its put was committed, then sent again after an in-doubt commit"
+               if s in prod.in_doubt else "its get's commit was in doubt; delivered again"
+               if s in cons.in_doubt else "UNEXPLAINED")
+        echo(f"   duplicate: message {s} x{dupes[s] + 1}: {why}")
+    if lost:
+        echo(f"!! lost: {lost[:20]}{' ...' if len(lost) > 20 else ''}")
+    if strays:
+        echo(f"!! received messages never sent: {strays[:20]}")
+    ok = not lost and not strays and explained == set(dupes) and len(sent) > 0
+    echo("== PASS: nothing lost" + (", every duplicate explained" if dupes else
+                                      ", no duplicates") if ok else "== FAIL")
+    return 0 if ok else 1

@@ -1,9 +1,10 @@
-"""One exception root for miqm, one subclass per subsystem, and the single table that
-maps failures to AMQ numbers and exit codes.
+"""One exception root for miqm, one subclass per subsystem.
 
 Every error that can reach a user carries one line saying what is wrong and what to do.
 The CLI prints ``str(err)`` (prefixed by the AMQ number when there is one) and exits with
-``err.exit_code``; nothing else (no traceback) reaches the user.
+``err.exit_code``; nothing else (no traceback) reaches the user. An error with an AMQ
+number takes its exit code from the message table (:mod:`miqm.amq`); one without falls
+back to its subsystem's ``default_exit``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 class MiqmError(Exception):
     """Root of every miqm error.
 
-    ``amq`` is an MQ message number such as ``"AMQ7279"`` where MQ has one;
-    ``exit_code`` is what the command exits with (MQ control commands use small codes).
+    ``amq`` is an MQ message number such as ``"AMQ7279"`` (see :mod:`miqm.amq`);
+    ``exit_code`` is what the command exits with: given explicitly, else the table's exit
+    code for ``amq``, else the subsystem's ``default_exit``.
     """
 
     amq: str | None = None
-    exit_code: int = 1
+    default_exit: int = 1
+    _exit: int | None = None
 
     def __init__(
         self, message: str, *, amq: str | None = None, exit_code: int | None = None
@@ -28,6 +31,19 @@ class MiqmError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
+    @property
+    def exit_code(self) -> int:
+        """The exit code of a command that ends on this error."""
+        if self._exit is not None:
+            return self._exit
+        from miqm import amq as table
+
+        return table.exit_code(self.amq) or self.default_exit
+
+    @exit_code.setter
+    def exit_code(self, value: int) -> None:
+        self._exit = value
+
     def user_line(self) -> str:
         """The one line shown to a user."""
         text = str(self)
@@ -37,27 +53,25 @@ class MiqmError(Exception):
 class UsageError(MiqmError):
     """Wrong flags or arguments on a command line."""
 
-    exit_code = 2
+    default_exit = 2
 
 
 class ConfigError(MiqmError):
     """A configuration file (mqs.ini, qm.ini) or value is missing, corrupt or out of range."""
 
     amq = "AMQ7880"
-    exit_code = 71
 
 
 class QMgrNotFound(MiqmError):
     """No queue manager of that name is defined on this host."""
 
     amq = "AMQ7048"
-    exit_code = 72
 
 
 class StoreError(MiqmError):
     """The log-and-queue store failed."""
 
-    exit_code = 71
+    default_exit = 71
 
 
 class LogCorruptError(StoreError):
@@ -81,7 +95,7 @@ class LogWriteError(StoreError):
 class ObjectError(StoreError):
     """A queue or other object is missing, already exists, or is in the wrong state."""
 
-    exit_code = 10
+    default_exit = 10
 
 
 class MessagingError(StoreError):
@@ -95,7 +109,7 @@ class MessagingError(StoreError):
 class HAError(MiqmError):
     """The execution controller's multi-instance logic failed."""
 
-    exit_code = 71
+    default_exit = 71
 
 
 class OwnershipLostError(HAError):

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from miqm import amq
+
 #: Settable queue attributes: kind and range/choices, as MQ defines them.
 QUEUE_ATTRS: dict[str, tuple[str, Any]] = {
     "MAXDEPTH": ("int", (0, 999_999_999)),
@@ -329,25 +331,26 @@ def _parse_qmgr(verb: str, rest: list[_Token], text: str) -> Command:
 
 # -- output ------------------------------------------------------------------------------
 
-MSG_CREATED = "AMQ8006I: IBM MQ queue created."
-MSG_DELETED = "AMQ8007I: IBM MQ queue deleted."
-MSG_CHANGED = "AMQ8008I: IBM MQ queue changed."
-MSG_QMGR_CHANGED = "AMQ8005I: IBM MQ queue manager changed."
-MSG_PING = "AMQ8415I: Ping IBM MQ Queue Manager command complete."
-MSG_DISPLAY_QUEUE = "AMQ8409I: Display Queue details."
-MSG_DISPLAY_QMGR = "AMQ8408I: Display Queue Manager details."
-MSG_DISPLAY_QMSTATUS = "AMQ8705I: Display Queue Manager Status Details."
-MSG_SYNTAX = "AMQ8405I: Syntax error detected at or near end of command segment below:-"
+# runmqsc's lines, from the message table with MQ's severity letter (AMQ8006I: ...)
+MSG_CREATED = amq.line("AMQ8006", severity=True)
+MSG_DELETED = amq.line("AMQ8007", severity=True)
+MSG_CHANGED = amq.line("AMQ8008", severity=True)
+MSG_QMGR_CHANGED = amq.line("AMQ8005", severity=True)
+MSG_PING = amq.line("AMQ8415", severity=True)
+MSG_DISPLAY_QUEUE = amq.line("AMQ8409", severity=True)
+MSG_DISPLAY_QMGR = amq.line("AMQ8408", severity=True)
+MSG_DISPLAY_QMSTATUS = amq.line("AMQ8705", severity=True)
+MSG_SYNTAX = amq.line("AMQ8405", severity=True)
 
 
 def not_found(name: str) -> str:
     """MQ's line for a missing object."""
-    return f"AMQ8147E: IBM MQ object {name} not found."
+    return amq.line("AMQ8147", severity=True, name=name)
 
 
 def already_exists() -> str:
     """MQ's line for DEFINE of an existing object without REPLACE."""
-    return "AMQ8150E: IBM MQ object already exists."
+    return amq.line("AMQ8150", severity=True)
 
 
 def echo(number: int, text: str) -> str:

@@ -33,11 +33,12 @@ def hostname() -> str:
 
 
 def check_qmgr_name(name: str) -> str:
-    """Validate a queue manager name as MQ does (1-48 of A-Z a-z 0-9 . _ / %)."""
+    """Validate a queue manager name as MQ does (1-48 of A-Z a-z 0-9 . _ / %): AMQ7048 and
+    exit 72, as MQ's control commands answer a name that is not valid."""
     if not _QM_NAME.match(name or ""):
         raise UsageError(
-            f"AMQ8118: '{name}' is not a valid queue manager name: use 1 to 48 characters "
-            "from A-Z, a-z, 0-9, '.', '_', '/' and '%'."
+            f"AMQ7048: '{name}' is not a valid queue manager name: use 1 to 48 characters "
+            "from A-Z, a-z, 0-9, '.', '_', '/' and '%'.", amq="AMQ7048"
         )
     return name
 

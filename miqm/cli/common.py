@@ -18,7 +18,31 @@ from typing import NoReturn
 import typer
 
 from lockfs.errors import LockFsError, VolumeNotFound, VolumePermissionError
+from miqm import amq
 from miqm.errors import MiqmError
+
+#: help options of every command: MQ's administrators type -? for help
+HELP_OPTIONS = ["-h", "--help", "-?"]
+
+#: the environment every command reads, shown at the end of every --help
+ENVIRONMENT = (
+    ("MIQM_DATA_ROOT", "this host's root (mqs.ini, qmgrs/, log/, run/); default /var/mqm"),
+    ("MIQM_HOSTNAME", "host name written into lock files; default the OS host name"),
+    ("MIQM_CONNECTION", "clients: host(port),host(port); unset = bindings mode"),
+    ("MIQM_CREDENTIAL", "clients: credential (or @file) for a remote listener"),
+    ("MIQM_LISTENER_HOST", "strmqm: listener address, over qm.ini"),
+    ("MIQM_LISTENER_PORT", "strmqm: listener port, over qm.ini"),
+    ("MIQM_METRICS_PORT", "strmqm: Prometheus metrics port, over qm.ini; 0 = off"),
+    ("MIQM_STRMQM_TIMEOUT", "strmqm: seconds to wait for the verdict; default 600"),
+)
+
+
+def environment_help() -> str:
+    """The epilog every --help ends with (click keeps \\b paragraphs as written)."""
+    width = max(len(name) for name, _ in ENVIRONMENT)
+    lines = ["\b", f"Environment ({amq.PRODUCT} {amq.VERSION}):"]
+    lines += [f"  {name.ljust(width)}  {what}" for name, what in ENVIRONMENT]
+    return "\n".join(lines)
 
 
 def make_app(help_text: str) -> typer.Typer:
@@ -28,8 +52,9 @@ def make_app(help_text: str) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         pretty_exceptions_show_locals=False,
+        rich_markup_mode=None,
         no_args_is_help=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
+        context_settings={"help_option_names": HELP_OPTIONS},
     )
 
 
@@ -37,6 +62,12 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line to stderr and exit with ``code``."""
     typer.echo(message, err=True)
     raise typer.Exit(code)
+
+
+def fail_amq(number: str, hint: str = "", **fields: object) -> NoReturn:
+    """Print the table's line for ``number`` (then ``hint``) and exit with its exit code."""
+    line = amq.line(number, **fields)
+    fail(f"{line} {hint}".rstrip(), amq.exit_code(number) or 1)
 
 
 def error_line(exc: BaseException) -> tuple[str, int]:
@@ -75,8 +106,8 @@ def run(main: Callable[[], object]) -> None:
                     traceback.print_exception(exc, file=f)
             except OSError:
                 path = "(could not be saved)"
-            line = (f"AMQ6184: an internal error occurred ({type(exc).__name__}: {exc}); "
-                    f"details in {path}. Report it with that file.")
+            line = amq.line("AMQ6184", detail=f"{type(exc).__name__}: {exc}; details in "
+                            f"{path}. Report it with that file.")
             code = 71
         sys.stderr.write(line.rstrip() + "\n")
         sys.exit(code)
@@ -93,10 +124,12 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
         from click.exceptions import ClickException  # type: ignore[no-redef]
 
     name = prog or os.path.basename(sys.argv[0])
+    command = typer.main.get_command(app)
+    _add_epilog(command)
 
     def invoke() -> None:
         try:
-            rc = app(standalone_mode=False, prog_name=name)
+            rc = command.main(args=sys.argv[1:], standalone_mode=False, prog_name=name)
         except ClickException as exc:
             fail(f"{name}: {exc.format_message()} (try '{name} -h')", exc.exit_code)
         except typer.Abort:
@@ -104,3 +137,12 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
 
     run(invoke)
+
+
+def _add_epilog(command: object) -> None:
+    """The environment paragraph at the end of a command's (and its subcommands') help."""
+    epilog = environment_help()
+    command.epilog = f"{command.epilog}\n\n{epilog}" if getattr(  # type: ignore[attr-defined]
+        command, "epilog", None) else epilog
+    for sub in getattr(command, "commands", {}).values():
+        _add_epilog(sub)

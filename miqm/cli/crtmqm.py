@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import typer
 
+from miqm import amq
 from miqm.cli.common import fail, make_app, run_typer
 
 app = make_app("Create a queue manager.")
@@ -81,8 +82,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
                            secondary_files=ls)
     root = data_root()
     if qmgr in load_registry():
-        raise ConfigError(f"AMQ8110: IBM MQ queue manager '{qmgr}' already exists.",
-                          amq="AMQ8110", exit_code=8)
+        raise ConfigError(amq.line("AMQ8110", qmgr=qmgr), amq="AMQ8110")
     dirname = directory_name(qmgr)
     data_parent = data_base or join_location(root, "qmgrs")
     log_parent = log_base or join_location(root, "log")
@@ -99,9 +99,9 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
             parent.makedirs("")
             if parent.exists(dirname) and parent.listdir(dirname):
                 raise ConfigError(
-                    f"AMQ8110: IBM MQ queue manager '{qmgr}' already exists: the {what} "
-                    f"directory {join_location(parent_loc, dirname)} is not empty. Delete it "
-                    "or choose another -md/-ld.", amq="AMQ8110", exit_code=8)
+                    f"{amq.line('AMQ8110', qmgr=qmgr)[:-1]}: the {what} directory "
+                    f"{join_location(parent_loc, dirname)} is not empty. Delete it "
+                    "or choose another -md/-ld.", amq="AMQ8110")
             parent.makedirs(dirname)
             made.append((parent, dirname))
         data = open_volume(data_loc)
@@ -131,7 +131,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
         for parent in parents:
             parent.close()
     return [
-        "IBM MQ queue manager created.",
+        amq.text("AMQ8001"),
         f"Directory '{data_loc}' created.",
         *([lease_line] if lease_line else []),
         "The queue manager is associated with installation 'Installation1'.",

@@ -11,6 +11,8 @@ import re
 
 import typer
 
+from miqm import amq
+from miqm.amq import PRODUCT
 from miqm.cli.common import make_app, run_typer
 
 app = make_app("Delete a queue manager.")
@@ -58,9 +60,9 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
             held = held_locks(data)
             if held:
                 raise MiqmError(
-                    f"AMQ8041: IBM MQ queue manager '{qmgr}' is running (an instance holds "
+                    f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running (an instance holds "
                     f"its {', '.join(held)} lock). End every instance with endmqm first.",
-                    amq="AMQ8041", exit_code=5)
+                    amq="AMQ8041")
             log_loc = _log_location(data, qmgr) or default_log_location(qmgr)
             log = open_volume(log_loc)
             try:
@@ -73,7 +75,7 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
     finally:
         data.close()
     unregister(qmgr)
-    typer.echo(f"IBM MQ queue manager '{qmgr}' deleted.")
+    typer.echo(amq.text("AMQ8002", qmgr=qmgr))
 
 
 def _remove_dir(location: str) -> None:

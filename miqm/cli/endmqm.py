@@ -1,4 +1,4 @@
-"""``endmqm [-c | -w | -i | -p] [-s] [-x] [-r] QMgr``: end an instance.
+"""``endmqm [-c | -w | -i | -p] [-s] [-x] [-r] [--remote] QMgr``: end an instance.
 
 * ``-c`` (default) controlled: returns once the request is accepted; ``-w`` controlled and
   waits; ``-i`` immediate and ``-p`` pre-emptive (no shutdown checkpoint; restart
@@ -9,8 +9,13 @@
   standby, without ``-x``, is an error.
 * ``-r`` is accepted for MQ compatibility: clients reconnect by themselves.
 
-The instance on this host is found through its run record; otherwise the active
-instance through ``<datadir>/listener`` and a standby through ``<datadir>/standby-listener``.
+As MQ's, endmqm acts where it is typed: it ends the instance that runs on this host
+(found through its run record). Typed on a host where no instance of the queue manager
+runs (or, with ``-x``, where the instance is the active one), it is refused with one line
+naming the hosts the instances run on (AMQ1106, from the lock holder records), unless
+``--remote`` asks to act on them from here: then the active instance is reached through
+``<datadir>/listener`` and a standby through ``<datadir>/standby-listener``. A queue
+manager with no instance anywhere is AMQ8146, exit 40, with or without ``-x``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import time
 
 import typer
 
-from miqm.cli.common import fail, make_app, run_typer
+from miqm import amq
+from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 app = make_app("End a queue manager instance.")
 
@@ -41,6 +47,23 @@ def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int] | None:
         return None
 
 
+def instances_elsewhere(qmgr: str) -> list[tuple[str, str]]:
+    """(host, Active|Standby) of the instances the lock files say run (may block on the FS)."""
+    from miqm.cli.dspmq import probe
+    from miqm.paths import find
+
+    try:
+        locks = probe(qmgr, find(qmgr).data_path)["locks"]
+    except Exception:  # an unreadable shared filesystem: nothing known
+        return []
+    found = []
+    for lock, mode in (("master", "Active"), ("standby", "Standby")):
+        rec = locks.get(lock) or {}
+        if rec.get("held") and rec.get("host"):
+            found.append((str(rec["host"]), mode))
+    return found
+
+
 @app.command()
 def endmqm(
     qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
@@ -52,12 +75,15 @@ def endmqm(
     standby_only: bool = typer.Option(False, "-x", help="end the standby instance only"),
     reconnect: bool = typer.Option(False, "-r", help="ask clients to reconnect (they do "
                                    "anyway)"),
+    remote: bool = typer.Option(False, "--remote", help="act on instances running on other "
+                                "hosts (without it, endmqm ends only an instance on this "
+                                "host)"),
 ) -> None:
     """End the queue manager's instance."""
     from miqm.errors import NetError
     from miqm.ha import runfile
     from miqm.net.client import Endpoint, connect
-    from miqm.paths import check_qmgr_name, find
+    from miqm.paths import check_qmgr_name, find, hostname
 
     check_qmgr_name(qmgr)
     find(qmgr)
@@ -69,41 +95,53 @@ def endmqm(
     mode = ("wait" if wait else "immediate" if immediate else "preemptive" if preemptive
             else "controlled")
     local = runfile.read(qmgr)
+    here = hostname()
     target: tuple[str, int] | None = None
     if local is not None and local.get("address"):
         if local.get("mode") == "standby" and not standby_only:
-            fail(f"AMQ8146: the instance of queue manager '{qmgr}' on this host is a standby "
-                 "instance; end it with endmqm -x, or end the active instance on its host.", 5)
+            fail_amq("AMQ1105", qmgr=qmgr, host=here)
         if local.get("mode") == ("standby" if standby_only else "active"):
             host, port = local["address"]
             target = (str(host), int(port))
+    if target is None and not remote:
+        elsewhere = [(h, m) for h, m in instances_elsewhere(qmgr)
+                     if local is None or h != local.get("host")]
+        if local is not None and local.get("mode") == "active" and standby_only:
+            standbys = ", ".join(f"{h} (standby)" for h, m in elsewhere if m == "Standby")
+            fail_amq("AMQ1109", f"The standby instance runs on {standbys}: run endmqm -x "
+                     "there, or add --remote." if standbys else "There is no standby "
+                     "instance.", qmgr=qmgr, host=here)
+        if elsewhere:
+            fail_amq("AMQ1106", qmgr=qmgr, host=here,
+                     where=", ".join(f"{h} ({m.lower()})" for h, m in elsewhere))
+        if local is not None and not local.get("address"):
+            fail_amq("AMQ8146", f"Its instance on this host (pid {local.get('pid')}) is still "
+                     "starting: run endmqm again once dspmq shows it.", qmgr=qmgr)
+        fail_amq("AMQ8146", "No instance of it is running.", qmgr=qmgr)
     if target is None:
         target = _endpoint_from_data(qmgr, "standby-listener" if standby_only else "listener")
     if target is None:
-        what = "standby instance" if standby_only else "running instance"
-        fail(f"AMQ8146: IBM MQ queue manager '{qmgr}' has no {what} to end.", 16 if
-             standby_only else 40)
+        fail_amq("AMQ8146", f"It has no {'standby' if standby_only else 'running'} instance "
+                 "to end.", qmgr=qmgr)
     try:
         with connect(qmgr, endpoints=[Endpoint(*target)], allow_standby=True) as conn:
             reply = conn.call("end", mode=mode, switchover=switchover,
                               standby_only=standby_only, reconnect=reconnect)
     except NetError as exc:
         if exc.mqrc == 2059:
-            fail(f"AMQ8146: IBM MQ queue manager '{qmgr}' not available: no instance "
-                 f"answered at {target[0]}({target[1]}).", 40)
-        fail(exc.user_line(), 5)
+            fail_amq("AMQ8146", f"No instance answered at {target[0]}({target[1]}).",
+                     qmgr=qmgr)
+        fail(exc.user_line(), amq.exit_code(exc.amq) or 5)
     if mode == "controlled" and not standby_only:
-        typer.echo("Quiesce request accepted. The queue manager will stop when all "
-                   "outstanding work is complete.")
+        typer.echo(amq.text("AMQ1003"))
     pid = int(reply.get("pid") or 0)
     if mode != "controlled" or standby_only:
         _wait_ended(qmgr, target, pid)
     if standby_only:
-        typer.echo(f"IBM MQ queue manager '{qmgr}' standby instance ended.")
+        typer.echo(amq.text("AMQ1006", qmgr=qmgr))
     elif mode != "controlled":
-        typer.echo(f"IBM MQ queue manager '{qmgr}' ending.")
-        typer.echo(f"IBM MQ queue manager '{qmgr}' ended, permitting switchover to a standby "
-                   "instance." if switchover else f"IBM MQ queue manager '{qmgr}' ended.")
+        typer.echo(amq.text("AMQ1004", qmgr=qmgr))
+        typer.echo(amq.text("AMQ1005" if switchover else "AMQ8004", qmgr=qmgr))
 
 
 def _wait_ended(qmgr: str, target: tuple[str, int], pid: int, timeout: float = 120.0) -> None:
@@ -125,7 +163,7 @@ def _wait_ended(qmgr: str, target: tuple[str, int], pid: int, timeout: float = 1
             except OSError:
                 return
         time.sleep(0.02)
-    fail(f"AMQ8146: queue manager '{qmgr}' did not end within {timeout:g}s.", 71)
+    fail_amq("AMQ1107", qmgr=qmgr, timeout=f"{timeout:g}")
 
 
 def main() -> None:

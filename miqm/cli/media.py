@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from miqm.cli.common import fail, make_app, run_typer
+from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 rcdmqimg_app = make_app("Record a media image of queues (linear logging).")
 rcrmqobj_app = make_app("Recreate queues from their media images (linear logging).")
@@ -43,8 +43,7 @@ def _run(op: str, qmgr: str, objtype: str, name: str) -> None:
     if objtype.lower() not in _TYPES:
         fail(f"{op}: -t {objtype} is not supported: use -t queue (or all).", 2)
     if _circular(qmgr):
-        fail(f"AMQ7089: Media recovery not allowed: queue manager '{qmgr}' uses circular "
-             "logging; media images need linear logging (crtmqm -ll).", 71)
+        fail_amq("AMQ7089", "Media images need linear logging (crtmqm -ll).", qmgr=qmgr)
     with connect(qmgr) as conn:
         reply = conn.call(op, name=name)
     for line in reply.get("lines", []):

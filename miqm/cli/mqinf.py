@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import typer
 
-from miqm.cli.common import fail, make_app, run_typer
+from miqm import amq
+from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 dspmqinf_app = make_app("Display a queue manager's configuration information.")
 addmqinf_app = make_app("Add queue manager configuration information to this host.")
@@ -70,13 +71,15 @@ def addmqinf(
         finally:
             vol.close()
     except LockFsError as exc:
-        fail(f"AMQ6062: cannot reach DataPath {data_path}: {exc}. Check the mount.", 71)
+        fail_amq("AMQ6062", path=data_path, detail=f"it cannot be reached ({exc}). Check the "
+                 "mount.")
     if not has_ini:
-        fail(f"AMQ6062: DataPath {data_path} does not hold a queue manager (no qm.ini): "
-             "give the shared data directory printed by dspmqinf on the first host.", 71)
+        fail_amq("AMQ6062", path=data_path, detail="it does not hold a queue manager (no "
+                 "qm.ini): give the shared data directory printed by dspmqinf on the first "
+                 "host.")
     register(QMgrEntry(name, attrs.get("Directory") or directory_name(name),
                        attrs.get("Prefix") or data_root(), data_path))
-    typer.echo("IBM MQ configuration information added.")
+    typer.echo(amq.text("AMQ1007"))
 
 
 def dspmqinf_main() -> None:

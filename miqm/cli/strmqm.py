@@ -21,7 +21,7 @@ import time
 
 import typer
 
-from miqm.cli.common import fail, make_app, run_typer
+from miqm.cli.common import fail_amq, make_app, run_typer
 
 app = make_app("Start a queue manager instance (-x: permit a standby / run as one).")
 
@@ -69,8 +69,7 @@ def strmqm(
     if local is not None:
         mode = local.get("mode")
         what = "a standby instance" if mode == "standby" else "an instance"
-        fail(f"AMQ8041: IBM MQ queue manager '{qmgr}' already has {what} running on this "
-             f"host (pid {local.get('pid')}).", 5)
+        fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local.get("pid"))
     if foreground:
         from miqm.ha.foreground import exec_controller
 
@@ -92,11 +91,10 @@ def strmqm(
         os.close(r)
     if verdict is None:
         if proc.poll() is None:
-            fail(f"AMQ7880: queue manager '{qmgr}' did not report within "
-                 f"{VERDICT_TIMEOUT:g}s; it is still starting (pid {proc.pid}): check "
-                 "dspmq and errors/AMQERR01.LOG.", 71)
-        fail(f"AMQ6184: the execution controller of '{qmgr}' ended unexpectedly (exit "
-             f"{proc.returncode}); see {out_path} and errors/AMQERR01.LOG.", 71)
+            fail_amq("AMQ1108", qmgr=qmgr, timeout=f"{VERDICT_TIMEOUT:g}", pid=proc.pid)
+        fail_amq("AMQ6184", qmgr=qmgr, detail=f"the execution controller of '{qmgr}' ended "
+                 f"unexpectedly (exit {proc.returncode}); see {out_path} and "
+                 "errors/AMQERR01.LOG.")
     for line in verdict.get("lines", []):
         typer.echo(line, err=not verdict.get("ok"))
     if not verdict.get("ok"):

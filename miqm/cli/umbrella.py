@@ -15,13 +15,23 @@ app.add_typer(bench_app, name="bench")
 
 @app.command()
 def demo(
-    messages: int = typer.Option(100, help="persistent messages to put before the kill"),
+    seconds: float = typer.Option(3.0, help="seconds of load before the kill, and again "
+                                  "after the takeover"),
+    rate: float = typer.Option(200.0, help="the producer's units of work a second at most "
+                               "(0: as fast as it goes)"),
+    messages: int = typer.Option(0, help="stop the producer once it has sent this many "
+                                 "messages and run through the failover (0: after "
+                                 "--seconds)"),
     keep: bool = typer.Option(False, help="keep the temporary directories for inspection"),
 ) -> None:
-    """Two instances on this machine, load, kill -9 the active, watch the failover."""
+    """Two instances on this machine; a producer and a consumer run through a kill -9 of
+    the active instance; the failover as they saw it and the accounting after."""
     from miqm.demo import run_demo
 
-    raise typer.Exit(run_demo(messages=messages, keep=keep))
+    if seconds <= 0 or seconds > 600 or rate < 0 or messages < 0:
+        fail("miqm demo: --seconds must be from 0 to 600, --rate and --messages not "
+             "negative (try 'miqm demo -h')", 2)
+    raise typer.Exit(run_demo(messages=messages, keep=keep, seconds=seconds, rate=rate))
 
 
 @bench_app.command("store")

@@ -49,7 +49,6 @@ from miqm.ha.events import EventLog
 from miqm.ha.monitors import Monitors, Ownership
 from miqm.ha.qmstatus import QMStatus
 
-VERSION = "V9.4.0.0"
 EXIT_OK = 0
 EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
 EXIT_STANDBY_REFUSED = 69
@@ -118,6 +117,8 @@ class Controller:
         """Write an AMQ message to the error log and the event history."""
         fields.setdefault("qmgr", self.qmgr)
         line = text if text is not None else amq.text(number, **fields)
+        if line.startswith(f"{number}: "):  # an error's user line already carries it
+            line = line[len(number) + 2:]
         if self.errlog is not None:
             self.errlog.write(number, line)
         self.event("amq_message", amq=number, text=line)
@@ -280,8 +281,10 @@ class Controller:
 
     def refuse(self, decided: decide.Step) -> int:
         """strmqm fails with the step's line (the error log has it too)."""
-        self.say(decided.amq or "AMQ8146", decided.line)
-        self.verdict.send(False, [decided.line], decided.exit_code)
+        number = decided.amq or "AMQ6184"
+        self.say(number, decided.line)
+        # the terminal line carries the number the error log has for the same event
+        self.verdict.send(False, [f"{number}: {decided.line}"], decided.exit_code)
         return decided.exit_code
 
     def become_standby(self) -> int:
@@ -296,8 +299,7 @@ class Controller:
         self._write_standby_address()
         self._run_record()
         self.event("role", role="standby")
-        self.say("AMQ5051", f"A standby instance of queue manager '{self.qmgr}' has been "
-                            f"started on {self.host}.")
+        self.say("AMQ1002")
         self.verdict.send(True, [decided.line], EXIT_OK, "standby")
         from lockfs.watch import watch_local
 
@@ -345,8 +347,7 @@ class Controller:
         import miqm.store.qmstore  # noqa: F401
 
     def _end_standby(self, why: str) -> int:
-        self.say("AMQ8004", f"The standby instance of queue manager '{self.qmgr}' on "
-                            f"{self.host} ended: {why}")
+        self.say("AMQ1008", host=self.host, detail=why)
         self.event("role", role="ended", reason=why)
         if self.listener is not None:
             self.listener.stop(1.0)
@@ -430,7 +431,7 @@ class Controller:
         qmstatus.write(self.data, QMStatus("Starting", self.permit_standby, False,
                                            qmstatus.platform_signature(),
                                            qmstatus.platform_string()))
-        lines = [f"IBM MQ queue manager '{self.qmgr}' starting."]
+        lines = [amq.text("AMQ1001", qmgr=self.qmgr)]
         recovery: list[str] = []
 
         def errlog(number: str, text: str) -> None:
@@ -472,7 +473,7 @@ class Controller:
         self.monitors.start()
         self.say("AMQ8003")
         lines += recovery
-        lines.append(amq.text("AMQ8003", qmgr=self.qmgr).replace("V9.4.0.0", VERSION))
+        lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from
             self.say("AMQ5975", host=self.host)
@@ -533,8 +534,7 @@ class Controller:
         except LockFsError:
             pass
         if switchover:
-            self.say("AMQ8004", f"IBM MQ queue manager '{self.qmgr}' ended, permitting "
-                                "switchover to a standby instance.")
+            self.say("AMQ1005")
         else:
             self.say("AMQ8004", qmgr=self.qmgr)
         self.event("role", role="ended", mode=mode, switchover=switchover)
@@ -569,12 +569,11 @@ class Controller:
         """endmqm: remember the request and wake the main thread."""
         standby_only = bool(request.get("standby_only"))
         if standby_only and self.mode != "standby":
-            return {"ok": False, "mqrc": 2543, "amq": "AMQ8146",
-                    "error": f"this instance of '{self.qmgr}' on {self.host} is not a standby"}
+            return {"ok": False, "mqrc": 2543, "amq": "AMQ1109",
+                    "error": amq.text("AMQ1109", qmgr=self.qmgr, host=self.host)}
         if not standby_only and self.mode == "standby":
-            return {"ok": False, "mqrc": 2543, "amq": "AMQ8146",
-                    "error": f"the instance of '{self.qmgr}' on {self.host} is a standby: "
-                             "end it with endmqm -x"}
+            return {"ok": False, "mqrc": 2543, "amq": "AMQ1105",
+                    "error": amq.text("AMQ1105", qmgr=self.qmgr, host=self.host)}
         with self._lock:
             if self._end_request is None:
                 self._end_request = dict(request)
@@ -612,8 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the last resort: say it, never hang strmqm
         detail = "".join(traceback.format_exception(exc))
         sys.stderr.write(detail)
-        line = f"AMQ6184: an internal error occurred in the execution controller " \
-               f"({type(exc).__name__}: {exc}); details in the controller output file."
+        line = amq.line("AMQ6184", detail=f"in the execution controller "
+                        f"({type(exc).__name__}: {exc}); details in the controller output file.")
         verdict.send(False, [line], EXIT_FATAL)
         code = EXIT_FATAL
     verdict.send(code == 0, [], code)

@@ -8,10 +8,10 @@ or a clock, so every rule is tested directly (tests/unit/test_decide.py).
 
     START ──master granted, same platform──────────────────────► ACTIVE
       │ master refused
-      ├─ without -x ─────────────────────────────────────────────► REFUSED (exit 5)
-      ├─ active runs without permitting standby ────────────────► REFUSED (exit 69)
+      ├─ without -x ─────────────────────────────────────────────► REFUSED (AMQ1101, exit 5)
+      ├─ active runs without permitting standby ────────────────► REFUSED (AMQ1102, exit 43)
       ▼
-    SEEKING_STANDBY ──standby refused (third instance)──────────► REFUSED (exit 69)
+    SEEKING_STANDBY ──standby refused (third instance)──────────► REFUSED (AMQ1103, exit 47)
       │ standby granted
       ▼
     STANDBY ──endmqm -x──────────────────────────────────────────► ENDED
@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from miqm import amq
 from miqm.ha.qmstatus import QMStatus
 
-EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
-EXIT_STANDBY_REFUSED = 69
+#: exit codes come from the message table (MQ's strmqm return codes)
+EXIT_RUNNING_ELSEWHERE = amq.exit_code("AMQ1101")  # 5: queue manager running
+EXIT_STANDBY_NOT_PERMITTED = amq.exit_code("AMQ1102")  # 43: active does not permit standby
+EXIT_STANDBY_REFUSED = amq.exit_code("AMQ1103")  # 47: already has a standby instance
 EXIT_FATAL = 71
 
 
@@ -122,28 +124,21 @@ def step(state: State, facts: Facts, our_platform: str = "") -> Step:
                             platform_line(q, status, our_platform), "AMQ7272", EXIT_FATAL)
             return Step(State.ACTIVE, Action.BECOME_ACTIVE)
         if not facts.permit_standby:
-            return Step(State.REFUSED, Action.REFUSE,
-                        f"IBM MQ queue manager '{q}' is running elsewhere: its master lock is "
-                        "held by another instance. Use strmqm -x to start a standby instance "
-                        "here.", "AMQ8146", EXIT_RUNNING_ELSEWHERE)
+            return Step(State.REFUSED, Action.REFUSE, amq.text("AMQ1101", qmgr=q), "AMQ1101",
+                        EXIT_RUNNING_ELSEWHERE)
         status = facts.status
         if status is not None and status.status in ("Running", "Starting") \
                 and not status.permit_standby:
-            return Step(State.REFUSED, Action.REFUSE,
-                        f"IBM MQ queue manager '{q}' is running elsewhere without permitting "
-                        "standby instances (it was started without -x); this instance is not "
-                        "permitted to run as a standby.", "AMQ8146", EXIT_STANDBY_REFUSED)
+            return Step(State.REFUSED, Action.REFUSE, amq.text("AMQ1102", qmgr=q), "AMQ1102",
+                        EXIT_STANDBY_NOT_PERMITTED)
         return Step(State.SEEKING_STANDBY, Action.TRY_STANDBY)
     if state is State.SEEKING_STANDBY:
         if facts.standby is None:
             raise ValueError("SEEKING_STANDBY needs the outcome of the attempt on standby")
         if facts.standby:
-            return Step(State.STANDBY, Action.BECOME_STANDBY,
-                        f"A standby instance of queue manager '{q}' has been started. The "
-                        "active instance is running elsewhere.")
-        return Step(State.REFUSED, Action.REFUSE,
-                    f"IBM MQ queue manager '{q}' already has an active instance and a standby "
-                    "instance; a third instance is not permitted.", "AMQ8146",
+            return Step(State.STANDBY, Action.BECOME_STANDBY, amq.text("AMQ1002", qmgr=q),
+                        "AMQ1002")
+        return Step(State.REFUSED, Action.REFUSE, amq.text("AMQ1103", qmgr=q), "AMQ1103",
                     EXIT_STANDBY_REFUSED)
     if state is State.STANDBY:
         if facts.end_requested:

@@ -51,8 +51,14 @@ class ErrorLog:
         self._thread = threading.Thread(target=self._run, name="errlog", daemon=True)
         self._thread.start()
 
-    def write(self, amq: str, text: str) -> None:
-        """Queue an entry (never blocks on the filesystem)."""
+    def write(self, amq: str, text: str | None = None, **fields: object) -> None:
+        """Queue an entry (never blocks on the filesystem). Without ``text`` the entry is
+        the message table's text for ``amq`` (:mod:`miqm.amq`) with ``fields`` filled."""
+        if text is None:
+            from miqm import amq as table
+
+            fields.setdefault("qmgr", self.qmgr)
+            text = table.text(amq, **fields)
         entry = format_entry(amq, text, qmgr=self.qmgr, host=self.host, pid=self.pid)
         if self.echo is not None:  # strmqm --foreground: stdout too
             self.echo(amq, text)

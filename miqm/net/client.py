@@ -78,13 +78,13 @@ def parse_conname(text: str) -> list[Endpoint]:
 def not_available(qmgr: str, detail: str = "") -> NetError:
     """MQ's AMQ8146 / MQRC 2059 error."""
     tail = f" ({detail})" if detail else ""
-    return NetError(f"AMQ8146: IBM MQ queue manager '{qmgr}' not available{tail}. "
+    return NetError(f"AMQ8146: miqm queue manager '{qmgr}' not available{tail}. "
                     f"Start it with 'strmqm {qmgr}'.", mqrc=MQRC_Q_MGR_NOT_AVAILABLE)
 
 
 def standby_only(qmgr: str) -> NetError:
     """MQRC 2543: only a standby instance answered."""
-    return NetError(f"AMQ8146: IBM MQ queue manager '{qmgr}' is running as a standby "
+    return NetError(f"AMQ8146: miqm queue manager '{qmgr}' is running as a standby "
                     "instance here and no active instance answered (MQRC 2543 "
                     "MQRC_STANDBY_Q_MGR). Connect to the active instance.",
                     mqrc=MQRC_STANDBY_Q_MGR)

@@ -104,8 +104,9 @@ class Listener:
         except OSError as exc:
             sock.close()
             raise NetError(
-                f"AMQ9212: cannot listen on {self.host}({self.port}): {exc.strerror or exc}. "
-                "Choose a free port.", mqrc=2059) from None
+                f"AMQ9218: The TCP/IP listener program could not bind to {self.host}"
+                f"({self.port}): {exc.strerror or exc}. Choose a free port.", mqrc=2059,
+                amq="AMQ9218") from None
         self._sock = sock
         self.host, self.port = sock.getsockname()[:2]
         self._accept_thread = threading.Thread(target=self._accept_loop, name="miqm-listener",

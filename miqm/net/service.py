@@ -316,7 +316,7 @@ def _amq_line(exc: MiqmError, cmd: mqsc.Command) -> str:
         return f"{m.group(1)}E: {m.group(2)}"
     if exc.amq:
         return f"{exc.amq}E: {text}"
-    return f"AMQ8101E: IBM MQ error ({mqrc if mqrc else type(exc).__name__}): {text}"
+    return f"AMQ8101E: miqm error ({mqrc if mqrc else type(exc).__name__}): {text}"
 
 
 def _jsonable(value: Any) -> Any:

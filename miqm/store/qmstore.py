@@ -551,7 +551,7 @@ class QueueManagerStore:
         with self._lock:
             self._check_open()
             if name in self.state.queues:
-                raise ObjectError(f"AMQ8150: IBM MQ object {name} already exists.",
+                raise ObjectError(f"AMQ8150: miqm object {name} already exists.",
                                   amq="AMQ8150")
             qid = self.state.next_key
             self.state.next_key += 1
@@ -593,9 +593,9 @@ class QueueManagerStore:
                 raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
                                      mqrc=MQRC_UNKNOWN_OBJECT_NAME)
             if q.locked or q.uncommitted:
-                raise ObjectError(f"AMQ8148: IBM MQ object {name} in use.", amq="AMQ8148")
+                raise ObjectError(f"AMQ8148: miqm object {name} in use.", amq="AMQ8148")
             if q.present and not purge:
-                raise ObjectError(f"AMQ8143: IBM MQ queue {name} not empty.", amq="AMQ8143")
+                raise ObjectError(f"AMQ8143: miqm queue {name} not empty.", amq="AMQ8143")
             lsn = self._append(R.encode_json(R.DELETE, {"name": name}))
             del self.state.queues[name]
             self._damaged.pop(name, None)

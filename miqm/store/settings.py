@@ -35,7 +35,7 @@ class LogSettings:
             if not lo <= value <= hi:
                 raise ConfigError(
                     f"{name}={value} is out of range: it must be from {lo} to {hi}.",
-                    amq="AMQ8101" if name != "LogFilePages" else "AMQ7077",
+                    amq="AMQ8101",
                 )
 
         if self.log_type not in ("CIRCULAR", "LINEAR"):

@@ -158,11 +158,59 @@ def test_third_instance_and_a_second_active_are_refused(pair: LocalPair, tmp_pat
     line = pair.run(pair.a, "dspmqinf", "-o", "command", "QMHA").stdout.split()
     pair.run(hostc, *line)
     third = pair.run(hostc, "strmqm", "-x", "QMHA", check=False)
-    assert third.returncode != 0
+    assert third.returncode == 47  # MQ's strmqm: the queue manager already has a standby
     assert "third instance" in third.stderr and "Traceback" not in third.stderr
     plain = pair.run(hostc, "strmqm", "QMHA", check=False)
-    assert plain.returncode != 0 and "running elsewhere" in plain.stderr
+    assert plain.returncode == 5 and "running elsewhere" in plain.stderr
     assert _run_pid(hostc) is None
+    # the terminal carries the number the error log has for the same event
+    assert third.stderr.startswith("AMQ1103: ") and plain.stderr.startswith("AMQ1101: ")
+    for proc in (third, plain):
+        number, text = proc.stderr.strip().split(": ", 1)
+        deadline = time.monotonic() + 10  # the error log is written by a background thread
+        while f"{number}: {text}" not in _errlog(pair) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"{number}: {text}" in _errlog(pair)
+
+
+def test_endmqm_acts_only_where_it_is_typed(pair: LocalPair, tmp_path: Path) -> None:
+    _start_both(pair)
+    hostc = Host("hostc", str(tmp_path / "hostc"))
+    os.makedirs(hostc.root)
+    pair.run(hostc, *pair.run(pair.a, "dspmqinf", "-o", "command", "QMHA").stdout.split())
+    for argv in (("endmqm", "QMHA"), ("endmqm", "-i", "QMHA"), ("endmqm", "-x", "QMHA"),
+                 ("endmqm", "-s", "QMHA")):
+        refused = pair.run(hostc, *argv, check=False)
+        assert refused.returncode == 40, refused.stderr
+        line = refused.stderr.strip()
+        assert len(line.splitlines()) == 1 and line.startswith("AMQ1106: ")
+        assert "hosta (active)" in line and "hostb (standby)" in line and "--remote" in line
+    # -x typed on the active instance's host: refused, naming the standby's host
+    wrong = pair.run(pair.a, "endmqm", "-x", "QMHA", check=False)
+    assert wrong.returncode == 40 and wrong.stderr.startswith("AMQ1109: ")
+    assert "hostb (standby)" in wrong.stderr
+    status = pair.status()
+    assert status["status"] == "Running" and len(status["instances"]) == 2  # nothing ended
+    # --remote asks to act from here
+    out = pair.run(hostc, "endmqm", "-x", "--remote", "QMHA").stdout
+    assert "standby instance ended" in out
+    out = pair.run(hostc, "endmqm", "-i", "--remote", "QMHA").stdout
+    assert "miqm queue manager 'QMHA' ended." in out
+    _wait_no_instance(pair)
+    # with no instance anywhere, endmqm and endmqm -x answer alike: AMQ8146, exit 40
+    for host in (pair.a, hostc):
+        for argv in (("endmqm", "QMHA"), ("endmqm", "-x", "QMHA")):
+            gone = pair.run(host, *argv, check=False)
+            assert gone.returncode == 40 and gone.stderr.startswith("AMQ8146: "), gone.stderr
+
+
+def _wait_no_instance(p: LocalPair, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not p.status().get("instances") and _run_pid(p.a) is None:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"instances still run: {p.status()}")
 
 
 def test_standby_refuses_data_of_another_platform(pair: LocalPair) -> None:

@@ -122,13 +122,13 @@ def _shrink_timings(q: QM) -> None:
 
 def test_persistent_messages_survive_a_restart_and_non_persistent_do_not(qm: QM) -> None:
     out = qm.run("crtmqm", "-lf", "64", qm.name).stdout
-    assert "IBM MQ queue manager created." in out
+    assert "miqm queue manager created." in out
     _shrink_timings(qm)
     qm.run("strmqm", qm.name, timeout=120)
 
     mqsc = qm.run("runmqsc", qm.name, stdin="DEFINE QLOCAL(IT.Q) MAXDEPTH(1000)\n").stdout
     assert f"Starting MQSC for queue manager {qm.name}." in mqsc
-    assert "AMQ8006I: IBM MQ queue created." in mqsc
+    assert "AMQ8006I: miqm queue created." in mqsc
     assert "All valid MQSC commands were processed." in mqsc
 
     persistent = [f"persistent {i:03d}" for i in range(25)]
@@ -166,7 +166,7 @@ def test_persistent_messages_survive_a_restart_and_non_persistent_do_not(qm: QM)
     qm.run("endmqm", "-w", qm.name, timeout=120)
     qm.wait_ended()
     out = qm.run("dltmqm", qm.name).stdout
-    assert out.strip() == f"IBM MQ queue manager '{qm.name}' deleted."
+    assert out.strip() == f"miqm queue manager '{qm.name}' deleted."
     assert not os.path.exists(qm.data_dir())
     assert not os.path.exists(os.path.join(qm.root, "log", qm.name))
     gone = qm.run("dspmqinf", qm.name, ok=False)

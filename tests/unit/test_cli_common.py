@@ -60,3 +60,32 @@ def test_one_line_no_traceback(args: list[str], code: int, needle: str,
 def test_success_exits_zero() -> None:
     proc = run("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "fine"
+
+
+def _console_scripts() -> list[tuple[str, str]]:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    with open(root / "pyproject.toml", "rb") as f:
+        return sorted(tomllib.load(f)["project"]["scripts"].items())
+
+
+@pytest.mark.parametrize(("name", "target"), _console_scripts())
+def test_every_command_takes_dash_question_and_names_its_environment(
+        name: str, target: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    module, func = target.split(":")
+    main = getattr(importlib.import_module(module), func)
+    outputs = []
+    for flag in ("-?", "--help"):
+        monkeypatch.setattr(sys, "argv", [name, flag])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        out, err = capsys.readouterr()
+        assert exit_.value.code in (0, None), (flag, err)
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    for needle in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME", "MIQM_CONNECTION", "/var/mqm", "-?"):
+        assert needle in outputs[0], (name, needle)

@@ -63,7 +63,7 @@ def one_line(err: str) -> str:
 def test_crtmqm_creates_registers_and_refuses_a_second_time(root, capsys, monkeypatch) -> None:
     rc, out, err = run(crtmqm.main, ["crtmqm", "-lf", "64", "-ll", "QM1"], capsys, monkeypatch)
     assert rc == 0, err
-    assert out.splitlines()[0] == "IBM MQ queue manager created."
+    assert out.splitlines()[0] == "miqm queue manager created."
     assert f"Directory '{root}/qmgrs/QM1' created." in out
     assert out.splitlines()[-1] == "Setup completed."
     ini = open(os.path.join(root, "qmgrs", "QM1", "qm.ini")).read()
@@ -94,7 +94,7 @@ def test_crtmqm_with_md_ld_and_a_dotted_name(root, tmp_path, capsys, monkeypatch
     (["-lc", "-ll", "QM1"], 2, "-lc and -ll"),
     (["-lf", "abc", "QM1"], 2, "-lf"),
     (["-zz", "QM1"], 2, "No such option"),
-    (["bad name!"], 2, "AMQ8118"),
+    (["bad name!"], 72, "AMQ7048"),
     ([], 2, "QMgr"),
 ])
 def test_crtmqm_bad_input_is_one_line(root, capsys, monkeypatch, argv, code, needle) -> None:
@@ -132,7 +132,7 @@ def test_dspmqinf_addmqinf_on_a_second_host(root, tmp_path, capsys, monkeypatch)
     assert out.splitlines()[0] == "QueueManager:" and f"   DataPath={md}/QM1" in out
     monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "hostb"))
     rc, out, err = run(mqinf.addmqinf_main, line.split(), capsys, monkeypatch)
-    assert rc == 0 and "IBM MQ configuration information added." in out
+    assert rc == 0 and "miqm configuration information added." in out
     rc, out, err = run(mqinf.addmqinf_main, line.split(), capsys, monkeypatch)
     assert rc != 0 and "AMQ8110" in one_line(err)
     rc, out, err = run(mqinf.addmqinf_main, ["addmqinf", "-v", "Name=QM2", "-v",
@@ -160,7 +160,7 @@ def test_dltmqm_refuses_while_running_then_deletes(root, capsys, monkeypatch) ->
         f.write("this is not ini\n")
     rc, out, err = run(dltmqm.main, ["dltmqm", "QM1"], capsys, monkeypatch)
     assert rc == 0, err
-    assert out.strip() == "IBM MQ queue manager 'QM1' deleted."
+    assert out.strip() == "miqm queue manager 'QM1' deleted."
     assert not os.path.exists(os.path.join(root, "qmgrs", "QM1"))
     assert not os.path.exists(os.path.join(root, "log", "QM1"))
     rc, _, err = run(dltmqm.main, ["dltmqm", "QM1"], capsys, monkeypatch)
@@ -220,8 +220,8 @@ def test_runmqsc_and_samples_against_a_listener(served, capsys, monkeypatch) -> 
               "ALTER QMGR MAXUMSGS(50)\nPING QMGR\n")
     rc, out, err = run(runmqsc.main, ["runmqsc", "QM1"], capsys, monkeypatch, stdin=script)
     assert rc == 10, err  # the second DEFINE fails (object exists)
-    assert "AMQ8006I: IBM MQ queue created." in out
-    assert "AMQ8150E: IBM MQ object already exists." in out
+    assert "AMQ8006I: miqm queue created." in out
+    assert "AMQ8150E: miqm object already exists." in out
     assert "   CURDEPTH(0)" in out and "AMQ8005I" in out and "AMQ8415I" in out
     assert out.splitlines()[-1] == "One valid MQSC command could not be processed."
     assert served.qmgr["MAXUMSGS"] == 50

@@ -41,15 +41,17 @@ def test_first_instance_refuses_data_of_another_platform() -> None:
 def test_master_held_elsewhere_without_x_fails_like_mq() -> None:
     s = step(State.START, facts(master=False, permit_standby=False, status=running()))
     assert (s.action, s.exit_code) == (Action.REFUSE, decide.EXIT_RUNNING_ELSEWHERE)
-    assert "running elsewhere" in s.line and "strmqm -x" in s.line
+    assert "running elsewhere" in s.line and "strmqm -x" in s.line and s.amq == "AMQ1101"
+    assert s.exit_code == 5
 
 
 def test_standby_is_refused_when_the_active_runs_without_x() -> None:
     for status in ("Running", "Starting"):
         s = step(State.START, facts(master=False,
                                     status=running(status=status, permit_standby=False)))
-        assert (s.action, s.exit_code) == (Action.REFUSE, decide.EXIT_STANDBY_REFUSED)
-        assert "without permitting standby" in s.line
+        assert (s.action, s.exit_code) == (Action.REFUSE, decide.EXIT_STANDBY_NOT_PERMITTED)
+        assert "without permitting standby" in s.line and s.amq == "AMQ1102"
+        assert s.exit_code == 43  # MQ's strmqm: active instance does not permit standbys
     # an unreadable or absent qmstatus.ini does not stop a standby from waiting
     s = step(State.START, facts(master=False, status=None))
     assert (s.state, s.action) == (State.SEEKING_STANDBY, Action.TRY_STANDBY)
@@ -62,7 +64,8 @@ def test_standby_granted_or_third_instance_refused() -> None:
                       "The active instance is running elsewhere.")
     s = step(State.SEEKING_STANDBY, facts(standby=False))
     assert (s.state, s.exit_code) == (State.REFUSED, decide.EXIT_STANDBY_REFUSED)
-    assert "third instance is not permitted" in s.line
+    assert "third instance is not permitted" in s.line and s.amq == "AMQ1103"
+    assert s.exit_code == 47  # MQ's strmqm: the queue manager already has a standby
 
 
 def test_standby_polls_until_master_is_granted_and_ends_on_request() -> None:

@@ -27,3 +27,17 @@ def test_format_entry() -> None:
     lines = text.splitlines()
     assert lines[0] == "01/01/1970 12:00:00 AM - Process(7) Host(h) QMgr(QM1)"
     assert lines[1] == "AMQ7279: lost ownership"
+
+
+def test_an_entry_can_come_from_the_message_table(tmp_path) -> None:
+    from lockfs.volume import open_volume
+
+    vol = open_volume(str(tmp_path))
+    log = ErrorLog(vol, "QM1", "hosta")
+    log.write("AMQ8003")
+    log.write("AMQ1008", host="hostb", detail="ended by endmqm -x")
+    log.close()
+    text = (tmp_path / "errors" / "AMQERR01.LOG").read_text()
+    assert "AMQ8003: miqm queue manager 'QM1' started using V" in text
+    assert "AMQ1008: The standby instance of queue manager 'QM1' on hostb ended: ended by" in text
+    vol.close()

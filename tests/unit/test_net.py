@@ -57,7 +57,7 @@ class FakeStore:
 
     def delete_queue(self, name: str, purge: bool = False) -> None:
         if self.msgs[name] and not purge:
-            raise ObjectError(f"AMQ8143: IBM MQ queue {name} not empty.", amq="AMQ8143")
+            raise ObjectError(f"AMQ8143: miqm queue {name} not empty.", amq="AMQ8143")
         del self.queues[name]
         del self.msgs[name]
 
@@ -188,9 +188,9 @@ def test_put_get_and_mqsc_through_the_listener(served) -> None:
     with connect("QM1") as conn:
         reply = conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1",
                                            "attrs": {"MAXDEPTH": 10}})
-        assert reply["lines"] == ["AMQ8006I: IBM MQ queue created."] and not reply["failed"]
+        assert reply["lines"] == ["AMQ8006I: miqm queue created."] and not reply["failed"]
         again = conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1"})
-        assert again["failed"] and again["lines"] == ["AMQ8150E: IBM MQ object already exists."]
+        assert again["failed"] and again["lines"] == ["AMQ8150E: miqm object already exists."]
         conn.call("put", queue="Q1", body=protocol.b64(b"one"), persistent=True)
         got = conn.call("get", queue="Q1", wait=0)
         assert protocol.unb64(got["body"]) == b"one" and got["persistent"] is True
@@ -212,13 +212,13 @@ def test_put_get_and_mqsc_through_the_listener(served) -> None:
         assert "CURDEPTH(0)" in disp["lines"][-1]
         missing = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL",
                                              "name": "NOPE"})
-        assert missing["failed"] and missing["lines"] == ["AMQ8147E: IBM MQ object NOPE not found."]
+        assert missing["failed"] and missing["lines"] == ["AMQ8147E: miqm object NOPE not found."]
         conn.call("put", queue="Q1", body=protocol.b64(b"stays"))
         full = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1"})
-        assert full["failed"] and full["lines"] == ["AMQ8143E: IBM MQ queue Q1 not empty."]
+        assert full["failed"] and full["lines"] == ["AMQ8143E: miqm queue Q1 not empty."]
         purged = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1",
                                             "options": ["PURGE"]})
-        assert purged["lines"] == ["AMQ8007I: IBM MQ queue deleted."]
+        assert purged["lines"] == ["AMQ8007I: miqm queue deleted."]
         conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1"})
         st = conn.call("mqsc", command={"verb": "DISPLAY", "objtype": "QMSTATUS", "show": ["ALL"]})
         assert any("RECLOG(S0000001.LOG)" in line for line in st["lines"])

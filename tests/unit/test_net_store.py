@@ -79,10 +79,10 @@ def test_end_to_end_against_the_real_store(served, capsys, monkeypatch) -> None:
               "DEFINE QLOCAL(Q1)\nDELETE QLOCAL(NOPE)\n")
     rc, out, err = run(runmqsc.main, ["runmqsc", "QMS"], capsys, monkeypatch, stdin=script)
     assert rc == 10, out + err
-    for expect in ("AMQ8006I: IBM MQ queue created.", "DESCR(test queue)", "MAXDEPTH(100)",
-                   "AMQ8008I: IBM MQ queue changed.", "CURDEPTH(0)", "MAXUMSGS(500)",
+    for expect in ("AMQ8006I: miqm queue created.", "DESCR(test queue)", "MAXDEPTH(100)",
+                   "AMQ8008I: miqm queue changed.", "CURDEPTH(0)", "MAXUMSGS(500)",
                    "AMQ8705I: Display Queue Manager Status Details.", "RECLOG(S",
-                   "AMQ8150E", "AMQ8147E: IBM MQ object NOPE not found.",
+                   "AMQ8150E", "AMQ8147E: miqm object NOPE not found.",
                    "2 valid MQSC commands could not be processed."):
         assert expect in out, (expect, out)
     assert "AMQ7467(" not in out

@@ -1,0 +1,174 @@
+"""``amqmfsck [-v] [-w | -c | -a | -i | --lease [-m QMgr]] [-f] [-p Pages] [-x] [--json]
+Directory``: validate a directory for multi-instance queue managers.
+
+Directory is a local path (a kernel mount) or an ``nfs4://server[:port]/export/path`` URL.
+Success prints ``The tests on the directory completed successfully.`` and exits 0; a failed
+test is named with its reason and likely cause (one line each) and the exit code is 1;
+a command that cannot run at all exits 2. See docs/fsck.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from fsck.report import FsckError, Report, TestResult
+from miqm.cli.common import make_app, run_typer
+
+app = make_app("Validate a (shared) directory for multi-instance queue managers.")
+
+
+def _stall_budget(qmgr: str | None) -> tuple[float, float, str]:
+    """(VerifyInterval + MonitorStall, MonitorStall, where from) for -m QMgr or defaults."""
+    from miqm.config import HATuning
+
+    if not qmgr:
+        d = HATuning()
+        return d.verify_interval + d.monitor_stall, d.monitor_stall, "defaults"
+    from lockfs import open_volume
+    from lockfs.errors import LockFsError
+    from miqm import paths
+    from miqm.config import parse_qm_ini
+
+    entry = paths.find(qmgr)
+    try:
+        vol = open_volume(entry.data_path)
+        try:
+            text = vol.read_bytes("qm.ini").decode("utf-8", "replace")
+        finally:
+            vol.close()
+    except LockFsError as exc:
+        raise FsckError(f"cannot read qm.ini of queue manager '{qmgr}' ({entry.data_path}): "
+                        f"{exc}") from None
+    ha = parse_qm_ini(text, f"{entry.data_path}/qm.ini").ha
+    return ha.verify_interval + ha.monitor_stall, ha.monitor_stall, f"qm.ini of {qmgr}"
+
+
+@app.command()
+def main(
+    directory: Annotated[str, typer.Argument(help="Directory: a path or nfs4://server/export/dir")],
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Explain every step.")] = False,
+    wait_test: Annotated[bool, typer.Option("-w", help="Waiting for and releasing locks "
+                                            "(two processes at once).")] = False,
+    concurrent: Annotated[bool, typer.Option("-c", help="Concurrent writes under locks "
+                                             "(two processes at once).")] = False,
+    analyse_write: Annotated[bool, typer.Option("-a", help="Integrity: write as the logger "
+                                                "does until stopped (two at once).")] = False,
+    integrity: Annotated[bool, typer.Option("-i", help="Integrity: analyse the test file "
+                                            "written by -a.")] = False,
+    format_file: Annotated[bool, typer.Option("-f", help="Integrity: format the test file "
+                                              "of -p pages.")] = False,
+    pages: Annotated[int, typer.Option("-p", help="Pages of 4 KiB in the -f test file "
+                                       "(rounded up to a multiple of 16).")] = 262144,
+    delete: Annotated[bool, typer.Option("-x", help="Delete the test files.")] = False,
+    lease: Annotated[bool, typer.Option("--lease", help="Measure how long a silent "
+                                        "holder's lock stays held (two processes).")] = False,
+    qmgr: Annotated[str | None, typer.Option("-m", help="Queue manager whose qm.ini gives "
+                                             "VerifyInterval and MonitorStall.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every test as JSON.")] = False,
+    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the other "
+                                        "process.")] = 120.0,
+    hold: Annotated[float, typer.Option("--hold", help="-w: seconds the first process "
+                                        "holds the lock after the second arrived.")] = 3.0,
+    handoff_limit: Annotated[float | None, typer.Option(
+        "--handoff-limit", help="-w: seconds a dead holder's lock may stay held "
+        "(default: lease + half, or 100).")] = None,
+    count: Annotated[int, typer.Option("--count", help="-c: records each process "
+                                       "writes.")] = 200,
+) -> None:
+    """Run the chosen test on DIRECTORY."""
+    modes = [m for m, on in (("-w", wait_test), ("-c", concurrent), ("-a", analyse_write),
+                             ("-i", integrity), ("--lease", lease)) if on]
+    if len(modes) > 1:
+        raise FsckError(f"choose one of -w, -c, -a, -i, --lease (given {' '.join(modes)})")
+    if qmgr and not (lease or concurrent):
+        raise FsckError("-m names the queue manager whose timings --lease and -c check")
+    if pages < 1 or pages > 1 << 26:
+        raise FsckError(f"-p {pages}: give a number of 4 KiB pages from 1 to {1 << 26}")
+    for what, value in (("--wait", wait), ("--hold", hold)):
+        if value < 0:
+            raise FsckError(f"{what} {value:g}: give a number of seconds, 0 or more")
+    if count < 1:
+        raise FsckError(f"--count {count}: give a positive number of records")
+    if not directory.startswith("nfs4://") and not os.path.isdir(directory):
+        raise FsckError(f"the directory {directory} does not exist or is not a directory")
+    sys.exit(run(directory, modes[0] if modes else "", verbose=verbose, as_json=as_json,
+                 format_file=format_file, pages=pages, delete=delete, qmgr=qmgr, wait=wait,
+                 hold=hold, handoff_limit=handoff_limit, count=count))
+
+
+def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = False,
+        format_file: bool = False, pages: int = 262144, delete: bool = False,
+        qmgr: str | None = None, wait: float = 120.0, hold: float = 3.0,
+        handoff_limit: float | None = None, count: int = 200) -> int:
+    """Run the tests and print the report; the exit code."""
+    from fsck import basic, mounts
+    from lockfs import open_volume
+    from lockfs.errors import BadLocation
+
+    try:
+        vol = open_volume(directory)
+    except BadLocation as exc:
+        raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
+                        "nfs4://server[:port]/export/path") from None
+    label = mode or ("-f" if format_file else "-x" if delete else "plain")
+    report = Report(directory, label)
+    results: list[TestResult] = report.tests
+    quiet = as_json
+    try:
+        if not directory.startswith("nfs4://"):
+            mounts.check_mount(directory, results)
+        elif hasattr(vol, "describe"):
+            report.notes.append(f"{vol.describe()}: reached through the built-in NFSv4 "
+                                "client (no kernel mount options to audit)")
+        if not basic.check_access(vol, results):
+            return report.emit(verbose, as_json)
+        if mode == "":
+            if format_file or delete:
+                pass
+            else:
+                basic.check_files(vol, results)
+                basic.check_locks(vol, results)
+        elif mode in ("-w", "--lease"):
+            from fsck.meet import MeetOptions, run_meet
+
+            opts = MeetOptions(wait=wait, hold=hold, handoff_limit=handoff_limit,
+                               lease_mode=mode == "--lease", quiet=quiet)
+            if mode == "--lease":
+                budget, _, src = _stall_budget(qmgr)
+                opts.stall_budget = budget
+                report.notes.append(f"VerifyInterval + MonitorStall = {budget:g} s ({src})")
+            run_meet(vol, results, opts)
+        elif mode == "-c":
+            from fsck.concurrent import run_concurrent
+
+            _, stall, src = _stall_budget(qmgr)
+            run_concurrent(vol, results, count=count, wait=wait, monitor_stall=stall,
+                           stall_source=src, quiet=quiet)
+        if format_file:
+            from fsck.integrity import run_format
+
+            run_format(vol, results, pages)
+        if mode == "-a":
+            from fsck.integrity import run_writer
+
+            run_writer(vol, results, wait=wait, quiet=quiet)
+        elif mode == "-i":
+            from fsck.integrity import run_analyse
+
+            run_analyse(vol, results)
+        if delete:
+            from fsck.integrity import delete_files
+
+            delete_files(vol, results)
+        return report.emit(verbose, as_json)
+    finally:
+        vol.close()
+
+
+def entry() -> None:
+    """Console script ``amqmfsck``."""
+    run_typer(app, "amqmfsck")

@@ -1,0 +1,249 @@
+"""``-c``: concurrent writes under locks by two processes, and the latency profile.
+
+Both processes meet through state files (:mod:`fsck.meet`), then each appends ``--count``
+records to one data file, one record per turn of an exclusive lock: lock, find the end,
+read and check the last record, append its own record chained to it (its CRC names the
+previous record's), ``fdatasync``, unlock. Afterwards each reads the whole file and checks
+every record of both processes: intact (checksummed), each process's sequence complete,
+and the chain unbroken (an append that overwrote or interleaved with another breaks it).
+
+The latency profile (p50, p99, max of lock calls, write+fdatasync, reads) is judged against
+``MonitorStall``: one operation taking half of it or more fails the test, since a stall that
+long on a live queue manager is a spurious failover in waiting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import crc32c
+
+from fsck.meet import PERIOD, Party, progress
+from fsck.report import (
+    CAUSE_LOCKS,
+    CAUSE_PARTNER,
+    CAUSE_SLOW,
+    Failed,
+    TestResult,
+    percentiles,
+    run_test,
+)
+from lockfs.errors import LockFsError
+from lockfs.volume import LockMode, Volume
+
+REC = 256
+_HEAD = struct.Struct("<4s8sIII")  # magic, writer id, seq, prev crc, crc
+MAGIC = b"FSCC"
+
+
+def writer_id(token: str) -> bytes:
+    """8 bytes naming a writer inside the records."""
+    return hashlib.blake2b(token.encode(), digest_size=8).digest()
+
+
+def make_record(wid: bytes, seq: int, prev: int) -> bytes:
+    """One record: header, then a payload derived from writer and sequence."""
+    fill = (wid + struct.pack("<I", seq)) * ((REC - _HEAD.size) // 12 + 1)
+    body = fill[:REC - _HEAD.size]
+    crc = crc32c.crc32c(_HEAD.pack(MAGIC, wid, seq, prev, 0) + body)
+    return _HEAD.pack(MAGIC, wid, seq, prev, crc) + body
+
+
+def parse_record(raw: bytes) -> tuple[bytes, int, int, int] | None:
+    """(writer id, seq, prev, crc) of an intact record, else None."""
+    if len(raw) != REC:
+        return None
+    magic, wid, seq, prev, crc = _HEAD.unpack_from(raw)
+    body = raw[_HEAD.size:]
+    if magic != MAGIC or crc32c.crc32c(_HEAD.pack(magic, wid, seq, prev, 0) + body) != crc:
+        return None
+    return wid, seq, prev, crc
+
+
+def verify(data: bytes, counts: dict[bytes, int]) -> list[str]:
+    """Everything wrong with a data file expected to hold ``counts`` records per writer."""
+    problems: list[str] = []
+    if len(data) % REC:
+        problems.append(f"the file is {len(data)} bytes, not a whole number of records "
+                        "(a write was torn or interleaved)")
+    prev = 0
+    next_seq = dict.fromkeys(counts, 1)
+    for i in range(len(data) // REC):
+        rec = parse_record(data[i * REC:(i + 1) * REC])
+        if rec is None:
+            problems.append(f"record {i} is damaged (two writes overlapped or interleaved)")
+            prev = -1
+            continue
+        wid, seq, p, crc = rec
+        if prev != -1 and p != prev:
+            problems.append(f"record {i} does not follow record {i - 1} (an append overwrote "
+                            "another or saw a stale end of file)")
+        prev = crc
+        if wid not in next_seq:
+            problems.append(f"record {i} was written by an unknown process")
+        elif seq != next_seq[wid]:
+            problems.append(f"record {i}: sequence {seq} where {next_seq[wid]} was expected "
+                            "(a record was lost)")
+            next_seq[wid] = seq + 1
+        else:
+            next_seq[wid] += 1
+    for wid, n in counts.items():
+        if next_seq.get(wid, 1) - 1 < n:
+            problems.append(f"process {wid.hex()} wrote {n} records but "
+                            f"{next_seq.get(wid, 1) - 1} are in the file (records lost)")
+    return problems[:5]
+
+
+def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: float,
+                   monitor_stall: float, stall_source: str, quiet: bool) -> None:
+    """Run -c as one of the two processes."""
+    with run_test(results, "concurrent writes") as res:
+        party = Party(vol, "c")
+        try:
+            _run(vol, party, res, count, wait, quiet)
+        finally:
+            party.close()
+    conc = results[-1]
+    if "latency" in conc.details:
+        with run_test(results, "latency profile") as res:
+            lat = conc.details["latency"]
+            res.details.update(latency=lat, monitor_stall=monitor_stall, source=stall_source)
+            worst = max((v["max"], k) for k, v in lat.items() if v["count"])
+            for k, v in lat.items():
+                res.step(f"{k}: p50 {v['p50'] * 1000:.2f} ms, p99 {v['p99'] * 1000:.2f} ms, "
+                         f"max {v['max'] * 1000:.2f} ms ({v['count']})")
+            if worst[0] >= monitor_stall / 2:
+                raise Failed(f"a {worst[1]} took {worst[0]:.2f} s, half or more of MonitorStall "
+                             f"({monitor_stall:g} s, {stall_source})", CAUSE_SLOW,
+                             "a filesystem this slow causes spurious failovers: tune the "
+                             "NFS client, server and network, or raise MonitorStall")
+            res.step(f"every operation took under half of MonitorStall ({monitor_stall:g} s, "
+                     f"{stall_source})")
+
+
+def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
+         quiet: bool) -> None:
+    clock = party.clock
+    party.publish("ready")
+    progress("Waiting for a second copy of this program (amqmfsck -c) on another host...",
+             quiet)
+    start = clock()
+    partners: list[str] = []
+    while not partners:
+        partners = [tok for tok, s in party.look().items() if party.alive(s)
+                    and s.record.get("state") in ("ready", "running")]
+        if partners:
+            break
+        if clock() - start > wait:
+            raise Failed(f"no second process arrived within {wait:g} s", CAUSE_PARTNER,
+                         "run the same command on another host at the same time")
+        party.publish()
+        party.sleep(PERIOD)
+    session = min([party.token, *partners])
+    data_name = f"amqmfsck.c.{session}.dat"
+    party.publish("running", session=session)
+    res.step(f"met {', '.join(partners)}; writing {count} records to {data_name}")
+    me = writer_id(party.token)
+    lock_t: list[float] = []
+    wait_t: list[float] = []
+    write_t: list[float] = []
+    read_t: list[float] = []
+    f = None
+    for _ in range(50):  # whoever is first creates the file
+        try:
+            f = vol.open(data_name, create=True)
+            break
+        except LockFsError:  # created by the other at the same time
+            party.sleep(0.05)
+    if f is None:
+        f = vol.open(data_name)
+    last_pub = clock()
+    t_run = clock()
+    try:
+        for seq in range(1, count + 1):
+            t_wait = clock()
+            while True:
+                t0 = clock()
+                got = f.try_lock(LockMode.EXCLUSIVE)
+                lock_t.append(clock() - t0)
+                if got:
+                    break
+                if clock() - t_wait > wait:
+                    raise Failed(f"the data file's lock was not granted within {wait:g} s",
+                                 CAUSE_LOCKS, "the other process holds it for ever: check it")
+                if clock() - last_pub >= PERIOD:
+                    party.publish()
+                    last_pub = clock()
+                party.sleep(0.001)
+            wait_t.append(clock() - t_wait)
+            size = f.size()
+            prev = 0
+            if size % REC:
+                raise Failed(f"the data file is {size} bytes under the lock: not whole "
+                             "records (a write was torn or interleaved)", CAUSE_LOCKS,
+                             "writes under a lock must be seen whole by the next holder")
+            if size:
+                t0 = clock()
+                raw = f.pread(REC, size - REC)
+                read_t.append(clock() - t0)
+                rec = parse_record(raw)
+                if rec is None:
+                    raise Failed("the last record, read under the lock, is damaged "
+                                 "(another process's write interleaved or is not yet "
+                                 "visible)", CAUSE_LOCKS, "writes made under a lock must be "
+                                 "visible whole to the next holder: mount with sync, noac")
+                prev = rec[3]
+            t0 = clock()
+            f.pwrite(make_record(me, seq, prev), size)
+            f.fdatasync()
+            write_t.append(clock() - t0)
+            f.unlock()
+            if clock() - last_pub >= PERIOD:
+                party.publish()
+                last_pub = clock()
+    finally:
+        f.close()
+    res.details["write_seconds"] = round(clock() - t_run, 3)
+    res.details["latency"] = {"lock": percentiles(lock_t), "lock wait": percentiles(wait_t),
+                              "write+fdatasync": percentiles(write_t),
+                              "read": percentiles(read_t)}
+    party.publish("finished", count=count)
+    # wait for the partner to finish, then check the whole file, both processes' records
+    counts = {me: count}
+    end = clock() + wait
+    while True:
+        done = {tok: s for tok, s in party.look().items() if tok in partners
+                and s.record.get("state") in ("finished", "verified")}
+        if len(done) == len(partners):
+            for tok, s in done.items():
+                counts[writer_id(tok)] = int(s.record.get("count", 0))
+            break
+        gone = [tok for tok in partners if not party.alive(party.seen[tok], 5.0)
+                and party.seen[tok].record.get("state") not in ("finished", "verified")]
+        if gone or clock() > end:
+            raise Failed(f"the other process ({', '.join(partners)}) stopped before it "
+                         "finished", CAUSE_PARTNER, "run it again on both hosts")
+        party.publish()
+        party.sleep(PERIOD)
+    data = vol.read_bytes(data_name)
+    problems = verify(data, counts)
+    res.details["records"] = len(data) // REC
+    party.publish("verified", ok=not problems)
+    if problems:
+        raise Failed("concurrent writes under locks were lost or interleaved: "
+                     + "; ".join(problems), CAUSE_LOCKS,
+                     "the filesystem does not enforce locks across hosts, or shows data "
+                     "late: use NFSv4 with hard, sync, noac, local_lock=none")
+    res.step(f"checked all {len(data) // REC} records of both processes: intact, none lost, "
+             "chained in lock order")
+    # let the partner finish reading before the file goes
+    end = clock() + 5.0
+    while clock() < end:
+        if all(party.seen[t].record.get("state") == "verified" or not party.alive(
+                party.seen[t], 1.0) for t in partners):
+            break
+        party.publish()
+        party.sleep(PERIOD)
+    if min([*partners, party.token]) == party.token:
+        vol.unlink(data_name)

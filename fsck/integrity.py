@@ -1,0 +1,336 @@
+"""The logger-style integrity test: ``-f`` format, ``-a`` write, ``-i`` analyse; ``-x``.
+
+``-f`` makes ``amqmfsck.dat``: a header page and data pages (``-p`` pages of 4 KiB,
+rounded up to a multiple of 16), written with zeros and synced, as log extents are.
+
+``-a`` runs on two hosts at once. Whoever holds the file's exclusive lock writes as the
+logger does: one page at a time, each followed by ``fdatasync``, round the data pages. A
+page carries its sequence number, the *generation* of its writer (one more than the
+highest generation found in the file when the writer was granted the lock) and a CRC.
+The other waits for the lock; when the administrator does something dreadful to the
+writer (kills its host, pulls its cable), it is granted the lock, finds the last page
+written, and carries on from there in the next generation.
+
+``-i`` reads the file afterwards. In sequence order the generations must never go down:
+a page of an older generation after a newer one is a write that failed before the
+outage yet landed after it (a *hole* in the log, MQ's "Media image not available" in
+waiting). Every page of the last lap must be there and intact; a torn page is allowed
+only where the last writer was stopped mid-write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import crc32c
+
+from fsck.meet import PERIOD, Party, progress
+from fsck.report import (
+    CAUSE_INTEGRITY,
+    CAUSE_IO,
+    Failed,
+    FsckError,
+    TestResult,
+    run_test,
+)
+from lockfs.errors import LockFsError, LockLostError, VolumeNotFound, VolumeStalled
+from lockfs.volume import LockMode, Volume
+
+PAGE = 4096
+DATA_FILE = "amqmfsck.dat"
+_FILE_HEAD = struct.Struct("<8sII")  # magic, pages, crc
+_PAGE_HEAD = struct.Struct("<4sIQQI8sI")  # magic, gen, seq, gen start, index, writer, crc
+FILE_MAGIC = b"FSCKLOG1"
+PAGE_MAGIC = b"FSPG"
+
+
+def round_pages(pages: int) -> int:
+    """``pages`` rounded up to a multiple of 16 (at least 16)."""
+    return max(16, (pages + 15) // 16 * 16)
+
+
+def make_page(gen: int, seq: int, index: int, writer: bytes, start: int = 1) -> bytes:
+    """A data page with its header and a payload derived from its identity; ``start`` is
+    the sequence number its generation began at."""
+    pattern = struct.pack("<IQI", gen, seq, index) + writer
+    body = (pattern * (PAGE // len(pattern) + 1))[:PAGE - _PAGE_HEAD.size]
+    head = _PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, start, index, writer, 0)
+    crc = crc32c.crc32c(head + body)
+    return _PAGE_HEAD.pack(PAGE_MAGIC, gen, seq, start, index, writer, crc) + body
+
+
+@dataclass(frozen=True)
+class Page:
+    """What one page of the file holds."""
+
+    index: int
+    state: str  # "blank", "torn" or "valid"
+    gen: int = 0
+    seq: int = 0
+    writer: bytes = b""
+    start: int = 0
+
+
+def parse_page(index: int, raw: bytes) -> Page:
+    """Classify one page."""
+    if not raw.strip(b"\0"):
+        return Page(index, "blank")
+    if len(raw) != PAGE:
+        return Page(index, "torn")
+    magic, gen, seq, start, idx, writer, crc = _PAGE_HEAD.unpack_from(raw)
+    body = raw[_PAGE_HEAD.size:]
+    if magic != PAGE_MAGIC or idx != index or crc32c.crc32c(
+            _PAGE_HEAD.pack(magic, gen, seq, start, idx, writer, 0) + body) != crc:
+        return Page(index, "torn")
+    return Page(index, "valid", gen, seq, writer, start)
+
+
+def index_of(seq: int, pages: int) -> int:
+    """The data page sequence number ``seq`` is written to (page 0 is the header)."""
+    return (seq - 1) % (pages - 1) + 1
+
+
+def read_layout(vol: Volume) -> tuple[int, list[Page]]:
+    """(pages, every data page) of the test file."""
+    try:
+        f = vol.open(DATA_FILE)
+    except VolumeNotFound:
+        raise FsckError(f"{vol.url} has no {DATA_FILE}: format one first with amqmfsck -f "
+                        "[-p pages]") from None
+    with f:
+        head = f.pread(PAGE, 0)
+        pages = check_header(head, vol.url)
+        out: list[Page] = []
+        chunk = 256
+        for first in range(1, pages, chunk):
+            n = min(chunk, pages - first)
+            raw = f.pread(n * PAGE, first * PAGE)
+            for k in range(n):
+                out.append(parse_page(first + k, raw[k * PAGE:(k + 1) * PAGE]))
+    return pages, out
+
+
+def check_header(head: bytes, where: str) -> int:
+    """The page count in a header page; FsckError if it is not one."""
+    if len(head) < _FILE_HEAD.size:
+        raise FsckError(f"{DATA_FILE} in {where} is empty: format it with amqmfsck -f")
+    magic, pages, crc = _FILE_HEAD.unpack_from(head)
+    if magic != FILE_MAGIC or crc32c.crc32c(_FILE_HEAD.pack(magic, pages, 0)) != crc:
+        raise FsckError(f"{DATA_FILE} in {where} is not an amqmfsck test file (or its header "
+                        "is damaged): format it again with amqmfsck -f")
+    return int(pages)
+
+
+def run_format(vol: Volume, results: list[TestResult], pages: int) -> None:
+    """-f: write a fresh zero-filled test file of ``pages`` pages."""
+    with run_test(results, "format test file") as res:
+        pages = round_pages(pages)
+        vol.unlink(DATA_FILE)
+        for name in vol.listdir(""):  # what earlier writers synced is of no concern now
+            if name.startswith("amqmfsck.a.") and name.endswith(".state"):
+                vol.unlink(name)
+        with vol.open(DATA_FILE, create=True) as f:
+            f.allocate_zeroed(pages * PAGE)
+            magic = FILE_MAGIC
+            crc = crc32c.crc32c(_FILE_HEAD.pack(magic, pages, 0))
+            f.pwrite(_FILE_HEAD.pack(magic, pages, crc).ljust(PAGE, b"\0"), 0)
+            f.fdatasync()
+        res.details["pages"] = pages
+        res.step(f"formatted {DATA_FILE}: {pages} pages of 4 KiB ({pages * PAGE} bytes)")
+
+
+def analyse(pages: int, layout: list[Page],
+            acked: dict[int, int] | None = None) -> dict[str, Any]:
+    """The verdict on a file's pages: ``ok``, ``problems`` and a summary.
+
+    ``acked`` maps a generation to the last sequence number its writer saw synced (from
+    the writers' state files): the next generation must start after it, or writes the
+    filesystem had acknowledged were lost."""
+    valid = sorted((p for p in layout if p.state == "valid"), key=lambda p: p.seq)
+    torn = [p.index for p in layout if p.state == "torn"]
+    problems: list[str] = []
+    gens: dict[int, list[int]] = {}
+    for p in valid:
+        lo_hi = gens.setdefault(p.gen, [p.seq, p.seq])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], p.seq), max(lo_hi[1], p.seq)
+    if not valid:
+        return {"ok": True, "pages": pages, "written": 0, "problems": [],
+                "generations": {}, "torn": torn,
+                "summary": "nothing was written (run -a first)"}
+    starts: dict[int, int] = {}
+    for p in valid:
+        starts[p.gen] = min(starts.get(p.gen, p.start), p.start)
+    for p in valid:
+        later = [g for g, st in starts.items() if g > p.gen and st <= p.seq]
+        if later:
+            problems.append(f"hole: page {p.index} holds sequence {p.seq} of generation "
+                            f"{p.gen}, but generation {min(later)} had taken over from "
+                            f"sequence {starts[min(later)]} (a write that failed before the "
+                            "outage landed after it)")
+    for g, last in sorted((acked or {}).items()):
+        nxt = min((st for h, st in starts.items() if h > g), default=None)
+        if nxt is not None and nxt <= last:
+            problems.append(f"lost: generation {g} had sequence {last} acknowledged as "
+                            f"synced, yet the next writer found the log ending at "
+                            f"{nxt - 1} (acknowledged writes did not survive)")
+    max_seq = valid[-1].seq
+    lap = pages - 1
+    want = range(max(1, max_seq - lap + 1), max_seq + 1)
+    by_index = {p.index: p for p in layout}
+    tail = index_of(max_seq + 1, pages)
+    for seq in want:
+        p = by_index[index_of(seq, pages)]
+        if (p.state == "valid" and p.seq == seq) or (p.index == tail and p.state == "torn"):
+            continue  # present, or overwritten by the last writer's torn final write
+        what = ("torn" if p.state == "torn" else "blank" if p.state == "blank"
+                else f"sequence {p.seq} of generation {p.gen}")
+        problems.append(f"hole: sequence {seq} is missing from page {p.index} ({what})")
+        if len(problems) >= 8:
+            break
+    torn_inside = [i for i in torn if i != tail]
+    if torn_inside and not any("torn" in x for x in problems):
+        problems.append(f"torn pages inside the log: {torn_inside[:8]}")
+    summary = (f"{len(want)} pages of the last lap in sequence "
+               f"{want.start}-{max_seq}; generations "
+               + ", ".join(f"{g}: {lo}-{hi}" for g, (lo, hi) in sorted(gens.items())))
+    if tail in torn:
+        summary += f"; the page after the last ({tail}) is torn: the last writer was stopped"
+    return {"ok": not problems, "pages": pages, "written": max_seq, "problems": problems[:8],
+            "generations": {str(g): v for g, v in gens.items()}, "torn": torn,
+            "summary": summary}
+
+
+def acked_by_generation(vol: Volume) -> dict[int, int]:
+    """What the -a writers' state files say they had synced, per generation."""
+    import json
+
+    out: dict[int, int] = {}
+    for name in vol.listdir(""):
+        if not (name.startswith("amqmfsck.a.") and name.endswith(".state")):
+            continue
+        try:
+            rec = json.loads(vol.read_bytes(name).decode("utf-8", "replace").strip())
+            gen, last = int(rec["gen"]), int(rec["acked"])
+        except (LockFsError, ValueError, KeyError, TypeError):
+            continue
+        out[gen] = max(out.get(gen, 0), last)
+    return out
+
+
+def run_analyse(vol: Volume, results: list[TestResult]) -> None:
+    """-i: analyse the test file."""
+    with run_test(results, "integrity analysis") as res:
+        pages, layout = read_layout(vol)
+        verdict = analyse(pages, layout, acked_by_generation(vol))
+        res.details.update(verdict)
+        res.step(verdict["summary"])
+        if not verdict["ok"]:
+            raise Failed("; ".join(verdict["problems"][:3]), CAUSE_INTEGRITY,
+                         "this filesystem lets a write that failed before an outage land "
+                         "after it: it cannot hold a recovery log for multi-instance queue "
+                         "managers (check hard mounts and the server's handling of "
+                         "reconnecting clients)")
+
+
+def run_writer(vol: Volume, results: list[TestResult], *, wait: float,
+               quiet: bool) -> None:
+    """-a: take the test file's lock when it comes free and write as the logger does."""
+    stop = {"signal": 0}
+
+    def on_term(signum: int, _frame: object) -> None:
+        stop["signal"] = signum
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with run_test(results, "logger-style writes") as res:
+            _writer(vol, res, wait, quiet, stop)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
+            stop: dict[str, int]) -> None:
+    party = Party(vol, "a")
+    try:
+        try:
+            f = vol.open(DATA_FILE)
+        except VolumeNotFound:
+            raise FsckError(f"{vol.url} has no {DATA_FILE}: format one first with "
+                            "amqmfsck -f [-p pages]") from None
+        with f:
+            pages = check_header(f.pread(PAGE, 0), vol.url)
+            party.publish("waiting")
+            progress("Waiting for the test file's lock...", quiet)
+            t0 = party.clock()
+            while not f.try_lock(LockMode.EXCLUSIVE):
+                if stop["signal"] or party.clock() - t0 > wait:
+                    res.notes.append("never granted the lock: the other writer kept it")
+                    return
+                party.publish()
+                party.sleep(PERIOD)
+            waited = party.clock() - t0
+            layout = []
+            for first in range(1, pages, 256):
+                n = min(256, pages - first)
+                raw = f.pread(n * PAGE, first * PAGE)
+                layout += [parse_page(first + k, raw[k * PAGE:(k + 1) * PAGE])
+                           for k in range(n)]
+            valid = [p for p in layout if p.state == "valid"]
+            gen = max((p.gen for p in valid), default=0) + 1
+            seq = max((p.seq for p in valid), default=0) + 1
+            start = seq
+            writer = hashlib.blake2b(party.token.encode(), digest_size=8).digest()
+            res.details.update(generation=gen, first_seq=seq, waited=round(waited, 3))
+            res.step(f"granted the lock after {waited:.2f} s: generation {gen} writes from "
+                     f"sequence {seq}")
+            party.publish("writing", gen=gen, seq=seq, acked=seq - 1)
+            progress(f"Writing as the logger does (generation {gen}). Stop this host in "
+                     "some dreadful way, then run amqmfsck -i.", quiet)
+            last = party.clock()
+            written = 0
+            try:
+                while not stop["signal"]:
+                    f.pwrite(make_page(gen, seq, index_of(seq, pages), writer, start),
+                             index_of(seq, pages) * PAGE)
+                    f.fdatasync()
+                    written += 1
+                    seq += 1
+                    if party.clock() - last >= PERIOD:
+                        party.publish(seq=seq, acked=seq - 1)
+                        last = party.clock()
+            except (LockLostError, VolumeStalled, LockFsError) as exc:
+                why = ("its lock was lost" if isinstance(exc, LockLostError) else
+                       "the filesystem stopped answering" if isinstance(exc, VolumeStalled)
+                       else "a write failed")
+                res.notes.append(f"stopped writing after {written} pages: {why} ({exc}); "
+                                 "now run amqmfsck -i")
+            res.details.update(written=written, last_seq=seq - 1)
+            res.step(f"wrote {written} pages (to sequence {seq - 1})")
+    finally:
+        try:
+            party.publish("stopped")
+        except LockFsError:
+            pass
+        try:
+            party.close(remove=False)  # -i reads what each writer had synced; -x removes
+        except LockFsError:
+            pass
+
+
+def delete_files(vol: Volume, results: list[TestResult]) -> None:
+    """-x: remove every amqmfsck test file in the directory."""
+    with run_test(results, "delete test files") as res:
+        names = [n for n in vol.listdir("") if n.startswith("amqmfsck.")]
+        for n in names:
+            vol.unlink(n)
+        res.step(f"deleted {len(names)} files: {', '.join(names) or 'none'}")
+
+
+__all__ = ["DATA_FILE", "Page", "analyse", "delete_files", "index_of", "make_page",
+           "parse_page", "round_pages", "run_analyse", "run_format", "run_writer"]
+_ = (CAUSE_IO, time)

@@ -1,0 +1,209 @@
+"""amqmfsck on real filesystems: a local directory, FUSE (bindfs) mounts, read-only and
+foreign-owned directories. The NFSv4 lab runs are in test_fsck_lab.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fsck.report import SUCCESS
+from tests import fsckutil as fu
+
+pytestmark = pytest.mark.integration
+
+
+def test_plain_passes_on_a_local_directory(tmp_path: Path) -> None:
+    res = fu.run("--json", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = fu.result(res.stdout)
+    names = [t["name"] for t in doc["tests"]]
+    for name in ("access", "exclusive lock", "shared locks", "byte ranges", "second process",
+                 "close trap", "create, write, sync, rename, remove"):
+        assert name in names
+    assert "cannot be shared" in fu.test_of(doc, "mount options")["notes"][0]
+    res = fu.run(str(tmp_path))
+    assert res.returncode == 0 and res.stdout.strip().endswith(SUCCESS)
+    assert list(tmp_path.iterdir()) == []  # plain mode leaves nothing behind
+
+
+def test_two_processes_w_and_c_pass_on_a_local_directory(tmp_path: Path) -> None:
+    first = fu.start("-w", "--hold", "0.5", "--json", "--wait", "60", str(tmp_path))
+    fu.wait_state(tmp_path, "w", "holding", proc=first)
+    code2, out2, err2 = fu.finish(fu.start("-w", "--json", "--wait", "60", str(tmp_path)))
+    code1, out1, err1 = fu.finish(first)
+    assert (code1, code2) == (0, 0), (err1, err2)
+    second = fu.test_of(fu.result(out2), "waiting and releasing locks")
+    assert second["details"]["role"] == "second"
+    assert second["details"]["handoff"]["after"] == "release"
+    assert fu.test_of(fu.result(out1), "waiting and releasing locks")["details"]["role"] == \
+        "first"
+    a = fu.start("-c", "--count", "60", "--json", str(tmp_path))
+    code2, out2, err2 = fu.finish(fu.start("-c", "--count", "60", "--json", str(tmp_path)))
+    code1, out1, err1 = fu.finish(a)
+    assert (code1, code2) == (0, 0), (err1, err2)
+    conc = fu.test_of(fu.result(out2), "concurrent writes")
+    assert conc["details"]["records"] == 120
+    lat = fu.test_of(fu.result(out2), "latency profile")["details"]["latency"]
+    assert lat["write+fdatasync"]["count"] == 60
+
+
+def test_w_hands_off_when_the_holder_is_killed(tmp_path: Path) -> None:
+    first = fu.start("-w", "--hold", "600", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "w", "holding", proc=first)
+        second = fu.start("-w", "--json", "--wait", "60", str(tmp_path))
+        fu.wait_state(tmp_path, "w", "waiting", proc=second)
+        time.sleep(0.3)
+        first.kill()
+        code, out, err = fu.finish(second)
+    finally:
+        first.kill()
+        first.communicate()
+    assert code == 0, err
+    hand = fu.test_of(fu.result(out), "waiting and releasing locks")["details"]["handoff"]
+    assert hand["after"] == "silent" and hand["seconds"] < 5.0
+    print(f"\nlocal -w hand-off after kill -9: {hand['seconds']:.3f} s")
+
+
+def test_integrity_phases_on_a_local_directory(tmp_path: Path) -> None:
+    assert fu.run("-f", "-p", "20", str(tmp_path)).returncode == 0
+    assert (tmp_path / "amqmfsck.dat").stat().st_size == 32 * 4096  # rounded up to 16s
+    assert fu.run("-f", "-p", "2048", str(tmp_path)).returncode == 0  # no lap in the test
+    a = fu.start("-a", "--json", str(tmp_path))
+    fu.wait_state(tmp_path, "a", "writing", proc=a)
+    b = fu.start("-a", "--json", str(tmp_path))
+    fu.wait_state(tmp_path, "a", "waiting", proc=b)
+    a.kill()
+    a.communicate()
+    fu.wait_state(tmp_path, "a", "writing", proc=b)
+    time.sleep(0.1)
+    b.terminate()
+    code, out, err = fu.finish(b)
+    assert code == 0, err
+    wrote = fu.test_of(fu.result(out), "logger-style writes")["details"]
+    assert wrote["generation"] == 2 and wrote["written"] > 0
+    res = fu.run("-i", "--json", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    verdict = fu.test_of(fu.result(res.stdout), "integrity analysis")["details"]
+    assert set(verdict["generations"]) == {"1", "2"}
+    assert fu.run("-x", str(tmp_path)).returncode == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-w", "-c"], "choose one of"),
+    (["-p", "0"], "-p 0"),
+    (["-m", "QM1"], "-m names"),
+    (["--count", "x"], "--count"),
+])
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], words: str) -> None:
+    res = fu.run(*args, str(tmp_path))
+    assert res.returncode == 2
+    assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_directory_and_missing_test_file(tmp_path: Path) -> None:
+    res = fu.run(str(tmp_path / "nope"))
+    assert res.returncode == 2 and "does not exist" in res.stderr
+    res = fu.run("-i", str(tmp_path))
+    assert res.returncode == 2 and "amqmfsck -f" in res.stderr
+    res = fu.run("nfs4://", )
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ root: real failures
+def _without_root_powers() -> list[str]:
+    """Run as root but without the capabilities that bypass file permissions, so root is
+    an ordinary user that owns nothing here (running as ``nobody`` would also lose read
+    access to a Python installed under /root)."""
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+@pytest.mark.root
+def test_permission_denied_for_another_users_directory(tmp_path: Path) -> None:
+    d = tmp_path / "shared"
+    d.mkdir(mode=0o755)
+    os.chown(d, 65534, 65534)  # nobody's, not writable by others
+    res = fu.run(str(d), prefix=_without_root_powers())
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("amqmfsck: test 'access' failed")
+    assert "permission denied" in lines[1] and "uid 65534" in lines[1]
+    assert "this process runs as uid 0" in lines[1]
+    assert lines[2].startswith("Likely cause: permissions")
+    # owned by a uid no user here has: a uid/gid mismatch between hosts
+    os.chown(d, 54321, 54321)
+    res = fu.run("-v", str(d), prefix=_without_root_powers())
+    assert res.returncode == 1
+    assert "Likely cause: uid/gid mismatch" in res.stderr
+
+
+@pytest.fixture
+def ro_mount(tmp_path: Path) -> Iterator[Path]:
+    src, mnt = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    mnt.mkdir()
+    subprocess.run(["mount", "--bind", str(src), str(mnt)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], check=True)
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.root
+def test_read_only_directory_fails_with_read_only(ro_mount: Path) -> None:
+    res = fu.run(str(ro_mount))
+    assert res.returncode == 1, res.stderr
+    assert "read-only" in res.stderr and "Likely cause: read-only" in res.stderr
+
+
+@pytest.fixture
+def two_bindfs_mounts(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
+    if shutil.which("bindfs") is None:
+        pytest.skip("bindfs not installed (make install-system)")
+    src, m1, m2 = tmp_path / "src", tmp_path / "m1", tmp_path / "m2"
+    for d in (src, m1, m2):
+        d.mkdir()
+    mounted = []
+    try:
+        for m in (m1, m2):
+            res = subprocess.run(["bindfs", str(src), str(m)], capture_output=True, text=True)
+            if res.returncode != 0:
+                pytest.skip(f"bindfs cannot mount here (no /dev/fuse?): {res.stderr.strip()}")
+            mounted.append(m)
+        yield src, m1, m2
+    finally:
+        for m in mounted:
+            subprocess.run(["fusermount", "-u", str(m)], check=False)
+            subprocess.run(["umount", "-l", str(m)], check=False, capture_output=True)
+
+
+@pytest.mark.root
+def test_w_fails_across_two_fuse_mounts_that_do_not_forward_locks(
+        two_bindfs_mounts: tuple[Path, Path, Path]) -> None:
+    src, m1, m2 = two_bindfs_mounts
+    # plain mode passes: within one mount, the kernel keeps the locks
+    assert fu.run(str(m1)).returncode == 0
+    first = fu.start("-w", "--hold", "2", "--wait", "30", str(m1))
+    fu.wait_state(src, "w", "holding", proc=first)
+    code2, _, err2 = fu.finish(fu.start("-w", "--wait", "30", str(m2)))
+    code1, _, err1 = fu.finish(first)
+    assert code1 == 1 and code2 == 1, (err1, err2)
+    for err in (err1, err2):
+        assert "the filesystem does not enforce locks across hosts" in err
+        assert "Likely cause: locks not enforced across hosts" in err
+    # -c loses or interleaves records across the two mounts (no lock between them)
+    a = fu.start("-c", "--count", "150", "--json", str(m1))
+    code2, _, err2 = fu.finish(fu.start("-c", "--count", "150", "--json", str(m2)))
+    code1, _, err1 = fu.finish(a)
+    assert 1 in (code1, code2), (err1, err2)
+    assert "Likely cause: locks not enforced across hosts" in err1 + err2

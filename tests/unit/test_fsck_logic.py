@@ -1,0 +1,121 @@
+"""amqmfsck's pure logic: the mount audit, record and page checks, the hole verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fsck import concurrent, integrity, mounts
+from fsck.report import CAUSE_MOUNT, percentiles
+from fsck.report import TestResult as Result
+
+NFS_GOOD = ("36 25 0:44 / /shared rw,sync,relatime shared:1 - nfs4 srv:/export "
+            "rw,sync,vers=4.2,rsize=1048576,hard,noac,proto=tcp,sec=sys,local_lock=none")
+NFS_BAD = ("37 25 0:45 / /old rw,relatime shared:2 - nfs srv:/exp "
+           "rw,vers=3,soft,nolock,local_lock=all,proto=tcp")
+LOCAL = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard"
+FUSE = "40 22 0:50 / /mnt/my\\040dir rw,nosuid - fuse.bindfs bindfs rw,user_id=0"
+
+
+def audit(line: str, path: str) -> Result:
+    ms = mounts.parse_mountinfo("\n".join([LOCAL, line]))
+    res = Result("mount options")
+    m = mounts.mount_of(path, ms)
+    assert m is not None
+    mounts.audit(m, res, kernel="6.1.0")
+    return res
+
+
+def test_good_nfs_mount_passes_with_no_notes() -> None:
+    res = audit(NFS_GOOD, "/shared/qm")
+    assert res.ok, res.reason
+    assert res.notes == []
+
+
+def test_bad_nfs_mount_fails_with_each_reason() -> None:
+    res = audit(NFS_BAD, "/old/x")
+    assert not res.ok and res.cause == CAUSE_MOUNT
+    for word in ("NFSv3", "soft", "nolock", "local_lock=all"):
+        assert word in res.reason
+    assert any("noac" in n for n in res.notes)
+
+
+def test_local_and_fuse_mounts_pass_with_a_note() -> None:
+    res = audit(FUSE, "/mnt/my dir/q")
+    assert res.ok and res.details["mount"]["mount_point"] == "/mnt/my dir"
+    assert "FUSE" in res.notes[0]
+    res = audit(FUSE, "/var/tmp")
+    assert res.ok and "cannot be shared" in res.notes[0]
+
+
+def test_concurrent_records_detect_loss_and_overwrite() -> None:
+    a, b = concurrent.writer_id("a"), concurrent.writer_id("b")
+    recs, prev = [], 0
+    for wid, seq in ((a, 1), (b, 1), (a, 2), (b, 2)):
+        r = concurrent.make_record(wid, seq, prev)
+        prev = concurrent.parse_record(r)[3]  # type: ignore[index]
+        recs.append(r)
+    assert concurrent.verify(b"".join(recs), {a: 2, b: 2}) == []
+    # b's second append overwrote a's second (no lock): a record lost, chain broken
+    lost = concurrent.verify(b"".join([recs[0], recs[1], recs[3]]), {a: 2, b: 2})
+    assert any("lost" in p for p in lost) and any("does not follow" in p for p in lost)
+    torn = bytearray(b"".join(recs))
+    torn[300] ^= 0xFF
+    assert any("damaged" in p for p in concurrent.verify(bytes(torn), {a: 2, b: 2}))
+
+
+def _write(path: Path, pages: int, writes: list[tuple[int, int]]) -> None:
+    """A test file with (generation, seq) pages written in order."""
+    data = bytearray(pages * integrity.PAGE)
+    starts: dict[int, int] = {}
+    for gen, seq in writes:
+        idx = integrity.index_of(seq, pages)
+        start = starts.setdefault(gen, seq)
+        data[idx * integrity.PAGE:(idx + 1) * integrity.PAGE] = integrity.make_page(
+            gen, seq, idx, b"w" * 8, start)
+    path.write_bytes(bytes(data))
+
+
+def _analyse(data: bytes, pages: int,
+             acked: dict[int, int] | None = None) -> dict[str, object]:
+    layout = [integrity.parse_page(i, data[i * integrity.PAGE:(i + 1) * integrity.PAGE])
+              for i in range(1, pages)]
+    return integrity.analyse(pages, layout, acked)
+
+
+def test_integrity_verdicts(tmp_path: Path) -> None:
+    pages = 16
+    f = tmp_path / "dat"
+    # generation 1 wrote 1..20 (wrapping), generation 2 took over at 21
+    good = [(1, s) for s in range(1, 21)] + [(2, s) for s in range(21, 30)]
+    _write(f, pages, good)
+    v = _analyse(f.read_bytes(), pages)
+    assert v["ok"], v["problems"]
+    # generation 1 said it had synced up to 22, but generation 2 found the end at 20
+    v = _analyse(f.read_bytes(), pages, {1: 22})
+    assert not v["ok"] and "acknowledged" in v["problems"][0]  # type: ignore[index]
+    assert _analyse(f.read_bytes(), pages, {1: 20, 2: 29})["ok"]
+    # a failed write of generation 1 (seq 21) lands after generation 2 wrote 21..29
+    _write(f, pages, [*good, (1, 21)])
+    v = _analyse(f.read_bytes(), pages)
+    assert not v["ok"] and "hole" in v["problems"][0]  # type: ignore[index]
+    # a page of the last lap missing (torn in the middle)
+    data = bytearray(f.read_bytes())
+    _write(f, pages, good)
+    data = bytearray(f.read_bytes())
+    idx = integrity.index_of(25, pages)
+    data[idx * integrity.PAGE + 100] ^= 0xFF
+    v = _analyse(bytes(data), pages)
+    assert not v["ok"] and any("25" in p for p in v["problems"])  # type: ignore[union-attr]
+    # a torn page right after the last is the last writer stopped mid-write: allowed
+    data = bytearray(f.read_bytes())
+    idx = integrity.index_of(30, pages)
+    data[idx * integrity.PAGE:idx * integrity.PAGE + 10] = b"x" * 10
+    v = _analyse(bytes(data), pages)
+    assert v["ok"], v["problems"]
+    assert integrity.round_pages(1) == 16 and integrity.round_pages(17) == 32
+
+
+def test_percentiles() -> None:
+    p = percentiles([0.001 * i for i in range(1, 101)])
+    assert p["count"] == 100 and p["max"] == 0.1 and 0.049 <= p["p50"] <= 0.051
+    assert percentiles([])["count"] == 0
