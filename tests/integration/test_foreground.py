@@ -174,7 +174,7 @@ def test_foreground_refusals_exit_with_their_codes(pair: LocalPair, tmp_path: Pa
     a = _start(pair, pair.a, tmp_path)
     a.wait_for("AMQ8003")
     again = _start(pair, pair.a, tmp_path)
-    assert again.wait(30) == 5 and "AMQ8041" in again.text()
+    assert again.wait(30) == 5 and "AMQ1104" in again.text()
     a.proc.send_signal(signal.SIGTERM)
     assert a.wait(60) == 0
 

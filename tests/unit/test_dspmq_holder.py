@@ -60,7 +60,7 @@ def test_controller_alive_checks_the_process_is_a_miqm_controller() -> None:
 def test_a_run_record_naming_this_process_or_another_program_is_stale(
         tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """After a container restart the record's pid may be the new pid 1 (this process) or
-    another program: strmqm must not refuse with AMQ8041 then."""
+    another program: strmqm must not refuse with AMQ1104 then."""
     from miqm.ha import runfile
 
     monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path))
