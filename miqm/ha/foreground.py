@@ -24,9 +24,11 @@ EXIT_CODES: dict[int, str] = {
        "because the active instance ended without permitting switchover: do not restart",
     5: "the queue manager runs elsewhere and -x was not given, or an instance already "
        "runs on this host: do not restart",
-    69: "a standby was not permitted (active started without -x, or already an active "
-        "and a standby instance, e.g. this host's own dead instance still holding the "
-        "NFSv4 lock until its lease runs out): restart after a pause",
+    43: "a standby is not permitted: the active instance was started without -x "
+        "(AMQ1102): do not restart",
+    47: "the queue manager already has an active and a standby instance (AMQ1103), e.g. "
+        "this host's own dead instance still holds the NFSv4 lock until its lease runs "
+        "out: restart after a pause",
     70: "stopped itself after losing (or possibly losing) ownership of the data: restart "
         "with -x, it comes back as the standby",
     71: "could not start or failed (configuration, shared filesystem, store, internal "
@@ -36,7 +38,7 @@ EXIT_CODES: dict[int, str] = {
 }
 
 #: exit codes after which a restart cannot help (systemd RestartPreventExitStatus=)
-NO_RESTART = (5, 72)
+NO_RESTART = (5, 43, 72)
 
 
 def notify(state: str) -> None:
