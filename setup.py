@@ -1,8 +1,8 @@
-"""Build hook for the optional C parts of the store: the recovery log's append buffer and
-force queue, restart's PUT redo, the queue-file scan and the begin/put/commit common case.
-Everything else is declared in pyproject.toml. Without a compiler the install still
-succeeds and the store uses the pure-Python code each part mirrors (logbuffer.py, log.py,
-recovery.py, queues.py, qmstore.py)."""
+"""Build hook for the optional C parts of the store: I/O machinery only (the recovery log's
+append buffer with its framing, checksums and GIL-free write+fdatasync, and the force
+queue). Everything else is declared in pyproject.toml.
+Without a compiler the install still succeeds and the store uses the pure-Python code
+each part mirrors (logbuffer.py, log.py)."""
 
 from setuptools import Extension, setup
 
@@ -15,12 +15,6 @@ CRC = "miqm/store/_crc32c.h"
 setup(
     ext_modules=[
         Extension("miqm.store._logbuffer", ["miqm/store/_logbuffer.c"],
-                  depends=[CPARTS, CRC], extra_compile_args=FLAGS, optional=True),
-        Extension("miqm.store._redo", ["miqm/store/_redo.c"],
-                  depends=[CPARTS], extra_compile_args=FLAGS, optional=True),
-        Extension("miqm.store._hotpath", ["miqm/store/_hotpath.c"],
-                  depends=[CPARTS], extra_compile_args=FLAGS, optional=True),
-        Extension("miqm.store._queuefile", ["miqm/store/_queuefile.c"],
                   depends=[CPARTS, CRC], extra_compile_args=FLAGS, optional=True),
         Extension("miqm.store._forcequeue", ["miqm/store/_forcequeue.c"],
                   extra_compile_args=FLAGS, optional=True),

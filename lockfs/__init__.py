@@ -9,6 +9,7 @@ from lockfs.errors import (
     VolumePermissionError,
     VolumeStalled,
 )
+from lockfs.open import open_volume
 from lockfs.volume import (
     WHOLE_FILE,
     FileStat,
@@ -16,7 +17,6 @@ from lockfs.volume import (
     Reachability,
     Volume,
     VolumeFile,
-    open_volume,
 )
 
 __all__ = [

@@ -16,8 +16,11 @@ fault matches it. A :class:`Fault` names the operation (``pread``, ``pwrite``,
   passed since it first fired. Name the op ``reachability`` (or ``*``).
 
 ``lost`` makes ``reachability()`` ``LOST``. ``after`` (seconds from when the wrapper was
-made) delays a fault, ``times`` limits how often it fires (0 = always); setting a fault's
-``release`` event ends a stall at once and ends a ``suspect`` fault. Integration tests
+made) delays a fault; ``armed`` (a file path) holds it back until that file exists, so a
+test arms a fault from an event it has seen (the instance reports Running, a put was
+acknowledged) by creating the file rather than after a guessed number of seconds.
+``times`` limits how often a fault fires (0 = always); setting a fault's ``release``
+event ends a stall at once and ends a ``suspect`` fault. Integration tests
 inject faults into a real execution controller through the environment: ``MIQM_FAULTS``
 holds a JSON list of fault objects (or one object), keys as the dataclass fields plus
 ``volume``: ``data`` or ``log``, e.g.
@@ -56,6 +59,7 @@ class Fault:
     times: int = 0
     keep: int = 100
     volume: str = "*"
+    armed: str = ""
     fired: int = 0
     release: threading.Event = field(default_factory=threading.Event, repr=False)
     first_fired: float | None = field(default=None, repr=False)
@@ -67,7 +71,17 @@ class Fault:
     def matches(self, op: str, path: str, age: float) -> bool:
         """True if this fault applies to ``op`` on ``path`` ``age`` seconds in."""
         return ((self.op == "*" or self.op == op) and fnmatch.fnmatch(path, self.path)
-                and age >= self.after and (self.times == 0 or self.fired < self.times))
+                and age >= self.after and (self.times == 0 or self.fired < self.times)
+                and self.is_armed())
+
+    def is_armed(self) -> bool:
+        """True unless ``armed`` names a file that does not exist yet (once armed, always)."""
+        if not self.armed:
+            return True
+        if os.path.exists(self.armed):
+            self.armed = ""
+            return True
+        return False
 
     def in_force(self, now: float) -> bool:
         """For a ``suspect`` fault that has fired: not yet released nor timed out."""

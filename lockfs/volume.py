@@ -3,7 +3,8 @@
 A :class:`Volume` is rooted at one directory (a queue manager's data or log directory,
 or a directory under test). Every path passed to it is relative to that root and uses
 ``/`` separators. Backends: :mod:`lockfs.posix` (a mounted path: kernel NFSv4 in
-production, local disk in tests) and :mod:`lockfs.nfs4` (userspace NFSv4 over libnfs).
+production, local disk in tests) and :mod:`lockfs.nfs4` (userspace NFSv4 over libnfs);
+:func:`lockfs.open_volume` (:mod:`lockfs.open`) picks one for a location.
 
 Duties every backend keeps (the store and the HA layer rely on them):
 
@@ -276,12 +277,12 @@ class Volume(ABC):
         return self.url
 
 
-def open_volume(location: str, *, lease_seconds: float | None = None) -> Volume:
-    """Turn a Directory (a local path or ``nfs4://server[:port]/export/path``) into a Volume."""
-    if location.startswith("nfs4://"):
-        from lockfs.nfs4 import Nfs4Volume
+def __getattr__(name: str) -> object:
+    """``lockfs.volume.open_volume``, the old import path, for callers outside this
+    package: the function lives in :mod:`lockfs.open`, above the backends (this module
+    defines the interface they implement and imports none of them)."""
+    if name == "open_volume":
+        from lockfs.open import open_volume
 
-        return Nfs4Volume(location, lease_seconds=lease_seconds)
-    from lockfs.posix import PosixVolume
-
-    return PosixVolume(location, lease_seconds=lease_seconds)
+        return open_volume
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -179,6 +179,13 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ9204": E(71, "Connection to host '{host}' rejected: {detail}"),
     "AMQ9218": E(71, "The TCP/IP listener program could not bind to {host}({port}): "
                  "{detail}"),
+    # the listener (miqm/net): authentication, TLS, protocol errors
+    "AMQ5534": E(1, "User ID '{principal}' authentication failed."),
+    "AMQ5540": W("Application did not supply a user ID and password."),
+    "AMQ9504": E(1, "A protocol error was detected: {detail}"),
+    "AMQ9631": E(1, "The CipherSpec negotiated during the SSL handshake does not match: "
+                 "{detail}"),
+    "AMQ9637": E(1, "Channel is lacking a certificate: {detail}"),
 }
 
 _NUMBER = re.compile(r"AMQ\d{4}")

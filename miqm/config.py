@@ -23,6 +23,7 @@ from miqm.errors import ConfigError
 from miqm.store.settings import (
     GATHER_AUTO,
     GATHER_NONE,
+    QM_INI_GROUP_COMMIT_CPU,
     LogSettings,
     StoreTuning,
     cpu_text,
@@ -171,7 +172,8 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
             checkpoint_log_recd_min=_int(tune, "CheckPointLogRecdMin", 100, source),
             checkpoint_wait_len=_float(tune, "CheckPointWaitLen", 1800.0, source),
             max_umsgs=_int(qmgr, "MaxUncommittedMsgs", 10000, source),
-            group_commit_cpu=parse_cpu(tune.get("GroupCommitCPU", "auto")),
+            group_commit_cpu=parse_cpu(tune.get("GroupCommitCPU",
+                                                cpu_text(QM_INI_GROUP_COMMIT_CPU))),
         )
         ha = HATuning(
             standby_poll=_float(tune, "StandbyPollInterval", 2.0, source),
@@ -190,7 +192,8 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
         log_path=log.get("LogPath", ""),
         tuning=tuning,
         ha=ha,
-        metrics_port=_int(metrics, "Port", 0, source),
+        # checked with a line naming the stanza by miqm.metrics.settings at strmqm
+        metrics_port=int(metrics["Port"]) if metrics.get("Port", "").isdigit() else 0,
         stanzas=tuple(stanzas),
     )
 
@@ -199,7 +202,7 @@ def render_qm_ini(name: str, log: LogSettings, log_path: str, ha: HATuning | Non
                   tuning: StoreTuning | None = None) -> str:
     """qm.ini text for a new queue manager (crtmqm)."""
     ha = ha or HATuning()
-    tuning = tuning or StoreTuning()
+    tuning = tuning or StoreTuning(group_commit_cpu=QM_INI_GROUP_COMMIT_CPU)
     stanzas = [
         Stanza("QueueManager", {"Name": name, "MaxUncommittedMsgs": str(tuning.max_umsgs)}),
         Stanza("Log", {

@@ -65,7 +65,6 @@ class Side:
 def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None:
     from miqm.errors import MiqmError, NetError
     from miqm.net.client import connect
-    from miqm.net.protocol import b64
 
     try:
         conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
@@ -84,7 +83,7 @@ def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None
                 else:
                     next_at = time.monotonic()
             try:
-                conn.call("put", queue=QUEUE, body=b64(f"{seq:09d}".encode()),
+                conn.call("put", queue=QUEUE, body=f"{seq:09d}".encode(),
                           persistent=True, syncpoint=True)
                 conn.call("commit")
             except NetError as exc:
@@ -102,7 +101,6 @@ def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None
 def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
     from miqm.errors import MiqmError, NetError
     from miqm.net.client import connect
-    from miqm.net.protocol import unb64
 
     try:
         conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
@@ -122,7 +120,7 @@ def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
                 _backout(conn)
                 time.sleep(0.01)
                 continue
-            seq = int((unb64(reply.get("body")) or b"-1").decode())
+            seq = int((reply.get("body") or b"-1").decode())
             try:
                 conn.call("commit")
             except NetError as exc:

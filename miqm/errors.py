@@ -130,3 +130,11 @@ class NetError(MiqmError):
     def __init__(self, message: str, *, mqrc: int = 2059, amq: str | None = None) -> None:
         super().__init__(message, amq=amq)
         self.mqrc = mqrc
+
+
+class MetricsError(MiqmError):
+    """The metrics endpoint cannot be served as configured (qm.ini ``Metrics:`` stanza,
+    ``MIQM_METRICS_PORT``, ``miqm exporter --port``): a bad port, or one in use."""
+
+    amq = "AMQ7880"
+    exit_code = 71

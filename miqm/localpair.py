@@ -48,6 +48,8 @@ class Host:
         env = dict(os.environ)
         env["MIQM_DATA_ROOT"] = self.root
         env["MIQM_HOSTNAME"] = self.name
+        # two instances on one machine: each listens on a free port, never both on 1414
+        env["MIQM_LISTENER_PORT"] = "0"
         env.pop("MIQM_CONNECTION", None)
         env.pop("MIQM_FAULTS", None)
         env.update(self.extra)

@@ -69,7 +69,6 @@ class _Ledger:
 def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
               ledger: _Ledger) -> None:
     from miqm.net.client import connect
-    from miqm.net.protocol import b64
 
     conn = None
     n = 0
@@ -82,7 +81,7 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
                 conn = connect(qmgr, timeout=1.0, reconnect=True, reconnect_timeout=60)
             stage = "put"
             for body in unit:
-                conn.call("put", queue=QUEUE, body=b64(body.encode()), persistent=True,
+                conn.call("put", queue=QUEUE, body=body.encode(), persistent=True,
                           syncpoint=True)
             stage = "commit"
             conn.call("commit")
@@ -108,7 +107,6 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
 
 def _drain(qmgr: str) -> list[str]:
     from miqm.net.client import connect
-    from miqm.net.protocol import unb64
 
     got: list[str] = []
     with connect(qmgr, timeout=5.0, reconnect=True, reconnect_timeout=60) as conn:
@@ -118,7 +116,7 @@ def _drain(qmgr: str) -> list[str]:
                 # under syncpoint, committed every few hundred: one force per batch
                 while len(batch) < 500:
                     reply = conn.call("get", queue=QUEUE, wait=0.5, syncpoint=True)
-                    batch.append((unb64(reply.get("body")) or b"").decode())
+                    batch.append((reply.get("body") or b"").decode())
             except MiqmError as exc:
                 if getattr(exc, "mqrc", None) != MQRC_NO_MSG_AVAILABLE:
                     raise

@@ -51,7 +51,8 @@ class _Host:
 
     def env(self) -> dict[str, str]:
         return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": self.name,
-                "MIQM_LISTENER_HOST": HOST_ADDR[self.ns], "PYTHONUNBUFFERED": "1"}
+                "MIQM_LISTENER_HOST": HOST_ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
+                "PYTHONUNBUFFERED": "1"}
 
 
 def _alive(pid: int) -> bool:

@@ -63,7 +63,7 @@ def _qm_ini(qmgr: str, settings: object, log_loc: str, lease: float | None,
 def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: str,
             lf: int, lp: int, ls: int, auto: dict[str, str] | None = None) -> list[str]:
     """Do the work; returns the console lines. Raises MiqmError/LockFsError on failure."""
-    from lockfs.volume import open_volume
+    from lockfs import open_volume
     from miqm import autoconfig
     from miqm.errors import ConfigError
     from miqm.paths import (
@@ -110,6 +110,9 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
             text, lease_line = _qm_ini(qmgr, settings, log_loc,
                                        autoconfig.measured_lease(data), auto)
             data.write_atomic("qm.ini", text.encode())
+            from miqm.net import auth
+
+            auth.write(data, {auth.ADMIN: auth.new_secret()})  # the listener's admin
             data.makedirs("queues")
             data.makedirs("errors")
             from miqm.store.qmstore import QueueManagerStore

@@ -49,7 +49,7 @@ def _log_location(data: object, qmgr: str) -> str | None:
 @app.command()
 def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name")) -> None:
     """Delete a queue manager."""
-    from lockfs.volume import open_volume
+    from lockfs import open_volume
     from miqm.errors import MiqmError
     from miqm.paths import default_log_location, find, unregister
 
@@ -80,7 +80,7 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
 
 def _remove_dir(location: str) -> None:
     """Remove the (now empty) directory ``location`` itself through its parent."""
-    from lockfs.volume import open_volume
+    from lockfs import open_volume
     from miqm.paths import split_location
 
     parent_loc, name = split_location(location)

@@ -25,9 +25,9 @@ DEADLINE = 0.9  # seconds for all probes together
 
 def probe(name: str, data_path: str) -> dict[str, Any]:
     """What the lock files and qmstatus.ini say about ``name`` (may block on the FS)."""
+    from lockfs import open_volume
     from lockfs.faults import wrap_from_env
     from lockfs.lockfile import peek
-    from lockfs.volume import open_volume
     from miqm.ha import qmstatus
 
     volume = wrap_from_env(open_volume(data_path), "data")

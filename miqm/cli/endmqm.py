@@ -32,8 +32,8 @@ app = make_app("End a queue manager instance.")
 
 
 def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int] | None:
+    from lockfs import open_volume
     from lockfs.errors import LockFsError
-    from lockfs.volume import open_volume
     from miqm.paths import find
 
     try:

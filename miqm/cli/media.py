@@ -18,8 +18,8 @@ def _circular(qmgr: str) -> bool:
     """True if this host's qm.ini for ``qmgr`` says circular logging (bindings mode)."""
     import os
 
+    from lockfs import open_volume
     from lockfs.errors import LockFsError
-    from lockfs.volume import open_volume
     from miqm.config import parse_qm_ini
     from miqm.paths import find
 

@@ -44,8 +44,8 @@ def addmqinf(
     stanza: str = typer.Option("QueueManager", "-s", help="stanza type (QueueManager)"),
 ) -> None:
     """Register an existing (shared) queue manager on this host."""
+    from lockfs import open_volume
     from lockfs.errors import LockFsError
-    from lockfs.volume import open_volume
     from miqm.paths import QMgrEntry, check_qmgr_name, data_root, directory_name, register
 
     if stanza != "QueueManager":

@@ -16,6 +16,7 @@ A failing call prints MQ's ``MQPUT ended with reason code 2053`` style line and 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -24,24 +25,20 @@ from miqm.cli.common import fail, make_app, run_typer
 put_app = make_app("Put one message per stdin line on a queue.")
 get_app = make_app("Get every message from a queue, one per stdout line.")
 
-MQRC_NO_MSG_AVAILABLE = 2033
-
-
-def _open(qmgr: str, queue: str) -> object:
+def _open(qmgr: str, queue: str) -> Any:
     """Connect and check the queue exists (MQOPEN); one line + exit on failure."""
-    from miqm.errors import NetError
-    from miqm.net.client import connect
+    from miqm.client import MQError, connect
 
     try:
-        conn = connect(qmgr)
-    except NetError as exc:
-        fail(f"MQCONNX ended with reason code {exc.mqrc}: {exc.user_line()}", 1)
+        qm = connect(qmgr, reconnect=False)
+    except MQError as exc:
+        fail(f"MQCONNX ended with reason code {exc.reason}: {exc.user_line()}", 1)
     try:
-        conn.call("open", queue=queue)
-    except NetError as exc:
-        conn.close()
-        fail(f"MQOPEN ended with reason code {exc.mqrc}: {exc}", 1)
-    return conn
+        qm.inquire(queue)
+    except MQError as exc:
+        qm.close()
+        fail(f"MQOPEN ended with reason code {exc.reason}: {exc}", 1)
+    return qm
 
 
 @put_app.command()
@@ -54,13 +51,12 @@ def amqsput(
                                   help="commit every N messages (0 = no syncpoint)"),
 ) -> None:
     """Put one message per stdin line."""
-    from miqm.errors import NetError
-    from miqm.net.protocol import b64
+    from miqm.client import MQError
 
     if syncpoint < 0:
         fail("amqsput: --syncpoint must be 0 or more.", 2)
     typer.echo("Sample AMQSPUT0 start")
-    conn = _open(qmgr, queue)
+    qm = _open(qmgr, queue)
     typer.echo(f"target queue is {queue}")
     pending = 0
     call = "MQPUT"  # named in the failure line, as MQ's sample does
@@ -70,20 +66,19 @@ def amqsput(
             if not body:
                 break
             call = "MQPUT"
-            conn.call("put", queue=queue, body=b64(body),  # type: ignore[attr-defined]
-                      persistent=not non_persistent, syncpoint=syncpoint > 0)
+            qm.put(queue, body, persistent=not non_persistent, syncpoint=syncpoint > 0)
             pending += 1
             if syncpoint and pending >= syncpoint:
                 call = "MQCMIT"
-                conn.call("commit")  # type: ignore[attr-defined]
+                qm.commit()
                 pending = 0
         if syncpoint and pending:
             call = "MQCMIT"
-            conn.call("commit")  # type: ignore[attr-defined]
-    except NetError as exc:
-        fail(f"{call} ended with reason code {exc.mqrc}: {exc}", 1)
+            qm.commit()
+    except MQError as exc:
+        fail(f"{call} ended with reason code {exc.reason}: {exc}", 1)
     finally:
-        conn.close()  # type: ignore[attr-defined]
+        qm.close()
     typer.echo("Sample AMQSPUT0 end")
 
 
@@ -98,41 +93,35 @@ def amqsget(
     verbose: bool = typer.Option(False, "-v", help="MQ's banner lines on stderr"),
 ) -> None:
     """Get messages until the queue stays empty for --wait seconds."""
-    from miqm.errors import NetError
-    from miqm.net.protocol import unb64
+    from miqm.client import MQError
 
     if wait < 0 or syncpoint < 0:
         fail("amqsget: --wait and --syncpoint must not be negative.", 2)
     if verbose:
         typer.echo("Sample AMQSGET0 start", err=True)
-    conn = _open(qmgr, queue)
+    qm = _open(qmgr, queue)
     out = sys.stdout.buffer
     pending = 0
     try:
-        while True:
-            try:
-                reply = conn.call("get", queue=queue, wait=wait,  # type: ignore[attr-defined]
-                                  syncpoint=syncpoint > 0)
-            except NetError as exc:
-                if exc.mqrc == MQRC_NO_MSG_AVAILABLE:
-                    break
-                raise
+        # outside syncpoint the queue manager streams messages ahead; under syncpoint
+        # each is got into the unit of work as it is written
+        for msg in qm.consume(queue, prefetch=100, syncpoint=syncpoint > 0, wait=wait):
             # the message leaves stdout before it is committed: a crash here repeats a
             # message rather than losing one (at-least-once, as MQ's sample)
-            out.write((unb64(reply.get("body")) or b"") + b"\n")
+            out.write(msg.body + b"\n")
             pending += 1
             if syncpoint and pending >= syncpoint:
                 out.flush()
-                conn.call("commit")  # type: ignore[attr-defined]
+                qm.commit()
                 pending = 0
         out.flush()
         if syncpoint and pending:
-            conn.call("commit")  # type: ignore[attr-defined]
-    except NetError as exc:
+            qm.commit()
+    except MQError as exc:
         out.flush()
-        fail(f"MQGET ended with reason code {exc.mqrc}: {exc}", 1)
+        fail(f"MQGET ended with reason code {exc.reason}: {exc}", 1)
     finally:
-        conn.close()  # type: ignore[attr-defined]
+        qm.close()
     if verbose:
         typer.echo("no more messages", err=True)
         typer.echo("Sample AMQSGET0 end", err=True)

@@ -21,7 +21,7 @@ import time
 
 import typer
 
-from miqm.cli.common import fail_amq, make_app, run_typer
+from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 app = make_app("Start a queue manager instance (-x: permit a standby / run as one).")
 
@@ -58,12 +58,20 @@ def strmqm(
                                     help="run the instance in the foreground (containers, "
                                     "systemd): logs to stdout too, SIGTERM ends it as "
                                     "endmqm -i; the exit code says why it ended"),
+    metrics_port: int = typer.Option(None, "--metrics-port", metavar="N",
+                                     help="serve /metrics on port N (0: none), over qm.ini's "
+                                     "Metrics: Port (sets MIQM_METRICS_PORT)"),
 ) -> None:
     """Start the queue manager (or a standby instance of it) on this host."""
     from miqm.ha import runfile
     from miqm.paths import check_qmgr_name, data_root, directory_name, find
 
     check_qmgr_name(qmgr)
+    if metrics_port is not None:
+        if not 0 <= metrics_port <= 65535:
+            fail(f"strmqm: --metrics-port {metrics_port} is not a port number: use 1-65535, "
+                 "or 0 for no metrics endpoint", 2)
+        os.environ["MIQM_METRICS_PORT"] = str(metrics_port)  # the controller inherits it
     find(qmgr)  # AMQ7048 here, not in the detached process
     local = runfile.read(qmgr)
     if local is not None:

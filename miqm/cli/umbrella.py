@@ -6,11 +6,13 @@ import json
 
 import typer
 
+from miqm.cli import credential
 from miqm.cli.common import fail, make_app, run_typer
 
 app = make_app("miqm: multi-instance queue manager tools.")
 bench_app = make_app("Benchmarks: figures measured side by side in one run.")
 app.add_typer(bench_app, name="bench")
+credential.register(app)
 
 
 @app.command()
@@ -80,6 +82,25 @@ def bench_store(
     result = run(directory, counts, seconds, recovery_records, memory_messages,
                  echo=(lambda s: None) if as_json else print, cpus=chosen,
                  group_commit_cpu=gather)
+    if as_json:
+        print(json.dumps(result))
+
+
+@bench_app.command("net")
+def bench_net(
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+    messages: int = typer.Option(2000, help="messages per producer per run"),
+    directory: str = typer.Option(None, "--dir", help="directory for the scratch queue "
+                                  "manager (default: the system temp directory)"),
+) -> None:
+    """Client path (1/8 connections put+commit, 100 per commit, streaming consume) beside
+    the in-process store, in one run."""
+    from miqm.bench.net import bench_net as run
+
+    if messages < 1:
+        fail("--messages must be at least 1", 2)
+    result = run(messages, echo=(lambda s: None) if as_json else print,
+                 directory=directory)
     if as_json:
         print(json.dumps(result))
 
@@ -172,6 +193,47 @@ def bench_campaign(
         kept = " and ".join(result.get("kept") or []) or "the figures above"
         fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
              f"instances' error logs and event histories are kept in {kept}", 1)
+
+
+@bench_app.command("metrics")
+def bench_metrics(
+    seconds: float = typer.Option(10.0, help="seconds of scraping under load (the store "
+                                  "slices are a quarter of it)"),
+    rounds: int = typer.Option(4, help="alternating store slices without/with a scraper"),
+    producers: int = typer.Option(64, help="producer threads"),
+    as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+) -> None:
+    """Scrape latency of an active instance under load; store commits/s with and without a
+    scraper every second, side by side."""
+    from miqm.metrics.bench import bench_metrics as run
+
+    if seconds <= 0 or rounds < 1 or producers < 1:
+        fail("--seconds must be positive, --rounds and --producers at least 1", 2)
+    result = run(seconds, rounds, producers, echo=(lambda s: None) if as_json else print)
+    if as_json:
+        print(json.dumps(result))
+
+
+@app.command()
+def exporter(
+    qmgr: str = typer.Option(..., "-m", metavar="QMgr", help="queue manager name"),
+    port: int = typer.Option(9465, "--port", help="port to serve /metrics on"),
+    bind: str = typer.Option("127.0.0.1", "--bind", help="address to listen on (0.0.0.0: "
+                             "every interface)"),
+) -> None:
+    """Serve the queue manager's status as dspmq -x sees it, for Prometheus (foreground)."""
+    import ipaddress
+
+    from miqm.metrics.exporter import run_exporter
+
+    if not 1 <= port <= 65535:
+        fail(f"miqm exporter: --port {port} is not a port number: use 1-65535", 2)
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        fail(f"miqm exporter: --bind {bind!r} is not an IP address (127.0.0.1: this host "
+             "only, 0.0.0.0: every interface)", 2)
+    raise typer.Exit(run_exporter(qmgr, port, bind))
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ is written after ownership is in doubt.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import secrets
@@ -36,9 +37,10 @@ import time
 import traceback
 from typing import Any
 
+from lockfs import open_volume
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.lockfile import HolderRecord, LockFile
-from lockfs.volume import LockMode, Reachability, Volume, open_volume
+from lockfs.volume import LockMode, Reachability, Volume
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
@@ -48,12 +50,32 @@ from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
 from miqm.ha.monitors import Monitors, Ownership
 from miqm.ha.qmstatus import QMStatus
+from miqm.histogram import Histogram
 
 EXIT_OK = 0
 EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
 EXIT_STANDBY_REFUSED = 69
 EXIT_FATAL = 71
 FATAL_EXIT = 70  # self-termination after losing ownership / unresponsive
+
+
+class _NoSpace(Exception):
+    """A takeover's store could not open because the shared filesystem is full."""
+
+    def __init__(self, error: MiqmError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _no_space(exc: BaseException | None) -> bool:
+    """True if ``exc`` or an exception behind it is ENOSPC (no space left on device)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if getattr(exc, "errno", None) == errno.ENOSPC:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 class Verdict:
@@ -111,6 +133,11 @@ class Controller:
         self._lock = threading.Lock()
         #: strmqm --foreground: every error-log entry is echoed here too
         self.echo: Any = None
+        self._no_space_said = False
+        # read by the metrics endpoint (miqm.metrics.instance) at scrape time
+        self.lock_seconds: dict[str, Histogram] = {}  # lock file -> attempt latencies
+        self.takeover: dict[str, Any] | None = None  # kind, at (epoch s), seconds
+        self.metrics: Any = None  # the /metrics endpoint, if qm.ini asks for one
 
     # ------------------------------------------------------------------ plumbing
     def say(self, number: str, text: str | None = None, **fields: object) -> str:
@@ -227,8 +254,10 @@ class Controller:
                  record: HolderRecord | None = None, keep_open: bool = False) -> bool:
         t0 = time.perf_counter()
         got = lock.acquire(mode, record, keep_open=keep_open)
+        latency = time.perf_counter() - t0
+        self.lock_seconds.setdefault(lock.name, Histogram()).observe(latency)
         self.event("lock_attempt", file=lock.name, mode=mode.value, granted=got,
-                   latency_s=round(time.perf_counter() - t0, 6))
+                   latency_s=round(latency, 6))
         return got
 
     # ------------------------------------------------------------------ main
@@ -239,6 +268,15 @@ class Controller:
         except MiqmError as exc:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
+        try:  # /metrics as qm.ini's Metrics: stanza or MIQM_METRICS_PORT says (docs/metrics.md)
+            from miqm.metrics import start_for_controller
+
+            self.metrics = start_for_controller(self)
+        except MiqmError as exc:
+            self.say(exc.amq or "AMQ7880", exc.user_line())
+            self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
+            self.shutdown_logs()
+            return exc.exit_code or EXIT_FATAL
         self.master = master = LockFile(self.data, "master")
         try:
             if self.try_lock(master, LockMode.EXCLUSIVE):
@@ -248,6 +286,11 @@ class Controller:
                 if decided.action is Action.REFUSE:
                     master.release()
                     return self.refuse(decided)
+                try:
+                    self._start_listener()  # a port in use ends strmqm here, half nothing
+                except MiqmError:
+                    master.release()
+                    raise
                 return self.become_active(failover_from=None, status=status)
             decided = decide.step(State.START, self.facts(
                 master=False, status=qmstatus.try_read(self.data)))
@@ -259,9 +302,9 @@ class Controller:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
         except LockFsError as exc:
-            line = f"AMQ6119: the shared filesystem failed for '{self.qmgr}': {exc}"
-            self.say("AMQ6119", line)
-            self.verdict.send(False, [line], EXIT_FATAL)
+            text = f"the shared filesystem failed for '{self.qmgr}': {exc}"
+            self.say("AMQ6119", text)  # the error log puts the number in front
+            self.verdict.send(False, [f"AMQ6119: {text}"], EXIT_FATAL)
             return EXIT_FATAL
         finally:
             self.shutdown_logs()
@@ -293,9 +336,14 @@ class Controller:
         decided = decide.step(State.SEEKING_STANDBY, self.facts(standby=got))
         if decided.action is Action.REFUSE:
             return self.refuse(decided)
+        if self.listener is None:
+            try:
+                self._start_listener()
+            except MiqmError:
+                self.standby_lock.release()
+                raise
         self.mode, self.status = "standby", "Running as standby"
         self._prepare_for_takeover()
-        self._start_listener()
         self._write_standby_address()
         self._run_record()
         self.event("role", role="standby")
@@ -335,10 +383,61 @@ class Controller:
                         self.say(decided.amq, decided.line)
                     return self._end_standby(decided.line)
                 assert status is not None
-                return self.become_active(failover_from=seen, status=status)
+                code = self._take_over(seen, status)
+                if code is None:  # the shared filesystem is full: still the standby
+                    self._wake.wait(max(poll, 1.0))
+                    continue
+                return code
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _take_over(self, seen: float, status: QMStatus) -> int | None:
+        """become_active; but if the shared filesystem is full (ENOSPC) before the store
+        opened, give the locks back and stay the standby (None): it retries at its polls
+        and takes over once space returns, instead of ending with nobody active."""
+        try:
+            return self.become_active(failover_from=seen, status=status)
+        except (LockFsError, _NoSpace) as exc:
+            if not _no_space(exc) or self.store is not None:
+                raise
+            if self._resume_standby(exc, status):
+                return None
+            if isinstance(exc, _NoSpace):  # what become_active does with a failed open
+                self.say(exc.error.amq or "AMQ7880", exc.error.user_line())
+                self.release_locks()
+                return exc.error.exit_code or EXIT_FATAL
+            raise
+
+    def _resume_standby(self, exc: BaseException, status: QMStatus) -> bool:
+        """Undo a takeover that found no space: qmstatus.ini back to what the last active
+        left (else its PermitFailover=No would refuse every later takeover), the locks
+        given back, the standby lock again. False if that cannot be done."""
+        try:
+            qmstatus.write(self.data, status)
+        except LockFsError:
+            try:  # no room for the temporary file: over the file's own blocks
+                qmstatus.write_in_place(self.data, status)
+            except LockFsError:
+                return False
+        for lock in (self.active_lock, self.master):
+            if lock is not None:
+                lock.release()
+        self.active_lock, self.ownership, self.record = None, None, None
+        self.standby_lock = LockFile(self.data, "standby")
+        if not self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder()):
+            return False
+        self.mode, self.status = "standby", "Running as standby"
+        self._write_standby_address()
+        self._run_record()
+        if not self._no_space_said:
+            self._no_space_said = True
+            self.say("AMQ6119", f"The standby instance of queue manager '{self.qmgr}' on "
+                                f"{self.host} could not take over: the shared filesystem is "
+                                f"full ({exc}); it stays the standby and takes over once "
+                                "space is freed.")
+        self.event("takeover_deferred", reason="no space", error=str(exc))
+        return True
 
     def _prepare_for_takeover(self) -> None:
         """Load what the active role needs before it is needed (failover speed)."""
@@ -447,6 +546,8 @@ class Controller:
                 generation=generation, write_guard=self.ownership.guard, errlog=errlog,
                 on_event=lambda name, **f: self.event(name, **f))
         except MiqmError as exc:
+            if failover_from is not None and _no_space(exc):
+                raise _NoSpace(exc) from exc  # the standby waits for space (_take_over)
             # PermitFailover stays No: the standby will not take over to fail the same way
             self.say(exc.amq or "AMQ7880", exc.user_line())
             self.release_locks()
@@ -476,6 +577,8 @@ class Controller:
         lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from
+            self.takeover = {"kind": "switchover" if status.switchover else "failover",
+                             "at": time.time(), "seconds": took}
             self.say("AMQ5975", host=self.host)
             self.event("failover_end", duration_s=round(took, 4),
                        recovery_s=round(time.monotonic() - started, 4))
@@ -494,7 +597,7 @@ class Controller:
         if lease is not None and age is not None and age > 0.6 * lease:
             return "AMQ7279", (f"the lease on the master lock has not been renewed for "
                                f"{age:.1f}s of {lease:g}s; stopping before it can expire")
-        failed = getattr(self.store, "_failed", None)
+        failed = None if self.store is None else self.store.failure
         if failed is None:
             return None
         number = getattr(failed, "amq", None) or "AMQ6708"
@@ -543,10 +646,12 @@ class Controller:
 
     # ------------------------------------------------------------------ listener
     def _start_listener(self) -> None:
-        from miqm.net.server import Listener
+        """Bind the listener (qm.ini's Listener/TCP stanza, MIQM_LISTENER_HOST/PORT over
+        it) with its authentication and TLS. NetError/ConfigError (one line) if it
+        cannot: the caller releases the lock it took and writes nothing more."""
+        from miqm.net.listen import make_listener
 
-        host = os.environ.get("MIQM_LISTENER_HOST", "127.0.0.1")
-        self.listener = Listener(self.handle, host=host, port=0)
+        self.listener = make_listener(self, self.handle)
         self.address = self.listener.start()
 
     def handle(self, request: dict[str, Any], session: Any) -> dict[str, Any]:
@@ -555,8 +660,13 @@ class Controller:
 
         op = request.get("op")
         if op == "instance":
-            return {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
-                    "status": self.status, "pid": self.pid}
+            reply = {"ok": True, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
+                     "status": self.status, "pid": self.pid}
+            if self.listener is not None:
+                from miqm.net.listen import listener_stats
+
+                reply["listener"] = listener_stats(self.listener)
+            return reply
         if op == "end":
             return self.request_end(request)
         if self.mode != "active" or self.service is None or self.status != "Running":

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from miqm.errors import OwnershipLostError
+from miqm.histogram import Histogram
 
 Clock = Callable[[], float]
 
@@ -96,6 +97,8 @@ class Monitors:
         self._stop = threading.Event()
         self.verify_started: float | None = None  # set while a verify is in progress
         self.verifies = 0
+        self.verify_seconds = Histogram()  # each successful verify's latency (metrics)
+        self.liveness_at: float | None = None  # when the last liveness check ran
         self._last_progress: tuple[int, int] | None = None
         self._last_monitor_event = float("-inf")
         self._threads: list[threading.Thread] = []
@@ -114,6 +117,7 @@ class Monitors:
             return False
         self.verify_started = None
         self.verifies += 1
+        self.verify_seconds.observe(latency)
         self.ownership.renew(started)
         self._event("verify", ok=True, latency_s=round(latency, 6))
         return True
@@ -147,6 +151,7 @@ class Monitors:
         force completing."""
         now = self._progress()
         before, self._last_progress = self._last_progress, now
+        self.liveness_at = self._clock()
         stuck = before is not None and now[1] > 0 and before[1] > 0 and now[0] == before[0]
         self._event("liveness", forces=now[0], waiting=now[1], ok=not stuck)
         if stuck:
@@ -175,3 +180,32 @@ class Monitors:
     def stop(self) -> None:
         """Stop the threads (clean shutdown)."""
         self._stop.set()
+
+    def margins(self, lease: float | None = None, lease_age: float | None = None
+                ) -> dict[str, float]:
+        """Seconds left before each check would stop the instance, read without waiting
+        on anything (the metrics scrape): ``monitor`` (MonitorStall less the time the
+        verify in progress has run; with an NFSv4 ``lease``, no more than 3/5 of it less
+        ``lease_age``), ``liveness`` (callers waiting at the last check and no force since:
+        the time until the next check; otherwise that plus a whole interval), and
+        ``ownership`` (until the belief expires and writes verify first; negative once
+        expired)."""
+        now = self._clock()
+        started = self.verify_started
+        monitor = self.monitor_stall - (0.0 if started is None else now - started)
+        if lease is not None and lease_age is not None:
+            monitor = min(monitor, 0.6 * lease - lease_age)
+        last = self._last_progress
+        at = self.liveness_at
+        next_check = self.liveness_interval if at is None else max(
+            0.0, at + self.liveness_interval - now)
+        liveness = next_check + self.liveness_interval
+        if last is not None and last[1] > 0:
+            try:
+                forces, waiting = self._progress()
+            except Exception:  # a log being closed: no verdict from it
+                forces, waiting = last[0] + 1, 0
+            if forces == last[0] and waiting > 0:
+                liveness = next_check
+        return {"monitor": monitor, "liveness": liveness,
+                "ownership": self.ownership.expires - now}

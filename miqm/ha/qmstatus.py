@@ -113,6 +113,24 @@ def write(volume: Volume, status: QMStatus) -> None:
     volume.write_atomic(NAME, status.render())
 
 
+def write_in_place(volume: Volume, status: QMStatus) -> None:
+    """Overwrite qmstatus.ini in place, padded with blank lines to its present size: for
+    a filesystem too full for :func:`write`'s temporary file (the blocks are already the
+    file's). Not atomic; only to put back what the last active left."""
+    data = status.render()
+    f = volume.open(NAME)
+    try:
+        size = f.size()
+        if len(data) < size:
+            data += b"\n" * (size - len(data))
+        f.pwrite(data, 0)
+        if len(data) > size:
+            f.truncate(len(data))
+        f.fdatasync()
+    finally:
+        f.close()
+
+
 def try_read(volume: Volume) -> QMStatus | None:
     """qmstatus.ini, or None if it cannot be read (dspmq must not fail on it)."""
     try:

@@ -22,7 +22,10 @@ import json
 import os
 import re
 import socket
+import ssl
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +34,13 @@ from miqm.net.protocol import (
     MQRC_BACKED_OUT,
     MQRC_CALL_INTERRUPTED,
     MQRC_CONNECTION_BROKEN,
-    MQRC_Q_MGR_NAME_ERROR,
+    MQRC_NOT_AUTHORIZED,
     MQRC_Q_MGR_NOT_AVAILABLE,
     MQRC_STANDBY_Q_MGR,
     PROTOCOL_VERSION,
-    read_frame,
-    write_frame,
+    FrameReader,
+    PeerClosed,
+    encode,
 )
 
 #: Ops a reconnecting client resends after a failover: they read state and change
@@ -96,8 +100,8 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
     QMgrNotFound (AMQ7048) if the queue manager is not defined here; NetError 2059 if
     there is no usable listener record (the queue manager is not running).
     """
+    from lockfs import open_volume
     from lockfs.errors import LockFsError, VolumeNotFound
-    from lockfs.volume import open_volume
     from miqm.paths import find
 
     entry = find(qmgr)
@@ -156,8 +160,8 @@ def lock_held(volume: Any, name: str, *, probe: bool = False) -> bool | None:
 
 def standby_running(qmgr: str) -> bool:
     """Bindings mode: True if a standby instance holds ``standby`` and nobody ``master``."""
+    from lockfs import open_volume
     from lockfs.errors import LockFsError
-    from lockfs.volume import open_volume
     from miqm.paths import find
 
     try:
@@ -184,7 +188,13 @@ class Connection:
 
     ``call(op, **fields)`` sends one request and returns the reply dict when ``ok``;
     otherwise raises NetError with the reply's ``mqrc`` (the store's reason codes pass
-    through: 2033, 2085, 2053, 2024, ...).
+    through: 2033, 2085, 2053, 2024, ...). A bytes ``body`` field travels raw.
+
+    ``send(op, **fields)`` pipelines a request without waiting for its reply (used for
+    puts under syncpoint): a failure is remembered, the server refuses to commit the
+    unit of work it belonged to (2003), and :attr:`async_error` says which call failed.
+    Frames the server pushes for a streaming consumer are queued per subscription and
+    read with :meth:`next_push`.
 
     With ``reconnect=True`` a broken connection (the active instance died or switched
     over) is re-resolved and reconnected for up to ``reconnect_timeout`` seconds, then:
@@ -206,7 +216,8 @@ class Connection:
     def __init__(self, qmgr: str, *, timeout: float = 5.0, reconnect: bool = False,
                  reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
                  endpoints: list[Endpoint] | None = None,
-                 allow_standby: bool = False) -> None:
+                 allow_standby: bool = False, credential: str | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.qmgr = qmgr
         self.endpoints = endpoints
         self.allow_standby = allow_standby
@@ -216,30 +227,51 @@ class Connection:
         self.reconnect = reconnect
         self.reconnect_timeout = reconnect_timeout
         self.call_timeout = call_timeout
+        self.credential = credential
+        self.tls = tls if tls is not None else tls_from_env()
         self.endpoint: Endpoint | None = None
         self.server_host = ""
         self._sock: socket.socket | None = None
+        self._reader: FrameReader | None = None
+        self._wbuf: list[bytes] = []
+        self._wsize = 0
+        self._pending: dict[int, tuple[str, Callable[[dict[str, Any]], None] | None]] = {}
+        self._pushes: dict[int, deque[dict[str, Any]]] = {}
+        #: (op, reply) of the first pipelined call that failed since the last commit/backout
+        self.async_error: tuple[str, dict[str, Any]] | None = None
         self._ids = itertools.count(1)
         self._in_uow = False
         self._uow_lost = False
         self.reconnects = 0
+        #: bumped on every new connection: a consumer resubscribes when it changes
+        self.generation = 0
 
     # -- connecting ------------------------------------------------------------------
     def open(self) -> Connection:
-        """Resolve and connect; NetError 2059/2543 (or AMQ7048) if nothing usable answers."""
+        """Resolve and connect; NetError 2059/2543/2035 (or AMQ7048) if nothing usable
+        answers."""
         try:
             return self._open()
         except NetError as exc:
             # bindings mode has no standby address to ask; the lock files tell instead
             if (exc.mqrc == MQRC_Q_MGR_NOT_AVAILABLE and "MIQM_CONNECTION" not in os.environ
-                    and standby_running(self.qmgr)):
+                    and self.endpoints is None and standby_running(self.qmgr)):
                 raise standby_only(self.qmgr) from None
             raise
+
+    def _hello_credential(self) -> str | None:
+        from miqm.net.auth import client_credential
+
+        # a host that knows the queue manager and may read its data directory uses the
+        # credentials file there, whichever way it finds the listener
+        return client_credential(self.qmgr, self.credential, bindings=True)
 
     def _open(self) -> Connection:
         saw_standby = False
         errors: list[str] = []
-        for ep in self.endpoints or candidates(self.qmgr):
+        endpoints = self.endpoints or candidates(self.qmgr)
+        credential = self._hello_credential()
+        for ep in endpoints:
             try:
                 sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
             except OSError as exc:
@@ -248,24 +280,45 @@ class Connection:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.settimeout(self.timeout)
-                write_frame(sock, {"v": PROTOCOL_VERSION, "id": 0, "op": "hello",
-                                   "qmgr": self.qmgr})
-                reply = read_frame(sock)
+                if self.tls is not None:
+                    sock = self.tls.wrap_socket(sock, server_hostname=ep.host)
+                hello: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello",
+                                         "qmgr": self.qmgr}
+                if credential:
+                    hello["credential"] = credential
+                sock.sendall(encode(hello))
+                reader = FrameReader(sock)
+                reply = reader.read()
+            except ssl.SSLError as exc:
+                sock.close()
+                errors.append(f"{ep}: the TLS handshake failed ({exc.reason or exc}): is the "
+                              "listener configured for TLS, and does MIQM_TLS_CA trust its "
+                              "certificate?")
+                continue
+            except (PeerClosed, ConnectionResetError):
+                sock.close()
+                hint = (" (a TLS listener? set MIQM_TLS_CA to connect with TLS)"
+                        if self.tls is None else "")
+                errors.append(f"{ep}: the listener closed the connection during hello{hint}")
+                continue
             except (OSError, NetError) as exc:
                 sock.close()
                 errors.append(f"{ep}: {exc}")
                 continue
             is_standby = reply.get("mqrc") == MQRC_STANDBY_Q_MGR
             if reply.get("ok") or (is_standby and self.allow_standby):
-                self._sock, self.endpoint = sock, ep
+                self._sock, self._reader, self.endpoint = sock, reader, ep
                 self.server_host = str(reply.get("host", ""))
                 self.standby = is_standby
+                self.generation += 1
                 return self
             sock.close()
+            if reply.get("mqrc") == MQRC_NOT_AUTHORIZED:
+                raise NetError(f"AMQ5534: queue manager '{self.qmgr}' at {ep} refused the "
+                               f"connection: {reply.get('error')}", mqrc=MQRC_NOT_AUTHORIZED,
+                               amq="AMQ5534")
             if is_standby:
                 saw_standby = True
-            elif reply.get("mqrc") == MQRC_Q_MGR_NAME_ERROR:
-                errors.append(f"{ep}: {reply.get('error')}")
             else:
                 errors.append(f"{ep}: {reply.get('error')}")
         if saw_standby:
@@ -282,8 +335,8 @@ class Connection:
                 self.open()
                 self.reconnects += 1
                 return
-            except NetError:
-                if time.monotonic() >= deadline:
+            except NetError as exc:
+                if exc.mqrc == MQRC_NOT_AUTHORIZED or time.monotonic() >= deadline:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -295,20 +348,71 @@ class Connection:
             except OSError:
                 pass
             self._sock = None
+        self._reader = None
+        self._wbuf.clear()
+        self._wsize = 0
+        self._pending.clear()
+        self._pushes.clear()
 
-    # -- calls -----------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now."""
+        return self._sock is not None
+
+    # -- frames ----------------------------------------------------------------------
+    def _flush(self) -> None:
+        if self._wbuf:
+            data = b"".join(self._wbuf) if len(self._wbuf) > 1 else self._wbuf[0]
+            self._wbuf.clear()
+            self._wsize = 0
+            assert self._sock is not None
+            self._sock.sendall(data)
+
+    def _write(self, request: dict[str, Any], flush: bool) -> None:
+        data = encode(request)
+        self._wbuf.append(data)
+        self._wsize += len(data)
+        if flush or self._wsize >= 64 * 1024:
+            self._flush()
+
+    def _read_one(self) -> dict[str, Any]:
+        """Read one frame; queue pushes and settle pipelined replies; return a reply that
+        is none of those (or a push/None marker)."""
+        assert self._reader is not None
+        frame = self._reader.read()
+        sub = frame.get("push")
+        if sub is not None:
+            self._pushes.setdefault(int(sub), deque()).append(frame)
+            return {"_push": True}
+        rid = frame.get("id")
+        pending = self._pending.pop(rid, None) if isinstance(rid, int) else None
+        if pending is not None:
+            op, callback = pending
+            if not frame.get("ok") and self.async_error is None:
+                self.async_error = (op, frame)
+            if callback is not None:
+                callback(frame)
+            return {"_settled": True}
+        return frame
+
+    def _await(self, rid: int) -> dict[str, Any]:
+        while True:
+            frame = self._read_one()
+            if "_push" in frame or "_settled" in frame:
+                continue
+            if frame.get("id") not in (None, rid):
+                raise NetError("a reply did not match its request",
+                               mqrc=MQRC_CONNECTION_BROKEN)
+            return frame
+
     def _roundtrip(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         assert self._sock is not None
         self._sock.settimeout(self.call_timeout + wait)
-        write_frame(self._sock, request)
-        reply = read_frame(self._sock)
-        if reply.get("id") not in (None, request["id"]):
-            raise NetError("a reply did not match its request", mqrc=MQRC_CONNECTION_BROKEN)
-        return reply
+        self._write(request, True)
+        return self._await(request["id"])
 
-    def call(self, op: str, **fields: Any) -> dict[str, Any]:
-        """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
-        syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
+    # -- calls -----------------------------------------------------------------------
+    def _before(self, op: str, syncpoint: bool) -> None:
         if op == "backout":
             self._uow_lost = False  # the application has ended the lost unit of work
         if self._uow_lost and (syncpoint or op == "commit"):
@@ -321,49 +425,110 @@ class Connection:
             if not self.reconnect and self.endpoint is not None:
                 raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
             self._reopen() if self.endpoint is not None else self.open()
+
+    def send(self, op: str, *, on_reply: Callable[[dict[str, Any]], None] | None = None,
+             flush: bool = False, **fields: Any) -> None:
+        """Pipeline ``op`` (no wait for its reply; see the class docstring);
+        ``on_reply(reply)`` runs when its reply is read. Unless ``flush``, the request
+        may wait in the send buffer until the next call that needs a reply."""
+        syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
+        self._before(op, syncpoint)
+        rid = next(self._ids)
+        request = {"id": rid, "op": op, "async": 1, **fields}
+        try:
+            self._write(request, flush)
+        except OSError as exc:
+            self._broken(op, syncpoint, exc)
+        self._pending[rid] = (op, on_reply)
+        if syncpoint:
+            self._in_uow = True
+
+    def _broken(self, op: str, syncpoint: bool, exc: BaseException) -> dict[str, Any]:
+        """The connection broke during ``op``: reconnect (or not) and raise what MQ's
+        reconnectable clients report (see the class docstring); returns a reply only for a
+        backout, which the broken connection already did."""
+        self._drop()
+        was_in_uow = self._in_uow or syncpoint
+        self._in_uow = False
+        if not self.reconnect:
+            raise NetError(f"the connection to queue manager '{self.qmgr}' broke: {exc}",
+                           mqrc=MQRC_CONNECTION_BROKEN) from None
+        self._reopen()
+        if was_in_uow:
+            self._uow_lost = op not in ("commit", "backout", "prepare")
+            if op in ("commit", "prepare"):
+                # the instance may have forced the COMMIT (or PREPARE) record and died
+                # before replying: restart then keeps it. Nobody here can know.
+                raise NetError(f"the connection broke during {op}: it may or may not "
+                               "have taken effect; check before repeating the unit of "
+                               "work (MQRC 2549 MQRC_CALL_INTERRUPTED)",
+                               mqrc=MQRC_CALL_INTERRUPTED) from None
+            if op == "backout":
+                return {"ok": True}
+            raise NetError("the connection broke inside a unit of work, which was "
+                           "backed out (MQRC 2009 MQRC_CONNECTION_BROKEN)",
+                           mqrc=MQRC_CONNECTION_BROKEN) from None
+        if op not in RETRY_SAFE_OPS:
+            raise NetError(f"the connection broke during {op}; it may or may not have "
+                           "taken effect (MQRC 2549 MQRC_CALL_INTERRUPTED)",
+                           mqrc=MQRC_CALL_INTERRUPTED) from None
+        return {}
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
+        syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
+        self._before(op, syncpoint)
         request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
         try:
             reply = self._roundtrip(request, wait)
         except (OSError, NetError) as exc:
-            self._drop()
-            was_in_uow = self._in_uow or syncpoint
-            self._in_uow = False
-            if not self.reconnect:
-                raise NetError(f"the connection to queue manager '{self.qmgr}' broke: {exc}",
-                               mqrc=MQRC_CONNECTION_BROKEN) from None
-            self._reopen()
-            if was_in_uow:
-                self._uow_lost = op not in ("commit", "backout", "prepare")
-                if op in ("commit", "prepare"):
-                    # the instance may have forced the COMMIT (or PREPARE) record and died
-                    # before replying: restart then keeps it. Nobody here can know.
-                    raise NetError(f"the connection broke during {op}: it may or may not "
-                                   "have taken effect; check before repeating the unit of "
-                                   "work (MQRC 2549 MQRC_CALL_INTERRUPTED)",
-                                   mqrc=MQRC_CALL_INTERRUPTED) from None
-                if op == "backout":
-                    return {"ok": True}
-                raise NetError("the connection broke inside a unit of work, which was "
-                               "backed out (MQRC 2009 MQRC_CONNECTION_BROKEN)",
-                               mqrc=MQRC_CONNECTION_BROKEN) from None
-            if op not in RETRY_SAFE_OPS:
-                raise NetError(f"the connection broke during {op}; it may or may not have "
-                               "taken effect (MQRC 2549 MQRC_CALL_INTERRUPTED)",
-                               mqrc=MQRC_CALL_INTERRUPTED) from None
-            request["id"] = next(self._ids)
-            reply = self._roundtrip(request, wait)
+            reply = self._broken(op, syncpoint, exc)
+            if not reply:
+                request["id"] = next(self._ids)
+                reply = self._roundtrip(request, wait)
         if syncpoint:
             self._in_uow = True
         if op in ("commit", "backout", "prepare"):
             self._in_uow = False
+            self.async_error = None
         if not reply.get("ok"):
             raise NetError(str(reply.get("error") or f"{op} failed"),
                            mqrc=int(reply.get("mqrc") or 2195), amq=reply.get("amq"))
         return reply
 
+    def next_push(self, sub: int, timeout: float) -> dict[str, Any] | None:
+        """The next frame pushed for subscription ``sub``, waiting up to ``timeout``
+        seconds (None if none came). OSError/NetError if the connection breaks."""
+        queue = self._pushes.get(sub)
+        if queue:
+            return queue.popleft()
+        if self._sock is None:
+            raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
+        self._flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._sock.settimeout(remaining)
+            try:
+                frame = self._read_one()
+            except TimeoutError:
+                return None
+            if "_push" in frame:
+                queue = self._pushes.get(sub)
+                if queue:
+                    return queue.popleft()
+            elif "_settled" not in frame:
+                raise NetError("an unexpected reply arrived", mqrc=MQRC_CONNECTION_BROKEN)
+
     def close(self) -> None:
         """Close the connection (the server backs out any open unit of work)."""
+        try:
+            self._flush()
+        except OSError:
+            pass
         self._drop()
 
     def __enter__(self) -> Connection:
@@ -373,10 +538,38 @@ class Connection:
         self.close()
 
 
+def tls_from_env() -> ssl.SSLContext | None:
+    """A client TLS context from ``MIQM_TLS_CA`` (the CA file that signed the listener's
+    certificate) and, for listeners that require client certificates, ``MIQM_TLS_CERT``
+    and ``MIQM_TLS_KEY``; None when ``MIQM_TLS_CA`` is unset."""
+    ca = os.environ.get("MIQM_TLS_CA", "").strip()
+    if not ca:
+        return None
+    return client_tls_context(ca, os.environ.get("MIQM_TLS_CERT", "").strip(),
+                              os.environ.get("MIQM_TLS_KEY", "").strip())
+
+
+def client_tls_context(ca_file: str, cert_file: str = "", key_file: str = "",
+                       check_hostname: bool = True) -> ssl.SSLContext:
+    """A client-side TLS context trusting ``ca_file``; ConfigError if a file is unusable."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = check_hostname
+    try:
+        ctx.load_verify_locations(ca_file)
+        if cert_file:
+            ctx.load_cert_chain(cert_file, key_file or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"the client's TLS files cannot be used ({exc}); check MIQM_TLS_CA, "
+                          "MIQM_TLS_CERT and MIQM_TLS_KEY.", amq="AMQ9637") from None
+    return ctx
+
+
 def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
             reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
             endpoints: list[Endpoint] | None = None,
-            allow_standby: bool = False) -> Connection:
+            allow_standby: bool = False, credential: str | None = None,
+            tls: ssl.SSLContext | None = None) -> Connection:
     """Connect to the active instance of ``qmgr`` (see the module docstring).
 
     ``endpoints`` replaces resolution (a control command that knows the address of a
@@ -385,7 +578,8 @@ def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
     """
     conn = Connection(qmgr, timeout=timeout, reconnect=reconnect,
                       reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
-                      endpoints=endpoints, allow_standby=allow_standby)
+                      endpoints=endpoints, allow_standby=allow_standby,
+                      credential=credential, tls=tls)
     if reconnect:
         # a reconnecting client also waits for the first connection, as MQ's does
         conn._reopen()

@@ -1,12 +1,24 @@
-"""The client/server wire protocol: length-prefixed JSON frames (see docs/protocol.md).
+"""The client/server wire protocol, version 2 (see docs/protocol.md).
 
-A frame is a 4-byte big-endian unsigned length followed by that many bytes of UTF-8
-JSON holding one object. Requests carry ``v`` (protocol version), ``id`` (echoed in the
-reply) and ``op``; replies carry ``ok`` and, on failure, ``mqrc`` and ``error``. Message
-bodies and ids are base64 strings, because JSON cannot carry raw bytes.
+A frame is::
 
-Kept deliberately small: one request, one reply, in order, per connection. The framing
-functions work on any object with ``sendall``/``recv`` (a socket).
+    uint32 BE  length of what follows (header length field + header + body)
+    uint32 BE  header length
+    header     UTF-8 JSON object
+    body       raw bytes (a message body, or a push's bodies one after another)
+
+Requests carry ``id`` (echoed in the reply) and ``op``; replies carry ``ok`` and, on
+failure, ``mqrc`` and ``error``. A message body travels as raw bytes after the header
+(no base64); a header with ``"_b": 1`` has one, so an empty body and no body differ.
+Message and correlation ids are small and stay base64 strings in the header.
+
+Version 1 framed bare JSON after the length, so the first payload byte was ``{``; version
+2's header length is far below 2**24, so its first payload byte is 0. The listener
+tells them apart by that byte and answers a version 1 client with a version 1 refusal it
+can print (see :func:`is_v1_payload`).
+
+Requests on a connection may be pipelined: the server answers them in order, and may
+interleave ``push`` frames (a streaming consumer's messages) between replies.
 """
 
 from __future__ import annotations
@@ -20,18 +32,27 @@ from typing import Any
 from miqm.errors import NetError
 
 #: Bumped when a request or reply changes incompatibly; the server refuses other versions.
-PROTOCOL_VERSION = 1
-#: Largest frame either side accepts: a 100 MiB message (MQ's MAXMSGL limit) in base64
-#: plus headroom. Anything larger is a corrupt or hostile length prefix.
-MAX_FRAME = 140 * 1024 * 1024
+PROTOCOL_VERSION = 2
+#: Largest message body (MQ's MAXMSGL limit, 100 MiB).
+MAX_MESSAGE = 100 * 1024 * 1024
+#: Largest frame either side accepts: one largest message plus headroom for the header.
+#: Anything larger is a corrupt or hostile length prefix.
+MAX_FRAME = MAX_MESSAGE + 1024 * 1024
+#: Largest JSON header (ids, queue names, an MQSC command, a push's message list).
+MAX_HEADER = 16 * 1024 * 1024
 
 _LEN = struct.Struct(">I")
+_HDR = struct.Struct(">II")
 
 #: MQ reason codes the network layer produces itself.
 MQRC_CONNECTION_BROKEN = 2009
+MQRC_DATA_LENGTH_ERROR = 2010
+MQRC_MAX_CONNS_LIMIT_REACHED = 2025
+MQRC_NOT_AUTHORIZED = 2035
 MQRC_Q_MGR_NAME_ERROR = 2058
 MQRC_Q_MGR_NOT_AVAILABLE = 2059
 MQRC_UNEXPECTED_ERROR = 2195
+MQRC_SSL_INITIALIZATION_ERROR = 2393
 MQRC_STANDBY_Q_MGR = 2543
 MQRC_CALL_INTERRUPTED = 2549
 MQRC_BACKED_OUT = 2003
@@ -40,8 +61,8 @@ MQRC_BACKED_OUT = 2003
 class ProtocolError(NetError):
     """The peer sent something that is not a valid frame (bad length, not JSON)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, mqrc=MQRC_CONNECTION_BROKEN)
+    def __init__(self, message: str, mqrc: int = MQRC_CONNECTION_BROKEN) -> None:
+        super().__init__(message, mqrc=mqrc)
 
 
 class PeerClosed(NetError):
@@ -49,6 +70,10 @@ class PeerClosed(NetError):
 
     def __init__(self, message: str = "the connection was closed by the peer") -> None:
         super().__init__(message, mqrc=MQRC_CONNECTION_BROKEN)
+
+
+class OldProtocol(ProtocolError):
+    """The peer speaks protocol version 1 (bare JSON frames)."""
 
 
 def b64(data: bytes | None) -> str | None:
@@ -66,23 +91,152 @@ def unb64(text: str | None) -> bytes | None:
         raise ProtocolError("a binary field is not valid base64") from None
 
 
-def encode(obj: dict[str, Any]) -> bytes:
-    """One frame: length prefix + compact UTF-8 JSON."""
-    payload = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    if len(payload) > MAX_FRAME:
-        raise ProtocolError(f"a frame of {len(payload)} bytes exceeds the {MAX_FRAME} limit")
-    return _LEN.pack(len(payload)) + payload
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.JSONDecoder().decode
+
+
+def encode(obj: dict[str, Any], body: bytes | bytearray | memoryview | None = None) -> bytes:
+    """One frame. ``body`` (or, if not given, a bytes ``obj["body"]``) goes raw after the
+    header."""
+    if body is None:
+        raw = obj.get("body")
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            obj = dict(obj)
+            del obj["body"]
+            obj["_b"] = 1
+            body = raw
+    header = _dumps(obj).encode("utf-8")
+    blen = 0 if body is None else len(body)
+    total = 4 + len(header) + blen
+    if total > MAX_FRAME:
+        raise ProtocolError(f"a frame of {total} bytes exceeds the {MAX_FRAME} limit",
+                            mqrc=MQRC_DATA_LENGTH_ERROR)
+    if len(header) > MAX_HEADER:
+        raise ProtocolError(f"a frame header of {len(header)} bytes exceeds the "
+                            f"{MAX_HEADER} limit", mqrc=MQRC_DATA_LENGTH_ERROR)
+    if not blen:
+        return _HDR.pack(total, len(header)) + header
+    return b"".join((_HDR.pack(total, len(header)), header, body))  # type: ignore[arg-type]
+
+
+def decode_header(header: bytes | memoryview) -> dict[str, Any]:
+    """The object in a frame header; ProtocolError unless it is a JSON object."""
+    try:
+        obj = _loads(bytes(header).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ProtocolError("a frame header is not valid UTF-8 JSON") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("a frame header does not hold a JSON object")
+    return obj
 
 
 def decode(payload: bytes) -> dict[str, Any]:
-    """The object in a frame's payload; ProtocolError unless it is a JSON object."""
-    try:
-        obj = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise ProtocolError("a frame is not valid UTF-8 JSON") from None
-    if not isinstance(obj, dict):
-        raise ProtocolError("a frame does not hold a JSON object")
+    """A frame's payload (everything after the first length) as one object, the raw body
+    under ``body`` when the header says there is one."""
+    if is_v1_payload(payload):
+        raise OldProtocol("the peer speaks protocol version 1 (JSON frames)")
+    if len(payload) < 4:
+        raise ProtocolError("a frame is shorter than its header length")
+    (hlen,) = _LEN.unpack_from(payload)
+    if hlen > len(payload) - 4:
+        raise ProtocolError("a frame header is longer than its frame")
+    obj = decode_header(memoryview(payload)[4:4 + hlen])
+    if obj.pop("_b", None):
+        obj["body"] = bytes(payload[4 + hlen:])
+    elif len(payload) > 4 + hlen:
+        obj["body"] = bytes(payload[4 + hlen:])
     return obj
+
+
+def is_v1_payload(payload: bytes | bytearray | memoryview) -> bool:
+    """Whether a payload is a version 1 frame (bare JSON, first byte ``{``)."""
+    return len(payload) > 0 and payload[0] == 0x7B
+
+
+def is_tls_hello(prefix: bytes | bytearray) -> bool:
+    """Whether the first bytes on a plain connection are a TLS ClientHello record."""
+    return len(prefix) >= 3 and prefix[0] == 0x16 and prefix[1] == 0x03
+
+
+def encode_v1(obj: dict[str, Any]) -> bytes:
+    """A version 1 frame (length + bare JSON): only to refuse a version 1 client in words
+    it can print."""
+    payload = _dumps(obj).encode("utf-8")
+    return _LEN.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Reads frames from a socket through one buffer (few recv calls for many small
+    pipelined frames). ``buffered()`` tells whether a whole frame is already here, so a
+    server can hold its replies back until it has answered everything it has read."""
+
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
+        self.sock = sock
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _fill(self, need: int, at_boundary: bool) -> None:
+        while len(self._buf) - self._pos < need:
+            if self._pos and self._pos > len(self._buf) // 2:
+                del self._buf[:self._pos]
+                self._pos = 0
+            chunk = self.sock.recv(max(65536, min(need, 1 << 22)))
+            if not chunk:
+                if at_boundary and len(self._buf) == self._pos:
+                    raise PeerClosed()
+                raise PeerClosed("the connection was closed in the middle of a frame")
+            self._buf += chunk
+            at_boundary = False
+
+    def peek_prefix(self) -> bytes:
+        """The first bytes of the next frame (at least 4), read if need be."""
+        self._fill(4, True)
+        return bytes(self._buf[self._pos:self._pos + 8])
+
+    def buffered(self) -> bool:
+        """True if a whole frame is already in the buffer."""
+        avail = len(self._buf) - self._pos
+        if avail < 4:
+            return False
+        (length,) = _LEN.unpack_from(self._buf, self._pos)
+        return avail >= 4 + length
+
+    def read(self) -> dict[str, Any]:
+        """The next frame; PeerClosed at a clean end of stream, ProtocolError on garbage
+        (OldProtocol for a version 1 frame, with the stream still in step)."""
+        self._fill(4, True)
+        (length,) = _LEN.unpack_from(self._buf, self._pos)
+        if length > self.max_frame:
+            raise ProtocolError(f"the peer announced a frame of {length} bytes (limit "
+                                f"{self.max_frame})", mqrc=MQRC_DATA_LENGTH_ERROR)
+        self._fill(4 + length, False)
+        start = self._pos + 4
+        self._pos = start + length
+        if self._buf[start:start + 1] == b"{":
+            raise OldProtocol("the peer speaks protocol version 1 (JSON frames)")
+        if length < 4:
+            raise ProtocolError("a frame is shorter than its header length")
+        (hlen,) = _LEN.unpack_from(self._buf, start)
+        if hlen > length - 4:
+            raise ProtocolError("a frame header is longer than its frame")
+        obj = decode_header(memoryview(self._buf)[start + 4:start + 4 + hlen])
+        if obj.pop("_b", None) or length > 4 + hlen:
+            obj["body"] = bytes(self._buf[start + 4 + hlen:start + length])
+        if self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        return obj
+
+
+def read_frame(sock: socket.socket) -> dict[str, Any]:
+    """Read one frame without buffering past it (a reader that owns the socket should
+    use :class:`FrameReader`)."""
+    (length,) = _LEN.unpack(_recv_exact(sock, 4, at_boundary=True))
+    if length > MAX_FRAME:
+        raise ProtocolError(f"the peer announced a frame of {length} bytes (limit {MAX_FRAME})",
+                            mqrc=MQRC_DATA_LENGTH_ERROR)
+    return decode(_recv_exact(sock, length, at_boundary=False))
 
 
 def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool) -> bytes:
@@ -98,14 +252,6 @@ def _recv_exact(sock: socket.socket, n: int, *, at_boundary: bool) -> bytes:
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
-
-
-def read_frame(sock: socket.socket) -> dict[str, Any]:
-    """Read one frame; PeerClosed at a clean end of stream, ProtocolError on garbage."""
-    (length,) = _LEN.unpack(_recv_exact(sock, _LEN.size, at_boundary=True))
-    if length > MAX_FRAME:
-        raise ProtocolError(f"the peer announced a frame of {length} bytes (limit {MAX_FRAME})")
-    return decode(_recv_exact(sock, length, at_boundary=False))
 
 
 def write_frame(sock: socket.socket, obj: dict[str, Any]) -> None:

@@ -1,51 +1,81 @@
 """The listener: accepts client connections and hands each request to a handler.
 
 One thread per connection: requests on a connection are answered in order, and a
-get-with-wait blocks only its own connection. That is plenty for the thousands of
-messages per second a queue manager on one log disk can commit (the log force, not the
-listener, is the limit), and it keeps a session's unit of work on one thread.
+get-with-wait blocks only its own connection. A client may pipeline requests; the
+session thread reads them through one buffer and holds its replies back while more
+requests are already buffered, so a burst of requests costs one send for its replies.
+A streaming consumer's messages are pushed by the service through
+:meth:`Session.push`, under the same write lock as the replies.
 
 The execution controller creates a :class:`Listener` with a handler (the
 :class:`~miqm.net.service.QueueService`, wrapped for its control ops), calls
-:meth:`Listener.start`, records the address, and calls :meth:`Listener.stop` when the
-instance ends. Closing a session runs its ``on_close`` callbacks exactly once, which is
-how the service backs out a unit of work left open by a client that went away.
+:meth:`Listener.start` (which binds, so a port in use fails there, before the
+instance writes anything), and calls :meth:`Listener.stop` when the instance ends. Closing a
+session runs its ``on_close`` callbacks exactly once, which is how the service backs out
+a unit of work left open by a client that went away.
+
+Defences, each answered with MQ's reason code or a logged line, never a dead listener:
+a client that says nothing (``handshake_timeout``) or goes silent (``idle_timeout``),
+a frame longer than ``max_frame`` (2010), a malformed frame (2195, then closed), a
+version 1 client (a version 1 refusal it can print), a TLS client on a plain listener
+and the reverse (logged, closed), more than ``max_connections`` (2025), and a wrong or
+missing credential (2035, counted and logged with the peer address by the
+:class:`~miqm.net.auth.Authenticator`).
 """
 
 from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from miqm.net.protocol import (
+    MAX_FRAME,
+    MQRC_DATA_LENGTH_ERROR,
+    MQRC_MAX_CONNS_LIMIT_REACHED,
+    MQRC_NOT_AUTHORIZED,
+    MQRC_SSL_INITIALIZATION_ERROR,
     MQRC_UNEXPECTED_ERROR,
     PROTOCOL_VERSION,
+    FrameReader,
     NetError,
+    OldProtocol,
+    ProtocolError,
+    encode,
+    encode_v1,
     error_reply,
-    read_frame,
-    write_frame,
+    is_tls_hello,
 )
 
 Handler = Callable[[dict[str, Any], "Session"], dict[str, Any]]
 
 _session_ids = itertools.count(1)
 
+#: Replies held back while more pipelined requests are buffered, at most this many bytes.
+_COALESCE = 256 * 1024
+
 
 class Session:
     """Per-connection state: an id, the peer address, a ``state`` dict the handler owns
-    (the service keeps the open unit of work there), and close callbacks."""
+    (the service keeps the open unit of work there), the authenticated ``principal``,
+    and close callbacks."""
 
     def __init__(self, peer: str = "local") -> None:
         self.id = next(_session_ids)
         self.peer = peer
         self.state: dict[str, Any] = {}
+        self.principal: str | None = None
         self._callbacks: list[Callable[[Session], None]] = []
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._sock: socket.socket | None = None
         self.closed = False
+        #: streams that keep a silent connection alive (a consumer waiting for messages)
+        self.streams = 0
 
     def on_close(self, callback: Callable[[Session], None]) -> None:
         """Run ``callback(session)`` when the session closes (at once if already closed)."""
@@ -54,6 +84,18 @@ class Session:
                 self._callbacks.append(callback)
                 return
         callback(self)
+
+    def send(self, data: bytes) -> None:
+        """Send encoded frames (OSError if the connection is gone)."""
+        sock = self._sock
+        if sock is None:
+            raise OSError("the session has no connection")
+        with self._write_lock:
+            sock.sendall(data)
+
+    def push(self, header: dict[str, Any], body: bytes | None = None) -> None:
+        """Send an unsolicited frame (a consumer's messages) to the client."""
+        self.send(encode(header, body if body is not None else b""))
 
     def close(self) -> None:
         """Run the close callbacks once; later calls do nothing. Callback errors are
@@ -74,19 +116,35 @@ class Session:
 
 
 class Listener:
-    """A TCP listener serving ``handler`` on ``host:port`` (port 0 = any free port)."""
+    """A TCP listener serving ``handler`` on ``host:port`` (port 0 = any free port).
+
+    ``authenticator`` (:class:`miqm.net.auth.Authenticator`) checks the credential in
+    each connection's ``hello``; until it passes, every request is answered 2035.
+    ``tls`` is a server-side :class:`ssl.SSLContext` (None = plain TCP).
+    """
 
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
-                 *, log: Callable[[str], None] | None = None) -> None:
+                 *, log: Callable[[str], None] | None = None, authenticator: Any = None,
+                 tls: ssl.SSLContext | None = None, idle_timeout: float = 600.0,
+                 handshake_timeout: float = 10.0, max_connections: int = 5000,
+                 max_frame: int = MAX_FRAME) -> None:
         self.handler = handler
         self.host = host
         self.port = port
         self._log = log or (lambda _msg: None)
+        self.authenticator = authenticator
+        self.tls = tls
+        self.idle_timeout = idle_timeout
+        self.handshake_timeout = handshake_timeout
+        self.max_connections = max_connections
+        self.max_frame = max_frame
         self._sock: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._conns: dict[int, tuple[socket.socket, Session, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        #: connections refused or dropped for bad input, by reason (for status/metrics)
+        self.rejected: dict[str, int] = {}
 
     @property
     def address(self) -> tuple[str, int]:
@@ -94,25 +152,36 @@ class Listener:
         return self.host, self.port
 
     def start(self) -> tuple[str, int]:
-        """Bind, listen and start accepting; returns the bound (host, port)."""
-        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET,
-                             socket.SOCK_STREAM)
+        """Bind, listen and start accepting; returns the bound (host, port). NetError
+        (AMQ9218) with one line if the address cannot be bound (a port in use)."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise NetError(f"AMQ9218: The TCP/IP listener program could not create a "
+                           f"socket: {exc}", amq="AMQ9218", mqrc=2059) from None
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
-            sock.listen(128)
-        except OSError as exc:
+            sock.listen(512)
+        except (OSError, OverflowError) as exc:
             sock.close()
+            reason = getattr(exc, "strerror", None) or str(exc)
             raise NetError(
                 f"AMQ9218: The TCP/IP listener program could not bind to {self.host}"
-                f"({self.port}): {exc.strerror or exc}. Choose a free port.", mqrc=2059,
-                amq="AMQ9218") from None
+                f"({self.port}): {reason}. Choose a free port (Port in the Listener stanza "
+                "of qm.ini, or MIQM_LISTENER_PORT) or end what uses it.", amq="AMQ9218",
+                mqrc=2059) from None
         self._sock = sock
         self.host, self.port = sock.getsockname()[:2]
         self._accept_thread = threading.Thread(target=self._accept_loop, name="miqm-listener",
                                                daemon=True)
         self._accept_thread.start()
         return self.host, self.port
+
+    def _count(self, why: str) -> None:
+        with self._lock:
+            self.rejected[why] = self.rejected.get(why, 0) + 1
 
     def _accept_loop(self) -> None:
         assert self._sock is not None
@@ -122,9 +191,21 @@ class Listener:
             except OSError:
                 if self._stopping.is_set():
                     return
+                time.sleep(0.01)  # EMFILE and friends: do not spin
                 continue
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
             session = Session(f"{peer[0]}({peer[1]})")
+            with self._lock:
+                full = len(self._conns) >= self.max_connections
+            if full:
+                self._count("max_connections")
+                self._refuse(conn, MQRC_MAX_CONNS_LIMIT_REACHED,
+                             f"the listener has its maximum of {self.max_connections} "
+                             "connections (MQRC 2025 MQRC_MAX_CONNS_LIMIT_REACHED)")
+                continue
             thread = threading.Thread(target=self._serve, args=(conn, session),
                                       name=f"miqm-session-{session.id}", daemon=True)
             with self._lock:
@@ -132,35 +213,184 @@ class Listener:
                     conn.close()
                     return
                 self._conns[session.id] = (conn, session, thread)
-            thread.start()
-
-    def _serve(self, conn: socket.socket, session: Session) -> None:
-        try:
-            while not self._stopping.is_set():
-                try:
-                    request = read_frame(conn)
-                except (NetError, OSError):
-                    return
-                reply = self._dispatch(request, session)
-                if "id" in request:
-                    reply["id"] = request["id"]
-                reply.setdefault("v", PROTOCOL_VERSION)
-                try:
-                    write_frame(conn, reply)
-                except (OSError, ValueError, TypeError) as exc:
-                    if isinstance(exc, OSError):
-                        return
-                    # an unserialisable reply is a bug in a handler: say so, keep serving
-                    write_frame(conn, error_reply(MQRC_UNEXPECTED_ERROR,
-                                                  f"unserialisable reply: {exc}"))
-        finally:
             try:
+                thread.start()
+            except RuntimeError:  # cannot start a thread: refuse this one, keep serving
+                with self._lock:
+                    self._conns.pop(session.id, None)
+                self._count("no_thread")
                 conn.close()
+
+    def _refuse(self, conn: socket.socket, mqrc: int, text: str) -> None:
+        if self.tls is None:
+            try:
+                conn.settimeout(0.5)
+                conn.sendall(encode(error_reply(mqrc, text)))
             except OSError:
                 pass
+        try:
+            conn.close()
+        except OSError:
+            pass
+
+    def _handshake(self, conn: socket.socket, session: Session) -> socket.socket | None:
+        """TLS handshake (when configured) within the handshake timeout."""
+        conn.settimeout(self.handshake_timeout)
+        if self.tls is None:
+            return conn
+        try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except OSError:
+            self._count("silent")
+            return None
+        if first and first[0] != 0x16:  # not a TLS record: a plain client
+            self._count("plain_on_tls")
+            self._log(f"AMQ9637: {session.peer} sent plain TCP to this TLS listener; the "
+                      "client must connect with TLS (MIQM_TLS_CA)")
+            try:
+                conn.sendall(encode(error_reply(
+                    MQRC_SSL_INITIALIZATION_ERROR,
+                    "this listener requires TLS: connect with TLS (set MIQM_TLS_CA to the "
+                    "CA file that signed the listener's certificate)", amq="AMQ9637")))
+            except OSError:
+                pass
+            return None
+        try:
+            tconn = self.tls.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            self._count("tls_handshake")
+            self._log(f"AMQ9637: the TLS handshake with {session.peer} failed: "
+                      f"{getattr(exc, 'reason', None) or exc} (a plain client on a TLS "
+                      "listener, or a certificate the listener does not accept)")
+            return None
+        return tconn
+
+    def _serve(self, raw: socket.socket, session: Session) -> None:
+        conn: socket.socket | None = raw
+        try:
+            conn = self._handshake(raw, session)
+            if conn is None:
+                return
+            session._sock = conn
+            reader = FrameReader(conn, self.max_frame)
+            if self.tls is None:
+                try:
+                    prefix = reader.peek_prefix()
+                except (NetError, OSError):
+                    self._count("silent")
+                    return
+                if is_tls_hello(prefix):
+                    self._count("tls_on_plain")
+                    self._log(f"AMQ9631: {session.peer} started a TLS handshake on this "
+                              "plain-TCP listener; configure the client without TLS or the "
+                              "listener with SSLCertFile/SSLKeyFile")
+                    return
+            conn.settimeout(self.idle_timeout or None)
+            self._loop(conn, reader, session)
+        finally:
+            if conn is not None:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+            if conn is not raw:
+                try:
+                    raw.close()
+                except OSError:
+                    pass
             session.close()
             with self._lock:
                 self._conns.pop(session.id, None)
+
+    def _loop(self, conn: socket.socket, reader: FrameReader, session: Session) -> None:
+        out: list[bytes] = []
+        size = 0
+        while not self._stopping.is_set():
+            try:
+                request = reader.read()
+            except TimeoutError:
+                if session.streams > 0 and session.principal is not None:
+                    continue  # a consumer waiting for messages is not idle
+                self._count("idle")
+                return
+            except OldProtocol:
+                self._count("old_protocol")
+                try:
+                    session.send(encode_v1(error_reply(
+                        MQRC_UNEXPECTED_ERROR,
+                        f"this client speaks protocol version 1; the queue manager speaks "
+                        f"version {PROTOCOL_VERSION}: upgrade the client (miqm) to match",
+                        amq="AMQ9504")))
+                except OSError:
+                    pass
+                return
+            except ProtocolError as exc:
+                self._count("malformed")
+                self._log(f"AMQ9504: a protocol error from {session.peer}: {exc}; "
+                          "the connection was closed")
+                try:
+                    session.send(encode(error_reply(
+                        exc.mqrc if exc.mqrc == MQRC_DATA_LENGTH_ERROR else MQRC_UNEXPECTED_ERROR,
+                        f"AMQ9504: protocol error: {exc}", amq="AMQ9504")))
+                except OSError:
+                    pass
+                return
+            except (NetError, OSError):
+                return
+            close_after = False
+            if session.principal is None:
+                reply, close_after = self._authenticate(request, session)
+            else:
+                reply = None
+            if reply is None:
+                reply = self._dispatch(request, session)
+            if "id" in request:
+                reply["id"] = request["id"]
+            try:
+                data = encode(reply)
+            except (ValueError, TypeError, NetError) as exc:
+                # an unserialisable reply is a bug in a handler: say so, keep serving
+                data = encode(error_reply(MQRC_UNEXPECTED_ERROR,
+                                          f"unserialisable reply: {exc}"))
+            if not close_after and reader.buffered() and size + len(data) < _COALESCE:
+                out.append(data)
+                size += len(data)
+                continue
+            out.append(data)
+            try:
+                session.send(b"".join(out) if len(out) > 1 else data)
+            except OSError:
+                return
+            out.clear()
+            size = 0
+            if close_after:
+                return
+
+    def _authenticate(self, request: dict[str, Any],
+                      session: Session) -> tuple[dict[str, Any] | None, bool]:
+        """Before a successful hello: (reply, close?) — None lets the request through."""
+        auth = self.authenticator
+        if request.get("op") != "hello":
+            if auth is None or not auth.required:
+                session.principal = "admin"
+                return None, False
+            auth.check(None, session.peer)  # counted and logged like a wrong credential
+            return error_reply(MQRC_NOT_AUTHORIZED,
+                               "not authorized: send hello with a credential first "
+                               "(MQRC 2035 MQRC_NOT_AUTHORIZED)", amq="AMQ5534"), True
+        if auth is None:
+            session.principal = "admin"
+            return None, False
+        principal = auth.check(request.get("credential"), session.peer)
+        if principal is None:
+            what = "missing" if not request.get("credential") else "not valid"
+            return error_reply(MQRC_NOT_AUTHORIZED,
+                               f"the credential is {what} for this queue manager (MQRC 2035 "
+                               "MQRC_NOT_AUTHORIZED): set MIQM_CREDENTIAL to the credential "
+                               "crtmqm created (the data directory's credentials file)",
+                               amq="AMQ5534"), True
+        session.principal = principal
+        return None, False
 
     def _dispatch(self, request: dict[str, Any], session: Session) -> dict[str, Any]:
         version = request.get("v", PROTOCOL_VERSION)
@@ -210,3 +440,23 @@ class Listener:
             session.close()
         if self._accept_thread is not None:
             self._accept_thread.join(max(0.1, deadline - time.monotonic()))
+
+
+def server_tls_context(cert_file: str, key_file: str,
+                       client_ca_file: str = "") -> ssl.SSLContext:
+    """A server-side TLS context (TLS 1.2+); with ``client_ca_file`` clients must present
+    a certificate it signed. ConfigError (one line) if a file cannot be loaded."""
+    from miqm.errors import ConfigError
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert_file, key_file)
+        if client_ca_file:
+            ctx.load_verify_locations(client_ca_file)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"AMQ9637: the listener's TLS files cannot be used ({exc}); check "
+                          "SSLCertFile, SSLKeyFile and SSLClientCAFile in qm.ini.",
+                          amq="AMQ9637") from None
+    return ctx

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from miqm import mqsc
 from miqm.errors import MessagingError, MiqmError, ObjectError
 from miqm.net.protocol import (
+    MQRC_BACKED_OUT,
     MQRC_Q_MGR_NAME_ERROR,
     MQRC_STANDBY_Q_MGR,
     MQRC_UNEXPECTED_ERROR,
@@ -31,6 +33,7 @@ from miqm.net.protocol import (
     unb64,
 )
 from miqm.net.server import Session
+from miqm.net.streaming import BackoutCounts, Subscription, message_fields
 
 MQRC_NO_MSG_AVAILABLE = 2033
 MQRC_UNKNOWN_OBJECT_NAME = 2085
@@ -60,6 +63,12 @@ class QueueService:
         self.store = store
         self.qmgr = qmgr
         self.host_name = host_name
+        #: MQ's BackoutCount per message, held by this (active) instance in memory
+        self.backout_counts = BackoutCounts()
+        # messages put and got (destructively) through this service: the metrics endpoint
+        self.messages_put = 0
+        self.messages_got = 0
+        self._count_lock = threading.Lock()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
             "hello": self._hello, "ping": self._ping,
             "put": self._put, "get": self._get,
@@ -68,6 +77,7 @@ class QueueService:
             "mqsc": self._mqsc, "status": self._status, "logger_dump": self._logger_dump,
             "checkpoint": self._checkpoint,
             "rcdmqimg": self._rcdmqimg, "rcrmqobj": self._rcrmqobj, "open": self._open,
+            "consume": self._consume, "ack": self._ack, "cancel": self._cancel,
         }
 
     @property
@@ -82,17 +92,24 @@ class QueueService:
         if fn is None:
             return error_reply(MQRC_FUNCTION_NOT_SUPPORTED, f"unknown op {op!r}")
         try:
-            return fn(request, session)
+            reply = fn(request, session)
         except MessagingError as exc:
-            return error_reply(exc.mqrc, str(exc), exc.amq)
+            reply = error_reply(exc.mqrc, str(exc), exc.amq)
         except ObjectError as exc:
-            return error_reply(getattr(exc, "mqrc", MQRC_UNKNOWN_OBJECT_NAME), str(exc), exc.amq)
+            reply = error_reply(getattr(exc, "mqrc", MQRC_UNKNOWN_OBJECT_NAME), str(exc),
+                                exc.amq)
         except MiqmError as exc:
-            return error_reply(getattr(exc, "mqrc", MQRC_RESOURCE_PROBLEM), str(exc), exc.amq)
+            reply = error_reply(getattr(exc, "mqrc", MQRC_RESOURCE_PROBLEM), str(exc), exc.amq)
         except (KeyError, TypeError, ValueError) as exc:
-            return error_reply(MQRC_OPTIONS_ERROR, f"bad {op} request: {exc}")
+            reply = error_reply(MQRC_OPTIONS_ERROR, f"bad {op} request: {exc}")
         except Exception as exc:  # the reply says what broke; the loop goes on
-            return error_reply(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
+            reply = error_reply(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
+        if (not reply.get("ok") and request.get("async") and request.get("syncpoint")
+                and op == "put" and "uow" in session.state):
+            # a pipelined put of a unit of work failed and nobody has seen the reply yet:
+            # the unit's commit must not succeed without it
+            session.state["uow_failed"] = f"{op} failed with MQRC {reply.get('mqrc')}"
+        return reply
 
     # -- connection ------------------------------------------------------------------
     def _hello(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -120,18 +137,27 @@ class QueueService:
         if uow is None:
             uow = self.store.begin()
             session.state["uow"] = uow
-            if not session.state.get("close_hook"):
-                session.state["close_hook"] = True
-                session.on_close(self._backout_on_close)
+            session.state["uow_gets"] = []
+            self._hook(session)
         return uow
 
     def _backout_on_close(self, session: Session) -> None:
+        for sub in list(session.state.pop("subs", {}).values()):
+            sub.stop(broken=True)
         uow = session.state.pop("uow", None)
         if uow is not None:
             self.store.backout(uow)
+            self.backout_counts.bump(session.state.pop("uow_gets", []))
+
+    def _hook(self, session: Session) -> None:
+        if not session.state.get("close_hook"):
+            session.state["close_hook"] = True
+            session.on_close(self._backout_on_close)
 
     def _put(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
-        body = unb64(req.get("body")) or b""
+        body = req.get("body") or b""
+        if isinstance(body, str):
+            raise ValueError("the body must travel as the frame's binary part")
         priority = req.get("priority")
         msgid = self.store.put(
             str(req["queue"]), body,
@@ -140,35 +166,86 @@ class QueueService:
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             uow=self._uow(session) if req.get("syncpoint") else None,
         )
+        with self._count_lock:
+            self.messages_put += 1
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
 
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         browse = bool(req.get("browse"))
+        under = bool(req.get("syncpoint")) and not browse
         msg = self.store.get(
             str(req["queue"]),
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             wait=max(0.0, float(req.get("wait") or 0.0)), browse=browse,
-            uow=self._uow(session) if req.get("syncpoint") and not browse else None,
+            uow=self._uow(session) if under else None,
         )
         if msg is None:
             return error_reply(MQRC_NO_MSG_AVAILABLE, "no message available (MQRC 2033)")
-        put_time = getattr(msg, "put_time", None)
-        if isinstance(put_time, _dt.datetime):
-            put_time = put_time.isoformat()
-        return {"ok": True, "body": b64(msg.body), "msgid": b64(msg.msgid),
-                "correlid": b64(msg.correlid), "priority": msg.priority,
-                "persistent": bool(msg.persistent), "put_time": put_time}
+        if under:
+            session.state.setdefault("uow_gets", []).append(msg.msgid)
+        reply = {"ok": True, **message_fields(msg, self.backout_counts),
+                 "body": bytes(msg.body)}
+        if not browse and not under:
+            self.backout_counts.forget([msg.msgid])
+        if not browse:
+            with self._count_lock:
+                self.messages_got += 1
+        return reply
 
     def _commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         uow = session.state.pop("uow", None)
+        gets = session.state.pop("uow_gets", [])
+        failed = session.state.pop("uow_failed", None)
+        if failed is not None:
+            # a pipelined put or get of this unit failed: the unit cannot commit whole
+            if uow is not None:
+                self.store.backout(uow)
+                self.backout_counts.bump(gets)
+            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because "
+                               f"one of its calls failed: {failed} (MQRC 2003)")
         if uow is not None:
             self.store.commit(uow)
+            self.backout_counts.forget(gets)
         return {"ok": True}
 
     def _backout(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         uow = session.state.pop("uow", None)
+        gets = session.state.pop("uow_gets", [])
+        session.state.pop("uow_failed", None)
         if uow is not None:
             self.store.backout(uow)
+            self.backout_counts.bump(gets)
+        return {"ok": True}
+
+    # -- streaming consumers ---------------------------------------------------------
+    def _consume(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
+        """Start pushing messages of ``queue``, up to ``prefetch`` ahead (streaming.py)."""
+        name = str(req["queue"])
+        if not self._exists(name):
+            return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
+                               f"queue '{name}' is not defined (MQRC 2085)")
+        subs = session.state.setdefault("subs", {})
+        sub_id = int(req.get("sub") or len(subs) + 1)
+        if sub_id in subs:
+            return error_reply(MQRC_OPTIONS_ERROR, f"consumer {sub_id} is already running")
+        prefetch = max(1, min(int(req.get("prefetch") or 100), 10_000))
+        sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts)
+        subs[sub_id] = sub
+        self._hook(session)
+        sub.start()
+        return {"ok": True, "sub": sub_id}
+
+    def _ack(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
+        sub = session.state.get("subs", {}).get(int(req["sub"]))
+        if sub is not None:
+            sub.ack(int(req["batch"]))
+        return {"ok": True}
+
+    def _cancel(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
+        sub = session.state.get("subs", {}).pop(int(req["sub"]), None)
+        if sub is not None:
+            handed = {int(k): int(v) for k, v in (req.get("handed") or {}).items()}
+            sub.stop(handed=handed)
         return {"ok": True}
 
     def _prepare(self, req: dict[str, Any], session: Session) -> dict[str, Any]:

@@ -13,8 +13,10 @@
  * waits for it with the GIL released, so the interpreter never waits on a descheduled
  * thread, and no thread ever waits for the mutex while holding the GIL (no deadlock).
  *
- * Gathering: a thread's first wait moves it, for good, to the queue's gather CPU (the CPU
- * the first waiter ran on, or one set by the caller). The threads that share forces need
+ * Gathering (only when the owner asks for it: gather_cpu; the store's default is none, and
+ * the queue manager opts in through qm.ini's GroupCommitCPU, whose default is auto): a
+ * thread's first wait moves it, for good, to the queue's gather CPU (the CPU the first
+ * waiter ran on, or one set by the caller). The threads that share forces need
  * the GIL one at a time, so spreading them over CPUs buys no parallelism, and every
  * wake-up and GIL hand-over between CPUs costs a cross-CPU interrupt: on the 2-vCPU
  * machine this was measured on, 64 producers gathered on one CPU took 32-36 us of CPU per
@@ -22,8 +24,12 @@
  * (the threads it starts and the processes it forks would inherit the mask), nor is a
  * thread that called keep_cpus(), nor one that may not run on the gather CPU or may run
  * on one CPU only (a queue manager started under taskset keeps its choice).
+ *
+ * C API: the limited API of CPython 3.11 (Py_LIMITED_API below; requires-python is
+ * >=3.11) and nothing private: the type is a heap type made from a spec.
  */
 #define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x030B0000 /* see "C API" at the top of this file */
 #include <Python.h>
 
 #include <errno.h>
@@ -100,9 +106,12 @@ static int ForceQueue_init(ForceQueue *self, PyObject *args, PyObject *kwds)
 
 static void ForceQueue_dealloc(ForceQueue *self)
 {
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
     if (self->mu_ready)
         pthread_mutex_destroy(&self->mu);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp); /* a heap type: each instance holds a reference to it */
 }
 
 /* Take the mutex, the GIL held (see the top of this file). */
@@ -337,17 +346,21 @@ static PyMethodDef ForceQueue_methods[] = {
     {NULL}
 };
 
-static PyTypeObject ForceQueueType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "miqm.store._forcequeue.ForceQueue",
-    .tp_doc = PyDoc_STR("ForceQueue(durable=0): the recovery log's force queue (C twin of "
-                        "the Python queue in RecoveryLog.force)."),
-    .tp_basicsize = sizeof(ForceQueue),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)ForceQueue_init,
-    .tp_dealloc = (destructor)ForceQueue_dealloc,
-    .tp_methods = ForceQueue_methods,
+static PyType_Slot ForceQueue_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR("ForceQueue(durable=0): the recovery log's force queue (C "
+                                  "twin of the Python queue in RecoveryLog.force).")},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)ForceQueue_init},
+    {Py_tp_dealloc, (void *)ForceQueue_dealloc},
+    {Py_tp_methods, ForceQueue_methods},
+    {0, NULL},
+};
+
+static PyType_Spec ForceQueue_spec = {
+    .name = "miqm.store._forcequeue.ForceQueue",
+    .basicsize = sizeof(ForceQueue),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = ForceQueue_slots,
 };
 
 PyDoc_STRVAR(keep_cpus_doc,
@@ -380,7 +393,11 @@ PyMODINIT_FUNC PyInit__forcequeue(void)
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddType(m, &ForceQueueType) < 0)
+    if (m == NULL)
+        return NULL;
+    PyObject *type = PyType_FromSpec(&ForceQueue_spec);
+    if (type == NULL || PyModule_AddType(m, (PyTypeObject *)type) < 0)
         Py_CLEAR(m);
+    Py_XDECREF(type);
     return m;
 }

@@ -14,8 +14,14 @@
  * are separately allocated and only freed by release_written(), so appends running
  * meanwhile (which only add bytes after a page's sealed length, outside its checksum, or
  * add pages) never move or free what is being written.
+ *
+ * C API: the limited API of CPython 3.11 (Py_LIMITED_API below; requires-python is
+ * >=3.11) and nothing private: the type is a heap type made from a spec, objects are
+ * reached only through API functions. No business rules live here: what a record means
+ * is the store's (Python) business; this file frames, checksums, seals and writes bytes.
  */
 #define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x030B0000 /* see "C API" at the top of this file */
 #include <Python.h>
 
 #include <errno.h>
@@ -204,7 +210,10 @@ static void LogBuffer_dealloc(LogBuffer *self)
     PyMem_Free(self->pages);
     PyMem_Free(self->snap);
     PyMem_Free(self->snap_sealed);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp); /* a heap type: each instance holds a reference to it */
 }
 
 static void put_fragment(Page *pg, size_t len, int kind, uint32_t gen, const uint8_t *src)
@@ -639,10 +648,10 @@ static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
                           &slots_list, &triple, &exposed_arg))
         return NULL;
     int64_t exposed = exposed_arg;
-    PyObject *fds_seq = PySequence_Fast(fds_obj, "fds must be a sequence");
+    PyObject *fds_seq = PySequence_List(fds_obj);
     if (fds_seq == NULL)
         return NULL;
-    Py_ssize_t nfds = PySequence_Fast_GET_SIZE(fds_seq);
+    Py_ssize_t nfds = PyList_Size(fds_seq);
     PyObject *result = NULL;
     int *fds = PyMem_Malloc(sizeof(int) * ((size_t)nfds + 1));
     int *slots = PyMem_Malloc(sizeof(int) * ((size_t)nfds + 1));
@@ -650,13 +659,13 @@ static PyObject *LogBuffer_write(LogBuffer *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (nfds != PyList_GET_SIZE(slots_list) || per_extent <= 0) {
+    if (nfds != PyList_Size(slots_list) || per_extent <= 0) {
         PyErr_SetString(PyExc_ValueError, "fds and slots differ in length");
         goto done;
     }
     for (Py_ssize_t i = 0; i < nfds; i++) {
-        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds_seq, i));
-        long slot = PyLong_AsLong(PyList_GET_ITEM(slots_list, i));
+        long fd = PyLong_AsLong(PyList_GetItem(fds_seq, i));
+        long slot = PyLong_AsLong(PyList_GetItem(slots_list, i));
         if ((fd == -1 || slot == -1) && PyErr_Occurred())
             goto done;
         fds[i] = (int)fd;
@@ -747,7 +756,7 @@ static PyObject *LogBuffer_plan(LogBuffer *self, PyObject *args)
     int64_t first_extent = self->snap_first / per_extent;
     Py_ssize_t nfds = (Py_ssize_t)((self->snap_first + self->snap_count - 1) / per_extent -
                                    first_extent + 1);
-    if (PyList_GET_SIZE(slots_list) != nfds) {
+    if (PyList_Size(slots_list) != nfds) {
         PyErr_SetString(PyExc_ValueError, "one slot per extent the capture spans");
         return NULL;
     }
@@ -760,7 +769,7 @@ static PyObject *LogBuffer_plan(LogBuffer *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < nfds; i++) {
-        long slot = PyLong_AsLong(PyList_GET_ITEM(slots_list, i));
+        long slot = PyLong_AsLong(PyList_GetItem(slots_list, i));
         if (slot == -1 && PyErr_Occurred())
             goto done;
         slots[i] = slot ? 1 : 0;
@@ -776,7 +785,7 @@ static PyObject *LogBuffer_plan(LogBuffer *self, PyObject *args)
         if (item == NULL)
             Py_CLEAR(ops);
         else
-            PyList_SET_ITEM(ops, o, item);
+            PyList_SetItem(ops, o, item);
     }
     if (ops != NULL)
         result = Py_BuildValue("OL", ops, (long long)plan.exposed);
@@ -829,7 +838,7 @@ static PyObject *LogBuffer_write_stats(LogBuffer *self, PyObject *Py_UNUSED(igno
             Py_DECREF(files);
             return NULL;
         }
-        PyList_SET_ITEM(files, i, t);
+        PyList_SetItem(files, i, t);
     }
     return Py_BuildValue(
         "{sdsdsLsdsdsdsdsdsdsLsLsN}", "size_short", st->size_short, "size_long",
@@ -858,7 +867,7 @@ static PyObject *LogBuffer_captured(LogBuffer *self, PyObject *Py_UNUSED(ignored
             Py_DECREF(out);
             return NULL;
         }
-        PyList_SET_ITEM(out, i, item);
+        PyList_SetItem(out, i, item);
     }
     return out;
 }
@@ -918,18 +927,23 @@ static PyMethodDef LogBuffer_methods[] = {
     {NULL}
 };
 
-static PyTypeObject LogBufferType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "miqm.store._logbuffer.LogBuffer",
-    .tp_doc = PyDoc_STR("LogBuffer(first_page, generation, seed): the recovery log's "
-                        "append buffer (C twin of miqm.store.logbuffer.PyLogBuffer)."),
-    .tp_basicsize = sizeof(LogBuffer),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)LogBuffer_init,
-    .tp_dealloc = (destructor)LogBuffer_dealloc,
-    .tp_methods = LogBuffer_methods,
-    .tp_getset = LogBuffer_getset,
+static PyType_Slot LogBuffer_slots[] = {
+    {Py_tp_doc, (void *)PyDoc_STR("LogBuffer(first_page, generation, seed): the recovery "
+                                  "log's append buffer (C twin of "
+                                  "miqm.store.logbuffer.PyLogBuffer).")},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)LogBuffer_init},
+    {Py_tp_dealloc, (void *)LogBuffer_dealloc},
+    {Py_tp_methods, LogBuffer_methods},
+    {Py_tp_getset, LogBuffer_getset},
+    {0, NULL},
+};
+
+static PyType_Spec LogBuffer_spec = {
+    .name = "miqm.store._logbuffer.LogBuffer",
+    .basicsize = sizeof(LogBuffer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = LogBuffer_slots,
 };
 
 static PyObject *py_crc32c(PyObject *mod, PyObject *arg)
@@ -972,6 +986,7 @@ static PyObject *scan_full(PyObject *mod, PyObject *args)
         PyBuffer_Release(&raw);
         return NULL;
     }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(rtype, Py_tp_alloc);
     const uint8_t *data = (const uint8_t *)raw.buf + data_at;
     int older_gen = generation < ctl_generation;
     while (foff + FRAG_HEADER <= used) {
@@ -983,7 +998,7 @@ static PyObject *scan_full(PyObject *mod, PyObject *args)
         if (h[2] != FULL || foff + FRAG_HEADER + (Py_ssize_t)length > used ||
             lsn >= stop_at || gen != generation || (older_gen && lsn >= gen_lsn))
             break;
-        PyObject *rec = rtype->tp_alloc(rtype, 4);
+        PyObject *rec = alloc(rtype, 4);
         PyObject *body = PyBytes_FromStringAndSize((const char *)h + FRAG_HEADER,
                                                    (Py_ssize_t)length);
         PyObject *l = PyLong_FromLongLong(lsn);
@@ -996,10 +1011,10 @@ static PyObject *scan_full(PyObject *mod, PyObject *args)
             PyBuffer_Release(&raw);
             return NULL;
         }
-        PyTuple_SET_ITEM(rec, 0, l);
-        PyTuple_SET_ITEM(rec, 1, g);
-        PyTuple_SET_ITEM(rec, 2, body);
-        PyTuple_SET_ITEM(rec, 3, end);
+        PyTuple_SetItem(rec, 0, l);
+        PyTuple_SetItem(rec, 1, g);
+        PyTuple_SetItem(rec, 2, body);
+        PyTuple_SetItem(rec, 3, end);
         int rc = PyList_Append(out, rec);
         Py_DECREF(rec);
         if (rc < 0) {
@@ -1027,7 +1042,11 @@ PyMODINIT_FUNC PyInit__logbuffer(void)
 {
     crc_init();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddType(m, &LogBufferType) < 0) /* readies and adds the type */
+    if (m == NULL)
+        return NULL;
+    PyObject *type = PyType_FromSpec(&LogBuffer_spec);
+    if (type == NULL || PyModule_AddType(m, (PyTypeObject *)type) < 0)
         Py_CLEAR(m);
+    Py_XDECREF(type);
     return m;
 }

@@ -46,6 +46,7 @@ import crc32c
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import LogCorruptError, LogFullError, LogWriteError, StoreError
+from miqm.histogram import SIZE_BUCKETS, Histogram
 from miqm.store import framing as F
 from miqm.store.logbuffer import (
     WriteStats,
@@ -188,7 +189,7 @@ class RecoveryLog:
              write_guard: Callable[[], None] | None = None,
              on_event: Callable[..., None] | None = None,
              clock: Callable[[], float] = time.monotonic,
-             gather_cpu: int = GATHER_AUTO) -> RecoveryLog:
+             gather_cpu: int = GATHER_NONE) -> RecoveryLog:
         """Open the log for restart. Nothing is written until the first append or force
         after :meth:`records` has found the end (so a corrupt log is left untouched).
         ``gather_cpu``: where threads waiting for a force are moved (GroupCommitCPU)."""
@@ -213,7 +214,7 @@ class RecoveryLog:
     def __init__(self, volume: Volume, settings: LogSettings, ctl: _Control, generation: int,
                  write_guard: Callable[[], None] | None,
                  on_event: Callable[..., None] | None,
-                 clock: Callable[[], float], gather_cpu: int = GATHER_AUTO) -> None:
+                 clock: Callable[[], float], gather_cpu: int = GATHER_NONE) -> None:
         self.volume = volume
         self.settings = settings
         self._ctl = ctl
@@ -260,6 +261,9 @@ class RecoveryLog:
         # the C buffer writes a force itself when every file has a direct descriptor
         self._native_write = hasattr(self._buf_cls, "write")
         self._preformat: threading.Thread | None = None
+        # each force's time (s) and the log bytes it made durable (the metrics exporter)
+        self.force_seconds = Histogram()
+        self.force_bytes = Histogram(SIZE_BUCKETS)
         for k, name in ctl.active:
             self._open_extent(k, name)
 
@@ -695,7 +699,7 @@ class RecoveryLog:
                 return
         try:
             with self._flush_lock:
-                self._flush()
+                self._timed_flush()
         finally:
             self._hand_off()
 
@@ -727,7 +731,7 @@ class RecoveryLog:
         fq = self._fq
         try:
             with self._flush_lock:
-                self._flush()
+                self._timed_flush()
         finally:
             fq.done(self._durable, self._failed is not None or self._closed)
 
@@ -749,6 +753,16 @@ class RecoveryLog:
                 w.lock.release()
             else:
                 self._flushing = False
+
+    def _timed_flush(self) -> None:
+        """:meth:`_flush`, counted in :attr:`force_seconds` and :attr:`force_bytes` when it
+        made records durable (under ``_flush_lock``: one writer)."""
+        before = self._durable
+        t0 = time.perf_counter()
+        self._flush()
+        if self._durable > before:
+            self.force_seconds.observe(time.perf_counter() - t0)
+            self.force_bytes.observe(self._durable - before)
 
     def _flush(self) -> None:
         if self._failed is not None or self._closed:
@@ -1001,13 +1015,20 @@ class RecoveryLog:
             lsn = self._ctl.restart_lsn
         return self._name_of(self.extent_of_page(F.lsn_page(lsn)))
 
-    def stats(self) -> dict[str, Any]:
-        """The logger's state in amqldmpa's terms."""
+    def stats(self, list_files: bool = True) -> dict[str, Any]:
+        """The logger's state in amqldmpa's terms. ``list_files=False``: nothing that reads
+        the log directory (a linear log's ``loginactive`` and ``FileCount`` are then left
+        out), so a caller that must not wait on the filesystem (the metrics scrape) may
+        call it."""
         s = self._buf.write_stats() if self._buf is not None else WriteStats().as_dict()
         active = [k for k, _ in self._ctl.active]
+        files: int | None
+        inactive: int | None
         if self.circular:
             files = len(self._ctl.active) + len(self._ctl.free)
             inactive = 0
+        elif not list_files:
+            files = inactive = None
         else:
             try:
                 names = [n for n in self.volume.listdir("") if n.startswith("S")
@@ -1017,7 +1038,7 @@ class RecoveryLog:
             files = len(names)
             first = active[0] if active else 0
             inactive = sum(1 for n in names if int(n[1:8]) < first)
-        return {
+        out = {
             "logactive": len(active),
             "loginactive": inactive,
             "FileCount": files,
@@ -1044,6 +1065,9 @@ class RecoveryLog:
             "current_extent": self._name_of(self.extent_of_page(F.lsn_page(
                 max(self._append_lsn, self._ctl.restart_lsn)))),
         }
+        if files is None:
+            del out["loginactive"], out["FileCount"]
+        return out
 
     def progress(self) -> tuple[int, int]:
         """(forces completed, callers waiting for a force now): the liveness check."""

@@ -260,38 +260,6 @@ def full_fragment_scanner() -> Any:
 
 
 try:
-    from miqm.store._redo import PutRedo as _PutRedo
-except ImportError:
-    _PutRedo = None
-
-
-def native_put_redo() -> Any:
-    """The C twin of restart's PUT redo (``PutRedo(state, message_type, prefix)`` with
-    ``redo(payload, lsn)`` and ``forget()``), or None for the Python one in
-    :mod:`miqm.store.recovery`."""
-    return native_part(_PutRedo)
-
-
-try:
-    from miqm.store._hotpath import HotPath as _HotPath
-    from miqm.store._hotpath import StoreMethod as _StoreMethod
-except ImportError:
-    _HotPath = _StoreMethod = None
-
-
-def native_hot_path() -> Any:
-    """The C twin of the store's begin/put/commit common case (the class ``HotPath``;
-    see ``_hotpath.c``), or None for the Python bodies in :mod:`miqm.store.qmstore`."""
-    return native_part(_HotPath)
-
-
-def native_store_method() -> Any:
-    """The C method type that makes QueueManagerStore.begin/put/commit do their common
-    case through the store's ``HotPath`` (``StoreMethod``; see ``_hotpath.c``), or None."""
-    return native_part(_StoreMethod)
-
-
-try:
     from miqm.store._forcequeue import ForceQueue as _ForceQueue
 except ImportError:
     _ForceQueue = None

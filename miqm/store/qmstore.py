@@ -33,16 +33,15 @@ from lockfs.errors import LockFsError
 from lockfs.volume import Volume
 from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
+from miqm.histogram import LONG_BUCKETS, Histogram
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
-from miqm.store.logbuffer import native_hot_path, native_store_method
 from miqm.store.queues import (
     DEFAULT_ATTRS,
+    BodyWriter,
     LocalQueue,
     MemMessage,
     QueueFile,
-    encode_record,
-    pending_writer,
 )
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
@@ -91,9 +90,10 @@ class _CheckpointPlan:
     # files written, each with the (offset, length) runs of its bulk writes
     written: list[tuple[Any, list[tuple[int, int]]]]
     # bodies planned under the lock and encoded and written in the second step:
-    # (file, queues.pending_writer after plan(), that file's runs in ``written``)
+    # (file, queues.BodyWriter after plan(), that file's runs in ``written``)
     encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
+    started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
 
 
 class _Waiter:
@@ -199,10 +199,8 @@ class QueueManagerStore:
         # tests: called between a checkpoint's locked first step and the rest
         self._cp_between: Callable[[], None] | None = None
         self.recovery_stats: dict[str, Any] = {}
-        # the C twin of begin/put/commit's common case (None: the Python bodies serve)
-        hot = native_hot_path()
-        self._hot = None if hot is None else hot(MemMessage, UnitOfWork, LogFullError,
-                                                  R.PUT, R.COMMIT)
+        # each completed checkpoint's duration (its count: checkpoints taken since open)
+        self.checkpoint_seconds = Histogram(LONG_BUCKETS)
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -371,6 +369,13 @@ class QueueManagerStore:
         return q, qf.max_cp_seen
 
     # ------------------------------------------------------------------ internals
+    @property
+    def failure(self) -> BaseException | None:
+        """What stopped the store (a failed log write or force, a write guard that refused,
+        a failed checkpoint), or None while it works. Once set it stays set: every later
+        operation raises :class:`StoreError`, and the owner should stop the instance."""
+        return self._failed
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"queue manager '{self.qmgr}' store is closed")
@@ -460,13 +465,6 @@ class QueueManagerStore:
         if not self._cp_wanted:
             self._cp_wanted = True
             self._cp_kick.set()
-
-    def _after_op_locked(self) -> None:
-        """:meth:`_after_op` after an operation the C hot path did (it leaves the store
-        lock released); its callers call this only when ``_check_due`` is set, so the
-        lock is taken only then."""
-        with self._lock:
-            self._after_op()
 
     def _log_usage(self) -> float:
         try:
@@ -850,6 +848,49 @@ class QueueManagerStore:
             self._force(lsn)
         return msg
 
+    def get_many(self, queue: str, n: int, uow: UnitOfWork) -> list[Message]:
+        """Up to ``n`` messages in delivery order, got under ``uow`` without waiting: the
+        rules of :meth:`get` under syncpoint, in one pass over the queue's index rather
+        than one pass per message (a streaming consumer's batch, miqm/net/streaming.py).
+        Returns ``[]`` when none is available."""
+        out: list[Message] = []
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            self._check_uow(uow)
+            if q.attrs["GET"] != "ENABLED":
+                raise MessagingError(f"gets are inhibited on queue '{queue}' (MQRC 2016)",
+                                     mqrc=MQRC_GET_INHIBITED)
+            limit = self._max_umsgs()
+            idx = q.index
+            locked, uncommitted = q.locked, q.uncommitted
+            for p in range(9, -1, -1):
+                ks, bl = idx.keys[p], idx.blocks[p]
+                for i in range(idx.head[p], len(ks)):
+                    if bl[i] == -2:
+                        continue
+                    k = ks[i]
+                    if k in locked or k in uncommitted:
+                        continue
+                    if len(uow.ops) >= limit:
+                        if out:
+                            break
+                        raise MessagingError("MAXUMSGS reached for this unit of work "
+                                             "(MQRC 2024)", mqrc=MQRC_SYNCPOINT_LIMIT_REACHED)
+                    msg = self._read(q, k, p, i)
+                    if msg.persistent:
+                        self._append(R.encode_get(uow.txid, queue, k), uow)
+                    locked[k] = uow.txid
+                    uow.ops.append(("G", queue, k, msg.persistent))
+                    out.append(msg)
+                    if len(out) >= n:
+                        break
+                if len(out) >= n or (out and len(uow.ops) >= limit):
+                    break
+            if out:
+                self._after_op()
+        return out
+
     def commit(self, uow: UnitOfWork) -> None:
         """MQCMIT: returns once the COMMIT record is durable (forces are shared)."""
         lsn = None
@@ -1071,6 +1112,7 @@ class QueueManagerStore:
             self.log.set_restart_lsn(info.restart_lsn)
         self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
+        self.checkpoint_seconds.observe(time.perf_counter() - plan.started)
 
     def _write_queue(self, q: LocalQueue, seq: int, plan: _CheckpointPlan) -> None:
         """Bring one queue file up to date for checkpoint ``seq`` in the page cache; the
@@ -1114,25 +1156,11 @@ class QueueManagerStore:
             # one pass over the bodies held in memory: persistent ones go to the file and
             # leave memory together at the end (a restart after a million puts has a
             # million of them: no list of them, no deletion one by one)
-            native = pending_writer()
-            if native is not None:  # the same loop in C (queues.pending_writer)
-                # here only their blocks are chosen and indexed; the second step encodes
-                # and writes them (lock released; a get meanwhile finds them in in_flight)
-                ix = q.index
-                w = native(mem, ix.keys, ix.blocks, ix.head, qf.space, qf._hint, seq, q.qid,
-                           _RUN_MAX)
-                w.plan()
-                qf._hint = w.hint
-                q.mem = w.kept
-                plan.encoders.append((qf.f, w, runs))
-            else:
-                file_pwrite = qf.f.pwrite  # type: ignore[union-attr]
-
-                def pwrite(data: bytes | bytearray, offset: int) -> None:
-                    file_pwrite(data, offset)
-                    runs.append((offset, len(data)))
-
-                q.mem = self._write_bodies(q, qf, mem, seq, pwrite)
+            # here only their blocks are chosen and indexed; the second step encodes
+            # and writes them (lock released; a get meanwhile finds them in in_flight)
+            w = BodyWriter(q, qf, mem, seq, _RUN_MAX)
+            q.mem = w.plan()
+            plan.encoders.append((qf.f, w, runs))
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
@@ -1140,36 +1168,6 @@ class QueueManagerStore:
             plan.written.append((qf.f, runs))
         if fresh:
             plan.replaced.append(q)
-
-    @staticmethod
-    def _write_bodies(q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,
-                      pwrite: Callable[[bytes | bytearray, int], None]
-                      ) -> dict[int, MemMessage]:
-        """Write the persistent bodies held in memory to the queue file in runs of
-        contiguous blocks; returns the messages that stay in memory."""
-        kept: dict[int, MemMessage] = {}
-        find, blocks = q.index.find, q.index.blocks
-        qid, allocate = q.qid, qf.allocate
-        run_start = -1
-        run = bytearray()
-        for k, m in mem.items():
-            hit = find(k, m.priority) if m.persistent else None
-            if hit is None:
-                kept[k] = m
-                continue
-            rec = encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
-                                m.correlid, m.body)
-            b = allocate(len(rec) // 512)
-            if run_start >= 0 and b == run_start + len(run) // 512 and len(run) < _RUN_MAX:
-                run += rec
-            else:
-                if run:
-                    pwrite(run, 4096 + run_start * 512)
-                run_start, run = b, bytearray(rec)
-            blocks[hit[0]][hit[1]] = b
-        if run:
-            pwrite(run, 4096 + run_start * 512)
-        return kept
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -1205,28 +1203,39 @@ class QueueManagerStore:
 
     # ------------------------------------------------------------------ media
     def record_image(self, queue: str) -> None:
-        """rcdmqimg: a media image of ``queue`` (linear logging)."""
+        """rcdmqimg: a media image of ``queue`` (linear logging; see :mod:`media`)."""
         from miqm.store import media
 
-        media.record_image(self, queue)
+        media.require_linear(self.settings.log_type, self.qmgr)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            self._checkpoint_locked()
+            info = self.last_checkpoint
+            assert q.file is not None and q.file.f is not None
+            media.write_image(self.data, queue, q.file.f, info, q.qid)
+            lsn = self._append(R.encode_json(R.MEDIA, {"name": queue,
+                                                       "lsn": info.restart_lsn}))
+            self._media[queue] = int(info.restart_lsn)  # type: ignore[arg-type]
+            q.media_lsn = self._media[queue]
+            self._checkpoint_locked()
+        self._force(lsn)
 
     def recreate_object(self, queue: str) -> None:
         """rcrmqobj: rebuild ``queue``'s file from its image plus the log."""
         from miqm.store import media
 
-        media.recreate_object(self, queue)
+        media.require_linear(self.settings.log_type, self.qmgr)
+        with self._lock:
+            self._await_checkpoint_idle()  # the queue file is closed and replaced below
+            self._check_open()
+            live = self.state.queues.get(queue)
+            if live is None:
+                raise ObjectError(f"queue '{queue}' is not defined", amq="AMQ8147")
+            q = media.rebuild_queue(self.data, self.log, live)
+            if live.file is not None:
+                live.file.close()
+            self.state.queues[queue] = q
+            self._damaged.pop(queue, None)
+            self._checkpoint_locked()
 
-
-def _install_c_methods() -> None:
-    """With the C part, begin, put and commit are ``StoreMethod``s (``_hotpath.c``): the
-    common case done in C through the store's ``_hot``, anything else handed, with the
-    same arguments, to the Python bodies above (the reference and the general path; the
-    methods themselves without the C part or with ``MIQM_NATIVE_LOG=0``)."""
-    method = native_store_method()
-    if method is None:
-        return
-    for name in ("begin", "put", "commit"):
-        setattr(QueueManagerStore, name, method(name, getattr(QueueManagerStore, name)))
-
-
-_install_c_methods()

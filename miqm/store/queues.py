@@ -40,7 +40,6 @@ from crc32c import crc32c
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import StoreError
-from miqm.store.logbuffer import native_part
 
 BLOCK = 512
 DATA_START = 4096
@@ -57,19 +56,6 @@ _DELKEY = struct.Struct("<QQI")
 FLAG_PERSISTENT = 1
 _NO_CORRELID = bytes(24)
 _ONES = [b"\x01" * n for n in range(64)]  # space-map runs for records up to 32 KiB
-
-try:
-    from miqm.store._queuefile import PendingWriter as _PendingWriter
-    from miqm.store._queuefile import scan_window as _scan_window
-except ImportError:  # not built: the Python loops serve alone
-    _scan_window = None
-    _PendingWriter = None
-
-
-def queue_scanner() -> Any:
-    """The C walk over a window of a queue file, or None (not built, or switched off:
-    :func:`miqm.store.logbuffer.native_part`)."""
-    return native_part(_scan_window)
 
 DEFAULT_ATTRS: dict[str, Any] = {
     "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
@@ -104,7 +90,7 @@ def delete_mark(key: int, cp: int, qid: int) -> bytes:
 
 
 class FileRecord(NamedTuple):
-    """A live record found by scanning a queue file (a tuple: the C scan makes them)."""
+    """A live record found by scanning a queue file."""
 
     key: int
     block: int
@@ -210,7 +196,6 @@ class QueueFile:
         mv = memoryview(buf)
         buf_start = 0
         b = 0
-        window = queue_scanner()
         while b < nblocks:
             s = (b - buf_start) * BLOCK
             if s + REC_HDR > len(buf):
@@ -218,18 +203,6 @@ class QueueFile:
                 mv, buf_start, s = memoryview(buf), b, 0
                 if len(buf) < 4:
                     break
-            if window is not None:
-                # the C walk takes every record wholly inside this window; a record it
-                # stops at (one that runs past the window) is taken by the code below
-                recs, b_next, max_cp, max_key = window(
-                    FileRecord, buf, s, b, nblocks, completed_cp, qid_here, space, garbage,
-                    max_cp, max_key)
-                if recs:
-                    self.max_key, self.max_cp_seen = max_key, max_cp
-                    yield from recs
-                if b_next != b:
-                    b = b_next
-                    continue
             if not buf.startswith(_RMAGIC, s):
                 b += 1
                 continue
@@ -429,10 +402,7 @@ class PriorityIndex:
 
 @dataclass(slots=True)
 class MemMessage:
-    """A message whose body is in memory: non-persistent, or not yet checkpointed.
-
-    The C hot path (``_hotpath.c``) builds these without calling ``__init__``: fields
-    only, no defaults or ``__post_init__``."""
+    """A message whose body is in memory: non-persistent, or not yet checkpointed."""
 
     priority: int
     persistent: bool
@@ -564,9 +534,51 @@ class LocalQueue:
         return key not in self.locked and key not in self.uncommitted
 
 
-def pending_writer() -> Any:
-    """The C twin of a checkpoint's body writes (``PendingWriter(mem, keys, blocks, head,
-    space, hint, seq, qid, run_max)``: ``plan()`` chooses the blocks and indexes them,
-    ``encode_next()`` then hands out the runs; ``kept``, ``hint``), or None for the Python
-    loop in QueueManagerStore._write_bodies."""
-    return native_part(_PendingWriter)
+class BodyWriter:
+    """A checkpoint's writing of the persistent bodies held in memory, in two steps.
+
+    :meth:`plan` (under the store lock) chooses each body's blocks and records them in
+    the queue's index; :meth:`encode_next` (with the lock released: a get meanwhile finds
+    the bodies in ``LocalQueue.in_flight``) then encodes the records, run by run of
+    contiguous blocks of at most ``run_max`` bytes, for the caller to write.
+    """
+
+    def __init__(self, q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,
+                 run_max: int) -> None:
+        self.q, self.qf, self.mem, self.seq, self.run_max = q, qf, mem, seq, run_max
+        self.planned: list[tuple[int, int, MemMessage]] = []  # (block, key, message)
+        self.next = 0
+
+    def plan(self) -> dict[int, MemMessage]:
+        """Choose the blocks of every persistent body that is still queued; returns the
+        messages that stay in memory (non-persistent ones, and any no longer indexed)."""
+        kept: dict[int, MemMessage] = {}
+        find, blocks, allocate = self.q.index.find, self.q.index.blocks, self.qf.allocate
+        planned = self.planned
+        for k, m in self.mem.items():
+            hit = find(k, m.priority) if m.persistent else None
+            if hit is None:
+                kept[k] = m
+                continue
+            b = allocate((REC_HDR + len(m.body) + BLOCK - 1) // BLOCK)
+            blocks[hit[0]][hit[1]] = b
+            planned.append((b, k, m))
+        return kept
+
+    def encode_next(self) -> tuple[int, bytes] | None:
+        """(first block, records) of the next run of contiguous blocks, or None."""
+        planned, i = self.planned, self.next
+        if i >= len(planned):
+            return None
+        start = planned[i][0]
+        run = bytearray()
+        seq, qid = self.seq, self.q.qid
+        while i < len(planned):
+            b, k, m = planned[i]
+            if run and (b != start + len(run) // BLOCK or len(run) >= self.run_max):
+                break
+            run += encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
+                                 m.correlid, m.body)
+            i += 1
+        self.next = i
+        return start, bytes(run)

@@ -27,7 +27,6 @@ from typing import Any
 
 from miqm import amq
 from miqm.store import records as R
-from miqm.store.logbuffer import native_put_redo
 from miqm.store.queues import LocalQueue, MemMessage
 from miqm.store.uow import ACTIVE, PREPARED, UnitOfWork, UowTable
 
@@ -300,12 +299,7 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
     n = 0
     decode = R.decode
     put = R.PUT
-    native = native_put_redo()
-    if native is not None:
-        fast = native(state, MemMessage, MSGID_PREFIX)
-        redo_put, forget = fast.redo, fast.forget
-    else:
-        redo_put, forget = _put_redo(state)
+    redo_put, forget = _put_redo(state)
     first_redo = -1 if cp_lsn is None else cp_lsn
     # Replay allocates millions of objects and frees none: the cyclic collector would
     # rescan them all again and again (a quarter of the time) while finding nothing.

@@ -75,6 +75,9 @@ class LogSettings:
 #: ``GroupCommitCPU`` values besides a CPU number
 GATHER_NONE = -1  # none: threads waiting for log forces stay where the scheduler puts them
 GATHER_AUTO = -2  # auto: they gather on the CPU the first of them ran on
+#: GroupCommitCPU when qm.ini does not set it: the queue manager's threads (connections,
+#: all created by miqm) gather; an embedded store's default is GATHER_NONE (StoreTuning)
+QM_INI_GROUP_COMMIT_CPU = GATHER_AUTO
 
 
 def cpu_text(cpu: int) -> str:
@@ -87,8 +90,11 @@ class StoreTuning:
     """Checkpoint, unit-of-work and log-force limits (TuningParameters / QMGR attributes).
 
     ``group_commit_cpu`` (GroupCommitCPU): the CPU a thread is moved to when it first waits
-    for a log force another thread is writing (see ``miqm/store/_forcequeue.c``);
-    :data:`GATHER_AUTO` (the default) or :data:`GATHER_NONE`.
+    for a log force another thread is writing (see ``miqm/store/_forcequeue.c``),
+    :data:`GATHER_AUTO` or a CPU number; :data:`GATHER_NONE` (the default here) moves no
+    thread. A process that embeds the store keeps its threads where it put them unless it
+    opts in; the queue manager opts in for its own threads (qm.ini's GroupCommitCPU,
+    default ``auto``: :data:`QM_INI_GROUP_COMMIT_CPU`).
     """
 
     checkpoint_log_recd_max: int = 50000
@@ -97,7 +103,7 @@ class StoreTuning:
     max_umsgs: int = 10000
     #: fraction of the active log a unit of work may pin before AMQ7469 rolls it back
     uow_log_space_limit: float = 0.8
-    group_commit_cpu: int = GATHER_AUTO
+    group_commit_cpu: int = GATHER_NONE
 
     def __post_init__(self) -> None:
         if not GATHER_AUTO <= self.group_commit_cpu < MAX_CPUS:

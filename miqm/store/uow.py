@@ -19,8 +19,7 @@ class UnitOfWork:
     ``state`` is active, prepared (in doubt), rolled_back (by AMQ7469: its next call
     fails with MQRC 2003) or ended; ``ops`` its operations in order; ``undone`` the
     indexes of operations undone by CLRs (restart). A plain slotted class: one is made
-    for every syncpoint, on the commit path, and the C hot path (``_hotpath.c``) makes
-    them without calling ``__init__``, which must stay these assignments.
+    for every syncpoint, on the commit path.
     """
 
     __slots__ = ("first_lsn", "ops", "state", "txid", "undone", "xid")

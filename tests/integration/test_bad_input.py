@@ -61,7 +61,8 @@ def test_corrupt_or_out_of_range_qm_ini(qm: Env) -> None:
     ini.write_text(good.replace("LogPrimaryFiles=3", "LogPrimaryFiles=999"))
     assert "LogPrimaryFiles" in qm.fails_with("AMQ8101", "strmqm", "QMBAD")
     ini.write_text(good.replace("VerifyInterval=10", "VerifyInterval=80"))
-    qm.fails_with("", "strmqm", "QMBAD")  # VerifyInterval + MonitorStall >= lease
+    line = qm.fails_with("AMQ7880", "strmqm", "QMBAD")  # VerifyInterval + MonitorStall >= lease
+    assert "VerifyInterval (80s) + MonitorStall" in line and "lease" in line, line
     ini.write_text(good)
     assert qm.run("strmqm", "QMBAD").returncode == 0
 

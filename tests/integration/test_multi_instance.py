@@ -236,10 +236,12 @@ def test_no_failover_after_a_crash_during_startup(pair: LocalPair) -> None:
     starting = subprocess.Popen(["strmqm", "-x", "QMHA"], env=pair.a.env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and "Starting" not in (
-                Path(pair.data_dir()) / "qmstatus.ini").read_text(errors="replace") \
-                if (Path(pair.data_dir()) / "qmstatus.ini").exists() else True:
+        status = Path(pair.data_dir()) / "qmstatus.ini"
+        deadline = time.monotonic() + 30
+        while "Starting" not in (status.read_text(errors="replace")
+                                 if status.exists() else ""):
+            assert time.monotonic() < deadline, "hosta never reported Starting"
+            assert starting.poll() is None, starting.communicate()
             time.sleep(0.05)
         assert "standby instance" in pair.start(pair.b)
         standby_pid = _run_pid(pair.b)
@@ -300,18 +302,23 @@ def test_stolen_lock_stops_with_amq7279_and_writes_nothing(pair: LocalPair) -> N
 
 
 # ---------------------------------------------------------------- injected faults
-def _faulted_start(pair: LocalPair, faults: list[dict]) -> int:
-    pair.a.extra["MIQM_FAULTS"] = json.dumps(faults)
-    _start_both(pair)
+def _faulted_start(pair: LocalPair, faults: list[dict]) -> tuple[int, Path]:
+    """Start both with ``faults`` on host A, held back until the returned trigger file
+    exists: the test arms them (touches it) from an event it has seen, not a time."""
+    trigger = Path(pair.base) / "arm-faults"
+    pair.a.extra["MIQM_FAULTS"] = json.dumps([dict(f, armed=str(trigger)) for f in faults])
+    _start_both(pair)  # returns once A reported Running and B is the standby
+    del pair.a.extra["MIQM_FAULTS"]  # only A's controller has them: not later commands
     pid = _run_pid(pair.a)
     assert pid
-    return pid
+    return pid, trigger
 
 
 def test_verify_stall_stops_the_instance(pair: LocalPair) -> None:
-    pid = _faulted_start(pair, [{"volume": "data", "op": "pread", "path": "master",
-                                 "kind": "stall", "after": 2, "seconds": 120}])
+    pid, arm = _faulted_start(pair, [{"volume": "data", "op": "pread", "path": "master",
+                                      "kind": "stall", "seconds": 120}])
     pair.put(pair.a, "HA.Q", ["before stall"])
+    arm.touch()  # the put was acknowledged: now the next verify hangs
     assert _wait_gone(pid, timeout=20), "a stalled verify did not stop the instance"
     assert "AMQ7280" in _errlog(pair)
     pair.wait_active(not_host="hosta", timeout=15)
@@ -319,9 +326,10 @@ def test_verify_stall_stops_the_instance(pair: LocalPair) -> None:
 
 
 def test_lost_lock_stops_the_instance(pair: LocalPair) -> None:
-    pid = _faulted_start(pair, [{"volume": "data", "op": "lock_lost", "path": "master",
-                                 "kind": "lost", "after": 2}])
+    pid, arm = _faulted_start(pair, [{"volume": "data", "op": "lock_lost", "path": "master",
+                                      "kind": "lost"}])
     pair.put(pair.a, "HA.Q", ["before loss"])
+    arm.touch()  # the put was acknowledged: now the lock is lost
     assert _wait_gone(pid, timeout=20), "a lost lock did not stop the instance"
     assert "AMQ7279" in _errlog(pair)
     pair.wait_active(not_host="hosta", timeout=15)
@@ -329,11 +337,11 @@ def test_lost_lock_stops_the_instance(pair: LocalPair) -> None:
 
 
 def test_eio_on_the_log_stops_without_corrupting_anything(pair: LocalPair) -> None:
-    pid = _faulted_start(pair, [{"volume": "log", "op": "pwrite", "path": "S*.LOG",
-                                 "kind": "eio", "after": 4}])
+    pid, arm = _faulted_start(pair, [{"volume": "log", "op": "pwrite", "path": "S*.LOG",
+                                      "kind": "eio"}])
     lines = [f"ok{i}" for i in range(20)]
     pair.put(pair.a, "HA.Q", lines)
-    time.sleep(max(0.0, 4.5 - 0.0))
+    arm.touch()  # the 20 puts were acknowledged: the next log write fails
     failed = pair.run(pair.a, "amqsput", "QMHA", "HA.Q", stdin="doomed\n", check=False)
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     assert _wait_gone(pid, timeout=20), "a failed log write did not stop the instance"

@@ -38,7 +38,8 @@ class NsHost:
 
     def env(self) -> dict[str, str]:
         return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": f"host{self.ns}",
-                "MIQM_LISTENER_HOST": ADDR[self.ns], "PYTHONUNBUFFERED": "1"}
+                "MIQM_LISTENER_HOST": ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
+                "PYTHONUNBUFFERED": "1"}
 
 
 def _run(labx: lab.NfsLab, host: NsHost, *argv: str, stdin: str | None = None,

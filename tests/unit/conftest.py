@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from miqm.store.logbuffer import native_available
+from tests.skips import c_part_missing
 
 
 @pytest.fixture(params=["c-parts", "python-twins"])
@@ -13,7 +14,7 @@ def c_parts_or_python(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     over their pure-Python twins: the one switch, ``MIQM_NATIVE_LOG``."""
     if request.param == "c-parts":
         if not native_available():
-            pytest.skip("the C parts are not built (pip install -e . builds them)")
+            pytest.skip(c_part_missing("the C parts"))
         monkeypatch.setenv("MIQM_NATIVE_LOG", "1")
     else:
         monkeypatch.setenv("MIQM_NATIVE_LOG", "0")

@@ -53,6 +53,9 @@ def test_group_commit_cpu_values_round_trip(text: str, cpu: int) -> None:
     again = parse_qm_ini(render_qm_ini("QM1", LogSettings(), "/l", None, cfg.tuning))
     assert again.tuning.group_commit_cpu == cpu
     assert parse_qm_ini("").tuning.group_commit_cpu == GATHER_AUTO  # the default
+    # crtmqm writes the queue manager's default, not the embedded store's (none)
+    fresh = render_qm_ini("QM1", LogSettings(), "/l")
+    assert "GroupCommitCPU=auto" in fresh.replace(" ", "")
 
 
 @pytest.mark.parametrize("value", ["-1", "1024", "two", "1,2", ""])

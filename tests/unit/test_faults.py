@@ -70,6 +70,24 @@ def test_times_and_after(tmp_path: Path) -> None:
     b.close()
 
 
+def test_armed_by_a_file_fires_only_once_the_file_exists(tmp_path: Path) -> None:
+    trigger = tmp_path / "armed"
+    fault = Fault("pread", "a", "eio", armed=str(trigger))
+    (tmp_path / "vol").mkdir()
+    vol = _vol(tmp_path / "vol", fault)
+    a = vol.open("a", create=True)
+    for _ in range(3):
+        a.pread(1, 0)  # not armed yet: passes through
+    assert fault.fired == 0
+    trigger.touch()  # the event the test waited for
+    with pytest.raises(VolumeIOError):
+        a.pread(1, 0)
+    trigger.unlink()  # once armed, it stays armed
+    with pytest.raises(VolumeIOError):
+        a.pread(1, 0)
+    a.close()
+
+
 def test_torn_write_leaves_a_prefix(tmp_path: Path) -> None:
     vol = _vol(tmp_path, Fault("pwrite", "log", "tear", keep=4, times=1))
     with vol.open("log", create=True) as f:

@@ -10,9 +10,10 @@ import time
 import pytest
 
 from miqm.store.logbuffer import native_force_queue
+from tests.skips import c_part_missing
 
 ForceQueue = native_force_queue()
-pytestmark = pytest.mark.skipif(ForceQueue is None, reason="the C force queue is not built")
+pytestmark = pytest.mark.skipif(ForceQueue is None, reason=c_part_missing("the C force queue"))
 
 DURABLE, LEAD, STOPPED = 0, 1, 2
 

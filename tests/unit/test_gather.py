@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from lockfs.posix import PosixVolume
+from miqm.config import parse_qm_ini
 from miqm.store.log import RecoveryLog, keep_thread_cpus
-from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings
+from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings, StoreTuning
 
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
 ALLOWED = os.sched_getaffinity(0)
@@ -26,10 +27,13 @@ pytestmark = [
 ]
 
 
-def open_log(tmp_path: Path, gather_cpu: int) -> RecoveryLog:
+def open_log(tmp_path: Path, gather_cpu: int | None) -> RecoveryLog:
     vol = PosixVolume(str(tmp_path / "log"))
     RecoveryLog.create(vol, SMALL)
-    log = RecoveryLog.open(vol, SMALL, generation=1, gather_cpu=gather_cpu)
+    if gather_cpu is None:  # what a process embedding the store gets
+        log = RecoveryLog.open(vol, SMALL, generation=1)
+    else:
+        log = RecoveryLog.open(vol, SMALL, generation=1, gather_cpu=gather_cpu)
     list(log.records(log.first_lsn()))  # restart's read: the log may be written now
     log.force(log.append(b"first"))  # the main thread leads it: nobody waits or moves
     return log
@@ -118,6 +122,20 @@ def test_auto_gathers_on_the_cpu_of_the_first_waiter(tmp_path: Path) -> None:
 
 def test_none_moves_nobody(tmp_path: Path) -> None:
     log = open_log(tmp_path, GATHER_NONE)
+    try:
+        _, waiter = leader_and_waiter(log)
+        assert waiter == ALLOWED
+        assert log.gather_cpu == GATHER_NONE
+    finally:
+        log.close()
+
+
+def test_an_embedded_store_moves_nobody_unless_it_opts_in(tmp_path: Path) -> None:
+    """The store's own default is none: a process that embeds it keeps its threads where
+    it put them. The queue manager opts in through qm.ini (GroupCommitCPU, default auto)."""
+    assert StoreTuning().group_commit_cpu == GATHER_NONE
+    assert parse_qm_ini("").tuning.group_commit_cpu == GATHER_AUTO
+    log = open_log(tmp_path, None)
     try:
         _, waiter = leader_and_waiter(log)
         assert waiter == ALLOWED

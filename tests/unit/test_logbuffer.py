@@ -21,9 +21,10 @@ from miqm.store import framing as F
 from miqm.store.log import LogRecord, RecoveryLog
 from miqm.store.logbuffer import NativeLogBuffer, PyLogBuffer, buffer_class, native_available
 from miqm.store.settings import LogSettings
+from tests.skips import c_part_missing
 
 pytestmark = pytest.mark.skipif(not native_available(),
-                                reason="the C log buffer is not built (pip install -e .)")
+                                reason=c_part_missing("the C log buffer"))
 
 
 def test_the_c_checksum_is_crc32c() -> None:

@@ -18,6 +18,7 @@ from miqm.net import protocol
 from miqm.net.client import Endpoint, candidates, connect, parse_conname
 from miqm.net.server import Listener, Session
 from miqm.net.service import QueueService, standby_reply
+from tests.waiting import wait_until
 
 # -- a tiny in-memory store with the documented API ------------------------------------
 
@@ -45,6 +46,7 @@ class FakeStore:
         self.backed_out = 0
         self.lock = threading.Lock()
         self.n = 0
+        self.waiting = 0  # getters inside a wait now
 
     def define_queue(self, name: str, **attrs: Any) -> None:
         if name in self.queues:
@@ -96,15 +98,25 @@ class FakeStore:
         if queue not in self.queues:
             raise MessagingError("unknown queue", mqrc=2085)
         deadline = time.monotonic() + wait
-        while True:
-            if self.msgs[queue]:
-                m = self.msgs[queue][0] if browse else self.msgs[queue].pop(0)
-                if uow is not None:
-                    uow.ops.append(("get", queue, m))
-                return m
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
+        counted = False  # counted in ``waiting`` until it returns
+        try:
+            while True:
+                if self.msgs[queue]:
+                    m = self.msgs[queue][0] if browse else self.msgs[queue].pop(0)
+                    if uow is not None:
+                        uow.ops.append(("get", queue, m))
+                    return m
+                if time.monotonic() >= deadline:
+                    return None
+                if not counted:
+                    counted = True
+                    with self.lock:
+                        self.waiting += 1
+                time.sleep(0.01)
+        finally:
+            if counted:
+                with self.lock:
+                    self.waiting -= 1
 
     def begin(self) -> Uow:
         return Uow()
@@ -146,27 +158,49 @@ class FakeStore:
 def test_frame_round_trip_and_limits() -> None:
     a, b = socket.socketpair()
     with a, b:
-        obj = {"op": "put", "body": protocol.b64(b"\x00\xffhello"), "text": "é"}
+        obj = {"op": "put", "body": b"\x00\xffhello", "text": "é",
+               "msgid": protocol.b64(b"\x01" * 24)}
         protocol.write_frame(a, obj)
-        assert protocol.read_frame(b) == obj
-        assert protocol.unb64(obj["body"]) == b"\x00\xffhello"
+        assert protocol.read_frame(b) == obj  # the body travels raw, not as base64
+        protocol.write_frame(a, {"op": "put", "body": b""})
+        assert protocol.read_frame(b) == {"op": "put", "body": b""}  # empty, not absent
+        assert b"\x00\xffhello" in protocol.encode({"body": b"\x00\xffhello"})
         a.sendall(b"\x7f\xff\xff\xff")
-        with pytest.raises(protocol.ProtocolError):
+        with pytest.raises(protocol.ProtocolError) as info:
             protocol.read_frame(b)
+        assert info.value.mqrc == protocol.MQRC_DATA_LENGTH_ERROR
     a, b = socket.socketpair()
     with a, b:
-        a.sendall(b"\x00\x00\x00\x03abc")
+        a.sendall(b"\x00\x00\x00\x07\x00\x00\x00\x03abc")
         with pytest.raises(protocol.ProtocolError):
             protocol.read_frame(b)  # not JSON
-        a.sendall(b"\x00\x00\x00\x02[]")
+        a.sendall(b"\x00\x00\x00\x06\x00\x00\x00\x02[]")
         with pytest.raises(protocol.ProtocolError):
             protocol.read_frame(b)  # not an object
+        a.sendall(b"\x00\x00\x00\x06\x00\x00\x00\x09[]")
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(b)  # header longer than the frame
+        a.sendall(b'\x00\x00\x00\x02{}')
+        with pytest.raises(protocol.OldProtocol):
+            protocol.read_frame(b)  # a version 1 frame
         a.sendall(b"\x00\x00\x00\x10{")
         a.close()
         with pytest.raises(protocol.PeerClosed):
             protocol.read_frame(b)  # closed mid-frame
     with pytest.raises(protocol.ProtocolError):
         protocol.unb64("not base64!")
+
+
+def test_frame_reader_buffers_pipelined_frames() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"".join(protocol.encode({"id": i, "body": bytes([i]) * i})
+                           for i in range(1, 50)))
+        reader = protocol.FrameReader(b)
+        got = [reader.read() for _ in range(49)]
+        assert [g["id"] for g in got] == list(range(1, 50))
+        assert all(g["body"] == bytes([g["id"]]) * g["id"] for g in got)
+        assert not reader.buffered()
 
 
 # -- service over a real listener ------------------------------------------------------
@@ -191,14 +225,14 @@ def test_put_get_and_mqsc_through_the_listener(served) -> None:
         assert reply["lines"] == ["AMQ8006I: miqm queue created."] and not reply["failed"]
         again = conn.call("mqsc", command={"verb": "DEFINE", "objtype": "QLOCAL", "name": "Q1"})
         assert again["failed"] and again["lines"] == ["AMQ8150E: miqm object already exists."]
-        conn.call("put", queue="Q1", body=protocol.b64(b"one"), persistent=True)
+        conn.call("put", queue="Q1", body=b"one", persistent=True)
         got = conn.call("get", queue="Q1", wait=0)
-        assert protocol.unb64(got["body"]) == b"one" and got["persistent"] is True
+        assert got["body"] == b"one" and got["persistent"] is True
         with pytest.raises(NetError) as info:
             conn.call("get", queue="Q1", wait=0)
         assert info.value.mqrc == 2033
         with pytest.raises(NetError) as info:
-            conn.call("put", queue="NOPE", body=protocol.b64(b"x"))
+            conn.call("put", queue="NOPE", body=b"x")
         assert info.value.mqrc == 2085
         with pytest.raises(NetError) as info:
             conn.call("open", queue="NOPE")
@@ -213,7 +247,7 @@ def test_put_get_and_mqsc_through_the_listener(served) -> None:
         missing = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL",
                                              "name": "NOPE"})
         assert missing["failed"] and missing["lines"] == ["AMQ8147E: miqm object NOPE not found."]
-        conn.call("put", queue="Q1", body=protocol.b64(b"stays"))
+        conn.call("put", queue="Q1", body=b"stays")
         full = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1"})
         assert full["failed"] and full["lines"] == ["AMQ8143E: miqm queue Q1 not empty."]
         purged = conn.call("mqsc", command={"verb": "DELETE", "objtype": "QLOCAL", "name": "Q1",
@@ -231,7 +265,7 @@ def test_syncpoint_commit_backout_and_close_backs_out(served) -> None:
     store, _ = served
     store.define_queue("Q1")
     with connect("QM1") as conn:
-        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"a", syncpoint=True)
         assert store.msgs["Q1"] == []  # not visible before commit
         conn.call("commit")
         assert [m.body for m in store.msgs["Q1"]] == [b"a"]
@@ -303,7 +337,7 @@ def test_handler_exception_becomes_an_error_reply() -> None:
     host, port = listener.start()
     try:
         with socket.create_connection((host, port)) as s:
-            protocol.write_frame(s, {"v": 1, "id": 7, "op": "ping"})
+            protocol.write_frame(s, {"v": 2, "id": 7, "op": "ping"})
             reply = protocol.read_frame(s)
             assert reply["ok"] is False and reply["id"] == 7 and "kaput" in reply["error"]
             protocol.write_frame(s, {"v": 99, "id": 8, "op": "ping"})
@@ -321,19 +355,19 @@ def test_reconnect_resends_reads_and_reports_lost_units_of_work(monkeypatch) -> 
     host, port = first.start()
     monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
     conn = connect("QM1", reconnect=True, reconnect_timeout=5)
-    conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+    conn.call("put", queue="Q1", body=b"a", syncpoint=True)
     first.stop()  # the active dies; the uow is backed out
     second = Listener(service.handle, port=port)
     second.start()
     try:
         with pytest.raises(NetError) as info:
-            conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+            conn.call("put", queue="Q1", body=b"b", syncpoint=True)
         assert info.value.mqrc == 2009
         with pytest.raises(NetError) as info:
             conn.call("commit")
         assert info.value.mqrc == 2003
         assert store.msgs["Q1"] == []
-        conn.call("put", queue="Q1", body=protocol.b64(b"c"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"c", syncpoint=True)
         conn.call("commit")
         assert [m.body for m in store.msgs["Q1"]] == [b"c"]
         second.stop()
@@ -435,7 +469,7 @@ def test_concurrent_clients_and_a_prompt_stop(served) -> None:
         try:
             with connect("QM1") as conn:
                 for i in range(50):
-                    conn.call("put", queue="Q1", body=protocol.b64(f"{k}-{i}".encode()))
+                    conn.call("put", queue="Q1", body=f"{k}-{i}".encode())
         except BaseException as exc:
             errors.append(exc)
 
@@ -458,7 +492,7 @@ def test_concurrent_clients_and_a_prompt_stop(served) -> None:
     blocked = [threading.Thread(target=wait_get, args=(c,)) for c in waiters]
     for t in blocked:
         t.start()
-    time.sleep(0.2)
+    wait_until(lambda: store.waiting == 5, "five gets blocked in the store")
     t0 = time.monotonic()
     listener.stop(timeout=1.0)
     assert time.monotonic() - t0 < 2.5  # one budget, not one per blocked session
@@ -498,13 +532,13 @@ def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkey
         second.start()
 
     try:
-        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"a", syncpoint=True)
         threading.Thread(target=take_over, daemon=True).start()
         with pytest.raises(NetError) as info:
             conn.call("commit")
         assert info.value.mqrc == 2549 and "may or may not" in str(info.value)
         assert [m.body for m in store.msgs["Q1"]] == [b"a"]  # it was in fact committed
-        conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"b", syncpoint=True)
         conn.call("commit")  # the next unit works normally
         assert [m.body for m in store.msgs["Q1"]] == [b"a", b"b"]
     finally:
@@ -526,14 +560,14 @@ def test_backout_ends_a_unit_of_work_lost_to_a_broken_connection(monkeypatch) ->
     conn = connect("QM1", reconnect=True, reconnect_timeout=5)
     second = Listener(service.handle, port=port)
     try:
-        conn.call("put", queue="Q1", body=protocol.b64(b"a"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"a", syncpoint=True)
         first.stop()
         second.start()
         with pytest.raises(NetError) as info:
-            conn.call("put", queue="Q1", body=protocol.b64(b"b"), syncpoint=True)
+            conn.call("put", queue="Q1", body=b"b", syncpoint=True)
         assert info.value.mqrc == 2009
         conn.call("backout")
-        conn.call("put", queue="Q1", body=protocol.b64(b"c"), syncpoint=True)
+        conn.call("put", queue="Q1", body=b"c", syncpoint=True)
         conn.call("commit")
         assert [m.body for m in store.msgs["Q1"]] == [b"c"]
     finally:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from miqm.store.qmstore import QueueManagerStore
 from miqm.store.queues import PriorityIndex, encode_record
 from miqm.store.settings import LogSettings, StoreTuning
 from tests.unit.test_store_fakelog import FakeLog
+from tests.waiting import wait_until
 
 SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
 
@@ -277,7 +277,7 @@ def test_get_wait_is_handed_a_put(tmp_path: Path) -> None:
     got: list[bytes] = []
     t = threading.Thread(target=lambda: got.append(s.get("Q", wait=5).body))
     t.start()
-    time.sleep(0.2)
+    wait_until(lambda: s._waiters.get("Q"), "the getter waiting on Q")
     before = len(h.log.recs)
     s.put("Q", b"direct")
     t.join(5)
@@ -299,10 +299,10 @@ def test_get_wait_under_syncpoint_woken_by_commit(tmp_path: Path) -> None:
 
     t = threading.Thread(target=getter)
     t.start()
-    time.sleep(0.1)
+    wait_until(lambda: s._sleepers > 0, "the getter waiting on Q")
     p = s.begin()
     s.put("Q", b"late", uow=p)
-    time.sleep(0.1)
+    t.join(0.1)  # an uncommitted put must not wake it with the message
     assert got == []
     s.commit(p)
     t.join(5)
@@ -398,8 +398,10 @@ def test_full_disk_at_checkpoint_is_clear_and_loses_nothing(
         real(self, data, offset)
 
     monkeypatch.setattr(PosixFile, "pwrite", full)
+    assert s.failure is None
     with pytest.raises(StoreError, match="checkpoint of queue manager 'QM' failed"):
         s.checkpoint()
+    assert "No space left on device" in str(s.failure)  # what the HA monitor reads
     with pytest.raises(StoreError, match="stopped after a failure"):
         s.put("Q", b"after")
     monkeypatch.setattr(PosixFile, "pwrite", real)

@@ -1,0 +1,202 @@
+"""``miqm bench net``: the client path against the in-process store, side by side.
+
+One run, one scratch queue manager (1 KiB persistent messages):
+
+* ``inprocess_8`` (and ``inprocess_8_after``, measured again after the network runs):
+  8 threads in this process calling the store directly, put+commit each (the reference
+  the network path is compared with, as the mean of both);
+* ``put_commit_1`` / ``put_commit_8``: 1 and 8 client processes over the listener
+  (loopback), put under syncpoint + commit per message;
+* ``batch_100``: one client, 100 puts per commit;
+* ``consume``: one streaming consumer (prefetch 200) of the persistent messages left by
+  the runs above, outside syncpoint.
+
+The server is a separate process (store + listener, no HA), so clients and server do not
+share an interpreter lock. Prints absolute rates and ``ratio_to_inprocess`` for the
+8-connection path; the peer broker the issue compares with is measured outside the project.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+QMGR = "QMNETB"
+QUEUE = "BENCH.Q"
+BODY = b"x" * 1024
+
+
+def _open_store(root: str) -> Any:
+    from lockfs.posix import PosixVolume
+    from miqm.config import parse_qm_ini
+    from miqm.store.qmstore import QueueManagerStore
+
+    data = PosixVolume(os.path.join(root, "qmgrs", QMGR))
+    cfg = parse_qm_ini(data.read_bytes("qm.ini").decode())
+    gen = int(time.time())
+    return QueueManagerStore.open(data, PosixVolume(cfg.log_path), QMGR, cfg.log, cfg.tuning,
+                                  generation=gen)
+
+
+def serve(root: str) -> None:
+    """Child process: open the store, listen on a free loopback port, print it, and
+    serve until stdin closes."""
+    from miqm.net.server import Listener
+    from miqm.net.service import QueueService
+
+    store = _open_store(root)
+    listener = Listener(QueueService(store, QMGR).handle)
+    host, port = listener.start()
+    print(f"{host} {port}", flush=True)
+    sys.stdin.read()
+    listener.stop()
+    store.close()
+
+
+def _create(root: str) -> None:
+    os.environ["MIQM_DATA_ROOT"] = root
+    from miqm.cli.crtmqm import _create as create
+
+    create(QMGR, None, None, "CIRCULAR", 4096, 3, 2)
+
+
+def _producer(conname: str, n: int, per_commit: int, out: Any) -> None:
+    from miqm.client import connect
+
+    with connect(QMGR, conname=conname, reconnect=False) as qm:
+        out.put(("ready", 0.0))
+        t0 = time.perf_counter()
+        for i in range(n):
+            qm.put(QUEUE, BODY, persistent=True, syncpoint=True)
+            if (i + 1) % per_commit == 0:
+                qm.commit()
+        qm.commit()
+        out.put(("done", time.perf_counter() - t0))
+
+
+def _run_clients(conname: str, clients: int, n: int, per_commit: int) -> float:
+    """Messages per second for ``clients`` producer processes, ``n`` messages each
+    (wall time from the first start to the last finish)."""
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_producer, args=(conname, n, per_commit, q))
+             for _ in range(clients)]
+    for p in procs:
+        p.start()
+    t0 = time.perf_counter()
+    for _ in procs:
+        q.get(timeout=120)
+    t0 = time.perf_counter()
+    for _ in procs:
+        q.get(timeout=600)
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join(30)
+    return clients * n / elapsed
+
+
+def _inprocess(store: Any, threads: int, n: int) -> float:
+    def work() -> None:
+        for _ in range(n):
+            uow = store.begin()
+            store.put(QUEUE, BODY, persistent=True, uow=uow)
+            store.commit(uow)
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return threads * n / (time.perf_counter() - t0)
+
+
+def _consume(conname: str, total: int) -> float:
+    from miqm.client import connect
+
+    with connect(QMGR, conname=conname, reconnect=False) as qm:
+        got = 0
+        t0 = time.perf_counter()
+        for _msg in qm.consume(QUEUE, prefetch=200, wait=2.0):
+            got += 1
+            if got >= total:
+                break
+        return got / (time.perf_counter() - t0)
+
+
+def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
+              directory: str | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns the figures (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="miqm-bench-net-", dir=directory) as root:
+        saved = os.environ.get("MIQM_DATA_ROOT")
+        try:
+            _create(root)
+        finally:
+            if saved is None:
+                os.environ.pop("MIQM_DATA_ROOT", None)
+            else:
+                os.environ["MIQM_DATA_ROOT"] = saved
+        store = _open_store(root)
+        store.define_queue(QUEUE, MAXDEPTH=10_000_000)
+        echo(f"in-process store, 8 threads x {messages} put+commit ...")
+        inproc = _inprocess(store, 8, messages)
+        store.delete_queue(QUEUE, purge=True)
+        store.define_queue(QUEUE, MAXDEPTH=10_000_000)
+        store.close()
+        server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, MIQM_DATA_ROOT=root))
+        try:
+            assert server.stdout is not None
+            host, port = server.stdout.readline().split()
+            conname = f"{host}({port})"
+            os.environ.pop("MIQM_CONNECTION", None)
+            results: dict[str, Any] = {"inprocess_8": round(inproc, 1)}
+            echo("1 connection, put+commit ...")
+            results["put_commit_1"] = round(_run_clients(conname, 1, messages, 1), 1)
+            echo("8 connections, put+commit ...")
+            results["put_commit_8"] = round(_run_clients(conname, 8, messages, 1), 1)
+            echo("1 connection, 100 puts per commit ...")
+            results["batch_100"] = round(_run_clients(conname, 1, messages * 5, 100), 1)
+            total = messages * (1 + 8 + 5)
+            echo(f"streaming consumer, {total} persistent messages outside syncpoint ...")
+            results["consume"] = round(_consume(conname, total), 1)
+        finally:
+            if server.stdin is not None:
+                server.stdin.close()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        # the disk and CPUs are shared: the reference is measured again after the network
+        # runs, and the ratio uses the mean of both
+        store = _open_store(root)
+        echo(f"in-process store again, 8 threads x {messages} put+commit ...")
+        again = _inprocess(store, 8, messages)
+        store.close()
+    results["inprocess_8_after"] = round(again, 1)
+    inproc = (inproc + again) / 2
+    results["ratio_to_inprocess"] = round(results["put_commit_8"] / inproc, 3)
+    results["cpus"] = len(os.sched_getaffinity(0))
+    results["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    for key in ("inprocess_8", "put_commit_1", "put_commit_8", "batch_100", "consume",
+                "inprocess_8_after"):
+        echo(f"  {key:<18} {results[key]:>10,.0f} msgs/s")
+    echo(f"  8 connections / in-process store: {results['ratio_to_inprocess']:.0%}")
+    return results
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        serve(sys.argv[2])
+    else:
+        print(json.dumps(bench_net()))

@@ -1,0 +1,507 @@
+"""The application client library: connect to a queue manager, put, get, browse, commit,
+back out, and consume a stream of messages. Documented in docs/client.md.
+
+::
+
+    from miqm.client import connect, MQError
+    with connect("QM1", conname="hosta(1414),hostb(1414)", reconnect=True) as qm:
+        qm.put("Q1", b"body", persistent=True, syncpoint=True)
+        qm.commit()
+        msg = qm.get("Q1", wait=5.0)           # Message: body, msgid, correlid, priority, ...
+        for msg in qm.consume("Q1", prefetch=100):
+            ...
+
+Every failure raises :class:`MQError` (or a subclass) whose ``reason`` is MQ's reason
+code (MQRC). Around a failover a reconnecting connection reports only MQ's failover
+reasons (2009, 2549, 2003, 2543): see :class:`miqm.net.client.Connection`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from miqm.errors import MiqmError, NetError, QMgrNotFound
+from miqm.net import client as _net
+from miqm.net.protocol import MAX_MESSAGE, b64, unb64
+
+__all__ = [
+    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "MQError", "Message",
+    "NoMessageAvailable", "NotAuthorized", "QMgrNotAvailable", "QueueManager",
+    "StandbyQMgr", "UnknownObjectName", "connect",
+]
+
+
+class MQError(NetError):
+    """A failed MQ call; ``reason`` is the MQ reason code (MQRC)."""
+
+    @property
+    def reason(self) -> int:
+        """MQ's reason code for the failure."""
+        return self.mqrc
+
+
+class NotAuthorized(MQError):
+    """2035 MQRC_NOT_AUTHORIZED: the credential is missing or wrong."""
+
+
+class NoMessageAvailable(MQError):
+    """2033 MQRC_NO_MSG_AVAILABLE: nothing arrived within the wait."""
+
+
+class UnknownObjectName(MQError):
+    """2085 MQRC_UNKNOWN_OBJECT_NAME: the queue is not defined."""
+
+
+class StandbyQMgr(MQError):
+    """2543 MQRC_STANDBY_Q_MGR: only a standby instance answered."""
+
+
+class QMgrNotAvailable(MQError):
+    """2059 MQRC_Q_MGR_NOT_AVAILABLE: no instance answered."""
+
+
+class ConnectionBroken(MQError):
+    """2009 MQRC_CONNECTION_BROKEN (inside a unit of work: it was backed out)."""
+
+
+class CallInterrupted(MQError):
+    """2549 MQRC_CALL_INTERRUPTED: the call may or may not have taken effect."""
+
+
+class BackedOut(MQError):
+    """2003 MQRC_BACKED_OUT: the unit of work was backed out."""
+
+
+_BY_REASON: dict[int, type[MQError]] = {
+    2035: NotAuthorized, 2033: NoMessageAvailable, 2085: UnknownObjectName,
+    2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
+    2549: CallInterrupted, 2003: BackedOut,
+}
+
+MQRC_Q_MGR_NAME_ERROR = 2058
+MQRC_CLIENT_CONN_ERROR = 2278
+MQRC_DATA_LENGTH_ERROR = 2010
+
+
+def _error(exc: MiqmError) -> MQError:
+    """The MQError for a lower-level error."""
+    if isinstance(exc, MQError):
+        return exc
+    if isinstance(exc, NetError):
+        reason = exc.mqrc
+    elif isinstance(exc, QMgrNotFound):
+        reason = MQRC_Q_MGR_NAME_ERROR
+    else:  # a bad CONNAME, credential file or TLS file
+        reason = MQRC_CLIENT_CONN_ERROR
+    cls = _BY_REASON.get(reason, MQError)
+    return cls(str(exc), mqrc=reason, amq=exc.amq)
+
+
+class Message:
+    """A message as an application sees it: ``body``, ``msgid``, ``correlid`` (bytes),
+    ``priority``, ``persistent``, ``put_time`` (UTC datetime) and ``backout_count``."""
+
+    __slots__ = (
+        "_put_time",
+        "backout_count",
+        "body",
+        "correlid",
+        "msgid",
+        "persistent",
+        "priority",
+    )
+
+    def __init__(self, body: bytes, msgid: bytes = b"", correlid: bytes = b"",
+                 priority: int = 0, persistent: bool = False,
+                 put_time: _dt.datetime | float | str | None = None,
+                 backout_count: int = 0) -> None:
+        self.body = body
+        self.msgid = msgid
+        self.correlid = correlid
+        self.priority = priority
+        self.persistent = persistent
+        self._put_time = put_time
+        #: MQ's BackoutCount: how often the message was backed out onto its queue (kept
+        #: by the active instance in memory; a consumer that reconnects counts its own
+        #: redeliveries)
+        self.backout_count = backout_count
+
+    @property
+    def put_time(self) -> _dt.datetime | None:
+        """When the message was put (UTC)."""
+        t = self._put_time
+        if isinstance(t, (int, float)):
+            t = self._put_time = _dt.datetime.fromtimestamp(t, _dt.UTC)
+        elif isinstance(t, str):
+            try:
+                t = _dt.datetime.fromisoformat(t)
+            except ValueError:
+                t = None
+            self._put_time = t
+        return t
+
+    @property
+    def redelivered(self) -> bool:
+        """True if the message may have been handed to an application before."""
+        return self.backout_count > 0
+
+    def __repr__(self) -> str:
+        return (f"Message(body={self.body[:32]!r}{'...' if len(self.body) > 32 else ''}, "
+                f"msgid={self.msgid.hex()}, priority={self.priority}, "
+                f"persistent={self.persistent}, backout_count={self.backout_count})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.body, self.msgid, self.correlid, self.priority, self.persistent,
+                self.backout_count) == (other.body, other.msgid, other.correlid,
+                                        other.priority, other.persistent,
+                                        other.backout_count)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _message(fields: dict[str, Any], body: bytes) -> Message:
+    return Message(body, unb64(fields.get("msgid")) or b"",
+                   unb64(fields.get("correlid")) or b"",
+                   int(fields.get("priority") or 0), bool(fields.get("persistent")),
+                   fields.get("put_time"), int(fields.get("bc") or 0))
+
+
+class QueueManager:
+    """A connection to a queue manager (from :func:`connect`); a context manager.
+
+    Closing it (or leaving the ``with`` block) backs out a unit of work that was not
+    committed, as MQ does for an application that ends without MQCMIT.
+    """
+
+    def __init__(self, conn: _net.Connection) -> None:
+        self._conn = conn
+        self._consumers: list[Consumer] = []
+
+    @property
+    def qmgr(self) -> str:
+        """The queue manager's name."""
+        return self._conn.qmgr
+
+    @property
+    def host(self) -> str:
+        """The host name of the instance connected to now."""
+        return self._conn.server_host
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the connection was re-established (failovers survived)."""
+        return self._conn.reconnects
+
+    def _call(self, op: str, **fields: Any) -> dict[str, Any]:
+        try:
+            return self._conn.call(op, **fields)
+        except MiqmError as exc:
+            raise _error(exc) from None
+
+    def inquire(self, queue: str) -> dict[str, Any]:
+        """MQOPEN + MQINQ: the queue's attributes (``MAXDEPTH``, ``DEFPSIST``, ...);
+        :class:`UnknownObjectName` (2085) if it is not defined."""
+        return dict(self._call("open", queue=queue).get("attrs") or {})
+
+    def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
+            priority: int | None = None, msgid: bytes | None = None,
+            correlid: bytes | None = None, syncpoint: bool = False) -> bytes | None:
+        """MQPUT. ``persistent=None`` takes the queue's DEFPSIST, ``priority=None`` its
+        DEFPRTY. Outside syncpoint a persistent message is durable on return, and the
+        message id is returned. Under syncpoint the put is pipelined (no wait for the
+        reply): it returns ``msgid`` as given (or None), and a failure is reported by
+        :meth:`commit` (2003, naming the failed call), which backs the unit out."""
+        body = bytes(body)
+        if len(body) > MAX_MESSAGE:
+            raise MQError(f"a message of {len(body)} bytes is longer than the {MAX_MESSAGE} "
+                          "bytes a message may have (MQRC 2010 MQRC_DATA_LENGTH_ERROR)",
+                          mqrc=MQRC_DATA_LENGTH_ERROR)
+        fields: dict[str, Any] = {"queue": queue, "body": body}
+        if persistent is not None:
+            fields["persistent"] = persistent
+        if priority is not None:
+            fields["priority"] = priority
+        if msgid is not None:
+            fields["msgid"] = b64(msgid)
+        if correlid is not None:
+            fields["correlid"] = b64(correlid)
+        if syncpoint:
+            fields["syncpoint"] = True
+        if syncpoint:
+            try:
+                self._conn.send("put", **fields)
+            except MiqmError as exc:
+                raise _error(exc) from None
+            return msgid
+        reply = self._call("put", **fields)
+        return unb64(reply.get("msgid"))
+
+    def get(self, queue: str, *, wait: float = 0.0, msgid: bytes | None = None,
+            correlid: bytes | None = None, syncpoint: bool = False) -> Message:
+        """MQGET: the next message (by priority, then arrival; or the one matching
+        ``msgid``/``correlid``), waiting up to ``wait`` seconds;
+        :class:`NoMessageAvailable` (2033) if none comes."""
+        reply = self._call("get", queue=queue, wait=wait, msgid=b64(msgid),
+                           correlid=b64(correlid), syncpoint=syncpoint)
+        return _message(reply, reply.get("body") or b"")
+
+    def browse(self, queue: str, *, msgid: bytes | None = None,
+               correlid: bytes | None = None) -> Message:
+        """The message a get would return, left on the queue (2033 if none)."""
+        reply = self._call("get", queue=queue, browse=True, msgid=b64(msgid),
+                           correlid=b64(correlid))
+        return _message(reply, reply.get("body") or b"")
+
+    def commit(self) -> None:
+        """MQCMIT: make this connection's unit of work durable and visible."""
+        self._call("commit")
+
+    def backout(self) -> None:
+        """MQBACK: undo this connection's unit of work."""
+        self._call("backout")
+
+    def consume(self, queue: str, prefetch: int = 100, syncpoint: bool = False,
+                wait: float | None = None) -> Consumer:
+        """A stream of messages from ``queue`` (iterate it). Outside syncpoint the
+        queue manager pushes up to ``prefetch`` messages ahead; under syncpoint each
+        message is got into this connection's unit of work as the application asks for
+        it (commit with :meth:`commit`). ``wait=None`` iterates until the consumer is
+        closed; otherwise iteration ends once no message arrives for ``wait`` seconds.
+        The consumer survives a failover by itself (with ``reconnect=True``)."""
+        consumer = Consumer(self, queue, prefetch, syncpoint, wait)
+        self._consumers.append(consumer)
+        return consumer
+
+    def close(self) -> None:
+        """Disconnect (MQDISC); uncommitted work is backed out by the queue manager."""
+        for consumer in list(self._consumers):
+            consumer.close()
+        self._conn.close()
+
+    def __enter__(self) -> QueueManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Consumer:
+    """A streaming consumer (from :meth:`QueueManager.consume`).
+
+    Messages pushed but not yet handed to the application stay on the queue under an
+    uncommitted unit of work; they return to the queue if the connection ends, fails
+    over or the consumer is closed. A message handed out whose batch was not yet
+    confirmed may come again after a failover: it then has ``backout_count`` >= 1.
+    """
+
+    def __init__(self, qm: QueueManager, queue: str, prefetch: int, syncpoint: bool,
+                 wait: float | None) -> None:
+        self._qm = qm
+        self._conn = qm._conn
+        self.queue = queue
+        self.prefetch = max(1, int(prefetch))
+        self.syncpoint = syncpoint
+        self.wait = wait
+        self._sub = 0
+        self._generation = -1
+        self._batch: tuple[int, list[Message]] | None = None
+        self._index = 0
+        self._suspect: dict[bytes, int] = {}
+        self._acked: dict[int, list[bytes]] = {}
+        self._closed = False
+        self._empty = False
+        self.delivered = 0
+
+    def __iter__(self) -> Iterator[Message]:
+        try:
+            while not self._closed:
+                msg = self.next(self.wait)
+                if msg is None:
+                    if self.wait is not None:
+                        return
+                    continue
+                yield msg
+        finally:
+            self.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def next(self, timeout: float | None = None) -> Message | None:
+        """The next message, waiting up to ``timeout`` seconds (None = until one comes);
+        None if none came in time."""
+        if self._closed:
+            raise MQError("the consumer is closed", mqrc=2019)
+        if self.syncpoint:
+            return self._next_pulled(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._batch is not None:
+                return self._hand()
+            remaining = 1.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0 and self._empty:
+                return None  # the queue manager said the queue is empty, and time is up
+            try:
+                if self._generation != self._conn.generation or not self._conn.connected:
+                    self._subscribe()
+                # past the deadline, wait for the queue manager's word (a batch or
+                # "empty"), which comes at once
+                poll = min(remaining, 1.0) if remaining > 0 else 1.0
+                frame = self._conn.next_push(self._sub, poll)
+            except MQError:
+                raise
+            except (OSError, NetError) as exc:
+                if isinstance(exc, NetError) and exc.mqrc not in (2009, 2059):
+                    raise _error(exc) from None
+                self._lost(exc)
+                continue
+            if frame is None:
+                continue
+            if frame.get("empty"):
+                self._empty = True
+                continue
+            if "committed" in frame:  # that batch is durable: its messages are settled
+                for m in self._acked.pop(int(frame["committed"]), ()):
+                    self._suspect.pop(m, None)
+                continue
+            if frame.get("ok") is False:
+                raise _error(NetError(str(frame.get("error")),
+                                      mqrc=int(frame.get("mqrc") or 2195)))
+            try:
+                self._take(frame)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise MQError(f"the queue manager pushed a malformed batch ({exc!r}): the "
+                              "client and queue manager versions differ?", mqrc=2195) from None
+
+    def _next_pulled(self, timeout: float | None) -> Message | None:
+        slice_ = 1.0 if timeout is None else timeout
+        while True:
+            try:
+                msg = self._qm.get(self.queue, wait=slice_, syncpoint=True)
+            except NoMessageAvailable:
+                if timeout is not None:
+                    return None
+                continue
+            self.delivered += 1
+            return msg
+
+    def _subscribe(self) -> None:
+        self._batch = None
+        self._empty = False
+        self._sub += 1
+        try:
+            self._conn.call("consume", queue=self.queue, prefetch=self.prefetch, sub=self._sub)
+        except MiqmError as exc:
+            raise _error(exc) from None
+        self._generation = self._conn.generation
+
+    def _lost(self, exc: BaseException) -> None:
+        """The connection broke while streaming: reconnect (the next loop resubscribes),
+        or raise what MQ reports (2009 when a unit of work was open on it)."""
+        self._batch = None
+        self._acked.clear()
+        self._suspect.update({m: 1 for m in self._unconfirmed})
+        try:
+            self._conn._broken("ping", False, exc)
+        except MiqmError as err:
+            raise _error(err) from None
+
+    @property
+    def _unconfirmed(self) -> list[bytes]:
+        return [m for m, n in self._suspect.items() if n == 0]
+
+    def _take(self, frame: dict[str, Any]) -> None:
+        """Unpack a pushed batch (see :func:`miqm.net.streaming.encode_batch`)."""
+        data = frame.get("body") or b""
+        lens = frame.get("len") or []
+        prios, pers, ts = frame["prio"], frame["pers"], frame["ts"]
+        bcs = frame.get("bc") or {}
+        suspect = self._suspect
+        msgs = []
+        pos = 0
+        for i, n in enumerate(lens):
+            mid = data[pos:pos + 24]
+            end = pos + 48 + n
+            msg = Message(data[pos + 48:end], mid, data[pos + 24:pos + 48], prios[i],
+                          bool(pers[i]), ts[i], bcs.get(str(i), 0) if bcs else 0)
+            pos = end
+            if suspect and suspect.pop(mid, None):
+                msg.backout_count = max(msg.backout_count, 1)
+            msgs.append(msg)
+        if msgs:
+            self._batch = (int(frame["batch"]), msgs)
+            self._index = 0
+            self._empty = False
+
+    def _hand(self) -> Message:
+        assert self._batch is not None
+        bid, msgs = self._batch
+        msg = msgs[self._index]
+        self._index += 1
+        self.delivered += 1
+        self._suspect[msg.msgid] = 0  # handed, not yet known committed
+        if self._index >= len(msgs):
+            self._batch = None
+            self._acked[bid] = [m.msgid for m in msgs]
+            try:
+                # sent at once: the queue manager's next batch waits for this credit; a
+                # "committed" push settles the batch once it is durable
+                self._conn.send("ack", sub=self._sub, batch=bid, flush=True)
+            except MiqmError:
+                pass  # the next read finds the broken connection and reconnects
+        if len(self._suspect) > 100_000:  # bound the memory of long-unconfirmed ids
+            for m in list(self._suspect)[:50_000]:
+                del self._suspect[m]
+            while len(self._acked) > 1000:
+                del self._acked[next(iter(self._acked))]
+        return msg
+
+    def close(self) -> None:
+        """Stop the stream: messages pushed but not handed out return to the queue."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.syncpoint or self._generation != self._conn.generation:
+            return
+        handed = {}
+        if self._batch is not None and self._index:
+            handed[str(self._batch[0])] = self._index
+        self._batch = None
+        try:
+            if self._conn.connected:
+                # waited for: once answered, every ack before it has been committed, so
+                # closing the socket right after cannot lose one
+                self._conn.call("cancel", sub=self._sub, handed=handed)
+        except (OSError, MiqmError):
+            pass
+
+
+def connect(qmgr: str, conname: str | None = None, credential: str | None = None,
+            reconnect: bool = True, *, timeout: float = 5.0, reconnect_timeout: float = 60.0,
+            call_timeout: float = 60.0, tls: ssl.SSLContext | None = None) -> QueueManager:
+    """Connect to the active instance of ``qmgr``.
+
+    ``conname``: MQ's CONNAME list ``"hosta(1414),hostb(1414)"``; None uses
+    ``MIQM_CONNECTION``, else bindings mode (this host's mqs.ini and the shared data
+    directory). ``credential``: ``principal:secret``, a bare secret (the admin's), or
+    ``@path``; None uses ``MIQM_CREDENTIAL``, else (bindings mode) the credentials file.
+    ``tls``: a client :class:`ssl.SSLContext`; None uses ``MIQM_TLS_CA`` if set.
+    ``reconnect=True`` follows a failover (see :class:`miqm.net.client.Connection`).
+    """
+    try:
+        endpoints = _net.parse_conname(conname) if conname is not None else None
+        conn = _net.connect(qmgr, timeout, reconnect=reconnect,
+                            reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
+                            endpoints=endpoints, credential=credential, tls=tls)
+    except MiqmError as exc:
+        raise _error(exc) from None
+    return QueueManager(conn)

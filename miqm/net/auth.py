@@ -1,0 +1,215 @@
+"""Who may use a queue manager's listener: principals with their own secrets.
+
+``crtmqm`` writes ``<datadir>/credentials`` (mode 0600) holding one principal, ``admin``,
+with a random 256-bit secret::
+
+    {"version": 1, "principals": {"admin": {"secret": "<64 hex digits>", "created": T}}}
+
+More principals may be added to the file (a later authority-records issue keys its
+records on the principal name). A client presents ``principal:secret``; a bare secret
+means the ``admin`` principal. Secrets are compared in constant time
+(:func:`hmac.compare_digest` on their SHA-256 digests, so even the length does not leak).
+
+Where a client's credential comes from (:func:`client_credential`): the ``credential``
+argument, else ``MIQM_CREDENTIAL`` (the credential itself, or ``@path`` of a file holding
+it), else — on a host whose mqs.ini knows the queue manager — the credentials file in its
+data directory, which a local user allowed to read it may use as the admin.
+
+A queue manager created before credentials existed has no credentials file: its listener
+accepts every client, as before, and says so once in the error log at start. Creating
+the file (``miqm credential -m QM``) turns authentication on at the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from miqm.errors import ConfigError, MiqmError
+
+CREDENTIALS_FILE = "credentials"
+ADMIN = "admin"
+
+
+def new_secret() -> str:
+    """A fresh random secret (64 hex digits)."""
+    return secrets.token_hex(32)
+
+
+def render(principals: dict[str, str]) -> bytes:
+    """The credentials file's content for ``{principal: secret}``."""
+    now = int(time.time())
+    return (json.dumps({"version": 1, "principals": {
+        p: {"secret": s, "created": now} for p, s in principals.items()}}, indent=1)
+        + "\n").encode()
+
+
+def parse(raw: bytes, source: str = CREDENTIALS_FILE) -> dict[str, str]:
+    """``{principal: secret}`` from the credentials file; ConfigError if unreadable."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+        principals = doc["principals"]
+        out = {str(p): str(v["secret"]) for p, v in principals.items()}
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError(f"{source} is not a valid credentials file; restore it or "
+                          "recreate it with 'miqm credential -m QMgr'.", amq="AMQ9204") from None
+    if not out or any(not s for s in out.values()):
+        raise ConfigError(f"{source} holds no principal with a secret; recreate it with "
+                          "'miqm credential -m QMgr'.", amq="AMQ9204")
+    return out
+
+
+def write(volume: Any, principals: dict[str, str]) -> None:
+    """Write the credentials file durably, readable by its owner only where the volume is
+    a local path (an ``nfs4://`` volume gets the server's default mode)."""
+    from lockfs.posix import PosixVolume
+
+    data = render(principals)
+    if not isinstance(volume, PosixVolume):
+        volume.write_atomic(CREDENTIALS_FILE, data)
+        return
+    path = os.path.join(volume.root, CREDENTIALS_FILE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+
+
+def read(volume: Any) -> dict[str, str] | None:
+    """The principals in ``volume``'s credentials file; None if there is none."""
+    from lockfs.errors import VolumeNotFound
+
+    try:
+        raw = volume.read_bytes(CREDENTIALS_FILE)
+    except VolumeNotFound:
+        return None
+    return parse(raw, f"{getattr(volume, 'url', '')}/{CREDENTIALS_FILE}")
+
+
+def split(credential: str) -> tuple[str, str]:
+    """``(principal, secret)`` of a presented credential (a bare secret is ``admin``'s)."""
+    credential = credential.strip()
+    if ":" in credential:
+        principal, secret = credential.split(":", 1)
+        return principal.strip() or ADMIN, secret.strip()
+    return ADMIN, credential
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class Authenticator:
+    """Checks presented credentials against a principal table.
+
+    ``principals=None`` means authentication is off (a queue manager without a
+    credentials file): every client is accepted as ``admin``. Failures are counted and
+    reported through ``on_failure(peer, principal)``, rate-limited so that a flood of bad
+    attempts cannot fill the error log or slow the listener.
+    """
+
+    def __init__(self, principals: dict[str, str] | None,
+                 on_failure: Callable[[str, str, int], None] | None = None,
+                 *, log_per_minute: int = 20, clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self.required = principals is not None
+        self._digests = {p: _digest(s) for p, s in (principals or {}).items()}
+        self._dummy = _digest(new_secret())
+        self.failures = 0
+        self._on_failure = on_failure
+        self._log_per_minute = log_per_minute
+        self._clock = clock
+        self._window = (0.0, 0, 0)  # (window start, logged, suppressed)
+        self._lock = threading.Lock()
+
+    def check(self, credential: Any, peer: str = "") -> str | None:
+        """The principal a credential authenticates, or None (counted and reported)."""
+        if not self.required:
+            return ADMIN
+        principal, secret = split(credential) if isinstance(credential, str) else ("", "")
+        want = self._digests.get(principal, self._dummy)
+        ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
+        if ok:
+            return principal
+        self._failed(peer, principal or "(none)")
+        return None
+
+    def _failed(self, peer: str, principal: str) -> None:
+        with self._lock:
+            self.failures += 1
+            now = self._clock()
+            start, logged, suppressed = self._window
+            if now - start >= 60.0:
+                report_suppressed = suppressed
+                start, logged, suppressed = now, 0, 0
+            else:
+                report_suppressed = 0
+            log = logged < self._log_per_minute
+            if log:
+                logged += 1
+            else:
+                suppressed += 1
+            self._window = (start, logged, suppressed)
+        if log and self._on_failure is not None:
+            self._on_failure(peer, principal, report_suppressed)
+
+
+def client_credential(qmgr: str, explicit: str | None = None,
+                      bindings: bool = True) -> str | None:
+    """The credential a client presents (see the module docstring); ConfigError with one
+    line if ``MIQM_CREDENTIAL`` names a file that cannot be read."""
+    if explicit:
+        return _deref(explicit, "the credential argument")
+    env = os.environ.get("MIQM_CREDENTIAL", "").strip()
+    if env:
+        return _deref(env, "MIQM_CREDENTIAL")
+    if not bindings:
+        return None
+    try:
+        from lockfs.errors import LockFsError
+        from lockfs.volume import open_volume
+        from miqm.paths import find
+
+        volume = open_volume(find(qmgr).data_path)
+        try:
+            principals = read(volume)
+        finally:
+            volume.close()
+    except (LockFsError, MiqmError, OSError):
+        return None
+    if not principals:
+        return None
+    if ADMIN in principals:
+        return f"{ADMIN}:{principals[ADMIN]}"
+    p, s = next(iter(principals.items()))
+    return f"{p}:{s}"
+
+
+def _deref(value: str, what: str) -> str:
+    if not value.startswith("@"):
+        return value
+    path = value[1:]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"{what} names the file {path!r}, which cannot be read "
+                          f"({exc.strerror or exc}); fix the path or its permissions.",
+                          amq="AMQ9204") from None
+    if text.startswith("{"):  # a copy of the queue manager's credentials file
+        principals = parse(text.encode(), path)
+        p = ADMIN if ADMIN in principals else next(iter(principals))
+        return f"{p}:{principals[p]}"
+    return text

@@ -1,0 +1,55 @@
+"""The execution controller's listener, built from the queue manager's configuration:
+address and port (:mod:`miqm.net.settings`), credentials (:mod:`miqm.net.auth`) and TLS.
+
+Kept apart from the controller so the HA code only calls :func:`make_listener`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miqm.net.auth import Authenticator, read
+from miqm.net.server import Handler, Listener, server_tls_context
+from miqm.net.settings import listener_settings
+
+
+def make_listener(ctl: Any, handler: Handler) -> Listener:
+    """A listener for controller ``ctl`` (its ``cfg``, ``data`` volume and ``say``);
+    ConfigError with one line for a bad setting or an unusable credentials/TLS file."""
+    settings = listener_settings(ctl.cfg.stanzas)
+    principals = read(ctl.data)
+
+    def on_failure(peer: str, principal: str, suppressed: int) -> None:
+        more = f" ({suppressed} more failures in the last minute were not logged)" \
+            if suppressed else ""
+        ctl.say("AMQ5534", f"AMQ5534E: a client at {peer} was refused by queue manager "
+                           f"'{ctl.qmgr}': the credential for principal '{principal}' is "
+                           f"missing or wrong (MQRC 2035 MQRC_NOT_AUTHORIZED){more}.")
+        ctl.event("auth_failure", peer=peer, principal=principal)
+
+    auth = Authenticator(principals, on_failure)
+    if principals is None:
+        ctl.say("AMQ5540", f"AMQ5540W: queue manager '{ctl.qmgr}' has no credentials file: "
+                           "its listener accepts every client. Create one with "
+                           f"'miqm credential -m {ctl.qmgr}' to require a credential.")
+    tls = None
+    if settings.tls:
+        tls = server_tls_context(settings.cert_file, settings.key_file,
+                                 settings.client_ca_file)
+
+    def log(line: str) -> None:
+        number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ6184"
+        ctl.say(number, line)
+
+    return Listener(handler, host=settings.host, port=settings.port, log=log,
+                    authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout)
+
+
+def listener_stats(listener: Listener) -> dict[str, Any]:
+    """What the listener counted: open sessions, refused credentials, and connections
+    dropped for bad input by reason (for ``instance`` replies and metrics)."""
+    auth = listener.authenticator
+    return {"sessions": len(listener.sessions()),
+            "auth_failures": getattr(auth, "failures", 0),
+            "auth_required": bool(getattr(auth, "required", False)),
+            "rejected": dict(listener.rejected)}

@@ -1,0 +1,150 @@
+"""HA promises on the real NFSv4 server (the lab: nfs-ganesha, 5 s lease, hosts A and B in
+network namespaces, the built-in nfs4:// client), not the project's fault injector:
+
+* a real lost lock: the active is paused (SIGSTOP) past its lease, the server expires its
+  state and the standby takes the lock; resumed, the old active ends with AMQ7279 and its
+  activation wrote nothing after the new one began;
+* ``dspmq`` answers within a second (plus interpreter start) while the real server is
+  frozen (SIGSTOP of ganesha) and an instance is running on it.
+
+Root only; uses the session's lab (tests/lab.py), dumps both error logs on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import lab
+from tests.integration.test_nfs4_failover import TUNING, NsHost, _alive, _pid, _run
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+QM = "QMNFSHA"
+
+
+@pytest.fixture
+def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest
+       ) -> Iterator[tuple[NsHost, NsHost, Path]]:
+    """QMNFSHA created on the lab, active on A and standby on B; everything killed after."""
+    a, b = NsHost("a", tmp_path / "hosta"), NsHost("b", tmp_path / "hostb")
+    for h in (a, b):
+        h.root.mkdir()
+    sub = f"ha-{os.getpid()}-{int(time.time())}"
+    base = nfs_lab.export_dir / sub
+    (base / "data").mkdir(parents=True)
+    (base / "log").mkdir(parents=True)
+    ganesha = int((nfs_lab.dir / "ganesha.pid").read_text())
+    try:
+        _run(nfs_lab, a, "crtmqm", "-md", nfs_lab.url(f"{sub}/data"), "-ld",
+             nfs_lab.url(f"{sub}/log"), "-lf", "256", QM)
+        ini = base / "data" / QM / "qm.ini"
+        text = ini.read_text()
+        for key, value in TUNING.items():
+            text = "\n".join(f"   {key}={value}" if line.strip().startswith(f"{key}=")
+                             else line for line in text.splitlines()) + "\n"
+        ini.write_text(text)
+        _, line, _ = _run(nfs_lab, a, "dspmqinf", "-o", "command", QM)
+        _run(nfs_lab, b, *line.split())
+        _, out, _ = _run(nfs_lab, a, "strmqm", "-x", QM, timeout=120)
+        assert "started" in out
+        _, out, _ = _run(nfs_lab, b, "strmqm", "-x", QM, timeout=120)
+        assert "standby" in out
+        _run(nfs_lab, a, "runmqsc", QM, stdin="DEFINE QLOCAL(HA.Q)\n")
+        yield a, b, base
+    finally:
+        os.kill(ganesha, signal.SIGCONT)  # never leave the server frozen
+        rep = getattr(request.node, "rep_call", None)
+        errors = base / "data" / QM / "errors"
+        if rep is not None and rep.failed:
+            for f in sorted(errors.glob("AMQERR0*.LOG")) if errors.is_dir() else []:
+                print(f"===== {f}\n{f.read_text(errors='replace')[-6000:]}")
+        for h in (a, b):
+            pid = _pid(h, QM)
+            if pid and _alive(pid):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+        for ns in ("a", "b"):
+            try:
+                nfs_lab.heal(ns)
+            except Exception:  # best effort
+                pass
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _serving(labx: lab.NfsLab, host: NsHost) -> bool:
+    rc, _, _ = _run(labx, host, "runmqsc", QM, stdin="PING QMGR\n", ok=False, timeout=30)
+    return rc == 0
+
+
+def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothing(
+        nfs_lab: lab.NfsLab, qm: tuple[NsHost, NsHost, Path]) -> None:
+    a, b, base = qm
+    lines = [f"before pause {i:02d}" for i in range(10)]
+    _run(nfs_lab, a, "amqsput", QM, "HA.Q", stdin="\n".join(lines) + "\n")
+    old = _pid(a, QM)
+    assert old and _alive(old)
+    os.kill(old, signal.SIGSTOP)  # no renewals: the server expires its lease for real
+    paused = time.monotonic()
+    try:
+        deadline = paused + 6 * nfs_lab.lease + 30
+        while not _serving(nfs_lab, b):
+            assert time.monotonic() < deadline, "the standby never took over"
+            time.sleep(0.2)
+        took = time.monotonic() - paused
+        assert took > nfs_lab.lease * 0.5, f"the lock was handed over after {took:.1f}s, " \
+            f"before the {nfs_lab.lease}s lease could expire"
+    finally:
+        os.kill(old, signal.SIGCONT)
+    resumed = time.monotonic()
+    while _alive(old):
+        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
+        time.sleep(0.02)
+    ended = time.monotonic() - resumed
+    print(f"lease {nfs_lab.lease}s: standby serving {took:.1f}s after the pause; the old "
+          f"active ended {ended:.2f}s after it was resumed")
+    errlog = (base / "data" / QM / "errors" / "AMQERR01.LOG").read_text(errors="replace")
+    hosta = [block for block in errlog.split("-----") if "Host(hosta)" in block]
+    assert any("AMQ7279" in block for block in hosta), errlog[-3000:]
+    _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
+    assert [ln for ln in out.splitlines() if ln] == lines
+    # the log, read from the export: no record of the old generation after the new began
+    from lockfs.posix import PosixVolume
+    from miqm.store.log import RecoveryLog
+    from miqm.store.settings import LogSettings
+
+    logv = PosixVolume(str(base / "log" / QM))
+    gen = RecoveryLog.recorded_generation(logv)
+    reader = RecoveryLog.open(logv, LogSettings(file_pages=256), generation=gen)
+    gens = [r.generation for r in reader.records(reader.first_lsn())]
+    reader.close()
+    assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
+
+
+def test_dspmq_answers_within_a_second_while_the_real_server_is_frozen(
+        nfs_lab: lab.NfsLab, qm: tuple[NsHost, NsHost, Path]) -> None:
+    a, b, _ = qm
+    ganesha = int((nfs_lab.dir / "ganesha.pid").read_text())
+    _, before, _ = _run(nfs_lab, b, "dspmq", "-x", "-m", QM)
+    assert "Running" in before
+    os.kill(ganesha, signal.SIGSTOP)
+    try:
+        timings = []
+        for host in (a, b):
+            t0 = time.monotonic()
+            rc, out, err = _run(nfs_lab, host, "dspmq", "-x", "-m", QM, ok=False, timeout=30)
+            timings.append(time.monotonic() - t0)
+            assert rc == 0, out + err
+            assert "Status not available" in out, out
+            assert f"INSTANCE(host{host.ns})" in out, out  # what this host knows itself
+    finally:
+        os.kill(ganesha, signal.SIGCONT)
+    print(f"dspmq with the NFSv4 server frozen: {timings[0]:.2f}s on the active's host, "
+          f"{timings[1]:.2f}s on the standby's (about 1 s of probing plus interpreter start)")
+    assert max(timings) < 3.0, timings

@@ -1,0 +1,480 @@
+"""The application client library (miqm.client) against the real store behind the real
+listener in this process: put/get/browse/commit/backout with typed errors, the streaming
+consumer (prefetch, close returns what was not handed out, resuming after the serving
+listener is replaced), credentials (2035), listener settings, TLS with certificates made
+here, and bad input that must not disturb a concurrent well-behaved client."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from miqm import client as mq
+from miqm.config import parse_ini
+from miqm.errors import ConfigError
+from miqm.net import auth, protocol
+from miqm.net.client import client_tls_context
+from miqm.net.server import Listener, server_tls_context
+from miqm.net.settings import listener_settings
+from tests.unit.test_net_store import Served
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
+                                reason="needs the store's recovery log")
+
+
+@pytest.fixture()
+def served(tmp_path, monkeypatch, capsys) -> Iterator[Served]:
+    from miqm.cli import crtmqm
+    from tests.unit.test_cli_mqadmin import run
+
+    root = str(tmp_path / "root")
+    monkeypatch.setenv("MIQM_DATA_ROOT", root)
+    monkeypatch.delenv("MIQM_CONNECTION", raising=False)
+    monkeypatch.delenv("MIQM_CREDENTIAL", raising=False)
+    rc, _, err = run(crtmqm.main, ["crtmqm", "-ll", "-lf", "64", "QMC"], capsys, monkeypatch)
+    assert rc == 0, err
+    s = Served(root, "QMC")
+    s.start()
+    s.store.define_queue("Q1", MAXDEPTH=100000)
+    try:
+        yield s
+    finally:
+        try:
+            s.stop()
+        except Exception:
+            pass
+
+
+def test_put_get_browse_commit_backout_and_typed_errors(served) -> None:
+    with mq.connect("QMC") as qm:
+        mid = qm.put("Q1", b"\x00one", persistent=True)
+        assert isinstance(mid, bytes) and len(mid) == 24
+        assert qm.browse("Q1").body == b"\x00one"
+        msg = qm.get("Q1", wait=0)
+        assert msg.body == b"\x00one" and msg.msgid == mid and msg.persistent
+        assert msg.backout_count == 0 and not msg.redelivered
+        with pytest.raises(mq.NoMessageAvailable) as info:
+            qm.get("Q1")
+        assert info.value.reason == 2033 and isinstance(info.value, mq.MQError)
+        with pytest.raises(mq.UnknownObjectName) as info2:
+            qm.put("NOPE", b"x")
+        assert info2.value.reason == 2085
+        with pytest.raises(mq.UnknownObjectName):
+            qm.inquire("NOPE")
+        assert int(qm.inquire("Q1")["MAXDEPTH"]) == 100000
+        qm.put("Q1", b"a", syncpoint=True, correlid=b"c1")
+        qm.put("Q1", b"b", syncpoint=True)
+        with mq.connect("QMC") as other:
+            with pytest.raises(mq.NoMessageAvailable):
+                other.get("Q1")  # not committed yet
+        qm.commit()
+        got = qm.get("Q1", syncpoint=True)
+        assert got.body == b"a" and got.correlid.rstrip(b"\0") == b"c1"
+        qm.backout()
+        again = qm.get("Q1")
+        assert again.body == b"a" and again.backout_count == 1 and again.redelivered
+        # a pipelined put that fails dooms its unit of work: commit says so (2003)
+        qm.put("Q1", b"ok", syncpoint=True)
+        qm.put("Q1", b"x", syncpoint=True, priority=42)
+        with pytest.raises(mq.BackedOut) as info3:
+            qm.commit()
+        assert "2050" in str(info3.value) or "priority" in str(info3.value)
+        assert qm.get("Q1").body == b"b"
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+
+
+def test_streaming_consumer_delivers_everything_once_and_close_returns_the_rest(served) -> None:
+    bodies = [f"m{i:04d}".encode() * 10 for i in range(600)]
+    with mq.connect("QMC") as qm:
+        for b in bodies:
+            qm.put("Q1", b, persistent=True, syncpoint=True)
+        qm.commit()
+        got = []
+        consumer = qm.consume("Q1", prefetch=50)
+        for msg in consumer:
+            got.append(msg.body)
+            if len(got) == 130:
+                break  # mid-batch: the rest, pushed or not, goes back to the queue
+        assert got == bodies[:130]
+        rest = [m.body for m in qm.consume("Q1", prefetch=200, wait=0.5)]
+    assert rest == bodies[130:]  # nothing lost, nothing twice, order kept
+    assert served.store.status() is not None
+
+
+def test_consumer_resumes_when_its_listener_is_replaced(served) -> None:
+    """The serving listener goes away (as at a failover) while a consumer streams: it
+    reconnects by itself, nothing is lost, and anything seen twice says so."""
+    bodies = [f"r{i:04d}".encode() for i in range(400)]
+    with mq.connect("QMC") as qm:
+        for b in bodies:
+            qm.put("Q1", b, persistent=True, syncpoint=True)
+        qm.commit()
+    seen: list[mq.Message] = []
+    with mq.connect("QMC", reconnect=True, reconnect_timeout=20) as qm:
+        consumer = qm.consume("Q1", prefetch=40)
+        for msg in consumer:
+            seen.append(msg)
+            if len(seen) == 100:
+                # the instance ends: its listener closes every session (the store backs
+                # their delivery units out), a new one starts with the listener record
+                served.listener.stop()
+                served.store.close()
+                served.start()
+            if len({m.body for m in seen}) == len(bodies):
+                break
+        assert qm.reconnects >= 1
+    first: dict[bytes, int] = {}
+    for i, m in enumerate(seen):
+        if m.body in first:
+            assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
+        first.setdefault(m.body, i)
+    assert set(first) == set(bodies)
+
+
+def test_credentials_2035_counted_and_bindings_reads_the_file(served, monkeypatch) -> None:
+    from lockfs.posix import PosixVolume
+
+    data_dir = os.path.join(served.root, "qmgrs", "QMC")
+    assert os.stat(os.path.join(data_dir, "credentials")).st_mode & 0o777 == 0o600
+    principals = auth.read(PosixVolume(data_dir))
+    assert principals and set(principals) == {"admin"} and len(principals["admin"]) == 64
+    failures: list[tuple[str, str]] = []
+    authn = auth.Authenticator(principals, lambda peer, p, n: failures.append((peer, p)))
+    served.listener.authenticator = authn
+    with mq.connect("QMC") as qm:  # bindings mode reads the credentials file itself
+        qm.put("Q1", b"x")
+    monkeypatch.setenv("MIQM_CREDENTIAL", "admin:" + "0" * 64)
+    with pytest.raises(mq.NotAuthorized) as info:
+        mq.connect("QMC", reconnect=False)
+    assert info.value.reason == 2035
+    secret_file = os.path.join(served.root, "cred")
+    with open(secret_file, "w") as fh:
+        fh.write(principals["admin"] + "\n")
+    monkeypatch.setenv("MIQM_CREDENTIAL", "@" + secret_file)
+    with mq.connect("QMC") as qm:
+        assert qm.get("Q1").body == b"x"
+    # a raw client that skips hello, or sends none, gets 2035 and is disconnected
+    host, port = served.listener.address
+    with socket.create_connection((host, port)) as s:
+        protocol.write_frame(s, {"id": 1, "op": "get", "queue": "Q1"})
+        reply = protocol.read_frame(s)
+        assert reply["mqrc"] == 2035
+    with socket.create_connection((host, port)) as s:
+        protocol.write_frame(s, {"id": 1, "op": "hello", "qmgr": "QMC"})
+        assert protocol.read_frame(s)["mqrc"] == 2035
+    assert authn.failures == 3 and len(failures) == 3
+    assert all(peer.startswith("127.0.0.1(") for peer, _ in failures)
+    assert authn.check("wrong") is None and authn.check(principals["admin"]) == "admin"
+
+
+def test_auth_failures_are_rate_limited_in_the_log() -> None:
+    now = [0.0]
+    logged: list[int] = []
+    a = auth.Authenticator({"admin": "s"}, lambda peer, p, n: logged.append(n),
+                           log_per_minute=5, clock=lambda: now[0])
+    for _ in range(50):
+        assert a.check("bad", "p") is None
+    assert a.failures == 50 and len(logged) == 5
+    now[0] = 61.0
+    a.check("bad", "p")
+    assert logged[-1] == 45  # the next window reports what the last one suppressed
+
+
+def test_listener_settings_from_qm_ini_and_environment() -> None:
+    def cfg(text: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        return listener_settings(parse_ini(text, "qm.ini"), env or {})
+
+    assert (cfg("").host, cfg("").port) == ("127.0.0.1", 1414)
+    assert cfg("TCP:\n   Port=1500\n").port == 1500
+    both = "TCP:\n   Port=1500\nListener:\n   Port=1600\n   Host=0.0.0.0\n"
+    assert (cfg(both).host, cfg(both).port) == ("0.0.0.0", 1600)
+    over = cfg(both, {"MIQM_LISTENER_PORT": "0", "MIQM_LISTENER_HOST": "::1"})
+    assert (over.host, over.port) == ("::1", 0)
+    for bad in ("Listener:\n   Port=70000\n", "TCP:\n   Port=x\n",
+                "Listener:\n   SSLCertFile=/a\n"):
+        with pytest.raises(ConfigError):
+            cfg(bad)
+    with pytest.raises(ConfigError) as info:
+        cfg("", {"MIQM_LISTENER_PORT": "-1"})
+    assert "MIQM_LISTENER_PORT" in str(info.value)
+
+
+def test_port_in_use_is_one_line() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(protocol.NetError) as info:
+            Listener(lambda r, s: {"ok": True}, port=port).start()
+        assert "AMQ9218" in str(info.value) and str(port) in str(info.value)
+        assert "\n" not in str(info.value)
+
+
+def _good_client_works(qm: mq.QueueManager, n: int = 20) -> None:
+    for i in range(n):
+        qm.put("Q1", f"g{i}".encode())
+    assert [qm.get("Q1").body for _ in range(n)] == [f"g{i}".encode() for i in range(n)]
+
+
+def test_bad_input_leaves_the_listener_and_other_clients_alone(served) -> None:
+    served.listener.handshake_timeout = 0.5
+    served.listener.max_frame = 1024 * 1024
+    host, port = served.listener.address
+    with mq.connect("QMC") as good:
+        _good_client_works(good)
+        # malformed header: an error reply, then the connection is closed
+        with socket.create_connection((host, port)) as s:
+            s.sendall(b"\x00\x00\x00\x07\x00\x00\x00\x03abc")
+            reply = protocol.read_frame(s)
+            assert reply["ok"] is False and "AMQ9504" in reply["error"]
+            assert s.recv(10) == b""
+        # an oversized frame is refused before it is read (2010)
+        with socket.create_connection((host, port)) as s:
+            s.sendall(b"\x7f\x00\x00\x00")
+            assert protocol.read_frame(s)["mqrc"] == 2010
+        # a version 1 client gets a version 1 refusal it can print
+        with socket.create_connection((host, port)) as s:
+            s.sendall(protocol.encode_v1({"v": 1, "id": 0, "op": "hello", "qmgr": "QMC"}))
+            length = int.from_bytes(s.recv(4), "big")
+            import json
+            data = b""
+            while len(data) < length:
+                data += s.recv(length - len(data))
+            refusal = json.loads(data)
+            assert refusal["ok"] is False and "version 1" in refusal["error"]
+        # a TLS client on this plain listener: its handshake fails, the listener logs it
+        ctx = ssl.create_default_context()
+        with socket.create_connection((host, port)) as raw:
+            with pytest.raises((ssl.SSLError, OSError)):
+                ctx.wrap_socket(raw, server_hostname="localhost")
+        # a client that connects and says nothing is dropped after the handshake timeout
+        silent = socket.create_connection((host, port))
+        silent.settimeout(10)
+        t0 = time.monotonic()
+        assert silent.recv(10) == b""
+        assert time.monotonic() - t0 < 8
+        silent.close()
+        # an oversized message from the library: 2010 before anything is sent
+        with pytest.raises(mq.MQError) as info:
+            good.put("Q1", b"x" * (protocol.MAX_MESSAGE + 1))
+        assert info.value.reason == 2010
+        _good_client_works(good)
+    rejected = served.listener.rejected
+    assert rejected.get("malformed", 0) >= 1 and rejected.get("old_protocol") == 1
+    assert rejected.get("tls_on_plain") == 1 and rejected.get("silent", 0) >= 1
+
+
+def test_many_idle_connections_do_not_stop_a_working_client(served) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 2 * 1000 + 200  # both ends of each connection live in this process
+    if soft < want and (hard == resource.RLIM_INFINITY or hard >= want):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    n = min(1000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200) // 2)
+    host, port = served.listener.address
+
+    def rss_kib() -> int:
+        with open("/proc/self/status") as fh:
+            return next(int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS:"))
+
+    before = rss_kib()
+    idle = []
+    try:
+        for _ in range(n):
+            idle.append(socket.create_connection((host, port)))
+        deadline = time.monotonic() + 30
+        while len(served.listener.sessions()) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(served.listener.sessions()) >= n
+        grown = rss_kib() - before
+        assert grown < n * 256, f"{n} idle connections cost {grown} KiB"  # bounded
+        with mq.connect("QMC") as good:
+            _good_client_works(good, 50)
+    finally:
+        for s in idle:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    deadline = time.monotonic() + 30  # the sessions go away with their clients
+    while len(served.listener.sessions()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(served.listener.sessions()) <= 1
+
+
+def test_a_flood_of_bad_credentials_does_not_stop_a_good_client(served) -> None:
+    from lockfs.posix import PosixVolume
+
+    principals = auth.read(PosixVolume(os.path.join(served.root, "qmgrs", "QMC")))
+    authn = auth.Authenticator(principals, lambda *a: None)
+    served.listener.authenticator = authn
+    conname = "{}({})".format(*served.listener.address)
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                mq.connect("QMC", conname=conname, credential="admin:bad", reconnect=False)
+            except mq.NotAuthorized:
+                pass
+
+    threads = [threading.Thread(target=flood) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        with mq.connect("QMC", conname=conname, credential=principals["admin"]) as good:
+            _good_client_works(good, 100)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert authn.failures >= 3
+
+
+def _make_certs(d: str) -> dict[str, str]:
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate."""
+    def run(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, cwd=d)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "2", "-subj", "/CN=test-ca")
+    with open(os.path.join(d, "ext.cnf"), "w") as fh:
+        fh.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+            f"{name}.csr", "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", "ext.cnf")
+    return {k: os.path.join(d, k) for k in ("ca.crt", "server.crt", "server.key",
+                                             "client.crt", "client.key")}
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_tls_listener_with_client_certificates(served, tmp_path) -> None:
+    certs = _make_certs(str(tmp_path))
+    from miqm.net.service import QueueService
+
+    tls_listener = Listener(QueueService(served.store, "QMC").handle,
+                            tls=server_tls_context(certs["server.crt"], certs["server.key"],
+                                                   certs["ca.crt"]),
+                            handshake_timeout=2.0)
+    host, port = tls_listener.start()
+    conname = f"{host}({port})"
+    try:
+        good_ctx = client_tls_context(certs["ca.crt"], certs["client.crt"],
+                                      certs["client.key"])
+        with mq.connect("QMC", conname=conname, tls=good_ctx) as qm:
+            _good_client_works(qm)
+            # a streaming consumer over TLS: pushes and acks share the TLS connection
+            for i in range(300):
+                qm.put("Q1", f"t{i}".encode(), syncpoint=True)
+            qm.commit()
+            got = [m.body for m in qm.consume("Q1", prefetch=50, wait=1.0)]
+            assert got == [f"t{i}".encode() for i in range(300)]
+        # no client certificate: refused by the listener's handshake
+        with pytest.raises(mq.MQError) as info:
+            mq.connect("QMC", conname=conname, tls=client_tls_context(certs["ca.crt"]),
+                       reconnect=False)
+        assert info.value.reason == 2059
+        # a plain client on the TLS listener: a clear line, not a hang
+        with pytest.raises(mq.MQError) as info2:
+            mq.connect("QMC", conname=conname, reconnect=False)
+        assert "TLS" in str(info2.value)
+        # and the listener still serves
+        with mq.connect("QMC", conname=conname, tls=good_ctx) as qm:
+            _good_client_works(qm)
+        assert tls_listener.rejected.get("tls_handshake", 0) >= 1
+        assert tls_listener.rejected.get("plain_on_tls", 0) == 1
+    finally:
+        tls_listener.stop()
+
+
+def test_concurrent_producers_and_a_consumer(served) -> None:
+    n, per = 4, 150
+    errors: list[BaseException] = []
+
+    def produce(k: int) -> None:
+        try:
+            with mq.connect("QMC") as qm:
+                for i in range(per):
+                    qm.put("Q1", f"{k}-{i}".encode(), persistent=True, syncpoint=True)
+                    if i % 10 == 9:
+                        qm.commit()
+                qm.commit()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    got: list[bytes] = []
+    with mq.connect("QMC") as qm:
+        for msg in qm.consume("Q1", prefetch=64, wait=3.0):
+            got.append(msg.body)
+            if len(got) == n * per:
+                break
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(got) == sorted(f"{k}-{i}".encode() for k in range(n) for i in range(per))
+
+
+def test_no_credentials_file_means_open_and_miqm_credential_creates_one(served) -> None:
+    from miqm.cli.credential import credential
+
+    data_dir = os.path.join(served.root, "qmgrs", "QMC")
+    os.unlink(os.path.join(data_dir, "credentials"))  # a queue manager from before
+    open_auth = auth.Authenticator(None)
+    assert not open_auth.required and open_auth.check(None) == "admin"
+    served.listener.authenticator = open_auth
+    with mq.connect("QMC") as qm:
+        qm.put("Q1", b"old")
+    lines = credential("QMC", rotate=False, show=True)
+    assert "created" in lines[0] and lines[1].startswith("admin:")
+    assert os.stat(os.path.join(data_dir, "credentials")).st_mode & 0o777 == 0o600
+    rotated = credential("QMC", rotate=True, show=True)
+    assert rotated[-1] != lines[1] and "replaced" in rotated[0]
+
+
+def test_store_get_many_follows_get_rules(served) -> None:
+    from miqm.errors import MessagingError
+
+    store = served.store
+    for i in range(10):
+        store.put("Q1", f"n{i}".encode(), persistent=True, priority=0)
+    store.put("Q1", b"urgent", persistent=False, priority=9)
+    uow = store.begin()
+    held = store.get("Q1", uow=uow)  # the priority 9 message, locked by this unit
+    assert held is not None and held.body == b"urgent"
+    got = store.get_many("Q1", 4, uow)
+    assert [m.body for m in got] == [b"n0", b"n1", b"n2", b"n3"]  # skips the locked one
+    other = store.begin()
+    assert [m.body for m in store.get_many("Q1", 100, other)] == [
+        f"n{i}".encode() for i in range(4, 10)]
+    assert store.get_many("Q1", 5, store.begin()) == []
+    store.backout(other)
+    store.commit(uow)
+    again = store.begin()
+    assert [m.body for m in store.get_many("Q1", 100, again)] == [
+        f"n{i}".encode() for i in range(4, 10)]
+    store.backout(again)
+    store.set_qmgr_attrs(MAXUMSGS=2)
+    try:
+        limited = store.begin()
+        assert len(store.get_many("Q1", 100, limited)) == 2
+        store.backout(limited)
+    finally:
+        store.set_qmgr_attrs(MAXUMSGS=10000)
+    store.alter_queue("Q1", GET="DISABLED")
+    with pytest.raises(MessagingError) as info:
+        store.get_many("Q1", 1, store.begin())
+    assert info.value.mqrc == 2016

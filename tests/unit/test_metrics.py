@@ -1,0 +1,172 @@
+"""Pure parts of the metrics: the histogram, the deadline-bounded probe cache, qm.ini's
+Metrics: stanza, and the monitors' margins."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from miqm.config import Stanza
+from miqm.errors import MetricsError
+from miqm.ha.monitors import Monitors, Ownership
+from miqm.histogram import Histogram
+from miqm.metrics.probe import CachedProbe
+from miqm.metrics.settings import metrics_required, metrics_settings
+
+
+def test_histogram_counts_cumulatively_with_inf_last() -> None:
+    h = Histogram((0.1, 1.0))
+    for v in (0.05, 0.1, 0.5, 3.0):
+        h.observe(v)
+    buckets, total, count = h.snapshot()
+    assert buckets == [(0.1, 2), (1.0, 3), (float("inf"), 4)]  # le: 0.1 counts 0.1 itself
+    assert count == 4 and total == pytest.approx(3.65)
+    with pytest.raises(ValueError):
+        Histogram((1.0, 0.5))
+
+
+def test_probe_returns_within_its_deadline_and_keeps_the_last_value_while_a_read_hangs(
+        ) -> None:
+    release = threading.Event()
+    hang = threading.Event()
+    calls = []
+
+    def read() -> int:
+        calls.append(1)
+        if hang.is_set():
+            release.wait(10)
+        return len(calls)
+
+    probe = CachedProbe("t", read, deadline=10.0)  # reads that come back (a loaded CPU)
+    assert probe.get()[0] == 1 and probe.fresh
+    probe.deadline = 0.05
+    hang.set()
+    t0 = time.monotonic()
+    value, age = probe.get()
+    assert time.monotonic() - t0 < 1.0
+    assert value == 1 and age is not None and not probe.fresh and probe.in_flight
+    value, _age = probe.get()  # no second read while one hangs
+    assert len(calls) == 2 and value == 1 and probe.overdue == 2
+    hang.clear()
+    release.set()
+    deadline = time.monotonic() + 5
+    while probe.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    probe.deadline = 10.0
+    assert probe.get()[0] == 3 and probe.fresh  # the hung read came back (2), then a new one
+
+
+def test_probe_failure_keeps_the_value_and_says_why() -> None:
+    fail = [False]
+
+    def read() -> str:
+        if fail[0]:
+            raise OSError("stale file handle")
+        return "ok"
+
+    probe = CachedProbe("t", read, deadline=1.0)
+    assert probe.get()[0] == "ok"
+    fail[0] = True
+    assert probe.get()[0] == "ok" and not probe.fresh
+    assert "stale file handle" in probe.error and probe.failures == 1
+
+
+def _stanzas(**values: str) -> list[Stanza]:
+    return [Stanza("Log", {"LogPath": "/x"}), Stanza("Metrics", dict(values))]
+
+
+def test_metrics_settings_defaults_env_and_bad_values() -> None:
+    s = metrics_settings([], env={})
+    assert not s.enabled and s.bind == "127.0.0.1" and s.required
+    s = metrics_settings(_stanzas(Port="9464", BindAddress="0.0.0.0"), env={})
+    assert (s.port, s.bind, s.port_source) == (9464, "0.0.0.0", "qm.ini Metrics: Port")
+    s = metrics_settings(_stanzas(Port="9464"), env={"MIQM_METRICS_PORT": "0"})
+    assert not s.enabled and s.port_source == "MIQM_METRICS_PORT"
+    for values, env, words in (
+            ({"Port": "abc"}, {}, "qm.ini: Metrics: Port='abc' is not a port number"),
+            ({"Port": "65536"}, {}, "Port='65536'"),
+            ({"Port": "-1"}, {}, "Port='-1'"),
+            ({}, {"MIQM_METRICS_PORT": "x1"}, "MIQM_METRICS_PORT (over qm.ini"),
+            ({"Port": "1", "BindAddress": "localhost:9"}, {}, "BindAddress='localhost:9'"),
+            ({"Required": "maybe"}, {}, "Required='maybe' must be Yes or No")):
+        with pytest.raises(MetricsError) as info:
+            metrics_settings(_stanzas(**values), env=env)
+        assert words in str(info.value)
+        assert "\n" not in info.value.user_line()
+    assert metrics_required(_stanzas(Required="no")) is False
+    assert metrics_required([]) is True
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_margins_count_down_to_the_check_that_would_stop_the_instance() -> None:
+    clock = _Clock()
+    progress = [(5, 0)]
+    own = Ownership(3.0, lambda: None, clock=clock)
+    mon = Monitors(own, lambda: 0.001, lambda: progress[0], lambda a, t: None,
+                   verify_interval=1, monitor_stall=2, liveness_interval=10, clock=clock)
+    mon.verify_once()
+    m = mon.margins()
+    assert m["monitor"] == 2 and m["ownership"] == pytest.approx(3.0)
+    assert m["liveness"] == 20  # no check yet: the next one, then a whole interval
+    mon.verify_started = clock.now - 1.5  # a verify hanging for 1.5 s of MonitorStall 2
+    assert mon.margins()["monitor"] == pytest.approx(0.5)
+    assert mon.margins(lease=10, lease_age=5.8)["monitor"] == pytest.approx(0.2)
+    progress[0] = (5, 3)  # callers waiting at a check...
+    mon.liveness_once()
+    clock.now += 4
+    assert mon.margins()["liveness"] == pytest.approx(6)  # ...and no force since: 6 s left
+    progress[0] = (6, 3)  # a force completed: a whole interval more
+    assert mon.margins()["liveness"] == pytest.approx(16)
+    assert mon.verify_seconds.count == 1
+
+
+def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -> None:
+    """A real store driven in this process (as ``miqm bench metrics`` serves it): its log
+    and checkpoint histograms count, the queue shows, and the lean formatter writes
+    byte for byte what prometheus_client's generate_latest writes."""
+    import re
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from lockfs.volume import open_volume
+    from miqm.bench.store import _create_store, _open_store
+    from miqm.metrics.bench import StoreView
+    from miqm.metrics.instance import InstanceCollector
+    from miqm.metrics.server import exposition
+
+    _create_store(str(tmp_path))
+    store = _open_store(str(tmp_path))
+    try:
+        store.define_queue("Q.ONE")
+        for i in range(3):
+            uow = store.begin()
+            store.put("Q.ONE", b"m%d" % i, persistent=True, uow=uow)
+            store.commit(uow)
+        uow = store.begin()
+        store.put("Q.ONE", b"open", persistent=True, uow=uow)
+        assert store.log.force_seconds.count >= 3 and store.log.force_bytes.sum > 0
+        assert store.checkpoint_seconds.count >= 1  # the one taken at open
+        registry = CollectorRegistry(auto_describe=False)
+        collector = InstanceCollector(StoreView(store, open_volume(str(tmp_path / "data"))))
+        registry.register(collector)
+        collector.fs.deadline = 10.0  # the shared-file read always completes in the scrape
+        ours = exposition(registry).decode()
+        theirs = generate_latest(registry).decode()
+        age = r"(miqm_filesystem_probe_age_seconds\{[^}]*\}) \S+"
+        assert re.sub(age, r"\1", ours) == re.sub(age, r"\1", theirs)
+        assert 'miqm_queue_depth{instance="bench",qmgr="BENCH",queue="Q.ONE"} 4.0' in ours
+        assert ('miqm_queue_uncommitted_messages{instance="bench",qmgr="BENCH",'
+                'queue="Q.ONE"} 1.0') in ours
+        assert collector.errors == 0, collector.last_error
+        store.backout(uow)
+    finally:
+        store.close()

@@ -1,0 +1,83 @@
+"""The shipped alert rules (deploy/prometheus/): promtool accepts them and their unit
+tests pass, every rule is tested firing and not firing, and every rule tells the person
+paged what to run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+RULES = DIR / "miqm-rules.yml"
+TESTS = DIR / "miqm-rules.test.yml"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian package prometheus: "
+                             "make install-system)")
+
+
+def _rules() -> list[dict]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    assert PROMTOOL is not None
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120,
+                          cwd=DIR)
+
+
+@needs_promtool
+def test_promtool_checks_rules_and_config() -> None:
+    for args in (("check", "rules", RULES.name), ("check", "config", "prometheus.yml")):
+        proc = _promtool(*args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@needs_promtool
+def test_promtool_unit_tests_pass() -> None:
+    proc = _promtool("test", "rules", TESTS.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+@needs_promtool
+def test_promtool_unit_tests_catch_a_changed_threshold(tmp_path: Path) -> None:
+    """The unit tests can fail: the same tests against rules with one threshold moved."""
+    text = RULES.read_text().replace("increase(miqm_failovers_total[1h])) > 3",
+                                     "increase(miqm_failovers_total[1h])) > 30")
+    assert text != RULES.read_text()
+    (tmp_path / RULES.name).write_text(text)
+    shutil.copy(TESTS, tmp_path / TESTS.name)
+    proc = subprocess.run([str(PROMTOOL), "test", "rules", TESTS.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "MiqmFlapping" in proc.stdout + proc.stderr
+
+
+def test_every_rule_is_tested_firing_and_not_firing() -> None:
+    names = {r["alert"] for r in _rules()}
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for case in yaml.safe_load(TESTS.read_text())["tests"]:
+        for check in case.get("alert_rule_test", []):
+            (firing if check.get("exp_alerts") else quiet).add(check["alertname"])
+    assert names - firing == set(), "rules never tested firing"
+    assert names - quiet == set(), "rules never tested not firing"
+
+
+def test_every_rule_says_what_to_run() -> None:
+    required = {"MiqmNoActiveInstance", "MiqmSplitBrain", "MiqmNoStandby", "MiqmFailover",
+                "MiqmVerifyLatencyHigh", "MiqmLogWriteTimeHigh", "MiqmLogSpaceNearlyFull",
+                "MiqmLivenessMarginLow", "MiqmFlapping"}
+    rules = {r["alert"]: r for r in _rules()}
+    assert required <= set(rules)
+    for name, rule in rules.items():
+        ann = rule.get("annotations", {})
+        assert ann.get("summary") and ann.get("description"), name
+        assert any(cmd in ann["description"] for cmd in ("dspmq -m", "amqldmpa", "amqmfsck")), \
+            name
+        assert rule.get("labels", {}).get("severity") in ("critical", "warning"), name
