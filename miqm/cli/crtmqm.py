@@ -1,12 +1,19 @@
 """``crtmqm``: create a queue manager (data directory, qm.ini, recovery log, mqs.ini entry).
 
 ``crtmqm [-md DataPath] [-ld LogPath] [-lc | -ll] [-lf LogFilePages] [-lp Primary]
-[-ls Secondary] [-q] QMgr``. Data goes to ``DataPath/<dir>`` (default
-``$MIQM_DATA_ROOT/qmgrs/<dir>``), the log to ``LogPath/<dir>`` (default
+[-ls Secondary] [-ii IniFileOrDir] [-ic MqscFileOrDir] [-q] QMgr``. Data goes to
+``DataPath/<dir>`` (default ``$MIQM_DATA_ROOT/qmgrs/<dir>``), the log to ``LogPath/<dir>`` (default
 ``$MIQM_DATA_ROOT/log/<dir>``); either may be an ``nfs4://`` URL.
 
 Timings (standby poll, verify interval, checkpoint frequency) are not crtmqm flags, as
-in MQ: edit the ``TuningParameters:`` stanza of the new qm.ini before ``strmqm``.
+in MQ: change them in the ``TuningParameters:`` stanza of the new qm.ini with
+``setmqini`` before ``strmqm``. On a filesystem whose lease can be measured (``nfs4://``:
+the server is asked) crtmqm chooses VerifyInterval and MonitorStall that fit the lease and
+says so in one line (:func:`miqm.autoconfig.fit_lease`).
+
+``-ii`` / ``-ic`` record an ``AutoConfig:`` stanza (``IniConfig``, ``MQSCConfig``) applied
+at every start: the ini files merged into qm.ini, the MQSC scripts run once the store is
+open. They are checked here (they must exist, parse, and leave a valid qm.ini).
 """
 
 from __future__ import annotations
@@ -19,11 +26,45 @@ from miqm.cli.common import fail, make_app, run_typer
 app = make_app("Create a queue manager.")
 
 
+def _auto_stanza(ini: str | None, mqsc_loc: str | None) -> dict[str, str]:
+    """The AutoConfig keys for -ii/-ic (absolute paths), checked before anything is made."""
+    import os
+
+    from miqm import autoconfig
+
+    keys: dict[str, str] = {}
+    if ini:
+        keys[autoconfig.INI_KEY] = os.path.abspath(ini)
+        autoconfig.ini_files(keys[autoconfig.INI_KEY])
+    if mqsc_loc:
+        keys[autoconfig.MQSC_KEY] = os.path.abspath(mqsc_loc)
+        autoconfig.check_mqsc(keys[autoconfig.MQSC_KEY])
+    return keys
+
+
+def _qm_ini(qmgr: str, settings: object, log_loc: str, lease: float | None,
+            auto: dict[str, str]) -> tuple[str, str | None]:
+    """qm.ini's text (timings fitted to ``lease``, AutoConfig recorded and checked) and the
+    line about the lease, if one was measured."""
+    from miqm import autoconfig
+    from miqm.config import Stanza, format_ini, parse_ini, parse_qm_ini, render_qm_ini
+
+    ha, lease_line = (autoconfig.fit_lease(lease) if lease else (None, None))
+    text = render_qm_ini(qmgr, settings, log_loc, ha=ha)  # type: ignore[arg-type]
+    if auto:
+        stanzas = parse_ini(text, "qm.ini")
+        stanzas.append(Stanza(autoconfig.STANZA, dict(auto)))
+        text = format_ini(stanzas)
+        merged, _ = autoconfig.apply_ini(text, "qm.ini")
+        parse_qm_ini(merged, "qm.ini merged with -ii")
+    return text, lease_line
+
+
 def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: str,
-            lf: int, lp: int, ls: int) -> list[str]:
+            lf: int, lp: int, ls: int, auto: dict[str, str] | None = None) -> list[str]:
     """Do the work; returns the console lines. Raises MiqmError/LockFsError on failure."""
     from lockfs import open_volume
-    from miqm.config import render_qm_ini
+    from miqm import autoconfig
     from miqm.errors import ConfigError
     from miqm.paths import (
         QMgrEntry,
@@ -48,6 +89,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     data_loc = join_location(data_parent, dirname)
     log_loc = join_location(log_parent, dirname)
 
+    auto = auto or {}
     made: list[tuple[object, str]] = []  # (parent volume, dirname) to remove on failure
     parents = []
     try:
@@ -65,7 +107,9 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
         data = open_volume(data_loc)
         log = open_volume(log_loc)
         try:
-            data.write_atomic("qm.ini", render_qm_ini(qmgr, settings, log_loc).encode())
+            text, lease_line = _qm_ini(qmgr, settings, log_loc,
+                                       autoconfig.measured_lease(data), auto)
+            data.write_atomic("qm.ini", text.encode())
             from miqm.net import auth
 
             auth.write(data, {auth.ADMIN: auth.new_secret()})  # the listener's admin
@@ -92,6 +136,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     return [
         amq.text("AMQ8001"),
         f"Directory '{data_loc}' created.",
+        *([lease_line] if lease_line else []),
         "The queue manager is associated with installation 'Installation1'.",
         f"Creating or replacing default objects for queue manager '{qmgr}'.",
         "Default objects statistics : 0 created. 0 replaced. 0 failed.",
@@ -114,6 +159,12 @@ def crtmqm(
     primary: int = typer.Option(3, "-lp", metavar="Primary", help="primary log files (2-510)"),
     secondary: int = typer.Option(2, "-ls", metavar="Secondary",
                                   help="secondary log files (1-509)"),
+    ini_config: str = typer.Option(None, "-ii", metavar="IniFileOrDir",
+                                   help="ini file(s) merged into qm.ini at every start "
+                                   "(AutoConfig IniConfig)"),
+    mqsc_config: str = typer.Option(None, "-ic", metavar="MqscFileOrDir",
+                                    help="MQSC script(s) run at every start "
+                                    "(AutoConfig MQSCConfig)"),
     default_qmgr: bool = typer.Option(False, "-q", help="accepted for MQ compatibility"),
 ) -> None:
     """Create a queue manager."""
@@ -122,8 +173,9 @@ def crtmqm(
     if circular and linear:
         fail("crtmqm: -lc and -ll cannot both be given: choose circular or linear logging.", 2)
     try:
+        auto = _auto_stanza(ini_config, mqsc_config)
         lines = _create(qmgr, data_path, log_path, "LINEAR" if linear else "CIRCULAR",
-                        file_pages, primary, secondary)
+                        file_pages, primary, secondary, auto)
     except ConfigError as exc:
         if "out of range" in str(exc) or "exceeds" in str(exc):
             fail(f"AMQ8101: crtmqm: {exc} Correct -lf, -lp or -ls.", 2)

@@ -40,16 +40,28 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
                            "pid": rec.pid if rec else None,
                            "generation": rec.generation if rec else None}
         st = qmstatus.try_read(volume)
-        return {"locks": locks,
+        learn = getattr(volume, "learn_lease", None)  # nfs4://: the server's lease
+        lease = volume.lease_seconds if learn is not None and learn() else None
+        return {"locks": locks, "lease": lease,
                 "qmstatus": None if st is None else {
                     "status": st.status, "permit_standby": st.permit_standby}}
     finally:
         volume.close()
 
 
-def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None
-             ) -> dict[str, Any]:
-    """The dspmq facts for one queue manager (pure: tests feed it directly)."""
+def controller_alive(pid: int) -> bool:
+    """True if ``pid`` is a live miqm execution controller on this host."""
+    from miqm.ha.runfile import instance_alive
+
+    return instance_alive(int(pid))
+
+
+def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None,
+             here: str | None = None, alive: Any = None) -> dict[str, Any]:
+    """The dspmq facts for one queue manager (pure: tests feed it directly). With ``here``
+    (this host's name) and ``alive`` (pid -> bool), a master lock still held for an
+    instance of this host whose process is gone (the NFSv4 server keeps it until the lease
+    runs out) is reported as such: ``holder_ended`` and one more line."""
     instances: list[dict[str, Any]] = []
     standby = "Not applicable"
     if probed is None:
@@ -86,8 +98,16 @@ def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | N
                           "pid": local.get("pid")})
     if master_held:
         standby = "Permitted" if st.get("permit_standby") else "Not permitted"
-    return {"qmgr": name, "status": status, "standby": standby, "instances": instances,
+    info = {"qmgr": name, "status": status, "standby": standby, "instances": instances,
             "locks": {k: v for k, v in locks.items() if v["held"]}}
+    if (status == "Running elsewhere" and here and alive is not None
+            and master["host"] == here and master["pid"] and not alive(master["pid"])):
+        info["holder_ended"] = {"host": here, "pid": master["pid"],
+                                "lease_seconds": probed.get("lease")}
+        for inst in instances:
+            if inst["host"] == here and inst["mode"] == "Active":
+                inst["ended"] = True
+    return info
 
 
 def _mode(mode: object) -> str:
@@ -107,6 +127,12 @@ def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
     if instances:
         for inst in info["instances"]:
             lines.append(f"    INSTANCE({inst['host']}) MODE({inst['mode']})")
+    gone = info.get("holder_ended")
+    if gone:
+        lease = f" ({gone['lease_seconds']:g}s)" if gone.get("lease_seconds") else ""
+        lines.append(f"    The instance on this host ({gone['host']}, pid {gone['pid']}) that "
+                     "holds the master lock has ended: the server releases the lock when "
+                     f"its lease{lease} runs out, and a standby instance then takes over.")
     if locks:
         for name in ("master", "active", "standby"):
             lk = info["locks"].get(name)
@@ -126,7 +152,7 @@ def dspmq(
 ) -> None:
     """Display the queue managers defined on this host and their status."""
     from miqm.ha import runfile
-    from miqm.paths import find, load_registry
+    from miqm.paths import find, hostname, load_registry
 
     fields: list[str] = []
     for o in output or ["status"]:
@@ -158,7 +184,8 @@ def dspmq(
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     for e in entries:
-        info = describe(e.name, results.get(e.name), runfile.read(e.name))
+        info = describe(e.name, results.get(e.name), runfile.read(e.name), hostname(),
+                        controller_alive)
         if as_json:
             typer.echo(json.dumps(info))
         else:

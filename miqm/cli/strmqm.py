@@ -4,6 +4,10 @@ Starts the execution controller (``python -m miqm.ha.controller``) detached, wai
 pipe for its first verdict and prints MQ's console lines: the queue manager is running
 here (active), or a standby instance has been started, or one line saying why not. The
 controller's own stdout/stderr go to ``$MIQM_DATA_ROOT/run/<dir>.out``.
+
+``strmqm [-x] --foreground QMgr`` (containers, systemd) instead becomes the controller
+(same pid) and stays in the foreground until the instance ends: see
+:mod:`miqm.ha.foreground` for its output, signals and exit codes.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ def strmqm(
     qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
     standby: bool = typer.Option(False, "-x", help="permit a standby instance; become the "
                                  "standby if the queue manager is active elsewhere"),
+    foreground: bool = typer.Option(False, "--foreground",
+                                    help="run the instance in the foreground (containers, "
+                                    "systemd): logs to stdout too, SIGTERM ends it as "
+                                    "endmqm -i; the exit code says why it ended"),
     metrics_port: int = typer.Option(None, "--metrics-port", metavar="N",
                                      help="serve /metrics on port N (0: none), over qm.ini's "
                                      "Metrics: Port (sets MIQM_METRICS_PORT)"),
@@ -70,6 +78,10 @@ def strmqm(
         mode = local.get("mode")
         what = "a standby instance" if mode == "standby" else "an instance"
         fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local.get("pid"))
+    if foreground:
+        from miqm.ha.foreground import exec_controller
+
+        exec_controller(qmgr, standby)
     run_dir = os.path.join(data_root(), "run")
     os.makedirs(run_dir, exist_ok=True)
     out_path = os.path.join(run_dir, f"{directory_name(qmgr)}.out")

@@ -131,6 +131,8 @@ class Controller:
         self._wake = threading.Event()
         self._watch: Any = None
         self._lock = threading.Lock()
+        #: strmqm --foreground: every error-log entry is echoed here too
+        self.echo: Any = None
         self._no_space_said = False
         # read by the metrics endpoint (miqm.metrics.instance) at scrape time
         self.lock_seconds: dict[str, Histogram] = {}  # lock file -> attempt latencies
@@ -195,6 +197,7 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot read the data directory of '{self.qmgr}' "
                               f"({entry.data_path}): {exc}", amq="AMQ6119") from None
+        text = self._auto_ini(text, f"{entry.data_path}/qm.ini")
         self.cfg = parse_qm_ini(text, f"{entry.data_path}/qm.ini")
         lease = self.data.lease_seconds
         ha = self.cfg.ha
@@ -210,9 +213,39 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
                               amq="AMQ7017") from None
-        self.errlog = ErrorLog(self.data, self.qmgr, self.host)
+        self.errlog = ErrorLog(self.data, self.qmgr, self.host, echo=self.echo)
         self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
         self._run_record()
+
+    def _auto_ini(self, text: str, source: str) -> str:
+        """qm.ini with its AutoConfig IniConfig files merged in (written back if changed)."""
+        from miqm import autoconfig
+
+        merged, changed = autoconfig.apply_ini(text, source)
+        if changed:
+            try:
+                self.data.write_atomic("qm.ini", merged.encode())
+            except LockFsError:
+                pass  # the merge is applied in memory all the same
+        return merged
+
+    def _auto_mqsc(self) -> None:
+        """Run the AutoConfig MQSCConfig scripts (runmqsc's MQSC, in process)."""
+        from miqm import autoconfig
+
+        location = autoconfig.autoconfig(list(self.cfg.stanzas)).get(autoconfig.MQSC_KEY)
+        if not location:
+            return
+        service = self.service
+        try:
+            count, failures = autoconfig.run_mqsc(
+                location, lambda cmd: service.handle({"op": "mqsc", "command": cmd}, None))
+        except ConfigError as exc:
+            failures, count = [exc.user_line()], 0
+        for line in failures:
+            self.say("AMQ8101", f"MQSCConfig: {line}")
+        self.say("AMQ5051", f"The queue manager task 'AUTOCONFIG' has started: {count} MQSC "
+                            f"commands from {location}, {len(failures)} failed.")
 
     def holder(self, generation: int = 0) -> HolderRecord:
         return HolderRecord(self.host, self.lock_id, time.time(), self.pid, generation)
@@ -521,6 +554,7 @@ class Controller:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
         self.service = QueueService(self.store, self.qmgr, host_name=self.host)
+        self._auto_mqsc()
         if self.listener is None:
             self._start_listener()
         assert self.address is not None
@@ -675,14 +709,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("qmgr")
     parser.add_argument("-x", action="store_true", dest="standby")
     parser.add_argument("--verdict-fd", type=int, default=None)
+    parser.add_argument("--foreground", action="store_true")
     args = parser.parse_args(argv)
-    verdict = Verdict(args.verdict_fd)
+    verdict: Any = Verdict(args.verdict_fd)
+    if args.foreground:  # strmqm --foreground (miqm.ha.foreground)
+        from miqm.ha import foreground
+
+        console = foreground.Console()
+        verdict = foreground.ConsoleVerdict(console)
     ctl = Controller(args.qmgr, args.standby, verdict)
+    if args.foreground:
+        ctl.echo = console.echo
 
     def on_term(signum: int, frame: Any) -> None:
         ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby"})
 
     signal.signal(signal.SIGTERM, on_term)
+    if args.foreground:
+        signal.signal(signal.SIGINT, on_term)
     try:
         code = ctl.run()
     except BaseException as exc:  # the last resort: say it, never hang strmqm
@@ -693,6 +737,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict.send(False, [line], EXIT_FATAL)
         code = EXIT_FATAL
     verdict.send(code == 0, [], code)
+    if args.foreground:
+        foreground.notify("STOPPING=1")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

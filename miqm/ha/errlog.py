@@ -13,6 +13,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume
@@ -35,7 +36,8 @@ class ErrorLog:
     """Append-only MQ error log on a volume, written by a daemon thread."""
 
     def __init__(self, volume: Volume, qmgr: str, host: str, *,
-                 echo: bool = False, max_bytes: int = MAX_BYTES) -> None:
+                 echo: Callable[[str, str], None] | None = None,
+                 max_bytes: int = MAX_BYTES) -> None:
         self.volume = volume
         self.qmgr = qmgr
         self.host = host
@@ -58,6 +60,8 @@ class ErrorLog:
             fields.setdefault("qmgr", self.qmgr)
             text = table.text(amq, **fields)
         entry = format_entry(amq, text, qmgr=self.qmgr, host=self.host, pid=self.pid)
+        if self.echo is not None:  # strmqm --foreground: stdout too
+            self.echo(amq, text)
         with self._done:
             self._queued += 1
         self._q.put(entry)

@@ -56,14 +56,30 @@ def alive(pid: int) -> bool:
         return True
 
 
+def instance_alive(pid: int) -> bool:
+    """True if ``pid`` is a live miqm process other than this one. After a reboot or a
+    container restart a left-over record's pid may name another program, or this very
+    process (a container's pid 1): neither is the instance the record was written by."""
+    if pid == os.getpid() or not alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"miqm" in f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
 def read(qmgr: str, *, check_alive: bool = True) -> dict[str, Any] | None:
-    """The record of the instance on this host, or None (none, unreadable, or stale)."""
+    """The record of the instance on this host, or None (none, unreadable, or stale:
+    its process is gone, or is not the instance, :func:`instance_alive`)."""
     try:
         with open(path(qmgr), encoding="utf-8") as f:
             rec = json.load(f)
         pid = int(rec["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if check_alive and not alive(pid):
+    if check_alive and not instance_alive(pid):
         return None
     return rec if isinstance(rec, dict) else None

@@ -1,0 +1,148 @@
+"""The compose's ``app`` service: one producer and one consumer through ``miqm.client``.
+
+Puts numbered persistent messages to APP.Q (one per unit of work) and gets them back,
+connected to both hosts (``MIQM_CONNECTION``, e.g. ``qm-a(1414),qm-b(1414)``) with
+reconnect, and prints a line every few seconds::
+
+    app: sent=1200 received=1198 lost=0 duplicates=0 uncertain=0 errors=3
+
+``sent`` counts committed puts, ``received`` committed gets; ``lost`` counts committed
+messages that were skipped (a later one arrived first: the queue is FIFO and there is one
+producer); ``uncertain`` counts puts whose commit outcome a failover hid (their message
+may or may not arrive). After a failover under load ``lost`` must stay 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+
+def _credential() -> str | None:
+    """MIQM_CREDENTIAL, else the admin secret read from the shared data directory."""
+    if os.environ.get("MIQM_CREDENTIAL"):
+        return None  # the client library reads it itself
+    where = os.environ.get("MIQM_CREDENTIAL_FROM")
+    if not where:
+        return None
+    from lockfs.volume import open_volume
+
+    vol = open_volume(where)
+    try:
+        data = json.loads(vol.read_bytes("credentials"))
+        return str(data["principals"]["admin"]["secret"])
+    except Exception:  # no credentials file: the listener accepts every client
+        return None
+    finally:
+        vol.close()
+
+
+class Counts:
+    """What the producer and consumer did, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent: set[int] = set()
+        self.uncertain: set[int] = set()
+        self.received: set[int] = set()
+        self.highest = -1
+        self.duplicates = 0
+        self.errors = 0
+
+    def line(self) -> str:
+        with self.lock:
+            lost = sum(1 for n in self.sent if n < self.highest and n not in self.received)
+            return (f"app: sent={len(self.sent)} received={len(self.received)} lost={lost} "
+                    f"duplicates={self.duplicates} uncertain={len(self.uncertain)} "
+                    f"errors={self.errors}")
+
+
+def _session(qmgr: str, conname: str | None, credential: str | None) -> Any:
+    from miqm.client import connect
+
+    while True:
+        try:
+            return connect(qmgr, conname=conname, credential=credential, reconnect=True)
+        except Exception as exc:  # not up yet: the queue manager is starting
+            print(f"app: waiting for {qmgr}: {exc}", flush=True)
+            time.sleep(2)
+
+
+def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
+            credential: str | None, rate: float) -> None:
+    qm = _session(qmgr, conname, credential)
+    n = 0
+    while True:
+        body = str(n).encode()
+        try:
+            qm.put(queue, body, persistent=True, syncpoint=True)
+        except Exception:
+            with counts.lock:
+                counts.errors += 1
+            time.sleep(0.2)
+            continue  # nothing committed: the same number again
+        try:
+            qm.commit()
+            with counts.lock:
+                counts.sent.add(n)
+        except Exception:
+            with counts.lock:
+                counts.errors += 1
+                counts.uncertain.add(n)  # the commit may or may not have happened
+        n += 1
+        time.sleep(1.0 / rate)
+
+
+def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
+            credential: str | None) -> None:
+    qm = _session(qmgr, conname, credential)
+    while True:
+        try:
+            msg = qm.get(queue, wait=1.0, syncpoint=True)
+        except Exception as exc:
+            if getattr(exc, "reason", None) != 2033:  # 2033: no message yet
+                with counts.lock:
+                    counts.errors += 1
+                time.sleep(0.2)
+            continue
+        try:
+            qm.commit()
+        except Exception:
+            with counts.lock:
+                counts.errors += 1
+            continue  # backed out: the message comes again
+        n = int(msg.body)
+        with counts.lock:
+            if n in counts.received:
+                counts.duplicates += 1
+            counts.received.add(n)
+            counts.highest = max(counts.highest, n)
+
+
+def main() -> int:
+    """Run the producer and the consumer; print the counts every few seconds."""
+    qmgr = os.environ.get("MIQM_QMGR", "QM1")
+    queue = os.environ.get("MIQM_APP_QUEUE", "APP.Q")
+    conname = os.environ.get("MIQM_CONNECTION") or None
+    rate = float(os.environ.get("MIQM_APP_RATE", "20"))
+    every = float(os.environ.get("MIQM_APP_REPORT", "2"))
+    credential = _credential()
+    counts = Counts()
+    for target, args in ((produce, (counts, qmgr, queue, conname, credential, rate)),
+                         (consume, (counts, qmgr, queue, conname, credential))):
+        threading.Thread(target=target, args=args, daemon=True).start()
+    try:
+        while True:
+            time.sleep(every)
+            print(counts.line(), flush=True)
+    except KeyboardInterrupt:
+        print(counts.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Entry point of the compose's queue-manager hosts (qm-a, qm-b). Idempotent first start:
+#   qm-a (MIQM_ROLE=create): crtmqm on the shared export once (crtmqm itself refuses a
+#        second creation: AMQ8110 when the data directory is not empty), or addmqinf if
+#        the queue manager exists there but not yet in this host's mqs.ini;
+#   qm-b (MIQM_ROLE=add):    addmqinf once the queue manager exists on the export;
+# then `strmqm -x --foreground`: active or standby, logs on stdout, SIGTERM = endmqm -i.
+# Anything else as arguments runs that command instead (e.g. `dspmq -x`, or the app).
+set -eu
+if [ "$#" -gt 0 ]; then exec "$@"; fi
+qm="${MIQM_QMGR:-QM1}"
+base="${MIQM_SHARED:-nfs4://nfs/export}"
+role="${MIQM_ROLE:-add}"
+conf="${MIQM_CONFIG_DIR:-/etc/miqm}"   # ini/ (crtmqm -ii) and mqsc/ (crtmqm -ic), if there
+say() { echo "entrypoint: $*"; }
+
+# the NFSv4 server answers (it may still be starting); a local path or mount needs nothing
+case "$base" in nfs4://*)
+    tries=0
+    until python3 -c "import sys; from lockfs.nfs4probe import server_lease; \
+from lockfs.nfs4 import parse_nfs4_url as p; u = p(sys.argv[1]); server_lease(u.server, u.port)" \
+          "$base" 2>/dev/null; do
+        tries=$((tries + 1)); [ "$tries" -lt 120 ] || { say "no NFSv4 server at $base"; exit 71; }
+        sleep 1
+    done ;;
+esac
+
+registered() { dspmqinf "$qm" >/dev/null 2>&1; }
+add() {
+    addmqinf -s QueueManager -v "Name=$qm" -v "Directory=$qm" -v "Prefix=$MIQM_DATA_ROOT" \
+        -v "DataPath=$base/data/$qm"
+}
+if ! registered; then
+    if [ "$role" = create ]; then
+        set -- -md "$base/data" -ld "$base/log"
+        if [ -d "$conf/ini" ]; then set -- "$@" -ii "$conf/ini"; fi
+        if [ -d "$conf/mqsc" ]; then set -- "$@" -ic "$conf/mqsc"; fi
+        if out="$(crtmqm "$@" "$qm" 2>&1)"; then
+            echo "$out"
+        elif echo "$out" | grep -q AMQ8110; then
+            say "$qm already exists on $base: adding it to this host"; add
+        else
+            echo "$out" >&2; exit 71
+        fi
+    else
+        tries=0
+        until out="$(add 2>&1)"; do
+            tries=$((tries + 1))
+            [ "$tries" -lt 300 ] || { echo "$out" >&2; exit 71; }
+            [ "$tries" -eq 1 ] && say "waiting for $qm to be created on $base"
+            sleep 1
+        done
+        echo "$out"
+        # first start of this host: join once host A's instance runs (crtmqm on A may
+        # still be writing the queue manager's files when qm.ini appears)
+        tries=0
+        until dspmq -m "$qm" | grep -q 'STATUS(Running elsewhere)'; do
+            tries=$((tries + 1)); [ "$tries" -lt 300 ] || break
+            sleep 1
+        done
+    fi
+fi
+exec strmqm -x --foreground "$qm"
