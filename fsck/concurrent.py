@@ -131,8 +131,12 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
     start = clock()
     partners: list[str] = []
     while not partners:
-        partners = [tok for tok, s in party.look().items() if party.alive(s)
-                    and s.record.get("state") in ("ready", "running")]
+        # a partner is alive and waiting, or has already chosen us: two processes started
+        # at the same instant can see each other's heartbeat move only once, after the
+        # faster one has met the slower one and moved on to writing
+        partners = [tok for tok, s in party.look().items()
+                    if (party.alive(s) and s.record.get("state") in ("ready", "running"))
+                    or party.token in s.record.get("partners", ())]
         if partners:
             break
         if clock() - start > wait:
@@ -142,7 +146,7 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
         party.sleep(PERIOD)
     session = min([party.token, *partners])
     data_name = f"amqmfsck.c.{session}.dat"
-    party.publish("running", session=session)
+    party.publish("running", session=session, partners=partners)
     res.step(f"met {', '.join(partners)}; writing {count} records to {data_name}")
     me = writer_id(party.token)
     lock_t: list[float] = []
