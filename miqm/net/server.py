@@ -143,6 +143,10 @@ class Listener:
         self._conns: dict[int, tuple[socket.socket, Session, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # requests read whose replies have not been sent yet: stop() lets them go out
+        # (endmqm's "end" is answered just before the instance stops its listener)
+        self._unanswered = 0
+        self._answered = threading.Condition(self._lock)
         #: connections refused or dropped for bad input, by reason (for status/metrics)
         self.rejected: dict[str, int] = {}
 
@@ -303,6 +307,15 @@ class Listener:
                 self._conns.pop(session.id, None)
 
     def _loop(self, conn: socket.socket, reader: FrameReader, session: Session) -> None:
+        unanswered = [0]  # requests read here whose replies have not been sent
+        try:
+            self._serve_requests(conn, reader, session, unanswered)
+        finally:
+            if unanswered[0]:
+                self._done_answering(unanswered[0])
+
+    def _serve_requests(self, conn: socket.socket, reader: FrameReader, session: Session,
+                        unanswered: list[int]) -> None:
         out: list[bytes] = []
         size = 0
         while not self._stopping.is_set():
@@ -337,6 +350,9 @@ class Listener:
                 return
             except (NetError, OSError):
                 return
+            with self._lock:
+                self._unanswered += 1
+            unanswered[0] += 1
             close_after = False
             if session.principal is None:
                 reply, close_after = self._authenticate(request, session)
@@ -361,10 +377,18 @@ class Listener:
                 session.send(b"".join(out) if len(out) > 1 else data)
             except OSError:
                 return
+            finally:
+                self._done_answering(unanswered[0])
+                unanswered[0] = 0
             out.clear()
             size = 0
             if close_after:
                 return
+
+    def _done_answering(self, n: int) -> None:
+        with self._lock:
+            self._unanswered -= n
+            self._answered.notify_all()
 
     def _authenticate(self, request: dict[str, Any],
                       session: Session) -> tuple[dict[str, Any] | None, bool]:
@@ -426,6 +450,10 @@ class Listener:
             except OSError:
                 pass
         with self._lock:
+            # replies already being made go out first (a short grace: a handler stuck in a
+            # long get-wait is not waited for here)
+            self._answered.wait_for(lambda: self._unanswered <= 0,
+                                    timeout=min(0.5, max(0.0, timeout)))
             conns = list(self._conns.values())
         for conn, _session, _thread in conns:
             try:
