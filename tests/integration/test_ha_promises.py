@@ -25,7 +25,13 @@ import pytest
 
 from miqm.ha.decide import EXIT_RUNNING_ELSEWHERE, EXIT_STANDBY_NOT_PERMITTED
 from miqm.localpair import LocalPair
-from tests.integration.test_multi_instance import _dump, _errlog, _run_pid, _wait_gone
+from tests.integration.test_multi_instance import (
+    _dump,
+    _errlog,
+    _run_pid,
+    _wait_gone,
+    created_pair,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +42,7 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall":
 
 @pytest.fixture
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
-    p = LocalPair(qmgr="QMHA", base=str(tmp_path / "pair"), tuning=dict(TUNING))
-    p.create()
-    try:
-        yield p
-    finally:
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            _dump(p)
-        p.close()
+    yield from created_pair(request, tmp_path, TUNING)
 
 
 def _events(p: LocalPair, host: str) -> list[dict]:

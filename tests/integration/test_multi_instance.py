@@ -26,9 +26,11 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall":
           "LivenessInterval": "5", "FilesystemLease": "90"}
 
 
-@pytest.fixture
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
-    p = LocalPair(qmgr="QMHA", base=str(tmp_path / "pair"), tuning=dict(TUNING))
+def created_pair(request: pytest.FixtureRequest, tmp_path: Path,
+                 tuning: dict[str, str]) -> Iterator[LocalPair]:
+    """A created pair QMHA for a fixture to yield from: closed after the test, both error
+    logs and run outputs printed first when the test failed."""
+    p = LocalPair(qmgr="QMHA", base=str(tmp_path / "pair"), tuning=dict(tuning))
     p.create()
     try:
         yield p
@@ -37,6 +39,11 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
         if rep is not None and rep.failed:
             _dump(p)
         p.close()
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
+    yield from created_pair(request, tmp_path, TUNING)
 
 
 def _dump(p: LocalPair) -> None:
