@@ -188,9 +188,12 @@ class QueueService:
         if not browse and not under:
             self.backout_counts.forget([msg.msgid])
         if not browse:
-            with self._count_lock:
-                self.messages_got += 1
+            self._count_got(1)
         return reply
+
+    def _count_got(self, n: int) -> None:
+        with self._count_lock:
+            self.messages_got += n
 
     def _commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         uow = session.state.pop("uow", None)
@@ -229,7 +232,8 @@ class QueueService:
         if sub_id in subs:
             return error_reply(MQRC_OPTIONS_ERROR, f"consumer {sub_id} is already running")
         prefetch = max(1, min(int(req.get("prefetch") or 100), 10_000))
-        sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts)
+        sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts,
+                           on_got=self._count_got)
         subs[sub_id] = sub
         self._hook(session)
         sub.start()

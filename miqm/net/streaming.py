@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from miqm.errors import MiqmError
@@ -126,8 +127,10 @@ class Subscription:
     """One streaming consumer on one session (see the module docstring)."""
 
     def __init__(self, store: Any, session: Any, sub_id: int, queue: str, prefetch: int,
-                 counts: BackoutCounts) -> None:
+                 counts: BackoutCounts, on_got: Callable[[int], None] | None = None) -> None:
         self.store = store
+        #: told how many messages each committed batch took off the queue (the metrics)
+        self._on_got = on_got
         self.session = session
         self.id = sub_id
         self.queue = queue
@@ -245,6 +248,8 @@ class Subscription:
             self._fail(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
             return
         self.counts.forget(msgids)
+        if self._on_got is not None:
+            self._on_got(len(msgids))
         try:
             self.session.push({"push": self.id, "committed": batch})
         except OSError:
@@ -285,5 +290,7 @@ class Subscription:
                     got.append(m)
             self.store.commit(uow)
             self.counts.forget(got)
+            if self._on_got is not None:
+                self._on_got(len(got))
         except Exception:
             pass  # the messages stay on the queue, counted as backed out
