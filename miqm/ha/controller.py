@@ -40,7 +40,7 @@ from typing import Any
 from lockfs import open_volume
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.lockfile import HolderRecord, LockFile
-from lockfs.volume import LockMode, Reachability, Volume
+from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
@@ -213,8 +213,13 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
                               amq="AMQ7017") from None
-        self.errlog = ErrorLog(self.data, self.qmgr, self.host, echo=self.echo)
-        self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
+        # the error and event logs go through a volume of their own, outside the lease
+        # anchor (_anchor_leases): a fenced instance's last words (AMQ7279) are meant to
+        # reach them; they are appended diagnostics, never the queue manager's data
+        diag = self.data if self.data.lease_seconds is None else \
+            wrap_from_env(open_volume(entry.data_path), "diag")
+        self.errlog = ErrorLog(diag, self.qmgr, self.host, echo=self.echo)
+        self.events = EventLog(diag, self.qmgr, self.host, self.instance_id)
         self._run_record()
 
     def _auto_ini(self, text: str, source: str) -> str:
@@ -420,6 +425,7 @@ class Controller:
                 qmstatus.write_in_place(self.data, status)
             except LockFsError:
                 return False
+        self._anchor_leases(None)
         for lock in (self.active_lock, self.master):
             if lock is not None:
                 lock.release()
@@ -505,6 +511,7 @@ class Controller:
         generation = self.next_generation()
         self.record = self.holder(generation)
         self.master.write_record(self.record)
+        self._anchor_leases(self.master.file)
         self.active_lock = LockFile(self.data, "active")
         if not self.try_lock(self.active_lock, LockMode.SHARED, self.record):
             self.master.release()
@@ -614,7 +621,16 @@ class Controller:
         number = getattr(failed, "amq", None) or "AMQ6708"
         return number, f"the queue manager's store stopped: {failed}"
 
+    def _anchor_leases(self, anchor: VolumeFile | None) -> None:
+        """Tie every write through the data and log volumes to the master lock's lease
+        (``Volume.lease_anchor``, docs/lockfs.md): on nfs4 the server then refuses a
+        write this instance sends after the lock has passed to another; None unties."""
+        for vol in (getattr(self, "data", None), getattr(self, "log_volume", None)):
+            if vol is not None:
+                vol.lease_anchor = anchor
+
     def release_locks(self) -> None:
+        self._anchor_leases(None)
         for lock in (self.active_lock, self.master, self.standby_lock):
             if lock is not None:
                 lock.release()

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -35,11 +35,12 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "1", "MonitorStall": "
 class NsHost:
     ns: str
     root: Path
+    extra: dict[str, str] = field(default_factory=dict)  # more environment (MIQM_FAULTS)
 
     def env(self) -> dict[str, str]:
         return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": f"host{self.ns}",
                 "MIQM_LISTENER_HOST": ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
-                "PYTHONUNBUFFERED": "1"}
+                "PYTHONUNBUFFERED": "1", **self.extra}
 
 
 def _run(labx: lab.NfsLab, host: NsHost, *argv: str, stdin: str | None = None,
