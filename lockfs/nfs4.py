@@ -25,6 +25,10 @@ How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
   (:func:`lease_margin`: the server may count whole seconds) has passed since the last
   READ/WRITE/LOCK that succeeded was sent (the server cannot have let the lease run out
   earlier than that, so the holder gives up before anyone else can get the lock);
+* the lease anchor (docs/lockfs.md): before a WRITE or size change through an unlocked
+  file, the volume's ``lease_anchor`` (the instance's ``master`` lock) is renewed after
+  that file's context last heard from the server, so every data lease ends at the
+  server no later than the lock's and a WRITE sent after a takeover is refused there;
 * destroying a context does not release its locks: ``close`` unlocks first;
 * libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
   ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`;
