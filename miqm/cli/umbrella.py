@@ -150,7 +150,8 @@ def bench_campaign(
     cycles: int = typer.Option(10, help="number of faults to inject"),
     faults: str = typer.Option("", help="comma-separated faults to draw from: kill, "
                                "switchover; on the lab also partition, pause (default: all "
-                               "of them)"),
+                               "of them) and, when named, restart, restart-grace, slow, "
+                               "stall, pause-short"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
     seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
     on_lab: bool = typer.Option(False, "--nfs-lab", help="run on the NFSv4 lab (root, "
@@ -161,11 +162,12 @@ def bench_campaign(
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
     """Inject random faults into two instances under load, then audit every message."""
-    from miqm.bench.campaign import FAULTS, LAB_FAULTS
+    from miqm.bench.campaign import FAULTS, LAB_EXTRA_FAULTS, LAB_FAULTS
     from miqm.bench.campaign import bench_campaign as run
 
-    allowed = LAB_FAULTS if on_lab else FAULTS
-    drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or allowed
+    allowed = LAB_FAULTS + LAB_EXTRA_FAULTS if on_lab else FAULTS
+    drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or (
+        LAB_FAULTS if on_lab else FAULTS)
     unknown = [f for f in drawn if f not in allowed]
     if unknown:
         where = "on the NFSv4 lab" if on_lab else "on a local directory (partition and " \
