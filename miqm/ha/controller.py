@@ -38,7 +38,7 @@ import traceback
 from typing import Any
 
 from lockfs import open_volume
-from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound, VolumeStalled
 from lockfs.lockfile import HolderRecord, LockFile
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
@@ -359,6 +359,7 @@ class Controller:
         self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
                                   self._wake)
         poll = self.cfg.ha.standby_poll
+        unreachable = False
         try:
             while True:
                 self._wake.wait(poll)
@@ -367,7 +368,19 @@ class Controller:
                 if self._end_request is not None:
                     got = False
                 else:
-                    got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+                    try:
+                        got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+                    except (VolumeStalled, VolumeIOError) as exc:
+                        # the server restarted or is unreachable for a while: its state
+                        # (and this standby's) may be gone, but a standby that gave up
+                        # would leave nobody to take over; try again at the next poll
+                        if not unreachable:
+                            self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
+                        unreachable = True
+                        continue
+                    if unreachable:
+                        unreachable = False
+                        self.say("AMQ1301", qmgr=self.qmgr)
                 seen = time.monotonic()
                 status: QMStatus | None = None
                 error: str | None = None
