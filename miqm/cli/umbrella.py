@@ -160,6 +160,8 @@ def bench_campaign(
                             "directory instead of starting one"),
     lease: int = typer.Option(5, help="with --nfs-lab: the lease of the lab it starts"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+    in_turn: bool = typer.Option(False, "--in-turn", help="take the faults in turn instead "
+                                 "of at random (a short run that meets each one)"),
 ) -> None:
     """Inject random faults into two instances under load, then audit every message."""
     from miqm.bench.campaign import FAULTS, LAB_EXTRA_FAULTS, LAB_FAULTS
@@ -186,11 +188,11 @@ def bench_campaign(
             fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
                  lab=on_lab, lab_dir=lab or None, lease=lease,
-                 echo=(lambda s: None) if as_json else print)
+                 echo=(lambda s: None) if as_json else print, round_robin=in_turn)
     if as_json:
         print(json.dumps(result))
     bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                       "stale_writes") if result.get(k)]
+                       "stale_writes", "spurious_failovers") if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"
         fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
