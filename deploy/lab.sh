@@ -6,6 +6,9 @@
 #                               default 10) on 10.77.0.1 and the two namespaces
 #   lab.sh cut a|b              take that namespace's link down (a partition: packets drop)
 #   lab.sh heal a|b             bring it back up
+#   lab.sh restart [--grace N]  the NFS server crashes and comes back: kill -9 ganesha,
+#                               start it again (grace period N s, default 0: none); every
+#                               client's state is gone with the old server instance
 #   lab.sh status [DIR]         what is running
 #   lab.sh down [DIR]           stop everything (idempotent; nothing left behind); with
 #                               DIR, refuses when the running lab is another one
@@ -172,6 +175,47 @@ cmd_down() {
     say "down"
 }
 
+cmd_restart() {
+    need_root
+    local grace=0 dir pid i
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --grace) grace="${2:?--grace needs a value}"; shift 2 ;;
+            --grace=*) grace="${1#--grace=}"; shift ;;
+            *) die "unknown argument $1" ;;
+        esac
+    done
+    [[ "$grace" =~ ^[0-9]+$ ]] && [ "$grace" -le 600 ] || die "grace must be 0..600 s"
+    [ -s "$STATE_FILE" ] || die "no lab is up"
+    dir="$(cat "$STATE_FILE")"
+    pid="$(pid_of "$dir")" || die "ganesha is not running (dir $dir)"
+    say "crash: kill -9 ganesha.nfsd (pid $pid)"
+    kill -9 "$pid"
+    for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    rm -f "$dir/ganesha.pid"
+    if [ "$grace" -gt 0 ]; then
+        sed -i -e "s|^\( *Grace_Period = \).*|\1$grace;|" \
+            -e "s|^\( *Graceless = \).*|\1false;|" "$dir/ganesha.conf"
+    else
+        sed -i -e "s|^\( *Grace_Period = \).*|\10;|" \
+            -e "s|^\( *Graceless = \).*|\1true;|" "$dir/ganesha.conf"
+    fi
+    say "server: starting again, grace period ${grace}s"
+    run ganesha.nfsd -f "$dir/ganesha.conf" -L "$dir/ganesha.log" -p "$dir/ganesha.pid" \
+        -N NIV_EVENT
+    for i in $(seq 1 100); do
+        if ss -Hltn "src $SERVER_ADDR and sport = :2049" 2>/dev/null | grep -q .; then
+            say "up again (pid $(cat "$dir/ganesha.pid" 2>/dev/null))"
+            return 0
+        fi
+        sleep 0.1
+    done
+    die "ganesha did not listen again within 10 s (log: $dir/ganesha.log)"
+}
+
 cmd_status() {
     local dir="${1:-}" pid n state
     [ -z "$dir" ] && [ -s "$STATE_FILE" ] && dir="$(cat "$STATE_FILE")"
@@ -205,6 +249,7 @@ case "${1:-}" in
     down) shift; cmd_down "$@" ;;
     cut) shift; set_link "${1:-}" down ;;
     heal) shift; set_link "${1:-}" up ;;
+    restart) shift; cmd_restart "$@" ;;
     status) shift; cmd_status "$@" ;;
     *) usage ;;
 esac

@@ -15,6 +15,17 @@ fault matches it. A :class:`Fault` names the operation (``pread``, ``pwrite``,
   still hold) while the fault is in force: until ``release`` is set or ``seconds`` have
   passed since it first fired. Name the op ``reachability`` (or ``*``).
 
+* ``stop``: a test-only pause point for ``pwrite``: the backend calls it just before the
+  write goes on the wire, after every check it makes (the nfs4 lease anchor included);
+  it writes ``report`` (a JSON object: ``path``, ``offset``, ``data`` in hex, ``pid``) if
+  given, then stops the whole process with SIGSTOP, exactly as if it had been paused
+  there. The test resumes it with SIGCONT (nfs4 backend only: posix writes may go
+  through direct descriptors the wrapper never sees). ``skip`` lets that many matching
+  sends go out first (the next piece of the same write then stops with its file's state
+  just renewed by the previous piece: the widest window). ``contains`` (text)
+  limits it to sends whose bytes contain that text (a write of new data, not a page
+  written again unchanged).
+
 ``lost`` makes ``reachability()`` ``LOST``. ``after`` (seconds from when the wrapper was
 made) delays a fault; ``armed`` (a file path) holds it back until that file exists, so a
 test arms a fault from an event it has seen (the instance reports Running, a put was
@@ -35,6 +46,7 @@ import errno
 import fnmatch
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +56,7 @@ from lockfs.errors import LockLostError, VolumeIOError
 from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Reachability, Volume, VolumeFile
 
 ENV = "MIQM_FAULTS"
-KINDS = ("stall", "eio", "lost", "tear", "suspect")
+KINDS = ("stall", "eio", "lost", "tear", "suspect", "stop")
 
 
 @dataclass
@@ -53,13 +65,16 @@ class Fault:
 
     op: str
     path: str = "*"
-    kind: str = "eio"  # stall | eio | lost | tear | suspect
+    kind: str = "eio"  # stall | eio | lost | tear | suspect | stop
     seconds: float = 3600.0
     after: float = 0.0
     times: int = 0
     keep: int = 100
     volume: str = "*"
     armed: str = ""
+    report: str = ""
+    skip: int = 0
+    contains: str = ""
     fired: int = 0
     release: threading.Event = field(default_factory=threading.Event, repr=False)
     first_fired: float | None = field(default=None, repr=False)
@@ -123,7 +138,7 @@ class _Injector:
     def check(self, op: str, path: str) -> Fault | None:
         age = time.monotonic() - self.born
         for f in self.faults:
-            if f.matches(op, path, age):
+            if f.kind != "stop" and f.matches(op, path, age):
                 f.fired += 1
                 if f.kind == "stall":
                     f.release.wait(f.seconds)
@@ -143,6 +158,27 @@ class _Injector:
                                                   "reachability"):
             raise LockLostError(f"injected: the lock on {path} was lost", path=path)
         return None
+
+    def before_send(self, op: str, path: str, offset: int, data: bytes) -> None:
+        """The backend's pause point: a matching ``stop`` fault stops the process here."""
+        age = time.monotonic() - self.born
+        for f in self.faults:
+            if f.kind == "stop" and f.matches(op, path, age):
+                if f.contains and f.contains.encode() not in data:
+                    continue
+                if f.skip > 0:
+                    f.skip -= 1  # this one goes out: its file's state is renewed now
+                    continue
+                f.fired += 1
+                if f.report:
+                    tmp = f"{f.report}.tmp"
+                    with open(tmp, "w") as out:
+                        json.dump({"op": op, "path": path, "offset": offset,
+                                   "data": bytes(data).hex(), "pid": os.getpid()}, out)
+                    os.replace(tmp, f.report)
+                # directed at this thread: a process-wide SIGSTOP may be taken by another
+                # thread, and this one would run on (and send the write) until it stops too
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
     def suspect(self, path: str) -> bool:
         """True while a fired ``suspect`` fault for ``path`` is in force."""
@@ -197,6 +233,10 @@ class FaultyFile(VolumeFile):
     def lease_age(self) -> float | None:
         return self.inner.lease_age()
 
+    def renew_after(self, since: float) -> None:
+        self.inj.check("renew_after", self.path)
+        self.inner.renew_after(since)
+
     def reachability(self) -> Reachability:
         lost = self.lock_lost()  # fires faults named for lock_lost as well
         self.inj.check("reachability", self.path)
@@ -225,6 +265,8 @@ class FaultyVolume(Volume):
         self.inner = inner
         self.url = inner.url
         self.injector = _Injector(faults)
+        if any(f.kind == "stop" for f in faults):
+            inner.before_send = self.injector.before_send
 
     @property  # type: ignore[override]
     def lease_seconds(self) -> float | None:  # type: ignore[override]
@@ -243,6 +285,15 @@ class FaultyVolume(Volume):
     @write_fence.setter
     def write_fence(self, value: Callable[[], None] | None) -> None:
         self.inner.write_fence = value
+
+    @property  # type: ignore[override]
+    def lease_anchor(self) -> VolumeFile | None:  # type: ignore[override]
+        """The wrapped volume's lease anchor (the backend is what uses it)."""
+        return self.inner.lease_anchor
+
+    @lease_anchor.setter
+    def lease_anchor(self, value: VolumeFile | None) -> None:
+        self.inner.lease_anchor = value
 
     def reachability(self) -> Reachability:
         return self.inner.reachability()

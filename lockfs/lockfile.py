@@ -134,6 +134,11 @@ class LockFile:
         """The holder record, read through the locked file itself (verify's read)."""
         return HolderRecord.decode(self._require().pread(RECORD_SIZE, 0))
 
+    @property
+    def file(self) -> VolumeFile | None:
+        """The locked file while held (a volume's ``lease_anchor``), else None."""
+        return self._file
+
     def lost(self) -> bool:
         """True once the backend knows the lock was lost (an NFSv4 lease expired)."""
         return self._file is not None and self._file.lock_lost()

@@ -25,6 +25,10 @@ How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
   (:func:`lease_margin`: the server may count whole seconds) has passed since the last
   READ/WRITE/LOCK that succeeded was sent (the server cannot have let the lease run out
   earlier than that, so the holder gives up before anyone else can get the lock);
+* the lease anchor (docs/lockfs.md): before a WRITE or size change through an unlocked
+  file, the volume's ``lease_anchor`` (the instance's ``master`` lock) is renewed after
+  that file's context last heard from the server, so every data lease ends at the
+  server no later than the lock's and a WRITE sent after a takeover is refused there;
 * destroying a context does not release its locks: ``close`` unlocks first;
 * libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
   ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`;
@@ -334,6 +338,9 @@ class _Context:
         self.mutex = threading.Lock()
         self.name = _client_name()
         self.lock_tried = False
+        #: monotonic time the last reply on this context came in (the server's lease for
+        #: this client was renewed no later than that); set once mounted, then per call
+        self.answered = time.monotonic()
         ptr = lib.nfs_init_context()
         if not ptr:
             raise VolumeIOError("libnfs: cannot create a context")
@@ -354,6 +361,7 @@ class _Context:
             self.check(lib.nfs_mount(ptr, host, loc.export.encode()),
                        f"mount {loc.server}:{loc.export}")
             _abort_on_close(lib.nfs_get_fd(ptr))
+            self.answered = time.monotonic()
         except _Failure as exc:
             self.destroy()
             raise exc.to_lockfs(f"{loc.server}:{loc.export}") from None
@@ -376,7 +384,10 @@ class _Context:
         with self.mutex:
             if not self.ptr:
                 raise _Failure(-errno.EBADF, "context closed", what)
-            rc = getattr(self.lib, fn_name)(self.ptr, *args)
+            try:
+                rc = getattr(self.lib, fn_name)(self.ptr, *args)
+            finally:
+                self.answered = time.monotonic()
             return self.check(rc, what)
 
     def destroy(self) -> None:
@@ -418,16 +429,32 @@ class Nfs4File(VolumeFile):
                                 path=self._full)
         return self._ctx, self._fh
 
+    def _anchor(self, ctx: _Context, send: tuple[int, bytes] | None) -> None:
+        """Before a write through an unlocked file: the volume's ``lease_anchor`` renewed
+        at the server after this context's last reply (so this file's client lease ends
+        no later than the anchor's lock), then the test-only ``before_send`` hook."""
+        anchor = self.volume.lease_anchor
+        if anchor is not None and not self._locks:
+            anchor.renew_after(ctx.answered)
+        hook = self.volume.before_send
+        if hook is not None and send is not None:
+            hook("pwrite", self.path, send[0], send[1])
+
     def _io(self, what: str, fn_name: str, *args: object, renews: bool = False,
-            writes: bool = False) -> int:
+            writes: bool = False, anchored: bool = False,
+            send: tuple[int, bytes] | None = None) -> int:
         """One call on the file's handle with its error mapping and lease bookkeeping.
 
         An unlocked file whose client state is gone is opened again and the call retried
         once; for a write (``writes``) the volume's ``write_fence`` must pass first: state
         that ran out while this process was stopped is exactly when another process may
-        have taken the data over, and the new state would let the late write land."""
+        have taken the data over, and the new state would let the late write land.
+        An ``anchored`` call (one that writes data: WRITE, SETATTR size) first has the
+        volume's lease anchor renewed after this file's previous reply (:meth:`_anchor`)."""
         with self._mutex:
             ctx, fh = self._ensure_open()
+            if anchored:
+                self._anchor(ctx, send)
             sent = time.monotonic()
             try:
                 rc = ctx.call(f"{what} {self._full}", fn_name, fh, *args)
@@ -443,6 +470,8 @@ class Nfs4File(VolumeFile):
                     if writes and self.volume.write_fence is not None:
                         self.volume.write_fence()
                     self._reopen()
+                    if anchored:
+                        self._anchor(self._ctx, send)
                     try:
                         return self._ctx.call(f"{what} {self._full}", fn_name, self._fh,
                                               *args)
@@ -515,7 +544,8 @@ class Nfs4File(VolumeFile):
         while done < len(raw):
             chunk = raw[done:done + _WRITE_CHUNK]
             n = self._io("write", "nfs_pwrite", offset + done, len(chunk), chunk,
-                         renews=True, writes=True)
+                         renews=True, writes=True, anchored=True,
+                         send=(offset + done, chunk))
             if n <= 0:
                 raise VolumeIOError(f"write {self._full}: server wrote nothing",
                                     errno=errno.EIO, path=self._full)
@@ -531,7 +561,7 @@ class Nfs4File(VolumeFile):
         return int(st.size)
 
     def truncate(self, size: int) -> None:
-        self._io("truncate", "nfs_ftruncate", size, writes=True)
+        self._io("truncate", "nfs_ftruncate", size, writes=True, anchored=True)
 
     # ---------------------------------------------------------------- locks
     def try_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
@@ -665,6 +695,21 @@ class Nfs4File(VolumeFile):
                 self._last_ok = max(self._last_ok, sent)
                 self._trouble = None
         return True
+
+    def renew_after(self, since: float) -> None:
+        """As :meth:`VolumeFile.renew_after`: nothing to send when a renewal sent after
+        ``since`` has already been answered (the renewal thread's, or a READ/WRITE/LOCK
+        through this file); else one READ now (:meth:`renew_now`)."""
+        with self._mutex:
+            fresh = bool(self._locks) and self._last_ok > since
+        if fresh and not self.lock_lost():
+            return
+        if not self.renew_now():
+            raise LockLostError(f"{self._full}: the lease anchor holds no lock",
+                                path=self._full)
+        if self.lock_lost():
+            raise LockLostError(f"the lock on {self._full} was lost ({self._lost_why})",
+                                path=self._full)
 
     def conflicting_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
         """True if a lock held by another client conflicts with ``mode`` (NFSv4 LOCKT).

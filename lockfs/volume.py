@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound
+from lockfs.errors import LockFsError, LockLostError, VolumeIOError, VolumeNotFound
 
 #: ``length`` value meaning "to the end of the file, however long it grows".
 WHOLE_FILE = 0
@@ -150,6 +150,17 @@ class VolumeFile(ABC):
         """True once the backend knows a lock held through this file was lost."""
         return False
 
+    def renew_after(self, since: float) -> None:
+        """Make sure the server has answered a renewal of this file's lock lease that was
+        sent after ``since`` (a ``time.monotonic()`` instant); send one now if need be.
+
+        The nfs4 backend calls it on a volume's ``lease_anchor`` before each write through
+        an unlocked file (docs/lockfs.md, "One lease for all writes"). Raises
+        :class:`LockLostError` when no lock is held any more or the server says its state
+        is gone. Backends without leases only check :meth:`lock_lost`."""
+        if self.lock_lost():
+            raise LockLostError("the lease anchor's lock was lost")
+
     def lease_age(self) -> float | None:
         """Seconds since the server last confirmed the lease the locks held through this
         file depend on; None where locks never expire (local disk). An instance stops
@@ -194,6 +205,18 @@ class Volume(ABC):
     #: proves the data is still its own to write: a write on renewed state would otherwise
     #: land even if another process took the data over meanwhile.
     write_fence: Callable[[], None] | None = None
+    #: A locked file (the instance's ``master``) whose lease every write through this
+    #: volume's unlocked files must be shown to outlive: before such a write the nfs4
+    #: backend has the anchor renewed (:meth:`VolumeFile.renew_after`) after the file's
+    #: previous call was answered, so the server expires the file's state no later than
+    #: the anchor's lock and a write sent after the lock passed to another holder is
+    #: refused by the server. ``None``: no anchor (posix ignores it: the kernel client
+    #: already holds all state under one lease).
+    lease_anchor: VolumeFile | None = None
+    #: Test-only pause point (:mod:`lockfs.faults`, kind ``stop``): called by the backend
+    #: as ``before_send(op, path, offset, data)`` just before a write goes on the wire,
+    #: after every check the backend makes.
+    before_send: Callable[[str, str, int, bytes], None] | None = None
 
     @abstractmethod
     def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:

@@ -115,6 +115,10 @@ MESSAGES: dict[str, str | Message] = {
                  "starting (pid {pid}): check dspmq and errors/AMQERR01.LOG."),
     "AMQ1109": E(40, "The instance of queue manager '{qmgr}' on {host} is not a standby "
                  "instance: end the active instance without -x."),
+    "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
+                 "filesystem ({detail}); it keeps polling for the master lock."),
+    "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "
+                 "filesystem again."),
     # ---- IBM MQ's numbers
     "AMQ5051": I("The queue manager task '{task}' has started."),
     "AMQ5975": I("'{qmgr}' queue manager instance '{host}' is now the active instance."),

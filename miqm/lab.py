@@ -15,6 +15,7 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -94,6 +95,33 @@ class NfsLab:
     def heal(self, ns: str) -> None:
         """Bring its link back."""
         self.lab("heal", ns)
+
+    def restart_server(self, grace: int = 0) -> None:
+        """The server crashes (kill -9) and starts again, with a grace period of ``grace``
+        seconds (0: none): every client's state is gone with the old server instance."""
+        self.lab("restart", "--grace", str(grace))
+
+    def server_pid(self) -> int:
+        """The running ganesha's pid."""
+        return int((self.dir / "ganesha.pid").read_text())
+
+    def slow_server(self, delay: float, seconds: float, gap: float = 0.01) -> None:
+        """A slow server for ``seconds``: ganesha is stopped (SIGSTOP) for ``delay``
+        seconds, runs ``gap`` seconds, and so on, so each call waits up to ``delay``.
+
+        Stands in for a link delay (``tc netem``) where the kernel has no ``sch_netem``
+        (this lab machine: "Specified qdisc kind is unknown"): what a client sees is the
+        same, an answer that comes up to ``delay`` late. Always leaves ganesha running."""
+        pid = self.server_pid()
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(min(delay, max(0.0, end - time.monotonic())))
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(gap)
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def run_in(self, ns: str, argv: list[str], env: dict[str, str] | None = None,
                **kw: Any) -> subprocess.Popen[str]:

@@ -4,7 +4,10 @@ Two local instances (as ``miqm bench failover``) serve producer threads that put
 persistent messages under syncpoint and commit them, each through a reconnecting client
 in bindings mode. Meanwhile the active instance is hit, again and again, by a fault
 drawn at random (``kill``: kill -9 of the active; ``switchover``: ``endmqm -s``; the old
-instance then comes back as the standby). Every outcome a producer was told is written
+instance then comes back as the standby; on the NFSv4 lab also ``partition`` and
+``pause``, and when named the server faults of :data:`LAB_EXTRA_FAULTS`: the figures
+then give failover p50/max per fault, and a failover after a fault in
+:data:`NO_FAILOVER` counts as spurious). Every outcome a producer was told is written
 down: committed, backed out, or unknown (a commit cut off in flight, MQRC 2549).
 
 At the end the queue is drained and audited:
@@ -43,6 +46,16 @@ from miqm.localpair import LocalPair
 QUEUE = "CAMPAIGN.Q"
 FAULTS = ("kill", "switchover")
 LAB_FAULTS = ("kill", "switchover", "partition", "pause")
+#: lab faults drawn only when named (``--faults``): the NFS server crashing and coming
+#: back without and with a grace period (``restart``, ``restart-grace``, both instances
+#: running), a slow server whose answers come up to 50-500 ms late for two leases
+#: (``slow``: no failover may follow), a server stalled longer than MonitorStall
+#: (``stall``: the active stops itself cleanly, the standby takes over), and a pause of
+#: the active for a fifth of the lease (``pause-short``: it must carry on; a longer one
+#: may pass the monitor's 3/5-of-the-lease limit, and the instance then stops itself)
+LAB_EXTRA_FAULTS = ("restart", "restart-grace", "slow", "stall", "pause-short")
+#: faults after which the same instance must still be the active one
+NO_FAILOVER = ("slow", "pause-short")
 MQRC_CALL_INTERRUPTED = 2549
 MQRC_NO_MSG_AVAILABLE = 2033
 
@@ -260,6 +273,8 @@ class _LabCluster:
         self.lease = lease
         self.keep = False  # set when the audit fails: the evidence stays on disk
         self._kept: list[str] = []
+        self.rng = random.Random()
+        self.monitor_stall = 2.0  # failover_lab's tuning: 2 * max(0.5, lease / 5)
 
     def _remove(self, path: Path) -> None:
         if self.keep:
@@ -281,6 +296,7 @@ class _LabCluster:
         else:
             lab = self._stack.enter_context(lab_session(work / "lab", self._lease))
         self.lease = lab.lease
+        self.monitor_stall = 2 * max(0.5, lab.lease / 5)
         self.bench = self._fl._Bench(lab, work, lambda _s: None)
         self._stack.callback(self._remove, lab.export_dir / self.bench.sub)
         self._stack.callback(self.bench.stop)
@@ -304,7 +320,25 @@ class _LabCluster:
         if pid is None:
             raise MiqmError(f"the active instance on {old.name} has no pid recorded")
         hit = {"host": old.name, "pid": pid, "old": old, "t0": time.monotonic()}
-        if fault == "partition":
+        lab = self.bench.lab
+        if fault == "restart":
+            lab.restart_server(0)
+        elif fault == "restart-grace":
+            lab.restart_server(self.lease)
+        elif fault == "slow":
+            delay = self.rng.uniform(0.05, 0.5)
+            hit["delay"] = round(delay, 3)
+            lab.slow_server(delay, 2 * self.lease)
+        elif fault == "stall":
+            stall = self.monitor_stall + 1.0
+            hit["delay"] = stall
+            lab.slow_server(stall, stall)
+        elif fault == "pause-short":
+            os.kill(pid, signal.SIGSTOP)
+            # under the monitor's slack: renewed up to lease/3 before, stopped at 3/5
+            time.sleep(self.lease * 0.2)
+            os.kill(pid, signal.SIGCONT)
+        elif fault == "partition":
             self.bench.lab.cut(old.ns)
         elif fault == "pause":
             os.kill(pid, signal.SIGSTOP)
@@ -314,15 +348,30 @@ class _LabCluster:
             self.bench.run(old, "endmqm", "-s", self.qmgr, timeout=120)
         return hit
 
-    def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float]:
+    def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float | None]:
         old = hit["old"]
         new = self.bench.hosts["b" if old.ns == "a" else "a"]
+        if hit.get("fault") in NO_FAILOVER:
+            # the same instance must carry on: give a wrongful self-stop time to show
+            time.sleep(self.monitor_stall + 1.0)
+            if self._fl._alive(hit["pid"]):
+                hit["failover"] = False
+                return old.name, None
         took = self.bench.serving_after(new, old, hit["t0"])
+        hit["failover"] = True
         self.active = new
         return new.name, took
 
     def recover(self, fault: str, hit: dict[str, Any]) -> None:
         old, pid = hit["old"], hit["pid"]
+        if not hit.get("failover", True):
+            return
+        if fault in ("restart", "restart-grace"):
+            other = self.active
+            opid = self.bench.pid(other)
+            # the new active's former standby lock went with the old server: nothing else
+            if opid is None or not self._fl._alive(opid):
+                raise MiqmError(f"no instance running on {other.name} after the restart")
         if fault == "partition":
             self.bench.lab.heal(old.ns)
         elif fault == "pause":
@@ -349,9 +398,14 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
               producers: int, unit_size: int, settle: float, rng: random.Random,
               ledger: _Ledger, durations: list[float], drawn: dict[str, int],
               echo: Callable[[str], None],
-              timeline: list[dict[str, Any]] | None = None) -> list[str]:
+              timeline: list[dict[str, Any]] | None = None,
+              per_fault: dict[str, list[float]] | None = None,
+              spurious: dict[str, int] | None = None,
+              round_robin: bool = False) -> list[str]:
     """The producers run while the faults are injected; returns the drained messages."""
     timeline = [] if timeline is None else timeline
+    per_fault = {} if per_fault is None else per_fault
+    spurious = {} if spurious is None else spurious
     stop = threading.Event()
     threads = [threading.Thread(target=_producer, args=(cluster.qmgr, i, unit_size, stop,
                                                         ledger), daemon=True)
@@ -361,15 +415,26 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
             t.start()
         for i in range(cycles):
             time.sleep(settle * (0.5 + rng.random()))  # load runs between faults
-            fault = rng.choice(faults)
+            fault = faults[i % len(faults)] if round_robin else rng.choice(faults)
             drawn[fault] = drawn.get(fault, 0) + 1
             hit = cluster.inject(fault)
+            hit["fault"] = fault
             new, took = cluster.await_takeover(hit)
-            durations.append(took)
+            if took is not None:
+                durations.append(took)
+                per_fault.setdefault(fault, []).append(took)
+            elif fault not in per_fault:
+                per_fault[fault] = []
+            if fault in NO_FAILOVER and took is not None:
+                spurious[fault] = spurious.get(fault, 0) + 1
             timeline.append({"fault": fault, "host": hit["host"], "new": new,
-                             "at_monotonic": round(hit["t0"], 3), "took": round(took, 3)})
-            echo(f"cycle {i + 1}/{cycles}: {fault} of {hit['host']} -> {new} serving after "
-                 f"{took:.2f}s ({len(ledger.committed)} units committed so far)")
+                             "at_monotonic": round(hit["t0"], 3),
+                             "took": None if took is None else round(took, 3),
+                             **({"delay": hit["delay"]} if "delay" in hit else {})})
+            echo(f"cycle {i + 1}/{cycles}: {fault} of {hit['host']} -> "
+                 + (f"{new} serving after {took:.2f}s" if took is not None
+                    else f"{new} carried on (no failover)")
+                 + f" ({len(ledger.committed)} units committed so far)")
             cluster.recover(fault, hit)
         time.sleep(settle)
     finally:
@@ -382,23 +447,30 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
 def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int = 4,
                    unit_size: int = 3, seed: int | None = None, settle: float = 0.5,
                    lab: bool = False, lab_dir: str | None = None, lease: int = 5,
-                   echo: Callable[[str], None] = print) -> dict[str, Any]:
+                   echo: Callable[[str], None] = print,
+                   round_robin: bool = False) -> dict[str, Any]:
     """Run the campaign (on two local instances, or on the NFSv4 lab when ``lab``);
-    returns the audit and the failover figures."""
+    returns the audit and the failover figures. ``round_robin`` takes the faults in
+    turn instead of at random (a short run that meets each of them)."""
     rng = random.Random(seed)
     ledger = _Ledger()
     durations: list[float] = []
     drawn: dict[str, int] = {}
     timeline: list[dict[str, Any]] = []
+    per_fault: dict[str, list[float]] = {}
+    spurious: dict[str, int] = {}
     cluster: _LocalCluster | _LabCluster = (_LabCluster(lab_dir, lease) if lab
                                             else _LocalCluster())
+    if isinstance(cluster, _LabCluster):
+        cluster.rng = random.Random(rng.random())
     with cluster:
         cluster.setup()
         # the producers are clients of host B's installation (bindings mode follows the
         # active instance through the shared data directory)
         with client_of(cluster.client_root(), "campaign"):
             got = _run_load(cluster, cycles, faults, producers, unit_size, settle, rng,
-                            ledger, durations, drawn, echo, timeline)
+                            ledger, durations, drawn, echo, timeline, per_fault, spurious,
+                            round_robin)
         cluster.shutdown()
         gens, refusal = _log_generations(*cluster.log_location())
         audit = _audit(ledger, got)
@@ -418,6 +490,12 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
         "stale_writes": 1 if refusal else 0,
         "failover_seconds": {"p50": round(statistics.median(ds), 3) if ds else None,
                              "max": round(ds[-1], 3) if ds else None},
+        "failover_by_fault": {
+            f: {"cycles": drawn.get(f, 0), "failovers": len(v),
+                "p50": round(statistics.median(v), 3) if v else None,
+                "max": round(max(v), 3) if v else None}
+            for f, v in sorted(per_fault.items())},
+        "spurious_failovers": spurious,
         "client_errors": {str(k): v for k, v in sorted(ledger.errors.items())},
     }
     if refusal:

@@ -150,7 +150,8 @@ def bench_campaign(
     cycles: int = typer.Option(10, help="number of faults to inject"),
     faults: str = typer.Option("", help="comma-separated faults to draw from: kill, "
                                "switchover; on the lab also partition, pause (default: all "
-                               "of them)"),
+                               "of them) and, when named, restart, restart-grace, slow, "
+                               "stall, pause-short"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
     seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
     on_lab: bool = typer.Option(False, "--nfs-lab", help="run on the NFSv4 lab (root, "
@@ -159,13 +160,16 @@ def bench_campaign(
                             "directory instead of starting one"),
     lease: int = typer.Option(5, help="with --nfs-lab: the lease of the lab it starts"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
+    in_turn: bool = typer.Option(False, "--in-turn", help="take the faults in turn instead "
+                                 "of at random (a short run that meets each one)"),
 ) -> None:
     """Inject random faults into two instances under load, then audit every message."""
-    from miqm.bench.campaign import FAULTS, LAB_FAULTS
+    from miqm.bench.campaign import FAULTS, LAB_EXTRA_FAULTS, LAB_FAULTS
     from miqm.bench.campaign import bench_campaign as run
 
-    allowed = LAB_FAULTS if on_lab else FAULTS
-    drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or allowed
+    allowed = LAB_FAULTS + LAB_EXTRA_FAULTS if on_lab else FAULTS
+    drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or (
+        LAB_FAULTS if on_lab else FAULTS)
     unknown = [f for f in drawn if f not in allowed]
     if unknown:
         where = "on the NFSv4 lab" if on_lab else "on a local directory (partition and " \
@@ -184,11 +188,11 @@ def bench_campaign(
             fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
                  lab=on_lab, lab_dir=lab or None, lease=lease,
-                 echo=(lambda s: None) if as_json else print)
+                 echo=(lambda s: None) if as_json else print, round_robin=in_turn)
     if as_json:
         print(json.dumps(result))
     bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                       "stale_writes") if result.get(k)]
+                       "stale_writes", "spurious_failovers") if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"
         fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "

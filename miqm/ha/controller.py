@@ -38,9 +38,9 @@ import traceback
 from typing import Any
 
 from lockfs import open_volume
-from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound, VolumeStalled
 from lockfs.lockfile import HolderRecord, LockFile
-from lockfs.volume import LockMode, Reachability, Volume
+from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
@@ -213,8 +213,13 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot open the log directory {log_location}: {exc}",
                               amq="AMQ7017") from None
-        self.errlog = ErrorLog(self.data, self.qmgr, self.host, echo=self.echo)
-        self.events = EventLog(self.data, self.qmgr, self.host, self.instance_id)
+        # the error and event logs go through a volume of their own, outside the lease
+        # anchor (_anchor_leases): a fenced instance's last words (AMQ7279) are meant to
+        # reach them; they are appended diagnostics, never the queue manager's data
+        diag = self.data if self.data.lease_seconds is None else \
+            wrap_from_env(open_volume(entry.data_path), "diag")
+        self.errlog = ErrorLog(diag, self.qmgr, self.host, echo=self.echo)
+        self.events = EventLog(diag, self.qmgr, self.host, self.instance_id)
         self._run_record()
 
     def _auto_ini(self, text: str, source: str) -> str:
@@ -354,6 +359,7 @@ class Controller:
         self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
                                   self._wake)
         poll = self.cfg.ha.standby_poll
+        unreachable = False
         try:
             while True:
                 self._wake.wait(poll)
@@ -362,7 +368,19 @@ class Controller:
                 if self._end_request is not None:
                     got = False
                 else:
-                    got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+                    try:
+                        got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+                    except (VolumeStalled, VolumeIOError) as exc:
+                        # the server restarted or is unreachable for a while: its state
+                        # (and this standby's) may be gone, but a standby that gave up
+                        # would leave nobody to take over; try again at the next poll
+                        if not unreachable:
+                            self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
+                        unreachable = True
+                        continue
+                    if unreachable:
+                        unreachable = False
+                        self.say("AMQ1301", qmgr=self.qmgr)
                 seen = time.monotonic()
                 status: QMStatus | None = None
                 error: str | None = None
@@ -420,6 +438,7 @@ class Controller:
                 qmstatus.write_in_place(self.data, status)
             except LockFsError:
                 return False
+        self._anchor_leases(None)
         for lock in (self.active_lock, self.master):
             if lock is not None:
                 lock.release()
@@ -505,6 +524,7 @@ class Controller:
         generation = self.next_generation()
         self.record = self.holder(generation)
         self.master.write_record(self.record)
+        self._anchor_leases(self.master.file)
         self.active_lock = LockFile(self.data, "active")
         if not self.try_lock(self.active_lock, LockMode.SHARED, self.record):
             self.master.release()
@@ -614,7 +634,16 @@ class Controller:
         number = getattr(failed, "amq", None) or "AMQ6708"
         return number, f"the queue manager's store stopped: {failed}"
 
+    def _anchor_leases(self, anchor: VolumeFile | None) -> None:
+        """Tie every write through the data and log volumes to the master lock's lease
+        (``Volume.lease_anchor``, docs/lockfs.md): on nfs4 the server then refuses a
+        write this instance sends after the lock has passed to another; None unties."""
+        for vol in (getattr(self, "data", None), getattr(self, "log_volume", None)):
+            if vol is not None:
+                vol.lease_anchor = anchor
+
     def release_locks(self) -> None:
+        self._anchor_leases(None)
         for lock in (self.active_lock, self.master, self.standby_lock):
             if lock is not None:
                 lock.release()

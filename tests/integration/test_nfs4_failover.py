@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -35,11 +35,12 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "1", "MonitorStall": "
 class NsHost:
     ns: str
     root: Path
+    extra: dict[str, str] = field(default_factory=dict)  # more environment (MIQM_FAULTS)
 
     def env(self) -> dict[str, str]:
         return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": f"host{self.ns}",
                 "MIQM_LISTENER_HOST": ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
-                "PYTHONUNBUFFERED": "1"}
+                "PYTHONUNBUFFERED": "1", **self.extra}
 
 
 def _run(labx: lab.NfsLab, host: NsHost, *argv: str, stdin: str | None = None,
@@ -218,6 +219,35 @@ def test_short_fault_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> No
     print(result)
     assert proc.returncode == 0, (result, proc.stderr)
     assert result["faults"] == {"partition": 1, "pause": 1}
+    assert result["units"]["committed"] > 0
+    for damage in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
+                   "stale_writes"):
+        assert result[damage] == 0, result
+    assert not list(nfs_lab.export_dir.glob("bench-*")), "the campaign left its data behind"
+
+
+def test_server_faults_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> None:
+    """The NFS server's own faults, each once under two committing producers: it crashes
+    and comes back without and with a grace period while both instances run (the
+    standby keeps polling and takes over), answers up to 50-500 ms late for two leases
+    (no failover), stalls longer than MonitorStall (the active stops itself, the standby
+    takes over); then every message audited."""
+    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
+    faults = "restart,slow,stall,restart-grace"
+    proc = subprocess.run([exe, "bench", "campaign", "--nfs-lab", "--lab", str(nfs_lab.dir),
+                           "--faults", faults, "--in-turn", "--cycles", "4",
+                           "--producers", "2", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    assert proc.returncode == 0, (result, proc.stderr)
+    assert result["faults"] == dict.fromkeys(faults.split(","), 1)
+    by_fault = result["failover_by_fault"]
+    assert by_fault["slow"]["failovers"] == 0, result  # never a spurious failover
+    for fault in ("restart", "restart-grace", "stall"):
+        assert by_fault[fault]["failovers"] == 1, result
+    assert result["spurious_failovers"] == {}
     assert result["units"]["committed"] > 0
     for damage in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
                    "stale_writes"):

@@ -4,6 +4,10 @@ network namespaces, the built-in nfs4:// client), not the project's fault inject
 * a real lost lock: the active is paused (SIGSTOP) past its lease, the server expires its
   state and the standby takes the lock; resumed, the old active ends with AMQ7279 and its
   activation wrote nothing after the new one began;
+* a write held up after every check and sent after the standby took over (the
+  ``stop`` fault: the active stops right before the WRITE goes on the wire) is refused by
+  the server: its bytes are not in the file on the export, and the log has no record of
+  the old generation after the new one;
 * ``dspmq`` answers within a second (plus interpreter start) while the real server is
   frozen (SIGSTOP of ganesha) and an instance is running on it.
 
@@ -12,9 +16,12 @@ Root only; uses the session's lab (tests/lab.py), dumps both error logs on failu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,10 +37,25 @@ QM = "QMNFSHA"
 
 
 @pytest.fixture
-def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest
-       ) -> Iterator[tuple[NsHost, NsHost, Path]]:
+def a_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """More environment for host A's queue manager: parametrize indirectly with
+    ``"stop-log-write"`` for the late-write pause point (lockfs.faults kind ``stop``)."""
+    if getattr(request, "param", None) != "stop-log-write":
+        return {}
+    # the second piece of the put's log write stops: the first has just renewed the log
+    # file's own state; verifies every 2 s leave the master lock's renewal older
+    fault = {"volume": "log", "op": "pwrite", "path": "S*.LOG", "kind": "stop",
+             "times": 1, "skip": 1,
+             "contains": " held-up ",
+             "armed": str(tmp_path / "arm"), "report": str(tmp_path / "stopped.json")}
+    return {"MIQM_FAULTS": json.dumps([fault]), "VerifyInterval": "2"}
+
+
+@pytest.fixture
+def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest,
+       a_env: dict[str, str]) -> Iterator[tuple[NsHost, NsHost, Path]]:
     """QMNFSHA created on the lab, active on A and standby on B; everything killed after."""
-    a, b = NsHost("a", tmp_path / "hosta"), NsHost("b", tmp_path / "hostb")
+    a, b = NsHost("a", tmp_path / "hosta", a_env), NsHost("b", tmp_path / "hostb")
     for h in (a, b):
         h.root.mkdir()
     sub = f"ha-{os.getpid()}-{int(time.time())}"
@@ -46,7 +68,10 @@ def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest
              nfs_lab.url(f"{sub}/log"), "-lf", "256", QM)
         ini = base / "data" / QM / "qm.ini"
         text = ini.read_text()
-        for key, value in TUNING.items():
+        tuning = dict(TUNING)
+        tuning.update({k: v for k, v in a_env.items() if k in TUNING})
+        a.extra = {k: v for k, v in a_env.items() if k not in TUNING}
+        for key, value in tuning.items():
             text = "\n".join(f"   {key}={value}" if line.strip().startswith(f"{key}=")
                              else line for line in text.splitlines()) + "\n"
         ini.write_text(text)
@@ -148,3 +173,106 @@ def test_dspmq_answers_within_a_second_while_the_real_server_is_frozen(
     print(f"dspmq with the NFSv4 server frozen: {timings[0]:.2f}s on the active's host, "
           f"{timings[1]:.2f}s on the standby's (about 1 s of probing plus interpreter start)")
     assert max(timings) < 3.0, timings
+
+
+def _master_names(base: Path, host: str, above: int) -> bool:
+    """The master record on the export (read at the server) names ``host`` with a
+    generation above ``above``."""
+    from lockfs.lockfile import RECORD_SIZE, HolderRecord
+
+    try:
+        raw = (base / "data" / QM / "master").read_bytes()[:RECORD_SIZE]
+    except OSError:
+        return False
+    rec = HolderRecord.decode(raw)
+    return rec is not None and rec.host == host and rec.generation > above
+
+
+@pytest.mark.parametrize("a_env", ["stop-log-write"], indirect=True)
+def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
+        nfs_lab: lab.NfsLab, a_env: dict[str, str], qm: tuple[NsHost, NsHost, Path]) -> None:
+    """The window of issue 18, forced: the active passes every check for a log write
+    (write guard, lease anchor), one piece of the write goes out (renewing the log file's
+    own NFSv4 state at the server) and the process stops (SIGSTOP) right before the next
+    piece is sent. The test waits until the standby holds master and has written its own
+    generation (both read on the export), resumes the old active, and reads the export:
+    the held-up bytes did not land, and no old-generation record follows the new ones."""
+    from lockfs.posix import PosixVolume
+    from miqm.errors import LogCorruptError
+    from miqm.store.log import RecoveryLog
+    from miqm.store.settings import LogSettings
+
+    a, b, base = qm
+    fault = json.loads(a_env["MIQM_FAULTS"])[0]
+    arm, report = Path(fault["armed"]), Path(fault["report"])
+    logdir = base / "log" / QM
+    _run(nfs_lab, a, "amqsput", QM, "HA.Q", stdin="before 00\n")
+    old = _pid(a, QM)
+    assert old and _alive(old)
+    old_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
+    arm.touch()
+    exe = os.path.join(os.path.dirname(sys.executable), "amqsput")
+    put = nfs_lab.run_in("a", [exe, QM, "HA.Q"], env=a.env())
+    try:
+        # one message longer than a page: the held-up piece is record bytes, not padding
+        # (no two pieces alike, and every piece carries the marker the fault looks for)
+        body = "".join(f" held-up {i:05d}" for i in range(700))
+        put.stdin.write(body + "\n")  # type: ignore[union-attr]
+        put.stdin.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 30
+        while not report.exists():
+            assert time.monotonic() < deadline, "the stop fault never fired"
+            time.sleep(0.01)
+        stopped = time.monotonic()
+        held = json.loads(report.read_text())
+        assert held["pid"] == old
+        with open(logdir / held["path"], "rb") as f:
+            f.seek(held["offset"])
+            before = f.read(len(held["data"]) // 2)
+        assert before != bytes.fromhex(held["data"]), "the held-up write would change nothing"
+        deadline = stopped + 6 * nfs_lab.lease + 30
+        while not (_master_names(base, "hostb", old_gen)
+                   and RecoveryLog.recorded_generation(PosixVolume(str(logdir))) > old_gen):
+            assert time.monotonic() < deadline, "the standby never took over"
+            time.sleep(0.01)
+        took = time.monotonic() - stopped
+    finally:
+        os.kill(old, signal.SIGCONT)
+    resumed = time.monotonic()
+    while _alive(old):
+        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
+        time.sleep(0.02)
+    try:
+        put.wait(timeout=30)  # told of a failure, or never answered: not our concern here
+    except subprocess.TimeoutExpired:
+        put.kill()
+        put.wait()
+    for pipe in (put.stdout, put.stderr):
+        if pipe is not None:
+            pipe.close()
+    # what the server holds where the held-up piece was to go
+    data = bytes.fromhex(held["data"])
+    with open(logdir / held["path"], "rb") as f:
+        f.seek(held["offset"])
+        there = f.read(len(data))
+    assert data.strip(b"\0"), "the held-up piece is padding: it would prove nothing"
+    landed = there == data
+    new_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
+    try:
+        reader = RecoveryLog.open(PosixVolume(str(logdir)), LogSettings(file_pages=256),
+                                  generation=new_gen)
+        gens = [r.generation for r in reader.records(reader.first_lsn())]
+        reader.close()
+    except LogCorruptError as exc:  # what main did: the late write landed after the new
+        pytest.fail(f"the late WRITE landed at the server (range now holds it: {landed}): "
+                    f"{exc}")
+    print(f"lease {nfs_lab.lease}s: held-up WRITE of {len(data)} bytes at "
+          f"{held['path']}+{held['offset']} (generation {old_gen}); standby held master and "
+          f"had logged generation {new_gen} {took:.2f}s after the stop; old active ended "
+          f"{time.monotonic() - resumed:.2f}s after SIGCONT; at the server the range "
+          f"{'HOLDS THE LATE WRITE' if landed else 'does not hold the late write'}; "
+          f"log generations {sorted(set(gens))}")
+    assert not landed, "the late WRITE landed on the export after the standby took over"
+    assert gens and gens == sorted(gens) and gens[-1] == new_gen > old_gen, gens
+    _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
+    assert "before 00" in out.splitlines()

@@ -211,3 +211,46 @@ def test_env_errors_are_loud(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
 def test_unknown_kind_rejected() -> None:
     with pytest.raises(ValueError, match="kind"):
         Fault("pread", kind="melt")
+
+
+def test_stop_fault_is_the_backends_pause_point_with_skip_and_contains(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stop`` is installed as the inner volume's ``before_send`` (the backend calls it
+    right before a WRITE goes out); matching sends after ``skip`` write the report and
+    stop this thread (here the stop is recorded instead of SIGSTOP)."""
+    import json
+    import signal
+
+    stops: list[tuple[int, int]] = []
+    monkeypatch.setattr(signal, "pthread_kill", lambda tid, sig: stops.append((tid, sig)))
+    report = tmp_path / "stopped.json"
+    inner = PosixVolume(str(tmp_path))
+    vol = FaultyVolume(inner, [Fault("pwrite", "S*.LOG", "stop", skip=1, times=1,
+                                     contains="mark", report=str(report))])
+    hook = inner.before_send
+    assert hook is not None
+    hook("pwrite", "S1.LOG", 0, b"nothing")  # not containing it: passes
+    hook("pwrite", "other", 0, b"mark")  # another path: passes
+    hook("pwrite", "S1.LOG", 0, b"mark 1")  # the skipped one goes out
+    assert not stops and not report.exists()
+    hook("pwrite", "S1.LOG", 3584, b"mark 2")
+    assert stops == [(threading.get_ident(), signal.SIGSTOP)]
+    got = json.loads(report.read_text())
+    assert got["offset"] == 3584 and bytes.fromhex(got["data"]) == b"mark 2"
+    hook("pwrite", "S1.LOG", 7168, b"mark 3")  # times=1: once only
+    assert len(stops) == 1
+    assert vol.faults[0].fired == 1
+
+
+def test_lease_anchor_goes_to_the_inner_volume_and_renew_after_checks_the_lock(
+        tmp_path: Path) -> None:
+    inner = PosixVolume(str(tmp_path))
+    vol = FaultyVolume(inner, [Fault("renew_after", "master", "lost")])
+    with vol.open("master", create=True) as f:
+        vol.lease_anchor = f
+        assert inner.lease_anchor is f and vol.lease_anchor is f
+        assert f.try_lock(LockMode.EXCLUSIVE)
+        with pytest.raises(LockLostError):
+            f.renew_after(time.monotonic())  # the injected loss reaches renew_after
+    with inner.open("plain", create=True) as g:
+        g.renew_after(time.monotonic())  # no lease, no lock lost: nothing to do
