@@ -201,9 +201,7 @@ def test_w_fails_across_two_fuse_mounts_that_do_not_forward_locks(
     for err in (err1, err2):
         assert "the filesystem does not enforce locks across hosts" in err
         assert "Likely cause: locks not enforced across hosts" in err
-    # -c loses or interleaves records across the two mounts (no lock between them)
-    a = fu.start("-c", "--count", "150", "--json", str(m1))
-    code2, _, err2 = fu.finish(fu.start("-c", "--count", "150", "--json", str(m2)))
-    code1, _, err1 = fu.finish(a)
-    assert 1 in (code1, code2), (err1, err2)
-    assert "Likely cause: locks not enforced across hosts" in err1 + err2
+    # -c across the two mounts is not asserted here: without a lock between them records
+    # can be lost or interleaved, but whether two appends race in a given run depends on
+    # the machine's timing (on an idle machine both runs often pass), so only -w, which
+    # asks the question directly, is a deterministic check of lock forwarding
