@@ -150,7 +150,9 @@ def test_integrity_after_the_writer_is_cut_off(nfs_lab: lab.NfsLab) -> None:
         fu.wait_state(d, "a", "writing", timeout=nfs_lab.lease * 4 + 10, proc=b)
         time.sleep(0.5)
         nfs_lab.heal("a")  # anything a's client still had in flight may land now
-        time.sleep(2.0)
+        # short enough that b cannot write a whole lap of the 4,096-page file and
+        # overwrite every page of generation 1 (it writes ~1,800 pages/s on an idle lab)
+        time.sleep(1.0)
         b.terminate()
         code_b, out_b, err_b = _finish(b)
     finally:
