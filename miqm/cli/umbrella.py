@@ -153,6 +153,8 @@ def bench_campaign(
                                "of them) and, when named, restart, restart-grace, slow, "
                                "stall, pause-short"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
+    consumers: int = typer.Option(2, help="consumer threads getting during the faults "
+                                  "(alternately under syncpoint and outside it)"),
     seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
     on_lab: bool = typer.Option(False, "--nfs-lab", help="run on the NFSv4 lab (root, "
                                 "nfs-ganesha) instead of a local directory"),
@@ -178,6 +180,8 @@ def bench_campaign(
              f"choose from {', '.join(allowed)}", 2)
     if cycles < 1 or producers < 1:
         fail("--cycles and --producers must be at least 1", 2)
+    if consumers < 0:
+        fail("--consumers must be 0 or more", 2)
     if on_lab:
         from miqm.lab import lab_missing
 
@@ -188,11 +192,13 @@ def bench_campaign(
             fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
                  lab=on_lab, lab_dir=lab or None, lease=lease,
-                 echo=(lambda s: None) if as_json else print, round_robin=in_turn)
+                 echo=(lambda s: None) if as_json else print, round_robin=in_turn,
+                 consumers=consumers)
     if as_json:
         print(json.dumps(result))
-    bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                       "stale_writes", "spurious_failovers") if result.get(k)]
+    bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "torn_gets",
+                       "phantoms", "two_owners", "stale_writes", "spurious_failovers")
+           if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"
         fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
