@@ -112,6 +112,27 @@ def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest,
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _await_end(pid: int) -> float:
+    """After SIGCONT of a resumed old active: seconds until it has ended (at most 30)."""
+    resumed = time.monotonic()
+    while _alive(pid):
+        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
+        time.sleep(0.02)
+    return time.monotonic() - resumed
+
+
+def _reap(put: subprocess.Popen[str]) -> None:
+    """The held-up client: told of a failure or never answered (not our concern here)."""
+    try:
+        put.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        put.kill()
+        put.wait()
+    for pipe in (put.stdout, put.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _serving(labx: lab.NfsLab, host: NsHost) -> bool:
     rc, _, _ = _run(labx, host, "runmqsc", QM, stdin="PING QMGR\n", ok=False, timeout=30)
     return rc == 0
@@ -136,11 +157,7 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
             f"before the {nfs_lab.lease}s lease could expire"
     finally:
         os.kill(old, signal.SIGCONT)
-    resumed = time.monotonic()
-    while _alive(old):
-        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
-        time.sleep(0.02)
-    ended = time.monotonic() - resumed
+    ended = _await_end(old)
     print(f"lease {nfs_lab.lease}s: standby serving {took:.1f}s after the pause; the old "
           f"active ended {ended:.2f}s after it was resumed")
     errlog = (base / "data" / QM / "errors" / "AMQERR01.LOG").read_text(errors="replace")
@@ -247,18 +264,8 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
         took = time.monotonic() - stopped
     finally:
         os.kill(old, signal.SIGCONT)
-    resumed = time.monotonic()
-    while _alive(old):
-        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
-        time.sleep(0.02)
-    try:
-        put.wait(timeout=30)  # told of a failure, or never answered: not our concern here
-    except subprocess.TimeoutExpired:
-        put.kill()
-        put.wait()
-    for pipe in (put.stdout, put.stderr):
-        if pipe is not None:
-            pipe.close()
+    ended = _await_end(old)
+    _reap(put)
     # what the server holds where the held-up piece was to go
     data = bytes.fromhex(held["data"])
     with open(logdir / held["path"], "rb") as f:
@@ -278,7 +285,7 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
     print(f"lease {nfs_lab.lease}s: held-up WRITE of {len(data)} bytes at "
           f"{held['path']}+{held['offset']} (generation {old_gen}); standby held master and "
           f"had logged generation {new_gen} {took:.2f}s after the stop; old active ended "
-          f"{time.monotonic() - resumed:.2f}s after SIGCONT; at the server the range "
+          f"{ended:.2f}s after SIGCONT; at the server the range "
           f"{'HOLDS THE LATE WRITE' if landed else 'does not hold the late write'}; "
           f"log generations {sorted(set(gens))}")
     assert not landed, "the late WRITE landed on the export after the standby took over"
@@ -342,19 +349,9 @@ def test_a_late_rename_after_the_lease_passed_on_is_refused_by_the_server(
         control = (logdir / "amqhlctl.lfh").read_bytes()
     finally:
         os.kill(old, signal.SIGCONT)
-    resumed = time.monotonic()
-    while _alive(old):
-        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
-        time.sleep(0.02)
-    try:
-        put.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        put.kill()
-        put.wait()
+    ended = _await_end(old)
+    _reap(put)
     feeder.join(timeout=30)
-    for pipe in (put.stdout, put.stderr):
-        if pipe is not None:
-            pipe.close()
     after = (logdir / "amqhlctl.lfh").read_bytes()
     new_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
     renamed = bytes.fromhex(held["data"]).decode()
@@ -362,7 +359,7 @@ def test_a_late_rename_after_the_lease_passed_on_is_refused_by_the_server(
     carried_out = not source.exists()
     print(f"lease {nfs_lab.lease}s: held-up RENAME {renamed} (generation {old_gen}); standby "
           f"recorded generation {new_gen} {took:.2f}s after the stop; old active ended "
-          f"{time.monotonic() - resumed:.2f}s after SIGCONT; the control file on the export "
+          f"{ended:.2f}s after SIGCONT; the control file on the export "
           f"{'is unchanged' if after == control else 'changed'} and records generation "
           f"{new_gen}; the RENAME's source is {'GONE' if carried_out else 'still there'}")
     # read at the server: the held-up RENAME was not carried out, its source is still there
