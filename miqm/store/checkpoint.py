@@ -2,7 +2,8 @@
 
 Layout: ``magic "MIQK", version u16, reserved u16, crc32c u32, length u32`` then a JSON
 object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``queues``
-{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn}).
+{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
+``authrecs`` [{objtype, profile, principal, auths}]: the authority records).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
 """
@@ -39,6 +40,7 @@ class CheckpointInfo:
     uows: list[dict[str, Any]] = field(default_factory=list)
     qmgr: dict[str, Any] = field(default_factory=dict)
     media: dict[str, int] = field(default_factory=dict)
+    authrecs: list[dict[str, Any]] = field(default_factory=list)
 
     def encode(self) -> bytes:
         """The file's bytes."""
