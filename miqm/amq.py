@@ -119,6 +119,8 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ1121": E(1, "The queue manager '{qmgr}' refused the operation: principal "
                  "'{principal}' lacks the {auth} authority on {objtype} '{name}' (MQRC 2035 "
                  "MQRC_NOT_AUTHORIZED)."),
+    "AMQ1122": E(10, "No authority record for PROFILE({profile}) OBJTYPE({objtype}) "
+                 "PRINCIPAL({principal})."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "
@@ -178,6 +180,7 @@ MESSAGES: dict[str, str | Message] = {
                  "{auths}."),
     "AMQ8101": E(71, "{product} error ({code}) has occurred."),
     "AMQ8110": E(8, "{product} queue manager '{qmgr}' already exists."),
+    "AMQ8135": E(10, "Not authorized. {detail}"),
     "AMQ8143": E(10, "{product} queue {name} not empty."),
     "AMQ8146": E(40, "{product} queue manager '{qmgr}' not available."),
     "AMQ8147": E(10, "{product} object {name} not found."),

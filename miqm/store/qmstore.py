@@ -650,12 +650,12 @@ class QueueManagerStore:
 
     # ------------------------------------------------------------------ authority records
     def set_authrec(self, objtype: str, profile: str, principal: str,
-                    auths: list[str]) -> None:
+                    auths: list[str] | None) -> None:
         """Set the authority record (objtype, profile, principal) to ``auths``, logged and
-        forced like any object change; an empty ``auths`` deletes it. The store only
-        keeps the records: what they mean is miqm.authz's."""
+        forced like any object change; None deletes it. The store only keeps the
+        records: what they mean is miqm.authz's."""
         rec = {"objtype": objtype, "profile": profile, "principal": principal,
-               "auths": list(auths)}
+               "auths": None if auths is None else list(auths)}
         with self._lock:
             self._check_open()
             lsn = self._append(R.encode_json(R.AUTHREC, rec))

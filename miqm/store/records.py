@@ -18,7 +18,7 @@ Types and what redo does with them (see docs/store-format.md):
   longer pins old log extents (AMQ7469 "rolled forward").
 * ``CHECKPOINT(json)``, ``MEDIA(queue, lsn)``, ``QMGR(attrs)``.
 * ``AUTHREC(objtype, profile, principal, auths)``: an authority record set to ``auths``
-  (an empty list deletes it). The store keeps these for the authorization layer
+  (null deletes it). The store keeps these for the authorization layer
   (:mod:`miqm.authz`) and knows nothing of what they mean.
 """
 

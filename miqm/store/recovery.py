@@ -55,13 +55,14 @@ class StoreState:
 
     # -- helpers -------------------------------------------------------------------
     def set_authrec(self, rec: dict[str, Any]) -> None:
-        """Set (or, with no authorities, delete) one authority record from its JSON."""
+        """Set one authority record from its JSON (``auths`` null deletes it; an empty
+        list is a record granting nothing, which hides less specific profiles)."""
         key = (str(rec["objtype"]), str(rec["profile"]), str(rec["principal"]))
-        auths = tuple(str(a) for a in rec.get("auths") or ())
-        if auths:
-            self.authrecs[key] = auths
-        else:
+        auths = rec.get("auths")
+        if auths is None:
             self.authrecs.pop(key, None)
+        else:
+            self.authrecs[key] = tuple(str(a) for a in auths)
 
     def authrec_list(self) -> list[dict[str, Any]]:
         """The authority records as JSON objects (for the checkpoint)."""
