@@ -77,7 +77,7 @@ class Authorizer:
                  ) -> None:
         self.store = store
         self.qmgr = qmgr
-        self.table = authz.AuthTable()
+        self.table = authz.AuthTable((), serial=-1)  # loaded from the store at first use
         self.on_refresh: list[Callable[[], None]] = []
         self.refusals = 0
         self._errlog = errlog

@@ -308,4 +308,10 @@ def test_records_survive_a_crash_from_the_log_and_a_restart_from_the_checkpoint(
     store.close()  # now in the checkpoint (and the log's start moves past the records)
     store = _open(tmp_path, 3)
     assert store.authrecs() == want
+    # a new active instance's service enforces what it finds in the store
+    service = QueueService(store, "QM")
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    assert service.handle({"op": "get", "queue": "APP.X"}, app)["mqrc"] == 2085
+    assert service.handle({"op": "get", "queue": "APP.SECRET"}, app)["mqrc"] == 2035
     store.close()
