@@ -162,3 +162,13 @@ def test_authority_records_are_enforced_and_survive_a_failover(pair: LocalPair) 
     pair.run(pair.b, "miqm", "credential", "-m", QM, "--remove", "app1")
     assert "AMQ8560I" in pair.mqsc(pair.b, "REFRESH SECURITY\n")
     assert app.reasons("qm.put('APP.IN', b'x')") == ["2035"]
+
+
+def test_bench_net_authrecs_runs_both_sides_and_reports_the_ratio() -> None:
+    from miqm.bench.net import bench_authz
+
+    out = bench_authz(messages=40, authrecs=100, rounds=1, echo=lambda s: None)
+    assert out["refused_elsewhere"] == 2035
+    for name in ("put_commit_8", "put_np_1"):
+        assert len(out[f"{name}_off"]) == len(out[f"{name}_on"]) == 1
+        assert out[f"ratio_{name}"] > 0
