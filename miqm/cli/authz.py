@@ -41,9 +41,11 @@ HELP = """{usage}
   -n Name        queue name or generic profile (? * **); not for qmgr
   -p Principal   the principal (a credential's name: miqm credential --add NAME)
   -g Group       not supported: this product has no groups
-{extra}
+{extra}  -?, -h, --help show this help
+
 Authorities: browse chg clr connect crt dlt dsp get inq put set, and all alladm allmqi
-none. Environment: MIQM_DATA_ROOT, MIQM_CONNECTION, MIQM_CREDENTIAL (see runmqsc -h).
+none.
+
 """
 
 
@@ -62,7 +64,10 @@ def _parse(argv: list[str], prog: str, usage: str, extra: str,
     while i < len(argv):
         arg = argv[i]
         if arg in ("-h", "-?", "--help"):
-            sys.stdout.write(HELP.format(usage=usage, extra=extra))
+            from miqm.cli.common import environment_help
+
+            env = "\n".join(x for x in environment_help().splitlines() if x != "\b")
+            sys.stdout.write(HELP.format(usage=usage, extra=extra) + env + "\n")
             sys.exit(0)
         if arg in ("-m", "-t", "-n", "-p", "-g", "-s"):
             if i + 1 >= len(argv):
@@ -133,7 +138,7 @@ def setmqaut(argv: list[str]) -> None:
     """The setmqaut command (see the module docstring)."""
     prog = "setmqaut"
     opts, auths, remove = _parse(argv, prog, SETMQAUT_USAGE,
-                                 "  -remove       delete the authority record\n", True)
+                                 "  -remove        delete the authority record\n", True)
     objtype = opts["t"]
     profile = f" PROFILE({_quote(opts['n'])})" if objtype == authz.QUEUE else ""
     head = f"AUTHREC{profile} OBJTYPE({objtype}) PRINCIPAL({_quote(opts['p'])})"

@@ -315,3 +315,42 @@ def test_records_survive_a_crash_from_the_log_and_a_restart_from_the_checkpoint(
     assert service.handle({"op": "get", "queue": "APP.X"}, app)["mqrc"] == 2085
     assert service.handle({"op": "get", "queue": "APP.SECRET"}, app)["mqrc"] == 2035
     store.close()
+
+
+# -- setmqaut / dspmqaut: the command line -----------------------------------------------
+
+@pytest.mark.parametrize("argv,code,needle", [
+    (["-t", "queue", "-n", "Q", "-p", "a", "+put"], 36, "-m QMgr is required"),
+    (["-m", "QM", "-n", "Q", "-p", "a", "+put"], 147, "-t ObjectType"),
+    (["-m", "QM", "-t", "channel", "-n", "Q", "-p", "a", "+put"], 148, "queue or qmgr"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "+put"], 149, "-p Principal"),
+    (["-m", "QM", "-t", "queue", "-p", "a", "+put"], 146, "-n Name"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a"], 150, "no authorities"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a", "+connect"], 151, "connect"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-g", "grp", "+put"], 36, "groups"),
+    (["-m", "QM", "-t", "queue", "-n", "A.**.**", "-p", "a", "+put"], 36, "once"),
+    (["-m", "QM", "-t", "qmgr", "-p", "a", "-remove", "+connect"], 36, "-remove takes no"),
+])
+def test_setmqaut_bad_arguments_are_one_line_and_mq_exit_codes(
+        argv: list[str], code: int, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from miqm.cli.authz import setmqaut
+
+    with pytest.raises(SystemExit) as exit_:
+        setmqaut(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == code and needle in err and err.count("\n") == 1, err
+
+
+def test_dspmqaut_takes_the_most_specific_profile_of_the_display() -> None:
+    from miqm.cli.authz import effective
+
+    lines = ["AMQ8864I: Display authority record details.",
+             "   PROFILE(AB.*)                           ENTITY(fred)",
+             "   ENTTYPE(PRINCIPAL)                      OBJTYPE(QUEUE)",
+             "   AUTHLIST(PUT)",
+             "AMQ8864I: Display authority record details.",
+             "   PROFILE(AB.C*)                          ENTITY(fred)",
+             "   ENTTYPE(PRINCIPAL)                      OBJTYPE(QUEUE)",
+             "   AUTHLIST(GET,INQ)"]
+    assert effective(lines) == ("AB.C*", ["GET", "INQ"])
+    assert effective(["AMQ1120I: No authority record matches the selection."]) == (None, [])
