@@ -229,7 +229,8 @@ class StoreState:
         elif t == R.QMGR:
             self.qmgr.update(rec.attrs)
         elif t == R.AUTHREC:
-            self.set_authrec(rec.attrs)
+            if self.only is None:  # media recovery of one queue leaves them alone
+                self.set_authrec(rec.attrs)
         elif t == R.MEDIA:
             q = self.queues.get(rec.queue)
             if q is not None:
