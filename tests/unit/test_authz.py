@@ -354,3 +354,16 @@ def test_dspmqaut_takes_the_most_specific_profile_of_the_display() -> None:
              "   AUTHLIST(GET,INQ)"]
     assert effective(lines) == ("AB.C*", ["GET", "INQ"])
     assert effective(["AMQ1120I: No authority record matches the selection."]) == (None, [])
+
+
+def test_the_matching_is_pure_and_the_store_does_not_interpret_records() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    for path, banned in (("miqm/authz.py", ("miqm", "lockfs")),
+                         ("miqm/store/qmstore.py", ("miqm.authz", "miqm.net")),
+                         ("miqm/store/recovery.py", ("miqm.authz", "miqm.net"))):
+        tree = ast.parse((root / path).read_text())
+        names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not [m for m in names if m.startswith(banned)], (path, names)
