@@ -9,7 +9,9 @@ in-process callers (no principal) are never checked, as members of MQ's ``mqm`` 
 
 What each op needs (docs/mqsc.md, "Authorization"): the first request of a connection
 needs CONNECT on the queue manager; ``put`` PUT, ``get`` GET (BROWSE to browse),
-``consume`` GET, ``open`` INQ on the queue; ``status``/``logger_dump`` DSP and
+``consume`` GET on the queue, ``open`` what its options need (INPUT GET, OUTPUT PUT,
+BROWSE BROWSE, INQUIRE or none INQ), all checked on the name the request gives (an
+alias, not its target); ``status``/``logger_dump`` DSP and
 ``checkpoint``/``rcdmqimg``/``rcrmqobj`` CHG on the queue manager; MQSC commands by
 what they do (:func:`mqsc_needs`). An op this module does not know needs CHG on the
 queue manager. A refusal is MQRC 2035 with AMQ8077 (AMQ8245 for display) in the error
@@ -31,11 +33,14 @@ from miqm import amq, authz, mqsc
 from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
 
 #: queue-like MQSC object types: a command on them is checked against the QUEUE profile
-QUEUE_OBJTYPES = frozenset({"QLOCAL", "QALIAS", "QMODEL", "QREMOTE", "QUEUE", "QSTATUS"})
+QUEUE_OBJTYPES = frozenset({"QLOCAL", "QALIAS", "QMODEL", "QREMOTE", "QUEUE", "QSTATUS",
+                            "QSTATS"})
 
 #: ops that need no authority beyond CONNECT (they act on the session's own work)
 _SESSION_OPS = frozenset({"hello", "ping", "commit", "backout", "prepare", "resolve",
-                          "in_doubt", "ack", "cancel", "mqsc"})
+                          "in_doubt", "ack", "cancel", "mqsc", "qclose"})
+#: what each MQOPEN option needs on the queue (an open with none: INQ, MQOPEN's check)
+_OPEN_OPTIONS = {"INPUT": "GET", "OUTPUT": "PUT", "BROWSE": "BROWSE", "INQUIRE": "INQ"}
 _QMGR_OPS = {"status": "DSP", "logger_dump": "DSP", "checkpoint": "CHG",
              "rcdmqimg": "CHG", "rcrmqobj": "CHG"}
 
@@ -126,7 +131,13 @@ class Authorizer:
         elif op == "consume":
             need = "GET"
         elif op == "open":
-            need = "INQ"
+            queue = str(req.get("queue", ""))
+            have = self._current().lookup(principal, authz.QUEUE, queue)[0]
+            for option in req.get("options") or ("INQUIRE",):
+                need = _OPEN_OPTIONS.get(str(option).upper(), "INQ")
+                if need not in have:
+                    return self.refuse(principal, authz.QUEUE, queue, need)
+            return None
         else:
             auth = _QMGR_OPS.get(op, "CHG")
             if self.allows(principal, authz.QMGR, authz.SELF, auth):

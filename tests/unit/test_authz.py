@@ -218,6 +218,10 @@ def test_every_op_of_a_principal_is_checked_and_refusals_logged(served) -> None:
                           app)["mqrc"] == 2033
     assert service.handle({"op": "consume", "queue": "APP.IN"}, app)["mqrc"] == 2035
     assert service.handle({"op": "open", "queue": "APP.IN"}, app)["mqrc"] == 2035
+    assert service.authorizer.check("open", {"queue": "APP.IN", "options": ["OUTPUT"]},
+                                    app) is None
+    assert service.authorizer.check("open", {"queue": "APP.IN", "options": ["OUTPUT", "INPUT"]},
+                                    app)["mqrc"] == 2035
     assert service.handle({"op": "status"}, app)["mqrc"] == 2035
     assert service.handle({"op": "checkpoint"}, app)["mqrc"] == 2035
     # MQSC by authority: AMQ8135E, the command fails
