@@ -371,3 +371,21 @@ def test_the_matching_is_pure_and_the_store_does_not_interpret_records() -> None
         names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not [m for m in names if m.startswith(banned)], (path, names)
+
+
+def test_the_listener_learns_added_and_removed_principals_from_its_source() -> None:
+    from miqm.net.auth import Authenticator
+
+    table = {"admin": "s1"}
+    clock = [100.0]
+    auth = Authenticator(dict(table), source=lambda: dict(table), clock=lambda: clock[0])
+    table["app1"] = "s2"
+    assert auth.check("app1:s2") is None  # read less than a second ago: not again yet
+    clock[0] += 1.5
+    assert auth.check("app1:s2") == "app1"  # an unknown principal: the file is read again
+    del table["app1"]
+    clock[0] += 5
+    assert auth.check("app1:s2") == "app1"  # a known one is not re-read on success...
+    assert auth.reload()  # ...but REFRESH SECURITY reads it
+    assert auth.check("app1:s2") is None
+    assert Authenticator(dict(table)).reload() is False  # no source: nothing to read
