@@ -98,8 +98,9 @@ class Authorizer:
         if table.serial != serial:
             with self._lock:
                 if self.table.serial != serial:
-                    recs = [authz.AuthRec.from_dict(r) for r in self.store.authrecs()]
-                    self.table.load(recs, serial)
+                    source = getattr(self.store, "authrecs", None)  # a store without
+                    raw = source() if source is not None else []   # records: none
+                    self.table.load([authz.AuthRec.from_dict(r) for r in raw], serial)
         return self.table
 
     def allows(self, principal: str, objtype: str, name: str, auth: str) -> bool:
