@@ -90,6 +90,7 @@ class Authorizer:
         self._clock = clock
         self._window = (0.0, 0, 0)
         self._lock = threading.Lock()
+        self._change = threading.Lock()  # one SET/DELETE AUTHREC's read-modify-write at a time
 
     # -- lookups -------------------------------------------------------------------
     def _current(self) -> authz.AuthTable:
@@ -230,6 +231,11 @@ class Authorizer:
             profile = authz.SELF if (profile or cmd.verb != "DISPLAY") else ""
         if cmd.verb == "DISPLAY":
             return self._display(cmd, objtype, principal, profile)
+        with self._change:
+            return self._change_record(cmd, objtype, profile, principal)
+
+    def _change_record(self, cmd: mqsc.Command, objtype: str, profile: str,
+                       principal: str) -> list[str]:
         key = (objtype, profile, principal)
         have = {(r["objtype"], r["profile"], r["principal"]): r["auths"]
                 for r in self.store.authrecs()}
