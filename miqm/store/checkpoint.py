@@ -44,7 +44,10 @@ class CheckpointInfo:
 
     def encode(self) -> bytes:
         """The file's bytes."""
-        body = json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True).encode()
+        fields = dict(self.__dict__)
+        if not fields["authrecs"]:  # left out when empty: an older miqm reads the file
+            del fields["authrecs"]
+        body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
         return _HDR.pack(_MAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
 
