@@ -92,15 +92,25 @@ def bench_net(
     messages: int = typer.Option(2000, help="messages per producer per run"),
     directory: str = typer.Option(None, "--dir", help="directory for the scratch queue "
                                   "manager (default: the system temp directory)"),
+    authrecs: int = typer.Option(0, "--authrecs", metavar="N",
+                                 help="instead: the cost of authorization, with N authority "
+                                 "records (generic profiles) against none, side by side"),
+    rounds: int = typer.Option(2, "--rounds", help="with --authrecs: rounds of each run"),
 ) -> None:
     """Client path (1/8 connections put+commit, 100 per commit, streaming consume) beside
-    the in-process store, in one run."""
+    the in-process store, in one run; or (--authrecs N) with and without authorization."""
+    from miqm.bench.net import bench_authz
     from miqm.bench.net import bench_net as run
 
     if messages < 1:
         fail("--messages must be at least 1", 2)
-    result = run(messages, echo=(lambda s: None) if as_json else print,
-                 directory=directory)
+    if authrecs and (authrecs < 2 or authrecs > 100_000 or rounds < 1):
+        fail("--authrecs must be from 2 to 100000 and --rounds at least 1", 2)
+    echo = (lambda s: None) if as_json else print
+    if authrecs:
+        result = bench_authz(messages, authrecs, rounds, echo=echo, directory=directory)
+    else:
+        result = run(messages, echo=echo, directory=directory)
     if as_json:
         print(json.dumps(result))
 
