@@ -8,8 +8,9 @@ reconnect, and prints a line every few seconds::
 
 ``sent`` counts committed puts, ``received`` committed gets; ``lost`` counts committed
 messages that were skipped (a later one arrived first: the queue is FIFO and there is one
-producer); ``uncertain`` counts puts whose commit outcome a failover hid (their message
-may or may not arrive). After a failover under load ``lost`` must stay 0.
+producer); ``uncertain`` counts puts and gets whose commit outcome a failover hid (such a
+message may or may not arrive, or may have been consumed). A unit of work a failover broke
+is backed out, as MQ applications do. After a failover under load ``lost`` must stay 0.
 """
 
 from __future__ import annotations
@@ -49,15 +50,18 @@ class Counts:
         self.sent: set[int] = set()
         self.uncertain: set[int] = set()
         self.received: set[int] = set()
+        self.maybe_received: set[int] = set()  # gets whose commit outcome a failover hid
         self.highest = -1
         self.duplicates = 0
         self.errors = 0
 
     def line(self) -> str:
         with self.lock:
-            lost = sum(1 for n in self.sent if n < self.highest and n not in self.received)
+            lost = sum(1 for n in self.sent if n < self.highest and n not in self.received
+                       and n not in self.maybe_received)
+            uncertain = len(self.uncertain) + len(self.maybe_received - self.received)
             return (f"app: sent={len(self.sent)} received={len(self.received)} lost={lost} "
-                    f"duplicates={self.duplicates} uncertain={len(self.uncertain)} "
+                    f"duplicates={self.duplicates} uncertain={uncertain} "
                     f"errors={self.errors}")
 
 
@@ -72,6 +76,19 @@ def _session(qmgr: str, conname: str | None, credential: str | None) -> Any:
             time.sleep(2)
 
 
+# 2003 MQRC_BACKED_OUT, 2009 MQRC_CONNECTION_BROKEN in a unit of work: nothing committed
+_BACKED_OUT = (2003, 2009)
+
+
+def _backout(qm: Any) -> None:
+    """End a unit of work a failover broke (MQ: the application backs it out; until then
+    syncpoint calls on the connection fail with 2003)."""
+    try:
+        qm.backout()
+    except Exception:
+        pass  # the connection is still reconnecting: the next call tries again
+
+
 def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
             credential: str | None, rate: float) -> None:
     qm = _session(qmgr, conname, credential)
@@ -80,19 +97,20 @@ def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
         body = str(n).encode()
         try:
             qm.put(queue, body, persistent=True, syncpoint=True)
-        except Exception:
+            qm.commit()
+        except Exception as exc:
+            backed_out = getattr(exc, "reason", None) in _BACKED_OUT
             with counts.lock:
                 counts.errors += 1
+                if not backed_out:
+                    counts.uncertain.add(n)  # the commit may or may not have happened
+            _backout(qm)
             time.sleep(0.2)
-            continue  # nothing committed: the same number again
-        try:
-            qm.commit()
+            if backed_out:
+                continue  # nothing committed: the same number again
+        else:
             with counts.lock:
                 counts.sent.add(n)
-        except Exception:
-            with counts.lock:
-                counts.errors += 1
-                counts.uncertain.add(n)  # the commit may or may not have happened
         n += 1
         time.sleep(1.0 / rate)
 
@@ -107,15 +125,19 @@ def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
             if getattr(exc, "reason", None) != 2033:  # 2033: no message yet
                 with counts.lock:
                     counts.errors += 1
+                _backout(qm)
                 time.sleep(0.2)
             continue
+        n = int(msg.body)
         try:
             qm.commit()
-        except Exception:
+        except Exception as exc:
             with counts.lock:
                 counts.errors += 1
-            continue  # backed out: the message comes again
-        n = int(msg.body)
+                if getattr(exc, "reason", None) not in _BACKED_OUT:
+                    counts.maybe_received.add(n)  # the get's commit may have happened
+            _backout(qm)
+            continue  # backed out (or its outcome unknown): the message may come again
         with counts.lock:
             if n in counts.received:
                 counts.duplicates += 1
