@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -65,12 +66,14 @@ class Counts:
                     f"errors={self.errors}")
 
 
-def _session(qmgr: str, conname: str | None, credential: str | None) -> Any:
+def _session(qmgr: str, conname: str | None) -> Any:
     from miqm.client import connect
 
     while True:
         try:
-            return connect(qmgr, conname=conname, credential=credential, reconnect=True)
+            # read at every attempt: on a first start the app may come up before crtmqm
+            # has written the credentials file
+            return connect(qmgr, conname=conname, credential=_credential(), reconnect=True)
         except Exception as exc:  # not up yet: the queue manager is starting
             print(f"app: waiting for {qmgr}: {exc}", flush=True)
             time.sleep(2)
@@ -90,8 +93,8 @@ def _backout(qm: Any) -> None:
 
 
 def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
-            credential: str | None, rate: float) -> None:
-    qm = _session(qmgr, conname, credential)
+            rate: float) -> None:
+    qm = _session(qmgr, conname)
     n = 0
     while True:
         body = str(n).encode()
@@ -115,9 +118,8 @@ def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
         time.sleep(1.0 / rate)
 
 
-def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
-            credential: str | None) -> None:
-    qm = _session(qmgr, conname, credential)
+def consume(counts: Counts, qmgr: str, queue: str, conname: str | None) -> None:
+    qm = _session(qmgr, conname)
     while True:
         try:
             msg = qm.get(queue, wait=1.0, syncpoint=True)
@@ -152,16 +154,21 @@ def main() -> int:
     conname = os.environ.get("MIQM_CONNECTION") or None
     rate = float(os.environ.get("MIQM_APP_RATE", "20"))
     every = float(os.environ.get("MIQM_APP_REPORT", "2"))
-    credential = _credential()
     counts = Counts()
-    for target, args in ((produce, (counts, qmgr, queue, conname, credential, rate)),
-                         (consume, (counts, qmgr, queue, conname, credential))):
+    for target, args in ((produce, (counts, qmgr, queue, conname, rate)),
+                         (consume, (counts, qmgr, queue, conname))):
         threading.Thread(target=target, args=args, daemon=True).start()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, stop)  # `compose stop app`: the final counts, at once
     try:
         while True:
             time.sleep(every)
             print(counts.line(), flush=True)
     except KeyboardInterrupt:
+        pass
+    finally:
         print(counts.line(), flush=True)
     return 0
 
