@@ -25,7 +25,26 @@ from lockfs.nfs4 import parse_nfs4_url as p; u = p(sys.argv[1]); server_lease(u.
           "$base" 2>/dev/null; do
         tries=$((tries + 1)); [ "$tries" -lt 120 ] || { say "no NFSv4 server at $base"; exit 71; }
         sleep 1
-    done ;;
+    done
+    # Resolve the server's name once per container start, as a kernel mount does: the
+    # userspace client opens a fresh NFSv4 connection for every lock attempt, and a DNS
+    # hiccup of the container network (seen with podman's aardvark-dns while containers
+    # start) would otherwise look like a failed filesystem (AMQ6119). A restarted
+    # container resolves it again.
+    server="$(python3 -c "import sys; from lockfs.nfs4 import parse_nfs4_url as p; \
+print(p(sys.argv[1]).server)" "$base")"
+    case "$server" in *[!0-9.]*)
+        mark="# miqm-entrypoint"
+        if ! grep -v "$mark\$" /etc/hosts 2>/dev/null \
+                | grep -Eq "[[:space:]]$server([[:space:]]|\$)"; then
+            addr="$(getent ahostsv4 "$server" | awk 'NR == 1 { print $1 }')"
+            if [ -n "$addr" ] && { grep -v "$mark\$" /etc/hosts; echo "$addr $server $mark"; } \
+                    > /tmp/hosts.$$ 2>/dev/null && cat /tmp/hosts.$$ > /etc/hosts 2>/dev/null; then
+                say "NFS server $server at $addr (pinned in /etc/hosts for this start)"
+            fi
+            rm -f /tmp/hosts.$$
+        fi ;;
+    esac ;;
 esac
 
 registered() { dspmqinf "$qm" >/dev/null 2>&1; }

@@ -268,8 +268,11 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             times["healthy"] = time.monotonic() - t
             say(f"healthy after {times['healthy']:.0f}s: {roles}")
             for var in ("MIQM_METRICS_PORT_A", "MIQM_METRICS_PORT_B"):
-                text = stack.http(var, "/metrics")
-                assert "miqm_instance_role" in text, f"no miqm metrics on {var}"
+                _wait(f"miqm metrics on the host port {var}", 60,
+                      lambda v=var: "miqm_instance_role" in stack.http(v, "/metrics"))
+            restarts = {s: stack.podman("inspect", "--format", "{{.RestartCount}}",
+                                        stack.name(s)).strip() for s in ("qm-a", "qm-b")}
+            say(f"metrics on both host ports; restarts so far: {restarts}")
 
             def targets_up() -> list[str] | None:
                 data = stack.http("MIQM_PROMETHEUS_PORT", "/api/v1/targets")["data"]
