@@ -58,6 +58,16 @@ def _missing() -> str | None:
     return None
 
 
+def _podman_broken(env: dict[str, str]) -> str | None:
+    """Why podman cannot run here (its own first error line), or None."""
+    proc = subprocess.run(["podman", "info"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        line = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"podman cannot run here: {line}"
+    return None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -221,6 +231,9 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
                 "MIQM_PROMETHEUS_PORT", "MIQM_ALERTMANAGER_PORT"):
         env[var] = str(_free_port())
     env["MIQM_NFS_LEASE"] = str(LEASE)
+    why = _podman_broken(env)
+    if why:
+        pytest.skip(why)
     times: dict[str, float] = {}
 
     with open(LOCK, "a+") as guard:
