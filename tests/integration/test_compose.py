@@ -220,6 +220,7 @@ def say(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[str], None]]:
         print()
 
 
+@pytest.mark.timeout(1500)  # a cold cache: debootstrap and both image builds come first
 def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str], None]) -> None:
     """The compose runs as documented: see the module's docstring for the phases."""
     why = _missing()
