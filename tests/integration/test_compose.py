@@ -287,6 +287,9 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             restarts = {s: stack.podman("inspect", "--format", "{{.RestartCount}}",
                                         stack.name(s)).strip() for s in ("qm-a", "qm-b")}
             say(f"metrics on both host ports; restarts so far: {restarts}")
+            for service in ("qm-a", "qm-b"):  # the NFS server's name resolved once per start
+                _rc, hosts = stack.exec(service, "cat", "/etc/hosts")
+                assert re.search(r"^\S+ nfs # miqm-entrypoint$", hosts, re.M), hosts
 
             def targets_up() -> list[str] | None:
                 data = stack.http("MIQM_PROMETHEUS_PORT", "/api/v1/targets")["data"]
