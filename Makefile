@@ -1,13 +1,14 @@
 # Two entry points on a fresh machine: `make demo` (the main job) and `make test`.
 PYTHON ?= python3
-APT_PACKAGES = nfs-ganesha nfs-ganesha-vfs libnfs13 libnfs-utils iproute2 iptables bindfs fuse3 prometheus openjdk-17-jre-headless systemd
+APT_PACKAGES = nfs-ganesha nfs-ganesha-vfs libnfs13 libnfs-utils iproute2 iptables bindfs fuse3 prometheus openjdk-17-jre-headless systemd podman podman-compose runc netavark aardvark-dns debootstrap
 
 .PHONY: install install-system demo test lint bench mutation
 
 install:
 	$(PYTHON) -m pip install -q -e '.[test]'
 
-# System packages for the root-only tests (NFSv4 lab, network namespaces, promtool).
+# System packages for the root-only tests (NFSv4 lab, network namespaces, promtool, the
+# compose brought up with rootful podman: netavark + aardvark-dns resolve service names).
 install-system:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \

@@ -8,14 +8,16 @@ reconnect, and prints a line every few seconds::
 
 ``sent`` counts committed puts, ``received`` committed gets; ``lost`` counts committed
 messages that were skipped (a later one arrived first: the queue is FIFO and there is one
-producer); ``uncertain`` counts puts whose commit outcome a failover hid (their message
-may or may not arrive). After a failover under load ``lost`` must stay 0.
+producer); ``uncertain`` counts puts and gets whose commit outcome a failover hid (such a
+message may or may not arrive, or may have been consumed). A unit of work a failover broke
+is backed out, as MQ applications do. After a failover under load ``lost`` must stay 0.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -49,57 +51,75 @@ class Counts:
         self.sent: set[int] = set()
         self.uncertain: set[int] = set()
         self.received: set[int] = set()
+        self.maybe_received: set[int] = set()  # gets whose commit outcome a failover hid
         self.highest = -1
         self.duplicates = 0
         self.errors = 0
 
     def line(self) -> str:
         with self.lock:
-            lost = sum(1 for n in self.sent if n < self.highest and n not in self.received)
+            lost = sum(1 for n in self.sent if n < self.highest and n not in self.received
+                       and n not in self.maybe_received)
+            uncertain = len(self.uncertain) + len(self.maybe_received - self.received)
             return (f"app: sent={len(self.sent)} received={len(self.received)} lost={lost} "
-                    f"duplicates={self.duplicates} uncertain={len(self.uncertain)} "
+                    f"duplicates={self.duplicates} uncertain={uncertain} "
                     f"errors={self.errors}")
 
 
-def _session(qmgr: str, conname: str | None, credential: str | None) -> Any:
+def _session(qmgr: str, conname: str | None) -> Any:
     from miqm.client import connect
 
     while True:
         try:
-            return connect(qmgr, conname=conname, credential=credential, reconnect=True)
+            # read at every attempt: on a first start the app may come up before crtmqm
+            # has written the credentials file
+            return connect(qmgr, conname=conname, credential=_credential(), reconnect=True)
         except Exception as exc:  # not up yet: the queue manager is starting
             print(f"app: waiting for {qmgr}: {exc}", flush=True)
             time.sleep(2)
 
 
+# 2003 MQRC_BACKED_OUT, 2009 MQRC_CONNECTION_BROKEN in a unit of work: nothing committed
+_BACKED_OUT = (2003, 2009)
+
+
+def _backout(qm: Any) -> None:
+    """End a unit of work a failover broke (MQ: the application backs it out; until then
+    syncpoint calls on the connection fail with 2003)."""
+    try:
+        qm.backout()
+    except Exception:
+        pass  # the connection is still reconnecting: the next call tries again
+
+
 def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
-            credential: str | None, rate: float) -> None:
-    qm = _session(qmgr, conname, credential)
+            rate: float) -> None:
+    qm = _session(qmgr, conname)
     n = 0
     while True:
         body = str(n).encode()
         try:
             qm.put(queue, body, persistent=True, syncpoint=True)
-        except Exception:
+            qm.commit()
+        except Exception as exc:
+            backed_out = getattr(exc, "reason", None) in _BACKED_OUT
             with counts.lock:
                 counts.errors += 1
+                if not backed_out:
+                    counts.uncertain.add(n)  # the commit may or may not have happened
+            _backout(qm)
             time.sleep(0.2)
-            continue  # nothing committed: the same number again
-        try:
-            qm.commit()
+            if backed_out:
+                continue  # nothing committed: the same number again
+        else:
             with counts.lock:
                 counts.sent.add(n)
-        except Exception:
-            with counts.lock:
-                counts.errors += 1
-                counts.uncertain.add(n)  # the commit may or may not have happened
         n += 1
         time.sleep(1.0 / rate)
 
 
-def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
-            credential: str | None) -> None:
-    qm = _session(qmgr, conname, credential)
+def consume(counts: Counts, qmgr: str, queue: str, conname: str | None) -> None:
+    qm = _session(qmgr, conname)
     while True:
         try:
             msg = qm.get(queue, wait=1.0, syncpoint=True)
@@ -107,15 +127,19 @@ def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
             if getattr(exc, "reason", None) != 2033:  # 2033: no message yet
                 with counts.lock:
                     counts.errors += 1
+                _backout(qm)
                 time.sleep(0.2)
             continue
+        n = int(msg.body)
         try:
             qm.commit()
-        except Exception:
+        except Exception as exc:
             with counts.lock:
                 counts.errors += 1
-            continue  # backed out: the message comes again
-        n = int(msg.body)
+                if getattr(exc, "reason", None) not in _BACKED_OUT:
+                    counts.maybe_received.add(n)  # the get's commit may have happened
+            _backout(qm)
+            continue  # backed out (or its outcome unknown): the message may come again
         with counts.lock:
             if n in counts.received:
                 counts.duplicates += 1
@@ -130,16 +154,21 @@ def main() -> int:
     conname = os.environ.get("MIQM_CONNECTION") or None
     rate = float(os.environ.get("MIQM_APP_RATE", "20"))
     every = float(os.environ.get("MIQM_APP_REPORT", "2"))
-    credential = _credential()
     counts = Counts()
-    for target, args in ((produce, (counts, qmgr, queue, conname, credential, rate)),
-                         (consume, (counts, qmgr, queue, conname, credential))):
+    for target, args in ((produce, (counts, qmgr, queue, conname, rate)),
+                         (consume, (counts, qmgr, queue, conname))):
         threading.Thread(target=target, args=args, daemon=True).start()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, stop)  # `compose stop app`: the final counts, at once
     try:
         while True:
             time.sleep(every)
             print(counts.line(), flush=True)
     except KeyboardInterrupt:
+        pass
+    finally:
         print(counts.line(), flush=True)
     return 0
 

@@ -1,4 +1,4 @@
-"""The NFSv4 lab (``deploy/lab.sh``) driven from Python.
+"""The NFSv4 lab (``tests/nfslab/lab.sh``, a test fixture) driven from Python.
 
 The lab is a userspace NFSv4 server (nfs-ganesha) on 10.77.0.1 and two network
 namespaces, ``miqm-a`` and ``miqm-b``, each a "host" whose link to the server can be cut.
@@ -35,11 +35,21 @@ class LabError(MiqmError):
 
 
 def lab_script() -> Path:
-    """``deploy/lab.sh`` of this source tree (``MIQM_LAB_SH`` overrides)."""
+    """``tests/nfslab/lab.sh`` of the source checkout (``MIQM_LAB_SH`` overrides).
+
+    The lab is a test fixture, not part of the installed package: it is looked for next to
+    the package (an editable install or a run from the checkout), then under the current
+    directory (a checkout whose package was installed elsewhere).
+    """
     override = os.environ.get("MIQM_LAB_SH")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "deploy" / "lab.sh"
+    rel = Path("tests") / "nfslab" / "lab.sh"
+    candidates = [Path(__file__).resolve().parent.parent / rel, Path.cwd() / rel]
+    for path in candidates:
+        if path.exists():
+            return path
+    return candidates[0]
 
 
 def lab_missing() -> str | None:
@@ -80,7 +90,7 @@ class NfsLab:
         return f"{self.url_base}/{sub.strip('/')}?lease={self.lease}"
 
     def lab(self, *args: str) -> str:
-        """Run ``deploy/lab.sh ARGS``; returns its output."""
+        """Run ``lab.sh ARGS``; returns its output."""
         res = subprocess.run([str(lab_script()), *args], capture_output=True, text=True,
                              timeout=60)
         if res.returncode != 0:
@@ -137,13 +147,13 @@ class NfsLab:
 
 
 def running_lab(directory: Path) -> NfsLab:
-    """The lab already up in ``directory`` (``deploy/lab.sh up DIR``), lease included."""
+    """The lab already up in ``directory`` (``tests/nfslab/lab.sh up DIR``), lease included."""
     conf = Path(directory) / "ganesha.conf"
     try:
         text = conf.read_text()
     except OSError:
         raise LabError(f"{directory} is not the directory of a lab (no ganesha.conf); "
-                       "start one with deploy/lab.sh up DIR") from None
+                       "start one with tests/nfslab/lab.sh up DIR") from None
     found = re.search(r"Lease_Lifetime\s*=\s*(\d+)", text)
     if not found or not (Path(directory) / "export").is_dir():
         raise LabError(f"{conf} is not a lab's server configuration")

@@ -1,4 +1,4 @@
-"""The NFSv4 lab for tests: ``deploy/lab.sh`` (nfs-ganesha + namespaces miqm-a/miqm-b).
+"""The NFSv4 lab for tests: ``tests/nfslab/lab.sh`` (nfs-ganesha + namespaces miqm-a/miqm-b).
 
 The session fixture ``nfs_lab`` is registered once for all modules in
 ``tests/conftest.py``. It skips, with the reason, unless running as root with

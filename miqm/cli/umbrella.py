@@ -122,7 +122,7 @@ def bench_failover(
                               "partition | pause (on the NFSv4 lab: root, nfs-ganesha; a "
                               "local directory has no lease to run out)"),
     lab: str = typer.Option("", help="partition/pause: use the lab already up in this "
-                            "directory (deploy/lab.sh up DIR) instead of starting one"),
+                            "directory (tests/nfslab/lab.sh up DIR) instead of starting one"),
     lease: int = typer.Option(5, help="partition/pause: the lease of the lab it starts, "
                               "in seconds"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),

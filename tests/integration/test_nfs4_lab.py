@@ -1,4 +1,4 @@
-"""The nfs4 backend against a real NFSv4 server (deploy/lab.sh: nfs-ganesha, lease 5 s).
+"""The nfs4 backend against a real NFSv4 server (tests/nfslab/lab.sh: nfs-ganesha, lease 5 s).
 
 Lock holders run as separate processes in the network namespaces miqm-a and miqm-b, so
 each is its own NFS client host whose link can be cut. Measured hand-off times are
