@@ -101,14 +101,18 @@ cmd_up() {
     say "server: ganesha.nfsd on $SERVER_ADDR:2049, export $dir/export as /export, lease ${lease}s"
     sed -e "s|@ADDR@|$SERVER_ADDR|g" -e "s|@LEASE@|$lease|g" -e "s|@DIR@|$dir|g" \
         -e "s|@PLUGINS@|$PLUGINS_DIR|g" "$TEMPLATE" >"$dir/ganesha.conf"
+    start_server "$dir" "up: nfs4://$SERVER_ADDR/export"
+}
+
+start_server() {  # start_server DIR WHAT: ganesha from DIR/ganesha.conf, up within 10 s
+    local dir="$1" what="$2" i
     rm -f "$dir/ganesha.pid"
     run ganesha.nfsd -f "$dir/ganesha.conf" -L "$dir/ganesha.log" -p "$dir/ganesha.pid" \
         -N NIV_EVENT
     # ganesha daemonizes; wait until it listens on the lab address.
-    local i
     for i in $(seq 1 100); do
         if ss -Hltn "src $SERVER_ADDR and sport = :2049" 2>/dev/null | grep -q .; then
-            say "up: nfs4://$SERVER_ADDR/export (pid $(cat "$dir/ganesha.pid" 2>/dev/null))"
+            say "$what (pid $(cat "$dir/ganesha.pid" 2>/dev/null))"
             return 0
         fi
         sleep 0.1
@@ -204,16 +208,7 @@ cmd_restart() {
             -e "s|^\( *Graceless = \).*|\1true;|" "$dir/ganesha.conf"
     fi
     say "server: starting again, grace period ${grace}s"
-    run ganesha.nfsd -f "$dir/ganesha.conf" -L "$dir/ganesha.log" -p "$dir/ganesha.pid" \
-        -N NIV_EVENT
-    for i in $(seq 1 100); do
-        if ss -Hltn "src $SERVER_ADDR and sport = :2049" 2>/dev/null | grep -q .; then
-            say "up again (pid $(cat "$dir/ganesha.pid" 2>/dev/null))"
-            return 0
-        fi
-        sleep 0.1
-    done
-    die "ganesha did not listen again within 10 s (log: $dir/ganesha.log)"
+    start_server "$dir" "up again"
 }
 
 cmd_status() {
