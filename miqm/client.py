@@ -258,6 +258,23 @@ class QueueManager:
                            correlid=b64(correlid))
         return _message(reply, reply.get("body") or b"")
 
+    def open(self, queue: str, *options: str, dynamic: str = "AMQ.*") -> str:
+        """MQOPEN with MQ's open options (``"INPUT"``, ``"OUTPUT"``, ``"BROWSE"``,
+        ``"INQUIRE"``): the handle shows in DISPLAY QSTATUS and counts in IPPROCS/OPPROCS
+        until :meth:`close_queue` or the end of the connection (a put or get opens one
+        by itself). Returns the queue's name: for an alias its target's; for a model
+        queue (QMODEL) the name of the dynamic queue made from it, named ``dynamic`` (a
+        name, or a prefix ending in ``*``: MQ's DynamicQName). A temporary dynamic queue
+        is deleted when it is closed or the connection ends."""
+        reply = self._call("open", queue=queue, options=[o.upper() for o in options],
+                           dynamic=dynamic)
+        return str(reply.get("queue") or queue)
+
+    def close_queue(self, queue: str, delete: bool = False) -> None:
+        """MQCLOSE: end this connection's handle on ``queue``. A temporary dynamic queue
+        is deleted with it; a permanent dynamic one too when ``delete`` (MQCO_DELETE)."""
+        self._call("qclose", queue=queue, delete=delete)
+
     def commit(self) -> None:
         """MQCMIT: make this connection's unit of work durable and visible."""
         self._call("commit")

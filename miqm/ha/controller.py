@@ -577,6 +577,7 @@ class Controller:
         self._auto_mqsc()
         if self.listener is None:
             self._start_listener()
+        self.service.listener = self.listener  # DISPLAY LSSTATUS
         assert self.address is not None
         self.data.write_atomic("listener", json.dumps({
             "host": self.address[0], "port": self.address[1], "host_name": self.host,
