@@ -159,7 +159,7 @@ class QueueService:
             return error_reply(MQRC_OPTIONS_ERROR, f"open option {bad[0]!r} is not one of "
                                f"{', '.join(_OPEN_MODES)} (MQRC 2046)")
         if not self._exists(name):
-            model = self.store.get_object("QMODEL", name)
+            model = self._object("QMODEL", name)
             if model is not None:
                 name = self._make_dynamic(model, str(req.get("dynamic") or "AMQ.*"), session)
             else:
@@ -532,10 +532,15 @@ class QueueService:
         return attrs
 
     # -- aliases and dynamic queues --------------------------------------------------
+    def _object(self, kind: str, name: str) -> dict[str, Any] | None:
+        """A QALIAS/QMODEL definition (None if none, or the store keeps no such objects)."""
+        get = getattr(self.store, "get_object", None)
+        return None if get is None else get(kind, name)
+
     def _alias_target(self, name: str, what: str) -> str | None:
         """The queue alias ``name`` resolves to (None if it is no alias); a put or get
         through a disabled alias is refused as MQ refuses it (2051, 2016)."""
-        alias = self.store.get_object("QALIAS", name)
+        alias = self._object("QALIAS", name)
         if alias is None:
             return None
         if what == "PUT" and alias.get("PUT", "ENABLED") != "ENABLED":
@@ -766,7 +771,7 @@ class QueueService:
             for name, attrs in found:
                 lines += mqsc.object_display(kind, {"QUEUE": name, **attrs}, cmd.show)
             return lines
-        old = self.store.get_object(kind, cmd.name)
+        old = self._object(kind, cmd.name)
         if cmd.verb == "DELETE":
             if old is None:
                 return [mqsc.not_found(cmd.name)]
