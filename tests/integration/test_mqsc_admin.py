@@ -68,6 +68,10 @@ for line in sys.stdin:
             qm.put(arg, b"m", persistent=True, syncpoint=True)
         elif cmd == "get":
             qm.get(arg)
+        elif cmd == "opendyn":
+            q, _, name = arg.partition(" ")
+            print("name", qm.open(q, "INPUT", dynamic=name), flush=True)
+            continue
         elif cmd == "open":
             q, _, opts = arg.partition(" ")
             print("name", qm.open(q, *opts.split(), dynamic="APP.*"), flush=True)
@@ -223,15 +227,14 @@ def test_qstatus_handles_conn_clear_and_reset_on_a_real_instance(pair) -> None:
     # the listener and the log, as the instance knows them
     with open(os.path.join(pair.data_dir(), "listener"), encoding="utf-8") as fh:
         port = str(json.load(fh)["port"])
-    out = runmqsc(pair, "DISPLAY LSSTATUS(*)\nDISPLAY LOG\n").stdout
+    out = runmqsc(pair, "DISPLAY LSSTATUS(*)\nDISPLAY LOG\nDISPLAY QMSTATUS ALL\n").stdout
     (ls,) = blocks(out, "AMQ8631I")
     assert (ls["STATUS"], ls["PORT"], ls["SSL"]) == ("RUNNING", port, "NO")
     assert int(ls["SESSIONS"]) >= 2  # runmqsc itself and the syncer
     (log,) = blocks(out, "AMQ1011I")
     assert log["CURRLOG"].endswith(".LOG") and log["LOGTYPE"] == "CIRCULAR"
-    dmp = pair.run(pair.a, "amqldmpa", "-m", pair.qmgr, "-c", "H", check=False).stdout
-    if "CURRLOG" in dmp or log["CURRLOG"] in dmp:
-        assert log["CURRLOG"] in dmp
+    (qmst,) = blocks(out, "AMQ8705I")
+    assert (log["CURRLOG"], log["RECLOG"]) == (qmst["CURRLOG"], qmst["RECLOG"])
 
 
 def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
@@ -241,7 +244,7 @@ def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     setup = runmqsc(pair, "\n".join([
         "DEFINE QLOCAL(T.Q)",
         "DEFINE QALIAS(A.Q) TARGET(T.Q) DESCR('to T.Q')",
-        "DEFINE QALIAS(A.OFF) TARGET(T.Q) PUT(DISABLED)",
+        "DEFINE QALIAS(A.OFF) TARGET(T.Q) PUT(DISABLED) GET(DISABLED)",
         "DEFINE QMODEL(M.PERM) DEFTYPE(PERMDYN) MAXDEPTH(7)",
         "DEFINE QMODEL(M.TEMP)",
         "ALTER QMGR DESCR('daily admin') MAXMSGL(40000)",
@@ -253,6 +256,9 @@ def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     for _ in range(3):
         assert app.do("put A.Q")[0] == "ok"  # through the alias, to T.Q
     assert app.do("put A.OFF")[:2] == ["error", "2051"]
+    assert app.do("get A.OFF")[:2] == ["error", "2016"]
+    assert app.do("opendyn M.PERM BAD*NAME*")[:2] == ["error", "2011"]
+    assert app.do("put NO.SUCH.Q")[:2] == ["error", "2085"]
     perm = app.do("open M.PERM OUTPUT")
     temp = app.do("open M.TEMP INPUT")
     assert perm[0] == temp[0] == "name" and perm[1].startswith("APP.")
@@ -267,6 +273,12 @@ def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     assert "AMQ8147E" in out and "AMQ8022I" in out
     assert runmqsc(pair, "DIS QSTATUS(T.Q) CURDEPTH\n").stdout.count("CURDEPTH(0)") == 1
     pair.put(pair.a, "A.Q", ["after-clear"])
+    missing = runmqsc(pair, "\n".join([
+        "CLEAR QLOCAL(NOPE)", "DIS QSTATUS(NOPE)", "RESET QSTATS(NOPE)",
+        "DIS CONN(0000000000000001)", "DIS LSSTATUS(OTHER)", "DELETE QMODEL(NOPE)",
+        "ALTER QALIAS(NOPE) DESCR('x')", "DEFINE QALIAS(A.Q) TARGET(T.Q)"]) + "\n")
+    assert missing.returncode == 10
+    assert missing.stdout.count("AMQ8147E") == 7 and missing.stdout.count("AMQ8150E") == 1
 
     pair.kill_active()
     pair.wait_active(not_host="hosta", timeout=30)
