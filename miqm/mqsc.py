@@ -277,6 +277,8 @@ def parse_command(text: str) -> Command:
         raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
                               "use QLOCAL, QMGR or (DISPLAY) QMSTATUS")
     name = _name(obj, text, generic=(verb == "DISPLAY"))
+    if verb == "DISPLAY" and obj.word in ("QUEUE", "Q"):
+        return _parse_display_any_queue(name, rest, text)
     if verb == "DISPLAY":
         return _parse_display_queue(name, rest, text)
     attrs: dict[str, Any] = {}
@@ -460,6 +462,29 @@ def _parse_admin(verb: str, obj: _Token, rest: list[_Token], text: str) -> Comma
         raise MQSCSyntaxError(seg, "DISPLAY LOG takes no name")
     show = _show_list(rest, LOG_ATTRS, "a log attribute", text)
     return Command("DISPLAY", "LOG", show=show or ("ALL",), text=text)
+
+
+def _parse_display_any_queue(name: str, rest: list[_Token], text: str) -> Command:
+    """DISPLAY QUEUE / Q: queues of every type (local, alias, model), or of the one
+    TYPE(...) names; objtype ``QUEUE``, ``attrs["TYPE"]`` the type asked for."""
+    qtype = "ALL"
+    kept: list[_Token] = []
+    for tok in rest:
+        if tok.word == "TYPE" and tok.value is not None:
+            v = tok.value.upper()
+            v = {"QL": "QLOCAL", "QA": "QALIAS", "QM": "QMODEL"}.get(v, v)
+            if tok.quoted or v not in ("QLOCAL", "QALIAS", "QMODEL", "ALL"):
+                raise MQSCSyntaxError(text[: tok.end], "TYPE must be QLOCAL, QALIAS, QMODEL "
+                                      "or ALL")
+            qtype = v
+        else:
+            kept.append(tok)
+    allowed = (*QUEUE_DISPLAY_ORDER, *ALIAS_DISPLAY_ORDER, *MODEL_DISPLAY_ORDER,
+               "QUEUE", "TYPE")
+    show = _show_list(kept, allowed, "a queue attribute", text)
+    if not show:
+        show = ("QUEUE", "TYPE") if name.endswith("*") else ("ALL",)
+    return Command("DISPLAY", "QUEUE", name, {"TYPE": qtype}, show=show, text=text)
 
 
 def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],

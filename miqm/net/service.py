@@ -615,6 +615,7 @@ class QueueService:
             ("RESET", "QSTATS"): self._mqsc_reset_qstats,
             ("DISPLAY", "LSSTATUS"): self._mqsc_lsstatus,
             ("DISPLAY", "LOG"): self._mqsc_log,
+            ("DISPLAY", "QUEUE"): self._mqsc_any_queue,
             **{(v, k): self._mqsc_object for v in ("DEFINE", "ALTER", "DELETE", "DISPLAY")
                for k in ("QALIAS", "QMODEL")},
         }
@@ -758,6 +759,22 @@ class QueueService:
             fields["LOGFSIZE"] = int(settings.file_size) // 4096
         return mqsc.status_display(mqsc.MSG_DISPLAY_LOG, [], fields, mqsc.LOG_ATTRS,
                                    cmd.show)
+
+    def _mqsc_any_queue(self, cmd: mqsc.Command) -> list[str]:
+        """DISPLAY QUEUE / Q: local queues, aliases and models (or the TYPE asked for)."""
+        qtype = cmd.attrs.get("TYPE", "ALL")
+        lines: list[str] = []
+        if qtype in ("ALL", "QLOCAL"):
+            local = mqsc.Command("DISPLAY", "QLOCAL", cmd.name, show=cmd.show, text=cmd.text)
+            if cmd.generic or self._exists(cmd.name):
+                found = self._execute(local)
+                if not found[0].startswith("AMQ8147"):
+                    lines += found
+        for kind in ("QALIAS", "QMODEL"):
+            if qtype in ("ALL", kind) and (get := getattr(self.store, "list_objects", None)):
+                for name, attrs in get(kind, cmd.name):
+                    lines += mqsc.object_display(kind, {"QUEUE": name, **attrs}, cmd.show)
+        return lines or [mqsc.not_found(cmd.name)]
 
     def _mqsc_object(self, cmd: mqsc.Command) -> list[str]:
         """DEFINE/ALTER/DELETE/DISPLAY QALIAS and QMODEL (queue manager objects kept by

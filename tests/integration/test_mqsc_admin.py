@@ -294,6 +294,10 @@ def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     (qmgr,) = blocks(out, "AMQ8408I")
     assert (qmgr["DESCR"], qmgr["MAXMSGL"]) == ("daily admin", "40000")
     assert blocks(out, "AMQ8450I")[0]["CURDEPTH"] == "1"  # the cleared 3 stay gone
+    every = blocks(runmqsc(pair, "DIS Q(*)\n", host=pair.b).stdout, "AMQ8409I")
+    types = {b["QUEUE"]: b["TYPE"] for b in every}
+    assert {types["T.Q"], types["A.Q"], types["M.PERM"], types[perm[1]]} == {
+        "QLOCAL", "QALIAS", "QMODEL"} and types["M.PERM"] == "QMODEL"
     # a get through the alias on the new active reaches the target's one message
     assert pair.get_all(pair.b, "A.Q") == ["after-clear"]
     gone = runmqsc(pair, "DELETE QALIAS(A.Q)\nDIS QALIAS(A.Q)\n", host=pair.b).stdout

@@ -197,3 +197,15 @@ def test_status_display_and_dates() -> None:
     assert "TARGET(Q1)" in "\n".join(mqsc.object_display("QALIAS", {"QUEUE": "A1",
                                                                      "TARGET": "Q1"},
                                                          ("ALL",)))
+
+
+def test_display_queue_covers_every_type() -> None:
+    every = parse("DIS Q(*)")
+    assert (every.objtype, every.attrs, every.show) == ("QUEUE", {"TYPE": "ALL"},
+                                                         ("QUEUE", "TYPE"))
+    only = parse("DISPLAY QUEUE(A*) TYPE(QA) TARGET")
+    assert (only.attrs, only.show) == ({"TYPE": "QALIAS"}, ("TARGET",))
+    assert parse("DIS QL(Q*)").objtype == "QLOCAL"
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        parse("DIS Q(*) TYPE(QREMOTE)")
+    assert info.value.segment == "DIS Q(*) TYPE(QREMOTE)"
