@@ -97,6 +97,9 @@ MESSAGES: dict[str, str | Message] = {
     # ---- miqm's own range: situations MQ has no message for (AMQ1100-AMQ1199)
     "AMQ1010": I("{product} connection stopped."),
     "AMQ1011": I("Display log details."),
+    "AMQ1110": E(10, "Queue manager '{qmgr}' has no credentials file, so connection "
+                     "authentication cannot be turned on: create one with "
+                     "'miqm credential -m {qmgr}' and restart the queue manager."),
     "AMQ1101": E(5, "{product} queue manager '{qmgr}' is running elsewhere: its master lock "
                  "is held by another instance. Use strmqm -x to start a standby instance "
                  "here."),

@@ -47,6 +47,8 @@ QMGR_ATTRS: dict[str, tuple[str, Any]] = {
     "MAXMSGL": ("int", (32768, 104_857_600)),
     "DESCR": ("str", 64),
     "MONQ": ("enum", ("OFF", "LOW", "MEDIUM", "HIGH")),
+    # connection authentication: an AUTHINFO name turns it on, ' ' off (see docs/mqsc.md)
+    "CONNAUTH": ("str", 48),
 }
 
 _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",

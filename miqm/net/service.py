@@ -48,6 +48,8 @@ MQRC_DYNAMIC_Q_NAME_ERROR = 2011
 
 #: the listener's name in DISPLAY LSSTATUS (miqm has one TCP listener per instance)
 LISTENER_NAME = "SYSTEM.DEFAULT.LISTENER.TCP"
+#: CONNAUTH's default: the credentials file is checked (MQ's default AUTHINFO name)
+DEFAULT_CONNAUTH = "SYSTEM.DEFAULT.AUTHINFO.IDPWOS"
 #: open options a handle may have (DISPLAY QSTATUS TYPE(HANDLE))
 _OPEN_MODES = ("INPUT", "OUTPUT", "BROWSE", "INQUIRE")
 
@@ -85,8 +87,8 @@ class QueueService:
         # CONN ids are 16 hex digits: this service's random half and the session number
         self._conn_prefix = os.urandom(4).hex().upper()
         self._dyn_seq = 0
-        #: the listener serving this service (set by the controller): DISPLAY LSSTATUS
-        self.listener: Any = None
+        self._listener: Any = None
+        self._auth_possible = False  # the listener has a credentials table to check
         self.started_at = time.time()
         self._drop_temporary_queues()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
@@ -605,6 +607,48 @@ class QueueService:
                 except MiqmError:
                     pass
 
+    # -- connection authentication (ALTER QMGR CONNAUTH) ----------------------------
+    @property
+    def listener(self) -> Any:
+        """The listener serving this service (set by the controller): DISPLAY LSSTATUS,
+        and whose credential check ALTER QMGR CONNAUTH turns on and off."""
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener: Any) -> None:
+        self._listener = listener
+        auth = getattr(listener, "authenticator", None)
+        self._auth_possible = bool(getattr(auth, "required", False))
+        self._apply_connauth()
+
+    def _connauth(self) -> str:
+        """The CONNAUTH value: the queue manager's (ALTER QMGR), else the default
+        authentication object when the listener has credentials to check, else blank."""
+        attrs = self.store.qmgr_attrs() if hasattr(self.store, "qmgr_attrs") else {}
+        if "CONNAUTH" in attrs:
+            return str(attrs["CONNAUTH"]).strip()
+        return DEFAULT_CONNAUTH if self._auth_possible else ""
+
+    def _apply_connauth(self) -> None:
+        """Make the listener's credential check follow CONNAUTH (new connections)."""
+        auth = getattr(self._listener, "authenticator", None)
+        if auth is not None and self._auth_possible:
+            auth.required = bool(self._connauth())
+
+    def _alter_qmgr(self, cmd: mqsc.Command) -> list[str]:
+        """ALTER QMGR; CONNAUTH is refused where there are no credentials to check."""
+        if cmd.attrs.get("CONNAUTH", "").strip() and not self._auth_possible:
+            return [amq.line("AMQ1110", severity=True, qmgr=self.qmgr)]
+        self.store.set_qmgr_attrs(**cmd.attrs)
+        if "CONNAUTH" in cmd.attrs:
+            self._apply_connauth()
+        return [mqsc.MSG_QMGR_CHANGED]
+
+    def _display_qmgr(self, cmd: mqsc.Command) -> list[str]:
+        attrs = dict(self.store.qmgr_attrs())
+        attrs["CONNAUTH"] = self._connauth()
+        return mqsc.qmgr_display(self.qmgr, attrs, cmd.show)
+
     # -- MQSC for daily administration -----------------------------------------------
     def _admin_ops(self) -> dict[tuple[str, str], Callable[[mqsc.Command], list[str]]]:
         return {
@@ -616,6 +660,8 @@ class QueueService:
             ("DISPLAY", "LSSTATUS"): self._mqsc_lsstatus,
             ("DISPLAY", "LOG"): self._mqsc_log,
             ("DISPLAY", "QUEUE"): self._mqsc_any_queue,
+            ("ALTER", "QMGR"): self._alter_qmgr,
+            ("DISPLAY", "QMGR"): self._display_qmgr,
             **{(v, k): self._mqsc_object for v in ("DEFINE", "ALTER", "DELETE", "DISPLAY")
                for k in ("QALIAS", "QMODEL")},
         }

@@ -648,6 +648,8 @@ class QueueManagerStore:
                 norm["MAXMSGL"] = v
             elif k.upper() == "DESCR":
                 norm["DESCR"] = str(v)[:64]
+            elif k.upper() == "CONNAUTH":
+                norm["CONNAUTH"] = str(v).strip()[:48]
             elif k.upper() == "MONQ":
                 v = str(v).upper()
                 if v not in ("OFF", "LOW", "MEDIUM", "HIGH"):
@@ -666,7 +668,9 @@ class QueueManagerStore:
             return {"QMNAME": self.qmgr, "MAXUMSGS": self._max_umsgs(),
                     "MAXMSGL": int(self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL)),
                     "DESCR": str(self.state.qmgr.get("DESCR", "")),
-                    "MONQ": str(self.state.qmgr.get("MONQ", "MEDIUM"))}
+                    "MONQ": str(self.state.qmgr.get("MONQ", "MEDIUM")),
+                    **({"CONNAUTH": self.state.qmgr["CONNAUTH"]}
+                       if "CONNAUTH" in self.state.qmgr else {})}
 
     # -- queue manager objects other than local queues (aliases, models) ---------------
     # They live in the QMGR attributes under "KIND/NAME" (None once deleted): a QMGR log

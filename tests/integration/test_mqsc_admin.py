@@ -327,6 +327,15 @@ def test_runmqsc_c_from_another_host_with_the_application_credential(pair) -> No
     wrong = remote("PING QMGR\n", MIQM_CREDENTIAL="admin:" + "0" * 64)
     assert wrong.returncode == 20 and "AMQ5534" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+    # connection authentication off and on again (ALTER QMGR CONNAUTH), for new connections
+    shown = blocks(remote("DIS QMGR CONNAUTH\n").stdout, "AMQ8408I")[0]
+    assert shown["CONNAUTH"] == "SYSTEM.DEFAULT.AUTHINFO.IDPWOS"
+    assert remote("ALTER QMGR CONNAUTH(' ')\n").returncode == 0
+    anyone = remote("PING QMGR\nDIS QMGR CONNAUTH\n", MIQM_CREDENTIAL="admin:" + "0" * 64)
+    assert anyone.returncode == 0 and "CONNAUTH( )" in anyone.stdout
+    assert remote("ALTER QMGR CONNAUTH(SYSTEM.DEFAULT.AUTHINFO.IDPWOS)\n").returncode == 0
+    again = remote("PING QMGR\n", MIQM_CREDENTIAL="admin:" + "0" * 64)
+    assert again.returncode == 20 and "AMQ5534" in again.stderr
     unset = remote("PING QMGR\n", MIQM_CONNECTION="")
     assert unset.returncode == 20 and "MIQM_CONNECTION" in unset.stderr
     assert len(unset.stderr.strip().splitlines()) == 1
