@@ -65,6 +65,7 @@ MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_HANDLE_NOT_AVAILABLE = 2017
 MQRC_DATA_LENGTH_ERROR = 2010
 MQRC_Q_NOT_EMPTY = 2055
+MQRC_PERSISTENT_NOT_ALLOWED = 2048
 #: the queue manager's MAXMSGL until ALTER QMGR sets one (the largest a queue may have)
 _QMGR_MAXMSGL = 104_857_600
 #: kinds of queue manager objects kept in the QMGR attributes (see set_object)
@@ -835,6 +836,11 @@ class QueueManagerStore:
                 raise MessagingError(f"priority {prio} is not 0-9 (MQRC 2050)",
                                      mqrc=MQRC_PRIORITY_ERROR)
             pers = (q.attrs["DEFPSIST"] == "YES") if persistent is None else bool(persistent)
+            if pers and q.attrs.get("DEFTYPE") == "TEMPDYN":
+                raise MessagingError(f"queue '{queue}' is a temporary dynamic queue: it takes "
+                                     "non-persistent messages only (MQRC 2048 "
+                                     "MQRC_PERSISTENT_NOT_ALLOWED)",
+                                     mqrc=MQRC_PERSISTENT_NOT_ALLOWED)
             # MAXUMSGS is at least 1: a unit's first message never needs the lookup
             if uow is not None and uow.ops and len(uow.ops) >= self._max_umsgs():
                 raise MessagingError("MAXUMSGS reached for this unit of work (MQRC 2024)",

@@ -263,6 +263,7 @@ def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     temp = app.do("open M.TEMP INPUT")
     assert perm[0] == temp[0] == "name" and perm[1].startswith("APP.")
     assert app.do(f"put {perm[1]}")[0] == "ok"
+    assert app.do(f"put {temp[1]}")[:2] == ["error", "2048"]  # persistent to a TEMPDYN
     bad = app.do("open M.PERM OUTPUT BOGUS")
     assert bad[:2] == ["error", "2046"]
     st = _qstatus(pair, "T.Q")
