@@ -234,17 +234,21 @@ class QueueService:
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         browse = bool(req.get("browse"))
         under = bool(req.get("syncpoint")) and not browse
-        msg, queue = self._on_queue(
-            self.store.get, str(req["queue"]), "GET",
+        name = str(req["queue"])
+        if session is not None:
+            # the handle opens before the get: a getter waiting for a message counts
+            mode = "BROWSE" if browse else "INPUT"
+            handles = session.state.get("handles")
+            if handles is None or mode not in handles.get(name, ()):
+                target = name if self._exists(name) else self._alias_target(name, "GET")
+                if target is not None and self._exists(target):
+                    self._note_handle(session, target, mode)
+        msg, _queue = self._on_queue(
+            self.store.get, name, "GET",
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             wait=max(0.0, float(req.get("wait") or 0.0)), browse=browse,
             uow=self._uow(session) if under else None,
         )
-        if session is not None:
-            mode = "BROWSE" if browse else "INPUT"
-            handles = session.state.get("handles")
-            if handles is None or mode not in handles.get(queue, ()):
-                self._note_handle(session, queue, mode)
         if msg is None:
             return error_reply(MQRC_NO_MSG_AVAILABLE, "no message available (MQRC 2033)")
         if under:

@@ -68,6 +68,8 @@ for line in sys.stdin:
             qm.put(arg, b"m", persistent=True, syncpoint=True)
         elif cmd == "get":
             qm.get(arg)
+        elif cmd == "getwait":
+            qm.get(arg, wait=4.0)
         elif cmd == "opendyn":
             q, _, name = arg.partition(" ")
             print("name", qm.open(q, "INPUT", dynamic=name), flush=True)
@@ -95,11 +97,18 @@ class App:
         self.proc = subprocess.Popen([sys.executable, "-c", APP, pair.qmgr], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def do(self, line: str) -> list[str]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
+
+    def reply(self) -> list[str]:
+        assert self.proc.stdout is not None
         return self.proc.stdout.readline().split()
+
+    def do(self, line: str) -> list[str]:
+        self.send(line)
+        return self.reply()
 
     def end(self) -> None:
         if self.proc.poll() is None:
@@ -192,6 +201,12 @@ def test_qstatus_handles_conn_clear_and_reset_on_a_real_instance(pair) -> None:
     assert st["CURDEPTH"] == "0" and st["LGETTIME"] and st["MSGAGE"] == ""
     short, long_ = (int(x) for x in st["QTIME"].split(","))
     assert short >= 2_000_000 and long_ >= 2_000_000
+    # a getter waiting in MQGET has the queue open for input while it waits
+    waiter = _app(pair, "waiter")
+    waiter.send("getwait ST.Q")
+    _wait_for(lambda: _qstatus(pair, "ST.Q")["IPPROCS"] == "2")
+    assert waiter.reply()[:2] == ["error", "2033"]
+    waiter.end()
 
     # STOP CONN ends the putter's connection: its handle goes, its next call fails
     stop = runmqsc(pair, f"STOP CONN({handles['putter']['CONN']})\n")
