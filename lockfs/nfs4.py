@@ -29,6 +29,9 @@ How libnfs 4.0.0 is used, and why (docs/lockfs.md, facts.md):
   file, the volume's ``lease_anchor`` (the instance's ``master`` lock) is renewed after
   that file's context last heard from the server, so every data lease ends at the
   server no later than the lock's and a WRITE sent after a takeover is refused there;
+* namespace calls behind the lease: while a volume has an anchor on the same server, its
+  rename/unlink/rmdir go out as one raw COMPOUND on the anchor's connection that starts
+  with RENEW(the lock's client id), so the server refuses them once that lease expired;
 * destroying a context does not release its locks: ``close`` unlocks first;
 * libnfs reports NFS4ERR_DENIED/EXPIRED as -34 (ERANGE): the status name is read from
   ``nfs_get_error``; a timed-out call returns -EINTR and raises :class:`VolumeStalled`;
@@ -44,6 +47,7 @@ import ctypes.util
 import errno
 import itertools
 import os
+import select
 import socket
 import stat as stat_mod
 import struct
@@ -51,6 +55,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -189,6 +194,118 @@ class _NfsDirent(ctypes.Structure):
 
 _NfsDirent._fields_ = [("next", ctypes.POINTER(_NfsDirent)), ("name", ctypes.c_char_p)]
 
+# ---------------------------------------------------------------- raw COMPOUNDs (fence)
+# Namespace calls (RENAME, REMOVE) carry no stateid, so no lease can refuse them. A fenced
+# one is sent as one COMPOUND that starts with RENEW(clientid of the anchor's lock): the
+# server runs a COMPOUND's operations in order and stops at the first failure, so once the
+# anchor's lease has expired (before anyone else can be granted its lock) the RENEW fails
+# with NFS4ERR_EXPIRED and the RENAME or REMOVE behind it is never carried out.
+# Layouts of libnfs 4.0.0's generated XDR structs (nfs4/libnfs-raw-nfs4.h, x86-64 LP64).
+_OP_LOOKUP, _OP_PUTROOTFH, _OP_REMOVE, _OP_RENAME, _OP_RENEW, _OP_SAVEFH = 15, 24, 28, 29, 30, 32
+_OP_NAMES = {_OP_LOOKUP: "LOOKUP", _OP_PUTROOTFH: "PUTROOTFH", _OP_REMOVE: "REMOVE",
+             _OP_RENAME: "RENAME", _OP_RENEW: "RENEW", _OP_SAVEFH: "SAVEFH"}
+# nfsstat4 values the fence cares about (RFC 7530)
+_NFS4_STATUS = {2: "NFS4ERR_NOENT", 13: "NFS4ERR_ACCESS", 17: "NFS4ERR_EXIST",
+                20: "NFS4ERR_NOTDIR", 21: "NFS4ERR_ISDIR", 30: "NFS4ERR_ROFS",
+                66: "NFS4ERR_NOTEMPTY", 10011: "NFS4ERR_EXPIRED",
+                10022: "NFS4ERR_STALE_CLIENTID", 10047: "NFS4ERR_ADMIN_REVOKED",
+                10008: "NFS4ERR_DELAY", 10013: "NFS4ERR_GRACE"}
+_RESOP_SIZE = 160  # sizeof(nfs_resop4); its status is the union's first field (offset 8)
+
+
+class _XdrOpaque(ctypes.Structure):
+    """utf8string / component4 / nfs_fh4: a counted byte string."""
+
+    _fields_ = [("len", ctypes.c_uint32), ("val", ctypes.c_void_p)]
+
+
+class _ArgOp(ctypes.Structure):
+    """nfs_argop4: the operation number, then the union of all operations' arguments."""
+
+    _fields_ = [("argop", ctypes.c_uint32), ("_pad", ctypes.c_uint32),
+                ("u", ctypes.c_uint8 * 128)]
+
+
+class _ArgArray(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint32), ("val", ctypes.POINTER(_ArgOp))]
+
+
+class _Compound4Args(ctypes.Structure):
+    _fields_ = [("tag", _XdrOpaque), ("minorversion", ctypes.c_uint32),
+                ("argarray", _ArgArray)]
+
+
+assert ctypes.sizeof(_ArgOp) == 136 and ctypes.sizeof(_Compound4Args) == 40
+
+# void (*rpc_cb)(struct rpc_context *rpc, int status, void *data, void *private_data)
+_RpcCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                ctypes.c_void_p)
+# answers by request number; one callback for the process lifetime, since libnfs may call
+# it for a request given up on (timed out) long after the caller returned
+_answers: dict[int, tuple[int, int, str]] = {}
+_answer_ids = itertools.count(1)
+
+
+def _on_compound(_rpc: int | None, status: int, data: int | None, private: int | None) -> None:
+    key = int(private or 0)
+    if status != 0 or not data:  # RPC_STATUS_ERROR / CANCEL / TIMEOUT
+        _answers[key] = (-1, -1, f"rpc status {status}")
+        return
+    nfs_status = ctypes.c_int32.from_address(data).value
+    count = ctypes.c_uint32.from_address(data + 24).value
+    ops = ctypes.c_void_p.from_address(data + 32).value
+    last_op = last_status = -1
+    if count and ops:
+        last = ops + (count - 1) * _RESOP_SIZE
+        last_op = ctypes.c_uint32.from_address(last).value
+        last_status = ctypes.c_int32.from_address(last + 8).value
+    _answers[key] = (nfs_status, last_op, _OP_NAMES.get(last_op, str(last_op))
+                     if last_status != 0 or nfs_status != 0 else "")
+
+
+_on_compound_c = _RpcCallback(_on_compound)
+
+
+class _Ops:
+    """A COMPOUND being built; keeps every buffer its arguments point at alive."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[int, bytes]] = []
+        self._keep: list[object] = []
+
+    def _opaque(self, raw: bytes) -> bytes:
+        buf = ctypes.create_string_buffer(raw, len(raw) or 1)
+        self._keep.append(buf)
+        return bytes(_XdrOpaque(len(raw), ctypes.addressof(buf)))
+
+    def renew(self, clientid: int) -> None:
+        self.ops.append((_OP_RENEW, struct.pack("<Q", clientid)))
+
+    def lookup_path(self, comps: list[str]) -> None:
+        self.ops.append((_OP_PUTROOTFH, b""))
+        for comp in comps:
+            self.ops.append((_OP_LOOKUP, self._opaque(comp.encode("utf-8", "surrogateescape"))))
+
+    def savefh(self) -> None:
+        self.ops.append((_OP_SAVEFH, b""))
+
+    def rename(self, old: str, new: str) -> None:
+        self.ops.append((_OP_RENAME, self._opaque(old.encode("utf-8", "surrogateescape"))
+                         + self._opaque(new.encode("utf-8", "surrogateescape"))))
+
+    def remove(self, name: str) -> None:
+        self.ops.append((_OP_REMOVE, self._opaque(name.encode("utf-8", "surrogateescape"))))
+
+    def args(self) -> _Compound4Args:
+        arr = (_ArgOp * len(self.ops))()
+        for i, (num, raw) in enumerate(self.ops):
+            arr[i].argop = num
+            ctypes.memmove(ctypes.addressof(arr[i].u), raw, len(raw))
+        self._keep.append(arr)
+        return _Compound4Args(_XdrOpaque(0, None), 0,
+                              _ArgArray(len(self.ops), ctypes.cast(arr, ctypes.POINTER(_ArgOp))))
+
+
 _lib: ctypes.CDLL | None = None
 _lib_lock = threading.Lock()
 
@@ -239,6 +356,11 @@ def _libnfs() -> ctypes.CDLL:
             "nfs_rmdir": (i, [vp, cp]),
             "nfs_fcntl": (i, [vp, vp, i, ctypes.POINTER(_Nfs4Flock)]),
             "nfs_lockf": (i, [vp, vp, i, u64]),
+            "nfs_get_rpc_context": (vp, [vp]),
+            "rpc_nfs4_compound_async": (i, [vp, _RpcCallback, vp, vp]),
+            "rpc_get_fd": (i, [vp]),
+            "rpc_which_events": (i, [vp]),
+            "rpc_service": (i, [vp, i]),
         }
         for fname, (restype, argtypes) in sigs.items():
             fn = getattr(lib, fname)
@@ -390,6 +512,58 @@ class _Context:
                 self.answered = time.monotonic()
             return self.check(rc, what)
 
+    def clientid(self) -> int | None:
+        """The NFSv4 client id the server gave this context, or None if it cannot be read.
+
+        libnfs 4.0.0 has no getter: it is read from ``struct nfs_context`` at the offset of
+        that version (client_name at 120, clientid at 128), and trusted only if the
+        client name found next to it is the one this context set."""
+        with self.mutex:
+            if not self.ptr:
+                return None
+            try:
+                name_ptr = ctypes.c_void_p.from_address(self.ptr + 120).value
+                if not name_ptr or ctypes.string_at(name_ptr) != self.name.encode():
+                    return None
+                return int(ctypes.c_uint64.from_address(self.ptr + 128).value) or None
+            except (ValueError, OSError):
+                return None
+
+    def compound(self, what: str, ops: _Ops, timeout: float) -> None:
+        """Send ``ops`` as one COMPOUND on this context's connection and wait for the
+        answer; raise :class:`_Failure` (text naming the failed operation's status) if any
+        operation failed, or the call timed out (-EINTR, as libnfs' own calls do)."""
+        lib = self.lib
+        key = next(_answer_ids)
+        args = ops.args()
+        with self.mutex:
+            if not self.ptr:
+                raise _Failure(-errno.EBADF, "context closed", what)
+            try:
+                rpc = lib.nfs_get_rpc_context(self.ptr)
+                if lib.rpc_nfs4_compound_async(rpc, _on_compound_c, ctypes.byref(args),
+                                               key) != 0:
+                    raise _Failure(-errno.EIO, "cannot queue the COMPOUND", what)
+                deadline = time.monotonic() + timeout
+                while key not in _answers:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise _Failure(-errno.EINTR, "no answer in time", what)
+                    poller = select.poll()
+                    poller.register(lib.rpc_get_fd(rpc), lib.rpc_which_events(rpc))
+                    got = poller.poll(min(100, max(1, int(left * 1000))))
+                    if lib.rpc_service(rpc, got[0][1] if got else 0) < 0:
+                        raise _Failure(-errno.EIO, "nfs_service failed", what)
+            finally:
+                self.answered = time.monotonic()
+        status, _op, failed_op = _answers.pop(key)
+        if status != 0:
+            name = _NFS4_STATUS.get(status, f"status {status}")
+            rc = -errno.ENOENT if status == 2 else -errno.ERANGE
+            if status == -1:
+                raise _Failure(-errno.EIO, f"nfs_service failed ({failed_op})", what)
+            raise _Failure(rc, f"{failed_op} failed: {name}", what)
+
     def destroy(self) -> None:
         """Free the context (no RPC is sent; state on the server expires with the lease)."""
         with self.mutex:
@@ -418,6 +592,8 @@ class Nfs4File(VolumeFile):
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._ino: int | None = None  # the server's file id, once known
+        #: the NFSv4 client id that holds this file's lock (fenced namespace calls renew it)
+        self._lock_clientid: int | None = None
 
     # ---------------------------------------------------------------- helpers
     def _ensure_open(self) -> tuple[_Context, int]:
@@ -612,6 +788,7 @@ class Nfs4File(VolumeFile):
         if not self._locks:
             self._lost = False
             self._lost_why = ""
+            self._lock_clientid = ctx.clientid()
         self._last_ok = sent
         self._trouble = None
         self._locks[(start, length)] = mode
@@ -710,6 +887,48 @@ class Nfs4File(VolumeFile):
         if self.lock_lost():
             raise LockLostError(f"the lock on {self._full} was lost ({self._lost_why})",
                                 path=self._full)
+
+    def can_fence(self) -> bool:
+        """True when namespace calls can be fenced by this file's lock (:meth:`fenced`):
+        a lock is held and its client id could be read from libnfs."""
+        with self._mutex:
+            return bool(self._locks) and self._lock_clientid is not None
+
+    def fenced(self, what: str, path: str, build: Callable[[_Ops], None]) -> None:
+        """Send the operations ``build`` adds as one COMPOUND behind a RENEW of the
+        client that holds this file's lock: once that lease has expired at the server
+        (before anyone else can be granted the lock) the server refuses the RENEW and
+        carries out nothing behind it. Raises :class:`LockLostError` then."""
+        with self._mutex:
+            if not self._locks or self._lock_clientid is None:
+                raise LockLostError(f"{what}: the lease anchor holds no lock", path=path)
+            if self.lock_lost():
+                raise LockLostError(f"the lock on {self._full} was lost ({self._lost_why})",
+                                    path=path)
+            ctx, clientid = self._ctx, self._lock_clientid
+        ops = _Ops()
+        ops.renew(clientid)
+        build(ops)
+        timeout = float(self.volume.timeout or 10)
+        sent = time.monotonic()
+        try:
+            ctx.compound(what, ops, timeout)
+        except _Failure as exc:
+            if exc.text.startswith("RENEW failed") and exc.state_gone:
+                with self._mutex:
+                    self._mark_lost(exc.text)
+                raise LockLostError(f"{what} refused by the server: the lease of the lock on "
+                                    f"{self._full} has expired ({exc.text})",
+                                    path=path) from None
+            if exc.broken:
+                with self._mutex:
+                    if self._trouble is None:
+                        self._trouble = time.monotonic()
+            raise exc.to_lockfs(path) from None
+        with self._mutex:
+            if not self._lost:
+                self._last_ok = max(self._last_ok, sent)
+                self._trouble = None
 
     def conflicting_lock(self, mode: LockMode, start: int = 0, length: int = WHOLE_FILE) -> bool:
         """True if a lock held by another client conflicts with ``mode`` (NFSv4 LOCKT).
@@ -1040,29 +1259,77 @@ class Nfs4Volume(Volume):
                 if exc.errno != errno.EEXIST and "NFS4ERR_EXIST" not in str(exc):
                     raise
 
+    def _fence(self) -> Nfs4File | None:
+        """The lease anchor, when namespace calls can be fenced by it: an nfs4 lock on
+        this volume's server whose client id is known (:meth:`Nfs4File.fenced`)."""
+        anchor = self.lease_anchor
+        while anchor is not None and not isinstance(anchor, Nfs4File):
+            anchor = getattr(anchor, "inner", None)  # a fault-injecting wrapper
+        if anchor is None or not anchor.can_fence():
+            return None
+        loc = anchor.volume.location
+        if (loc.server, loc.port) != (self.location.server, self.location.port):
+            return None
+        return anchor
+
+    def _comps(self, full: str) -> list[str]:
+        """Path components from the server's pseudo root (export, then the path)."""
+        return [c for c in self.location.export.split("/") if c] + \
+            [c for c in full.split("/") if c]
+
+    def _namespace_call(self, what: str, full: str, fn_name: str, args: tuple[object, ...],
+                        build: Callable[[_Ops], None], path: str) -> None:
+        """A RENAME or REMOVE: fenced by the lease anchor when there is one (the server
+        then refuses it once the anchor's lease is gone), else on the shared context."""
+        hook = self.before_send
+        anchor = self._fence()
+        if anchor is None:
+            if hook is not None:
+                hook(fn_name[4:], path, 0, full.encode())
+            self._meta_call(what, full, fn_name, *args)
+            return
+        if hook is not None:
+            hook(fn_name[4:], path, 0, full.encode())
+        anchor.fenced(what, full, build)
+        self._meta_trouble = None
+
     def rename(self, src: str, dst: str) -> None:
         s, d = self._p(src), self._p(dst)
-        self._meta_call(f"rename {s} -> {d}", f"{s} -> {d}", "nfs_rename", s.encode(),
-                        d.encode())
+        sc, dc = self._comps(s), self._comps(d)
+
+        def build(ops: _Ops) -> None:
+            ops.lookup_path(sc[:-1])
+            ops.savefh()
+            ops.lookup_path(dc[:-1])
+            ops.rename(sc[-1], dc[-1])
+
+        self._namespace_call(f"rename {s} -> {d}", f"{s} -> {d}", "nfs_rename",
+                             (s.encode(), d.encode()), build, dst)
         with self._open_files_lock:
             moved = [f for f in self._open_files
                      if f._full == s or f._full.startswith(s + "/")]
         for f in moved:
             f.follow_rename(s, d, src, dst)
 
-    def unlink(self, path: str) -> None:
+    def _remove(self, kind: str, path: str) -> None:
         full = self._p(path)
+        comps = self._comps(full)
+
+        def build(ops: _Ops) -> None:
+            ops.lookup_path(comps[:-1])
+            ops.remove(comps[-1])
+
         try:
-            self._meta_call(f"unlink {full}", full, "nfs_unlink", full.encode())
+            self._namespace_call(f"{kind} {full}", full, f"nfs_{kind}", (full.encode(),),
+                                 build, path)
         except VolumeNotFound:
             pass
 
+    def unlink(self, path: str) -> None:
+        self._remove("unlink", path)
+
     def rmdir(self, path: str) -> None:
-        full = self._p(path)
-        try:
-            self._meta_call(f"rmdir {full}", full, "nfs_rmdir", full.encode())
-        except VolumeNotFound:
-            pass
+        self._remove("rmdir", path)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write a uniquely named temporary file, sync it, then RENAME it over ``path``."""

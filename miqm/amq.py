@@ -120,6 +120,12 @@ MESSAGES: dict[str, str | Message] = {
                  "starting (pid {pid}): check dspmq and errors/AMQERR01.LOG."),
     "AMQ1109": E(40, "The instance of queue manager '{qmgr}' on {host} is not a standby "
                  "instance: end the active instance without -x."),
+    "AMQ1120": I("No authority record matches the selection."),
+    "AMQ1121": E(1, "The queue manager '{qmgr}' refused the operation: principal "
+                 "'{principal}' lacks the {auth} authority on {objtype} '{name}' (MQRC 2035 "
+                 "MQRC_NOT_AUTHORIZED)."),
+    "AMQ1122": E(10, "No authority record for PROFILE({profile}) OBJTYPE({objtype}) "
+                 "PRINCIPAL({principal})."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "
@@ -138,6 +144,7 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ7048": E(72, "The queue manager name '{qmgr}' is either not valid or not known."),
     "AMQ7077": E(71, "You are not authorized to perform the requested operation."),
     "AMQ7086": I("Media image for object {name}, type queue recorded."),
+    "AMQ7026": E(1, "A principal or group name was invalid: {detail}"),
     "AMQ7089": E(71, "Media recovery not allowed: queue manager '{qmgr}' uses circular "
                  "logging."),
     "AMQ7107": I("Object {name}, type queue recreated."),
@@ -174,21 +181,31 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ8022": I("{product} queue cleared."),
     "AMQ8041": E(5, "The queue manager cannot be restarted or deleted because processes, "
                  "that were previously connected, are still running."),
+    "AMQ8077": W("Entity '{entity}' has insufficient authority to access object '{name}' "
+                 "({objtype}). The following requested permissions are unauthorized: "
+                 "{auths}."),
     "AMQ8101": E(71, "{product} error ({code}) has occurred."),
     "AMQ8110": E(8, "{product} queue manager '{qmgr}' already exists."),
+    "AMQ8135": E(10, "Not authorized. {detail}"),
     "AMQ8143": E(10, "{product} queue {name} not empty."),
     "AMQ8146": E(40, "{product} queue manager '{qmgr}' not available."),
     "AMQ8147": E(10, "{product} object {name} not found."),
     "AMQ8148": E(10, "{product} object {name} in use."),
     "AMQ8150": E(10, "{product} object already exists."),
+    "AMQ8245": W("Entity '{entity}' has insufficient authority to display object '{name}' "
+                 "({objtype})."),
     "AMQ8276": I("Display Connection details."),
     "AMQ8405": I("Syntax error detected at or near end of command segment below:-"),
     "AMQ8408": I("Display Queue Manager details."),
     "AMQ8409": I("Display Queue details."),
     "AMQ8415": I("Ping {product} Queue Manager command complete."),
     "AMQ8450": I("Display queue status details."),
+    "AMQ8560": I("{product} security cache refreshed."),
     "AMQ8631": I("Display listener status details."),
     "AMQ8705": I("Display Queue Manager Status Details."),
+    "AMQ8862": I("{product} authority record set."),
+    "AMQ8863": I("{product} authority record deleted."),
+    "AMQ8864": I("Display authority record details."),
     "AMQ9204": E(71, "Connection to host '{host}' rejected: {detail}"),
     "AMQ9218": E(71, "The TCP/IP listener program could not bind to {host}({port}): "
                  "{detail}"),

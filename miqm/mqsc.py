@@ -54,6 +54,8 @@ QMGR_ATTRS: dict[str, tuple[str, Any]] = {
 _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
           "DELETE": "DELETE", "DISPLAY": "DISPLAY", "DIS": "DISPLAY", "PING": "PING",
           "END": "END"}
+# security commands (authority records): parse_security below
+_VERBS.update({"SET": "SET", "REFRESH": "REFRESH", "REF": "REFRESH"})
 _QUEUE_TYPES = {"QLOCAL": "QLOCAL", "QL": "QLOCAL"}
 _DISPLAY_QUEUE_TYPES = {**_QUEUE_TYPES, "QUEUE": "QLOCAL", "Q": "QLOCAL"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
@@ -264,6 +266,8 @@ def parse_command(text: str) -> Command:
         raise MQSCSyntaxError(text, f"{verb} needs an object type")
     obj = tokens[1]
     rest = tokens[2:]
+    if obj.word == "AUTHREC" or verb in ("SET", "REFRESH"):
+        return parse_security(verb, obj, rest, text)
     if obj.word == "QMGR" and obj.value is None:
         return _parse_qmgr(verb, rest, text)
     if obj.word == "QMSTATUS" and obj.value is None and verb == "DISPLAY":
@@ -517,6 +521,105 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
     if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs:
         raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue)")
     return Command(verb, kind, name, attrs, tuple(options), text=text)
+# -- security: authority records --------------------------------------------------------
+
+_SEC_OBJTYPES = ("QUEUE", "QMGR")
+
+
+def _word_list(tok: _Token, text: str) -> list[str]:
+    if tok.value is None or not tok.value.strip():
+        raise MQSCSyntaxError(text[: tok.end], f"{tok.word} needs a list in parentheses")
+    return [w.upper() for w in re.split(r"[\s,]+", tok.value.strip()) if w]
+
+
+def parse_security(verb: str, obj: _Token, rest: list[_Token], text: str) -> Command:
+    """SET/DELETE/DISPLAY AUTHREC and REFRESH SECURITY (MQ's syntax, for OBJTYPE QUEUE
+    and QMGR and principals; GROUP is refused, this product has no groups).
+
+    The command's ``name`` is the PROFILE (empty for none); ``attrs`` hold OBJTYPE,
+    PRINCIPAL, AUTHADD and AUTHRMV (lists) and MATCH."""
+    from miqm import authz
+
+    if verb == "REFRESH":
+        if obj.word != "SECURITY" or obj.value is not None:
+            raise MQSCSyntaxError(text[: obj.end], "REFRESH supports SECURITY only")
+        for tok in rest:
+            if tok.word != "TYPE" or (tok.value or "").upper() not in ("AUTHSERV", "ALL"):
+                raise MQSCSyntaxError(text[: tok.end],
+                                      "REFRESH SECURITY takes only TYPE(AUTHSERV)")
+        return Command("REFRESH", "SECURITY", text=text)
+    if obj.word != "AUTHREC" or obj.value is not None:
+        raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
+                              f"{verb} AUTHREC is")
+    if verb not in ("SET", "DELETE", "DISPLAY"):
+        raise MQSCSyntaxError(text[: obj.end], f"{verb} AUTHREC is not valid")
+    attrs: dict[str, Any] = {}
+    profile = ""
+    show: list[str] = []
+    for tok in rest:
+        seg = text[: tok.end]
+        if tok.word == "PROFILE" and tok.value is not None:
+            profile = tok.value if tok.quoted else tok.value.upper()
+            try:
+                if profile.lower() != authz.SELF:
+                    authz.check_profile(profile)
+            except authz.AuthzError as exc:
+                raise MQSCSyntaxError(seg, str(exc)) from None
+        elif tok.word == "OBJTYPE" and tok.value is not None:
+            value = tok.value.upper()
+            if value not in _SEC_OBJTYPES:
+                raise MQSCSyntaxError(seg, "OBJTYPE must be QUEUE or QMGR (the objects "
+                                      "this queue manager has)")
+            attrs["OBJTYPE"] = value
+        elif tok.word == "PRINCIPAL" and tok.value is not None:
+            principal = tok.value if tok.quoted else tok.value.upper()
+            try:
+                attrs["PRINCIPAL"] = authz.check_principal(principal)
+            except authz.AuthzError as exc:
+                raise MQSCSyntaxError(seg, str(exc)) from None
+        elif tok.word == "GROUP":
+            raise MQSCSyntaxError(seg, "GROUP is not supported: authority records name a "
+                                  "PRINCIPAL (a credential's principal)")
+        elif tok.word in ("AUTHADD", "AUTHRMV") and verb == "SET":
+            attrs[tok.word] = _word_list(tok, text)
+        elif tok.word == "MATCH" and verb == "DISPLAY" and tok.value is not None:
+            value = tok.value.upper()
+            if value not in ("PROFILE", "EXACT", "MEMBERSHIP"):
+                raise MQSCSyntaxError(seg, "MATCH must be PROFILE, EXACT or MEMBERSHIP")
+            attrs["MATCH"] = "PROFILE" if value == "MEMBERSHIP" else value
+        elif tok.word == "SERVCOMP" and tok.value is not None:
+            continue  # one authorization service here: any name means it
+        elif verb == "DISPLAY" and tok.value is None and tok.word in (
+                "ALL", "AUTHLIST", "ENTITY", "ENTTYPE"):
+            show.append(tok.word)
+        else:
+            raise MQSCSyntaxError(seg, f"{tok.word} is not valid on {verb} AUTHREC")
+    objtype = attrs.get("OBJTYPE", "")
+    if verb in ("SET", "DELETE"):
+        if not objtype:
+            raise MQSCSyntaxError(text, f"{verb} AUTHREC needs OBJTYPE(QUEUE) or OBJTYPE(QMGR)")
+        if "PRINCIPAL" not in attrs:
+            raise MQSCSyntaxError(text, f"{verb} AUTHREC needs PRINCIPAL('name')")
+        if objtype == "QUEUE" and not profile:
+            raise MQSCSyntaxError(text, f"{verb} AUTHREC OBJTYPE(QUEUE) needs PROFILE(name)")
+    if verb == "SET":
+        if "AUTHADD" not in attrs and "AUTHRMV" not in attrs:
+            raise MQSCSyntaxError(text, "SET AUTHREC needs AUTHADD(...) or AUTHRMV(...)")
+        for key in ("AUTHADD", "AUTHRMV"):
+            try:
+                authz.expand(objtype, attrs.get(key, ()))
+            except authz.AuthzError as exc:
+                raise MQSCSyntaxError(text, str(exc)) from None
+    return Command(verb, "AUTHREC", profile, attrs, show=tuple(show) or ("ALL",), text=text)
+
+
+def authrec_display(rec: dict[str, Any]) -> list[str]:
+    """AMQ8864I and one authority record, as runmqsc shows it."""
+    auths = list(rec.get("auths") or ()) or ["NONE"]
+    pairs = [("PROFILE", rec["profile"]), ("ENTITY", rec["principal"]),
+             ("ENTTYPE", "PRINCIPAL"), ("OBJTYPE", rec["objtype"])]
+    return [amq.line("AMQ8864", severity=True), *attr_columns(pairs),
+            "   AUTHLIST(" + ",".join(auths) + ")"]
 
 
 # -- output ------------------------------------------------------------------------------

@@ -1,18 +1,26 @@
 """``miqm bench campaign``: faults at random under load, then an audit of every message.
 
 Two local instances (as ``miqm bench failover``) serve producer threads that put units of
-persistent messages under syncpoint and commit them, each through a reconnecting client
-in bindings mode. Meanwhile the active instance is hit, again and again, by a fault
-drawn at random (``kill``: kill -9 of the active; ``switchover``: ``endmqm -s``; the old
-instance then comes back as the standby; on the NFSv4 lab also ``partition`` and
-``pause``, and when named the server faults of :data:`LAB_EXTRA_FAULTS`: the figures
-then give failover p50/max per fault, and a failover after a fault in
-:data:`NO_FAILOVER` counts as spurious). Every outcome a producer was told is written
-down: committed, backed out, or unknown (a commit cut off in flight, MQRC 2549).
+persistent messages under syncpoint and commit them, and consumer threads that get them
+(in committed units under syncpoint, or one at a time outside it), each through a
+reconnecting client in bindings mode. Meanwhile the active instance is hit, again and
+again, by a fault drawn at random (``kill``: kill -9 of the active; ``switchover``:
+``endmqm -s``; the old instance then comes back as the standby; on the NFSv4 lab also
+``partition`` and ``pause``, and when named the server faults of
+:data:`LAB_EXTRA_FAULTS`: the figures then give failover p50/max per fault, and a
+failover after a fault in :data:`NO_FAILOVER` counts as spurious). Every outcome a
+producer or consumer was told is written down: committed, backed out, or unknown (a
+commit cut off in flight, MQRC 2549).
 
 At the end the queue is drained and audited:
 
-* every committed message is there exactly once (``lost``, ``duplicated``);
+* every committed message is there, or was consumed for good, exactly once (``lost``,
+  ``duplicated``); a get outside syncpoint cut off in flight may have taken one message
+  nobody received (MQ's rule; counted as ``lost_in_flight``, not as lost);
+* a unit of gets whose commit was cut off is back on the queue whole or not at all
+  (``torn_gets``);
+* no acknowledgement came from an instance after another was seen serving in its place
+  (``two_owners``);
 * no message of a backed-out unit is there (``resurrected``);
 * each unit whose outcome was unknown is there whole or not at all (``torn_units``);
 * nothing else is there (``phantoms``);
@@ -71,6 +79,17 @@ class _Ledger:
     backed_out: list[list[str]] = field(default_factory=list)
     unknown: list[list[str]] = field(default_factory=list)
     errors: dict[int, int] = field(default_factory=dict)
+    #: what the consumers were told: messages they got for good (a get outside syncpoint
+    #: that answered, or a unit of gets whose commit answered), units of gets whose commit
+    #: was cut off (the messages may be back on the queue, all or none), how many gets
+    #: under syncpoint were backed out, and gets outside syncpoint cut off in flight (each
+    #: may have taken a message nobody received: MQ's rule for gets outside syncpoint)
+    delivered: list[str] = field(default_factory=list)
+    delivered_unknown: list[list[str]] = field(default_factory=list)
+    gets_backed_out: int = 0
+    gets_uncertain: int = 0
+    #: every acknowledgement (commit of a unit of puts or gets): (monotonic, host)
+    acks: list[tuple[float, str]] = field(default_factory=list)
 
     def note(self, outcome: str, unit: list[str], mqrc: int | None = None) -> None:
         with self.lock:
@@ -98,8 +117,11 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
                           syncpoint=True)
             stage = "commit"
             conn.call("commit")
+            acked = (conn.server_host, time.monotonic())
             ledger.note("committed", unit)
-            ledger.acked_by[unit[0]] = (conn.server_host, time.monotonic())
+            with ledger.lock:
+                ledger.acked_by[unit[0]] = acked
+                ledger.acks.append((acked[1], acked[0]))
         except MiqmError as exc:
             mqrc = getattr(exc, "mqrc", None)
             if stage == "commit" and mqrc != 2003:
@@ -110,6 +132,59 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
             if conn is not None:
                 try:
                     conn.call("backout")  # clears a lost unit of work's state
+                except MiqmError:
+                    conn.close()
+                    conn = None
+            time.sleep(0.01)
+    if conn is not None:
+        conn.close()
+
+
+def _consumer(qmgr: str, index: int, syncpoint: bool, stop: threading.Event,
+              ledger: _Ledger) -> None:
+    """Gets messages while the faults go on: in units of up to three under syncpoint
+    (committed), or one at a time outside syncpoint; notes what it was told."""
+    from miqm.net.client import connect
+
+    conn = None
+    while not stop.is_set():
+        got: list[str] = []
+        stage = "connect"
+        try:
+            if conn is None:
+                conn = connect(qmgr, timeout=1.0, reconnect=True, reconnect_timeout=60)
+            for _ in range(3 if syncpoint else 1):
+                stage = "get"
+                try:
+                    reply = conn.call("get", queue=QUEUE, wait=0.2, syncpoint=syncpoint)
+                except MiqmError as exc:
+                    if getattr(exc, "mqrc", None) == MQRC_NO_MSG_AVAILABLE:
+                        break
+                    raise
+                got.append((reply.get("body") or b"").decode())
+            if not got:
+                continue
+            if syncpoint:
+                stage = "commit"
+                conn.call("commit")
+            with ledger.lock:
+                ledger.delivered += got
+                if syncpoint:
+                    ledger.acks.append((time.monotonic(), conn.server_host))
+        except MiqmError as exc:
+            mqrc = getattr(exc, "mqrc", None)
+            with ledger.lock:
+                if mqrc is not None:
+                    ledger.errors[mqrc] = ledger.errors.get(mqrc, 0) + 1
+                if stage == "commit" and mqrc != 2003:
+                    ledger.delivered_unknown.append(got)
+                elif syncpoint:
+                    ledger.gets_backed_out += len(got)  # back on the queue
+                elif stage == "get":
+                    ledger.gets_uncertain += 1
+            if conn is not None:
+                try:
+                    conn.call("backout")
                 except MiqmError:
                     conn.close()
                     conn = None
@@ -140,21 +215,53 @@ def _drain(qmgr: str) -> list[str]:
 
 
 def _audit(ledger: _Ledger, got: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for body in got:
-        counts[body] = counts.get(body, 0) + 1
+    """Count each kind of damage. ``got``: what was drained from the queue at the end;
+    with what the consumers got for good, every committed message must be found exactly
+    once. A message whose get was cut off in flight may be missing (``lost_in_flight``, at
+    most one per such get outside syncpoint); a unit of gets whose commit was cut off is
+    back on the queue whole or not at all (``torn_gets``)."""
+    final: dict[str, int] = {}
+    for body in [*got, *ledger.delivered]:
+        final[body] = final.get(body, 0) + 1
+    maybe = {m for u in ledger.delivered_unknown for m in u}
     committed = {m for u in ledger.committed for m in u}
     backed = {m for u in ledger.backed_out for m in u}
     unknown = {m for u in ledger.unknown for m in u}
     known = committed | backed | unknown
-    torn = sum(1 for u in ledger.unknown if len({counts.get(m, 0) > 0 for m in u}) > 1)
+
+    def present(m: str) -> bool:
+        return final.get(m, 0) > 0 or m in maybe
+
+    missing = sum(1 for m in committed if not present(m))
+    torn = sum(1 for u in ledger.unknown if len({present(m) for m in u}) > 1)
+    torn_gets = sum(1 for u in ledger.delivered_unknown
+                    if len({final.get(m, 0) > 0 for m in u}) > 1)
     return {
-        "lost": sum(1 for m in committed if counts.get(m, 0) == 0),
-        "duplicated": sum(1 for c in counts.values() if c > 1),
-        "resurrected": sum(1 for m in backed if counts.get(m, 0) > 0),
+        "lost": max(0, missing - ledger.gets_uncertain),
+        "duplicated": sum(1 for c in final.values() if c > 1),
+        "resurrected": sum(1 for m in backed if present(m)),
         "torn_units": torn,
-        "phantoms": sum(1 for m in counts if m not in known),
+        "torn_gets": torn_gets,
+        "phantoms": sum(1 for m in set(final) | maybe if m not in known),
+        "lost_in_flight": min(missing, ledger.gets_uncertain),
     }
+
+
+def _deposed_acks(ledger: _Ledger, timeline: list[dict[str, Any]]) -> int:
+    """Acknowledgements received from an instance after another had been seen serving
+    in its place, before the next fault: an instant with two owners (0 when none)."""
+    epochs = []
+    for k, t in enumerate(timeline):
+        if t.get("took") is None:
+            continue
+        start = t["at_monotonic"] + t["took"]
+        end = timeline[k + 1]["at_monotonic"] if k + 1 < len(timeline) else float("inf")
+        epochs.append((start, end, t["new"]))
+    bad = 0
+    for when, host in ledger.acks:
+        if any(start < when < end and host != owner for start, end, owner in epochs):
+            bad += 1
+    return bad
 
 
 def _lost_units(ledger: _Ledger, got: list[str], limit: int = 10) -> list[dict[str, Any]]:
@@ -401,8 +508,9 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
               timeline: list[dict[str, Any]] | None = None,
               per_fault: dict[str, list[float]] | None = None,
               spurious: dict[str, int] | None = None,
-              round_robin: bool = False) -> list[str]:
-    """The producers run while the faults are injected; returns the drained messages."""
+              round_robin: bool = False, consumers: int = 0) -> list[str]:
+    """The producers (and consumers) run while the faults are injected; returns the
+    messages drained at the end."""
     timeline = [] if timeline is None else timeline
     per_fault = {} if per_fault is None else per_fault
     spurious = {} if spurious is None else spurious
@@ -410,6 +518,10 @@ def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[s
     threads = [threading.Thread(target=_producer, args=(cluster.qmgr, i, unit_size, stop,
                                                         ledger), daemon=True)
                for i in range(producers)]
+    # consumers alternate: under syncpoint (units of gets, committed), then outside it
+    threads += [threading.Thread(target=_consumer, args=(cluster.qmgr, i, i % 2 == 0, stop,
+                                                         ledger), daemon=True)
+                for i in range(consumers)]
     try:
         for t in threads:
             t.start()
@@ -448,7 +560,7 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
                    unit_size: int = 3, seed: int | None = None, settle: float = 0.5,
                    lab: bool = False, lab_dir: str | None = None, lease: int = 5,
                    echo: Callable[[str], None] = print,
-                   round_robin: bool = False) -> dict[str, Any]:
+                   round_robin: bool = False, consumers: int = 2) -> dict[str, Any]:
     """Run the campaign (on two local instances, or on the NFSv4 lab when ``lab``);
     returns the audit and the failover figures. ``round_robin`` takes the faults in
     turn instead of at random (a short run that meets each of them)."""
@@ -470,10 +582,12 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
         with client_of(cluster.client_root(), "campaign"):
             got = _run_load(cluster, cycles, faults, producers, unit_size, settle, rng,
                             ledger, durations, drawn, echo, timeline, per_fault, spurious,
-                            round_robin)
+                            round_robin, consumers)
         cluster.shutdown()
         gens, refusal = _log_generations(*cluster.log_location())
         audit = _audit(ledger, got)
+        in_flight = audit.pop("lost_in_flight")
+        audit["two_owners"] = _deposed_acks(ledger, timeline)
         cluster.keep = bool(sum(audit.values()) or refusal)
     ds = sorted(durations)
     result: dict[str, Any] = {
@@ -482,8 +596,15 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
                   else "local directory"),
         "faults": drawn,
         "producers": producers,
+        "consumers": consumers,
         "units": {"committed": len(ledger.committed), "backed_out": len(ledger.backed_out),
                   "unknown": len(ledger.unknown)},
+        "gets": {"delivered": len(ledger.delivered),
+                 "commit_unknown": sum(len(u) for u in ledger.delivered_unknown),
+                 "backed_out": ledger.gets_backed_out,
+                 "cut_off_outside_syncpoint": ledger.gets_uncertain,
+                 "lost_in_flight": in_flight},
+        "acknowledgements": len(ledger.acks),
         "messages_found": len(got),
         **audit,
         "log_generations": gens,
@@ -508,5 +629,6 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
     bad = sum(audit.values()) + result["stale_writes"]
     echo(f"campaign: {cycles} faults {drawn}, {len(ledger.committed)} units committed, "
          f"{len(ledger.unknown)} unknown, {len(ledger.backed_out)} backed out; "
+         f"{len(ledger.delivered)} messages consumed during the faults; "
          + ("audit clean" if not bad else f"AUDIT FAILED: {audit}"))
     return result

@@ -14,6 +14,15 @@ One run, one scratch queue manager (1 KiB persistent messages):
 The server is a separate process (store + listener, no HA), so clients and server do not
 share an interpreter lock. Prints absolute rates and ``ratio_to_inprocess`` for the
 8-connection path; the peer broker the issue compares with is measured outside the project.
+
+``--authrecs N`` (:func:`bench_authz`) measures instead the cost of authorization on the
+hot path: a listener that requires credentials, N authority records (generic profiles,
+one of which grants the application its puts), and the same runs side by side in one
+run, alternating: ``off`` as the privileged ``admin`` principal (never checked: what
+every client was before authority records) and ``on`` as an application principal
+checked against the records on every request. Runs: 8 connections put+commit
+(persistent) and 1 connection non-persistent puts outside syncpoint (the cheapest
+request, where a check weighs most); ``ratio_*`` = on / off, summed over the rounds.
 """
 
 from __future__ import annotations
@@ -46,14 +55,21 @@ def _open_store(root: str) -> Any:
                                   generation=gen)
 
 
-def serve(root: str) -> None:
+def serve(root: str, authrecs: int = 0) -> None:
     """Child process: open the store, listen on a free loopback port, print it, and
-    serve until stdin closes."""
+    serve until stdin closes. With ``authrecs``, the listener requires the credentials
+    in ``MIQM_BENCH_PRINCIPALS`` (JSON) and the store gets that many authority records."""
+    from miqm.net.auth import Authenticator
     from miqm.net.server import Listener
     from miqm.net.service import QueueService
 
     store = _open_store(root)
-    listener = Listener(QueueService(store, QMGR).handle)
+    auth = None
+    if authrecs:
+        auth = Authenticator(json.loads(os.environ["MIQM_BENCH_PRINCIPALS"]))
+        for objtype, profile, principal, auths in authority_records(authrecs):
+            store.set_authrec(objtype, profile, principal, auths)
+    listener = Listener(QueueService(store, QMGR).handle, authenticator=auth)
     host, port = listener.start()
     print(f"{host} {port}", flush=True)
     sys.stdin.read()
@@ -68,26 +84,51 @@ def _create(root: str) -> None:
     create(QMGR, None, None, "CIRCULAR", 4096, 3, 2)
 
 
-def _producer(conname: str, n: int, per_commit: int, out: Any) -> None:
+APP = "benchapp"
+
+
+def authority_records(n: int) -> list[tuple[str, str, str, list[str]]]:
+    """``n`` authority records (n >= 2): CONNECT for the application principal, one
+    generic profile granting its puts and gets on the bench queue (``BENCH.**``), and
+    generic profiles that do not apply: more specific ones of the same principal that
+    a lookup tries first (``BENCH.Z<i>*``), and other principals' (``APP<i>.**``)."""
+    recs: list[tuple[str, str, str, list[str]]] = [
+        ("QMGR", "self", APP, ["CONNECT"]), ("QUEUE", "BENCH.**", APP, ["GET", "PUT"])]
+    for i in range(max(0, n - 2)):
+        if i % 2 == 0:
+            recs.append(("QUEUE", f"BENCH.Z{i}*", APP, ["BROWSE"]))
+        else:
+            recs.append(("QUEUE", f"APP{i}.**", f"app{i}", ["GET", "PUT"]))
+    return recs
+
+
+def _producer(conname: str, n: int, per_commit: int, out: Any,
+              credential: str | None = None) -> None:
     from miqm.client import connect
 
-    with connect(QMGR, conname=conname, reconnect=False) as qm:
+    with connect(QMGR, conname=conname, credential=credential, reconnect=False) as qm:
         out.put(("ready", 0.0))
         t0 = time.perf_counter()
-        for i in range(n):
-            qm.put(QUEUE, BODY, persistent=True, syncpoint=True)
-            if (i + 1) % per_commit == 0:
-                qm.commit()
-        qm.commit()
+        if per_commit == 0:  # non-persistent, outside syncpoint
+            for _ in range(n):
+                qm.put(QUEUE, BODY, persistent=False, syncpoint=False)
+        else:
+            for i in range(n):
+                qm.put(QUEUE, BODY, persistent=True, syncpoint=True)
+                if (i + 1) % per_commit == 0:
+                    qm.commit()
+            qm.commit()
         out.put(("done", time.perf_counter() - t0))
 
 
-def _run_clients(conname: str, clients: int, n: int, per_commit: int) -> float:
+def _run_clients(conname: str, clients: int, n: int, per_commit: int,
+                 credential: str | None = None) -> float:
     """Messages per second for ``clients`` producer processes, ``n`` messages each
-    (wall time from the first start to the last finish)."""
+    (wall time from the first start to the last finish); ``per_commit`` 0: non-persistent
+    puts outside syncpoint."""
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_producer, args=(conname, n, per_commit, q))
+    procs = [ctx.Process(target=_producer, args=(conname, n, per_commit, q, credential))
              for _ in range(clients)]
     for p in procs:
         p.start()
@@ -195,8 +236,134 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
     return results
 
 
+def check_cost_us(authrecs: int, n: int = 200_000) -> dict[str, float]:
+    """The server's per-request check in this process, in microseconds: an application
+    principal's put against ``authrecs`` records (cached answer), the admin's (no
+    check), and one lookup with the cache emptied first (what a change costs once)."""
+    import timeit
+
+    from miqm.net.authorize import Authorizer
+    from miqm.net.server import Session
+
+    class _Records:
+        authrec_serial = 1
+
+        def authrecs(self) -> list[dict[str, Any]]:
+            return [{"objtype": t, "profile": p, "principal": u, "auths": a}
+                    for t, p, u, a in authority_records(authrecs)]
+
+    authorizer = Authorizer(_Records(), QMGR)
+    app, admin = Session("bench"), Session("bench")
+    app.principal, admin.principal = APP, "admin"
+    req = {"op": "put", "queue": QUEUE}
+    if authorizer.check("put", req, app) is not None:
+        raise AssertionError("the bench records do not grant the bench queue")
+    on = timeit.timeit(lambda: authorizer.check("put", req, app), number=n) / n
+    off = timeit.timeit(lambda: authorizer.check("put", req, admin), number=n) / n
+    table = authorizer.table
+
+    def miss() -> None:
+        table.refresh()
+        table.lookup(APP, "QUEUE", QUEUE)
+
+    cold = timeit.timeit(miss, number=n // 20) / (n // 20)
+    return {"check_us_on": round(on * 1e6, 3), "check_us_off": round(off * 1e6, 3),
+            "lookup_us_uncached": round(cold * 1e6, 2)}
+
+
+def _enforced(conname: str, credential: str) -> int:
+    """The reason a put of the application to a queue no record grants gets (2035, or
+    the "on" runs would not measure a checked path): a BenchError otherwise."""
+    from miqm.client import MQError, connect
+    from miqm.errors import MiqmError
+
+    with connect(QMGR, conname=conname, credential=credential, reconnect=False) as qm:
+        try:
+            qm.put("OTHER.Q", b"x", persistent=False)
+        except MQError as exc:
+            if exc.reason == 2035:
+                return 2035
+            raise MiqmError(f"the application's put to OTHER.Q got MQRC {exc.reason}, "
+                            "not 2035: authorization is not in force") from None
+    raise MiqmError("the application's put to OTHER.Q succeeded: authorization is not "
+                    "in force")
+
+
+def bench_authz(messages: int = 2000, authrecs: int = 100, rounds: int = 2,
+                echo: Callable[[str], None] = print,
+                directory: str | None = None) -> dict[str, Any]:
+    """The cost of authorization (see the module docstring); returns the figures."""
+    from miqm.net.auth import new_secret
+
+    secrets = {"admin": new_secret(), APP: new_secret()}
+    creds = {"off": f"admin:{secrets['admin']}", "on": f"{APP}:{secrets[APP]}"}
+    runs = (("put_commit_8", 8, messages, 1), ("put_np_1", 1, messages * 5, 0))
+    with tempfile.TemporaryDirectory(prefix="miqm-bench-authz-", dir=directory) as root:
+        saved = os.environ.get("MIQM_DATA_ROOT")
+        try:
+            _create(root)
+        finally:
+            if saved is None:
+                os.environ.pop("MIQM_DATA_ROOT", None)
+            else:
+                os.environ["MIQM_DATA_ROOT"] = saved
+        store = _open_store(root)
+        store.define_queue(QUEUE, MAXDEPTH=100_000_000)
+        store.close()
+        env = dict(os.environ, MIQM_DATA_ROOT=root,
+                   MIQM_BENCH_PRINCIPALS=json.dumps(secrets))
+        server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root,
+                                   "--authrecs", str(authrecs)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=env)
+        totals: dict[str, float] = {}
+        results: dict[str, Any] = {"authrecs": authrecs, "rounds": rounds}
+        try:
+            assert server.stdout is not None
+            host, port = server.stdout.readline().split()
+            conname = f"{host}({port})"
+            os.environ.pop("MIQM_CONNECTION", None)
+            results["refused_elsewhere"] = _enforced(conname, creds["on"])
+            for r in range(rounds):
+                for name, clients, n, per_commit in runs:
+                    for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                        echo(f"round {r + 1}: {name}, authorization {mode} ...")
+                        rate = _run_clients(conname, clients, n, per_commit, creds[mode])
+                        results.setdefault(f"{name}_{mode}", []).append(round(rate, 1))
+                        totals[f"{name}_{mode}"] = totals.get(f"{name}_{mode}", 0.0) + rate
+        finally:
+            if server.stdin is not None:
+                server.stdin.close()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    for name, *_ in runs:
+        results[f"ratio_{name}"] = round(totals[f"{name}_on"] / totals[f"{name}_off"], 3)
+        pairs = sorted(on / off for on, off in zip(results[f"{name}_on"],
+                                                    results[f"{name}_off"], strict=True))
+        results[f"ratio_{name}_median"] = round(pairs[len(pairs) // 2], 3)
+    results.update(check_cost_us(authrecs))
+    results["cpus"] = len(os.sched_getaffinity(0))
+    results["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    for name, *_ in runs:
+        off = results[f"{name}_off"]
+        on = results[f"{name}_on"]
+        echo(f"  {name:<14} off {', '.join(f'{x:,.0f}' for x in off)}  on "
+             f"{', '.join(f'{x:,.0f}' for x in on)} msgs/s  ratio "
+             f"{results[f'ratio_{name}']:.3f} (median of rounds "
+             f"{results[f'ratio_{name}_median']:.3f})")
+    echo(f"  the check in process: {results['check_us_on']:.2f} us (application, "
+         f"{authrecs} records) vs {results['check_us_off']:.2f} us (admin); uncached "
+         f"lookup {results['lookup_us_uncached']:.1f} us")
+    return results
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+    if len(sys.argv) == 5 and sys.argv[1] == "--serve" and sys.argv[3] == "--authrecs":
+        serve(sys.argv[2], int(sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--serve":
         serve(sys.argv[2])
     else:
         print(json.dumps(bench_net()))

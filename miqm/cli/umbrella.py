@@ -92,15 +92,25 @@ def bench_net(
     messages: int = typer.Option(2000, help="messages per producer per run"),
     directory: str = typer.Option(None, "--dir", help="directory for the scratch queue "
                                   "manager (default: the system temp directory)"),
+    authrecs: int = typer.Option(0, "--authrecs", metavar="N",
+                                 help="instead: the cost of authorization, with N authority "
+                                 "records (generic profiles) against none, side by side"),
+    rounds: int = typer.Option(2, "--rounds", help="with --authrecs: rounds of each run"),
 ) -> None:
     """Client path (1/8 connections put+commit, 100 per commit, streaming consume) beside
-    the in-process store, in one run."""
+    the in-process store, in one run; or (--authrecs N) with and without authorization."""
+    from miqm.bench.net import bench_authz
     from miqm.bench.net import bench_net as run
 
     if messages < 1:
         fail("--messages must be at least 1", 2)
-    result = run(messages, echo=(lambda s: None) if as_json else print,
-                 directory=directory)
+    if authrecs and (authrecs < 2 or authrecs > 100_000 or rounds < 1):
+        fail("--authrecs must be from 2 to 100000 and --rounds at least 1", 2)
+    echo = (lambda s: None) if as_json else print
+    if authrecs:
+        result = bench_authz(messages, authrecs, rounds, echo=echo, directory=directory)
+    else:
+        result = run(messages, echo=echo, directory=directory)
     if as_json:
         print(json.dumps(result))
 
@@ -153,6 +163,8 @@ def bench_campaign(
                                "of them) and, when named, restart, restart-grace, slow, "
                                "stall, pause-short"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
+    consumers: int = typer.Option(2, help="consumer threads getting during the faults "
+                                  "(alternately under syncpoint and outside it)"),
     seed: int = typer.Option(-1, help="random seed (-1: a new one each run)"),
     on_lab: bool = typer.Option(False, "--nfs-lab", help="run on the NFSv4 lab (root, "
                                 "nfs-ganesha) instead of a local directory"),
@@ -178,6 +190,8 @@ def bench_campaign(
              f"choose from {', '.join(allowed)}", 2)
     if cycles < 1 or producers < 1:
         fail("--cycles and --producers must be at least 1", 2)
+    if consumers < 0:
+        fail("--consumers must be 0 or more", 2)
     if on_lab:
         from miqm.lab import lab_missing
 
@@ -188,11 +202,13 @@ def bench_campaign(
             fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
                  lab=on_lab, lab_dir=lab or None, lease=lease,
-                 echo=(lambda s: None) if as_json else print, round_robin=in_turn)
+                 echo=(lambda s: None) if as_json else print, round_robin=in_turn,
+                 consumers=consumers)
     if as_json:
         print(json.dumps(result))
-    bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                       "stale_writes", "spurious_failovers") if result.get(k)]
+    bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "torn_gets",
+                       "phantoms", "two_owners", "stale_writes", "spurious_failovers")
+           if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"
         fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "

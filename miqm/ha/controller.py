@@ -573,11 +573,15 @@ class Controller:
             self.release_locks()
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
-        self.service = QueueService(self.store, self.qmgr, host_name=self.host)
+        self.service = QueueService(self.store, self.qmgr, host_name=self.host,
+                                    errlog=self.say)
         self._auto_mqsc()
         if self.listener is None:
             self._start_listener()
         self.service.listener = self.listener  # DISPLAY LSSTATUS
+        reload = getattr(self.listener.authenticator, "reload", None) if self.listener else None
+        if reload is not None:  # REFRESH SECURITY re-reads the credentials file
+            self.service.authorizer.on_refresh.append(reload)
         assert self.address is not None
         self.data.write_atomic("listener", json.dumps({
             "host": self.address[0], "port": self.address[1], "host_name": self.host,

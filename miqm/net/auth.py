@@ -5,10 +5,15 @@ with a random 256-bit secret::
 
     {"version": 1, "principals": {"admin": {"secret": "<64 hex digits>", "created": T}}}
 
-More principals may be added to the file (a later authority-records issue keys its
-records on the principal name). A client presents ``principal:secret``; a bare secret
-means the ``admin`` principal. Secrets are compared in constant time
-(:func:`hmac.compare_digest` on their SHA-256 digests, so even the length does not leak).
+More principals are added with ``miqm credential -m QM --add NAME`` (each application
+its own principal, which authority records name: docs/mqsc.md, "Authorization"); the
+``admin`` principal is the privileged one (every authority, like MQ's ``mqm`` group).
+A running listener reads the file again when a client presents a principal or secret it
+does not know (at most once a second) and on REFRESH SECURITY, so added, rotated and
+removed principals take effect without a restart. A client presents
+``principal:secret``; a bare secret means the ``admin`` principal. Secrets are compared
+in constant time (:func:`hmac.compare_digest` on their SHA-256 digests, so even the
+length does not leak).
 
 Where a client's credential comes from (:func:`client_credential`): the ``credential``
 argument, else ``MIQM_CREDENTIAL`` (the credential itself, or ``@path`` of a file holding
@@ -122,10 +127,13 @@ class Authenticator:
 
     def __init__(self, principals: dict[str, str] | None,
                  on_failure: Callable[[str, str, int], None] | None = None,
-                 *, log_per_minute: int = 20, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+                 *, log_per_minute: int = 20, clock: Callable[[], float] = time.monotonic,
+                 source: Callable[[], dict[str, str] | None] | None = None) -> None:
         self.required = principals is not None
         self._digests = {p: _digest(s) for p, s in (principals or {}).items()}
+        #: where :meth:`reload` reads the principals again (the credentials file)
+        self._source = source
+        self._last_reload = clock()
         self._dummy = _digest(new_secret())
         self.failures = 0
         self._on_failure = on_failure
@@ -141,10 +149,35 @@ class Authenticator:
         principal, secret = split(credential) if isinstance(credential, str) else ("", "")
         want = self._digests.get(principal, self._dummy)
         ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
+        if not ok and principal and self._reload_due():
+            want = self._digests.get(principal, self._dummy)
+            ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
         if ok:
             return principal
         self._failed(peer, principal or "(none)")
         return None
+
+    def _reload_due(self) -> bool:
+        """Read the principals again if a second has passed since the last read (an
+        application added by ``miqm credential --add`` after the listener started)."""
+        if self._source is None or self._clock() - self._last_reload < 1.0:
+            return False
+        return self.reload()
+
+    def reload(self) -> bool:
+        """Read the principals from the source again (REFRESH SECURITY); False if it
+        could not be read (the current ones stay)."""
+        if self._source is None:
+            return False
+        self._last_reload = self._clock()
+        try:
+            principals = self._source()
+        except Exception:  # an unreadable or bad file keeps the current table
+            return False
+        if principals is None:
+            return False
+        self._digests = {p: _digest(s) for p, s in principals.items()}
+        return True
 
     def _failed(self, peer: str, principal: str) -> None:
         with self._lock:

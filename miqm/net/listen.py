@@ -27,7 +27,8 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
                            f"missing or wrong (MQRC 2035 MQRC_NOT_AUTHORIZED){more}.")
         ctl.event("auth_failure", peer=peer, principal=principal)
 
-    auth = Authenticator(principals, on_failure)
+    auth = Authenticator(principals, on_failure,
+                         source=(lambda: read(ctl.data)) if principals is not None else None)
     if principals is None:
         ctl.say("AMQ5540", f"AMQ5540W: queue manager '{ctl.qmgr}' has no credentials file: "
                            "its listener accepts every client. Create one with "

@@ -24,6 +24,7 @@ from typing import Any
 
 from miqm import amq, mqsc
 from miqm.errors import MessagingError, MiqmError, ObjectError
+from miqm.net.authorize import Authorizer
 from miqm.net.protocol import (
     MQRC_BACKED_OUT,
     MQRC_Q_MGR_NAME_ERROR,
@@ -71,10 +72,13 @@ def standby_reply() -> dict[str, Any]:
 class QueueService:
     """Executes protocol requests against a QueueManagerStore for queue manager ``qmgr``."""
 
-    def __init__(self, store: Any, qmgr: str, *, host_name: str = "") -> None:
+    def __init__(self, store: Any, qmgr: str, *, host_name: str = "",
+                 errlog: Callable[[str, str], None] | None = None) -> None:
         self.store = store
         self.qmgr = qmgr
         self.host_name = host_name
+        #: authority checks of remote identities (miqm/net/authorize.py)
+        self.authorizer = Authorizer(store, qmgr, errlog)
         #: MQ's BackoutCount per message, held by this (active) instance in memory
         self.backout_counts = BackoutCounts()
         # messages put and got (destructively) through this service: the metrics endpoint
@@ -115,7 +119,8 @@ class QueueService:
         if fn is None:
             return error_reply(MQRC_FUNCTION_NOT_SUPPORTED, f"unknown op {op!r}")
         try:
-            reply = fn(request, session)
+            refused = self.authorizer.check(op, request, session)
+            reply = fn(request, session) if refused is None else refused
         except MessagingError as exc:
             reply = error_reply(exc.mqrc, str(exc), exc.amq)
         except ObjectError as exc:
@@ -385,8 +390,14 @@ class QueueService:
     # -- MQSC ------------------------------------------------------------------------
     def _mqsc(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         cmd = mqsc.Command.from_dict(req["command"])
+        refused = self.authorizer.check_mqsc(cmd, session)
+        if refused is not None:
+            return {"ok": True, "failed": True, "lines": [refused]}
         try:
-            lines = self._execute(cmd)
+            if cmd.objtype in ("AUTHREC", "SECURITY"):
+                lines = self.authorizer.execute(cmd)
+            else:
+                lines = self.authorizer.filter_display(cmd, session, self._execute(cmd))
         except (ObjectError, MessagingError) as exc:
             return {"ok": True, "failed": True, "lines": [_amq_line(exc, cmd)]}
         except MiqmError as exc:

@@ -2,7 +2,8 @@
 
 Layout: ``magic "MIQK", version u16, reserved u16, crc32c u32, length u32`` then a JSON
 object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``queues``
-{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn}).
+{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
+``authrecs`` [{objtype, profile, principal, auths}]: the authority records).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
 """
@@ -39,10 +40,14 @@ class CheckpointInfo:
     uows: list[dict[str, Any]] = field(default_factory=list)
     qmgr: dict[str, Any] = field(default_factory=dict)
     media: dict[str, int] = field(default_factory=dict)
+    authrecs: list[dict[str, Any]] = field(default_factory=list)
 
     def encode(self) -> bytes:
         """The file's bytes."""
-        body = json.dumps(self.__dict__, separators=(",", ":"), sort_keys=True).encode()
+        fields = dict(self.__dict__)
+        if not fields["authrecs"]:  # left out when empty: an older miqm reads the file
+            del fields["authrecs"]
+        body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
         return _HDR.pack(_MAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
 

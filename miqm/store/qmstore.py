@@ -209,6 +209,8 @@ class QueueManagerStore:
         # tests: called between a checkpoint's locked first step and the rest
         self._cp_between: Callable[[], None] | None = None
         self.recovery_stats: dict[str, Any] = {}
+        #: bumped by every change of the authority records (readers cache against it)
+        self.authrec_serial = 0
         # each completed checkpoint's duration (its count: checkpoints taken since open)
         self.checkpoint_seconds = Histogram(LONG_BUCKETS)
 
@@ -297,6 +299,8 @@ class QueueManagerStore:
     def _recover(self, info: ckpt.CheckpointInfo) -> None:
         st = StoreState(info.next_key, info.next_txid)
         st.qmgr = dict(info.qmgr)
+        for rec in info.authrecs:
+            st.set_authrec(rec)
         self.state = st
         self._completed_cp = info.seq
         max_cp = info.seq
@@ -796,6 +800,27 @@ class QueueManagerStore:
             self._force(lsn)
         return len(keys)
 
+    # ------------------------------------------------------------------ authority records
+    def set_authrec(self, objtype: str, profile: str, principal: str,
+                    auths: list[str] | None) -> None:
+        """Set the authority record (objtype, profile, principal) to ``auths``, logged and
+        forced like any object change; None deletes it. The store only keeps the
+        records: what they mean is miqm.authz's."""
+        rec = {"objtype": objtype, "profile": profile, "principal": principal,
+               "auths": None if auths is None else list(auths)}
+        with self._lock:
+            self._check_open()
+            lsn = self._append(R.encode_json(R.AUTHREC, rec))
+            self.state.set_authrec(rec)
+            self.authrec_serial += 1
+            self._after_op()
+        self._force(lsn)
+
+    def authrecs(self) -> list[dict[str, Any]]:
+        """Every authority record: [{objtype, profile, principal, auths}]."""
+        with self._lock:
+            return self.state.authrec_list()
+
     def _max_umsgs(self) -> int:
         return int(self.state.qmgr.get("MAXUMSGS", self.tuning.max_umsgs))
 
@@ -1204,7 +1229,7 @@ class QueueManagerStore:
             queues={n: q.qid for n, q in st.queues.items()},
             uows=st.uows.snapshot(),
             qmgr={k: v for k, v in st.qmgr.items() if v is not None},  # deleted: dropped
-            media=dict(self._media))
+            media=dict(self._media), authrecs=st.authrec_list())
         plan = _CheckpointPlan(info, [], [])
         try:
             cp_lsn = self._append(R.encode_json(R.CHECKPOINT, {"seq": seq, "uows": info.uows}))

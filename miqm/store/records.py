@@ -17,6 +17,9 @@ Types and what redo does with them (see docs/store-format.md):
 * ``CARRY(txid, xid, ops)``: a prepared unit's operation list carried forward so it no
   longer pins old log extents (AMQ7469 "rolled forward").
 * ``CHECKPOINT(json)``, ``MEDIA(queue, lsn)``, ``QMGR(attrs)``.
+* ``AUTHREC(objtype, profile, principal, auths)``: an authority record set to ``auths``
+  (null deletes it). The store keeps these for the authorization layer
+  (:mod:`miqm.authz`) and knows nothing of what they mean.
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ from miqm.errors import StoreError
 DEFINE, ALTER, DELETE, PUT, GET, COMMIT, BACKOUT, PREPARE, CLR, CHECKPOINT, CARRY, MEDIA, QMGR = (
     range(1, 14)
 )
+#: type 20, apart from the range above, so object kinds added later keep 14-19
+AUTHREC = 20
 TYPE_NAMES = {
+    AUTHREC: "AUTHREC",
     DEFINE: "DEFINE", ALTER: "ALTER", DELETE: "DELETE", PUT: "PUT", GET: "GET",
     COMMIT: "COMMIT", BACKOUT: "BACKOUT", PREPARE: "PREPARE", CLR: "CLR",
     CHECKPOINT: "CHECKPOINT", CARRY: "CARRY", MEDIA: "MEDIA", QMGR: "QMGR",
@@ -152,6 +158,8 @@ def decode(payload: bytes, lsn: int = 0) -> Record:
             queue, pos = _read_name(payload, 9)
             k, key = _KIND_KEY.unpack_from(payload, pos)
             return Record(CLR, txid, queue, key, kind=chr(k), lsn=lsn)
+        if rtype == AUTHREC:
+            return Record(AUTHREC, txid, attrs=json.loads(payload[9:]), lsn=lsn)
         if rtype in (DEFINE, ALTER, DELETE, CHECKPOINT, CARRY, MEDIA, QMGR):
             obj = json.loads(payload[9:])
             rec = Record(rtype, txid, queue=obj.get("name", ""), qid=obj.get("qid", 0),

@@ -48,10 +48,27 @@ class StoreState:
         self.uows = UowTable(next_txid)
         self.next_key = next_key
         self.qmgr: dict[str, Any] = {}
+        #: authority records, (objtype, profile, principal) -> authorities (AUTHREC)
+        self.authrecs: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self.only: str | None = None  # media recovery: apply records of one queue only
         self.last_uow: UnitOfWork | None = None  # replay's cache of the unit last seen
 
     # -- helpers -------------------------------------------------------------------
+    def set_authrec(self, rec: dict[str, Any]) -> None:
+        """Set one authority record from its JSON (``auths`` null deletes it; an empty
+        list is a record granting nothing, which hides less specific profiles)."""
+        key = (str(rec["objtype"]), str(rec["profile"]), str(rec["principal"]))
+        auths = rec.get("auths")
+        if auths is None:
+            self.authrecs.pop(key, None)
+        else:
+            self.authrecs[key] = tuple(str(a) for a in auths)
+
+    def authrec_list(self) -> list[dict[str, Any]]:
+        """The authority records as JSON objects (for the checkpoint)."""
+        return [{"objtype": t, "profile": p, "principal": u, "auths": list(a)}
+                for (t, p, u), a in sorted(self.authrecs.items())]
+
     def add_message(self, q: LocalQueue, key: int, m: MemMessage) -> None:
         """Put a message with its body in memory onto ``q``."""
         q.mem[key] = m
@@ -211,6 +228,9 @@ class StoreState:
                 self.queues.pop(rec.queue, None)
         elif t == R.QMGR:
             self.qmgr.update(rec.attrs)
+        elif t == R.AUTHREC:
+            if self.only is None:  # media recovery of one queue leaves them alone
+                self.set_authrec(rec.attrs)
         elif t == R.MEDIA:
             q = self.queues.get(rec.queue)
             if q is not None:

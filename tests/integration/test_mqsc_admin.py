@@ -343,6 +343,26 @@ def test_runmqsc_c_from_another_host_with_the_application_credential(pair) -> No
     wrong = remote("PING QMGR\n", MIQM_CREDENTIAL="admin:" + "0" * 64)
     assert wrong.returncode == 20 and "AMQ5534" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+    # authority is checked on the alias a put names, not on its target
+    line = pair.run(pair.a, "miqm", "credential", "-m", pair.qmgr, "--add", "app1").stdout
+    app1 = next(x for x in line.split() if x.startswith("app1:"))
+    setup = remote("\n".join([
+        "DEFINE QALIAS(R.ALIAS) TARGET(R.Q)",
+        "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+        "SET AUTHREC PROFILE(R.ALIAS) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(PUT)"]) + "\n")
+    assert setup.returncode == 0, setup.stdout
+    put = ("from miqm.client import connect, MQError\n"
+           "with connect('QMADM', reconnect=False) as qm:\n"
+           "    qm.put('R.ALIAS', b'via alias')\n"
+           "    try:\n"
+           "        qm.put('R.Q', b'direct')\n"
+           "    except MQError as exc:\n"
+           "        print(exc.reason)\n")
+    proc = subprocess.run([sys.executable, "-c", put], text=True, capture_output=True,
+                          env={**env, "MIQM_CREDENTIAL": app1}, timeout=60)
+    assert proc.stdout.split() == ["2035"], proc.stdout + proc.stderr
+    depth = blocks(remote("DIS QSTATUS(R.Q) CURDEPTH\n").stdout, "AMQ8450I")[0]
+    assert depth["CURDEPTH"] == "1"
     # connection authentication off and on again (ALTER QMGR CONNAUTH), for new connections
     shown = blocks(remote("DIS QMGR CONNAUTH\n").stdout, "AMQ8408I")[0]
     assert shown["CONNAUTH"] == "SYSTEM.DEFAULT.AUTHINFO.IDPWOS"

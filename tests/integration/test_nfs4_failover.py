@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,21 +210,9 @@ def test_bench_failover_on_the_lab(nfs_lab: lab.NfsLab, fault: str) -> None:
 def test_short_fault_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> None:
     """``miqm bench campaign --nfs-lab`` in short: a partition and a pause of the active
     host under two committing producers, then every message audited."""
-    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
-    proc = subprocess.run([exe, "bench", "campaign", "--nfs-lab", "--lab", str(nfs_lab.dir),
-                           "--faults", "partition,pause", "--cycles", "2", "--seed", "1",
-                           "--producers", "2", "--json"],
-                          capture_output=True, text=True, timeout=600)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(result)
-    assert proc.returncode == 0, (result, proc.stderr)
+    result = _lab_campaign(nfs_lab, "--faults", "partition,pause", "--cycles", "2",
+                           "--seed", "1")
     assert result["faults"] == {"partition": 1, "pause": 1}
-    assert result["units"]["committed"] > 0
-    for damage in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                   "stale_writes"):
-        assert result[damage] == 0, result
-    assert not list(nfs_lab.export_dir.glob("bench-*")), "the campaign left its data behind"
 
 
 def test_server_faults_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> None:
@@ -232,24 +221,30 @@ def test_server_faults_campaign_on_the_lab_audits_clean(nfs_lab: lab.NfsLab) -> 
     standby keeps polling and takes over), answers up to 50-500 ms late for two leases
     (no failover), stalls longer than MonitorStall (the active stops itself, the standby
     takes over); then every message audited."""
-    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
     faults = "restart,slow,stall,restart-grace"
-    proc = subprocess.run([exe, "bench", "campaign", "--nfs-lab", "--lab", str(nfs_lab.dir),
-                           "--faults", faults, "--in-turn", "--cycles", "4",
-                           "--producers", "2", "--json"],
-                          capture_output=True, text=True, timeout=600)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(result)
-    assert proc.returncode == 0, (result, proc.stderr)
+    result = _lab_campaign(nfs_lab, "--faults", faults, "--in-turn", "--cycles", "4")
     assert result["faults"] == dict.fromkeys(faults.split(","), 1)
     by_fault = result["failover_by_fault"]
     assert by_fault["slow"]["failovers"] == 0, result  # never a spurious failover
     for fault in ("restart", "restart-grace", "stall"):
         assert by_fault[fault]["failovers"] == 1, result
     assert result["spurious_failovers"] == {}
-    assert result["units"]["committed"] > 0
-    for damage in ("lost", "duplicated", "resurrected", "torn_units", "phantoms",
-                   "stale_writes"):
+
+
+def _lab_campaign(nfs_lab: lab.NfsLab, *args: str) -> dict[str, Any]:
+    """``miqm bench campaign --nfs-lab`` with two producers and two consumers on the
+    session's lab; checks the audit is clean and nothing is left on the export."""
+    exe = os.path.join(os.path.dirname(sys.executable), "miqm")
+    proc = subprocess.run([exe, "bench", "campaign", "--nfs-lab", "--lab", str(nfs_lab.dir),
+                           *args, "--producers", "2", "--consumers", "2", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    assert proc.returncode == 0, (result, proc.stderr)
+    assert result["units"]["committed"] > 0 and result["gets"]["delivered"] > 0, result
+    for damage in ("lost", "duplicated", "resurrected", "torn_units", "torn_gets",
+                   "phantoms", "two_owners", "stale_writes"):
         assert result[damage] == 0, result
     assert not list(nfs_lab.export_dir.glob("bench-*")), "the campaign left its data behind"
+    return result

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,16 @@ QM = "QMNFSHA"
 @pytest.fixture
 def a_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """More environment for host A's queue manager: parametrize indirectly with
-    ``"stop-log-write"`` for the late-write pause point (lockfs.faults kind ``stop``)."""
-    if getattr(request, "param", None) != "stop-log-write":
+    ``"stop-log-write"`` for the late-write pause point (lockfs.faults kind ``stop``), or
+    ``"stop-log-rename"`` for the late RENAME of the log control file."""
+    param = getattr(request, "param", None)
+    if param == "stop-log-rename":
+        # the RENAME that puts a new log control file in place stops before it is sent
+        fault = {"volume": "log", "op": "rename", "path": "amqhlctl.lfh", "kind": "stop",
+                 "times": 1, "armed": str(tmp_path / "arm"),
+                 "report": str(tmp_path / "stopped.json")}
+        return {"MIQM_FAULTS": json.dumps([fault]), "VerifyInterval": "2"}
+    if param != "stop-log-write":
         return {}
     # the second piece of the put's log write stops: the first has just renewed the log
     # file's own state; verifies every 2 s leave the master lock's renewal older
@@ -103,6 +112,27 @@ def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest,
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _await_end(pid: int) -> float:
+    """After SIGCONT of a resumed old active: seconds until it has ended (at most 30)."""
+    resumed = time.monotonic()
+    while _alive(pid):
+        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
+        time.sleep(0.02)
+    return time.monotonic() - resumed
+
+
+def _reap(put: subprocess.Popen[str]) -> None:
+    """The held-up client: told of a failure or never answered (not our concern here)."""
+    try:
+        put.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        put.kill()
+        put.wait()
+    for pipe in (put.stdout, put.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _serving(labx: lab.NfsLab, host: NsHost) -> bool:
     rc, _, _ = _run(labx, host, "runmqsc", QM, stdin="PING QMGR\n", ok=False, timeout=30)
     return rc == 0
@@ -127,11 +157,7 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
             f"before the {nfs_lab.lease}s lease could expire"
     finally:
         os.kill(old, signal.SIGCONT)
-    resumed = time.monotonic()
-    while _alive(old):
-        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
-        time.sleep(0.02)
-    ended = time.monotonic() - resumed
+    ended = _await_end(old)
     print(f"lease {nfs_lab.lease}s: standby serving {took:.1f}s after the pause; the old "
           f"active ended {ended:.2f}s after it was resumed")
     errlog = (base / "data" / QM / "errors" / "AMQERR01.LOG").read_text(errors="replace")
@@ -238,18 +264,8 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
         took = time.monotonic() - stopped
     finally:
         os.kill(old, signal.SIGCONT)
-    resumed = time.monotonic()
-    while _alive(old):
-        assert time.monotonic() - resumed < 30, "the resumed old active kept running"
-        time.sleep(0.02)
-    try:
-        put.wait(timeout=30)  # told of a failure, or never answered: not our concern here
-    except subprocess.TimeoutExpired:
-        put.kill()
-        put.wait()
-    for pipe in (put.stdout, put.stderr):
-        if pipe is not None:
-            pipe.close()
+    ended = _await_end(old)
+    _reap(put)
     # what the server holds where the held-up piece was to go
     data = bytes.fromhex(held["data"])
     with open(logdir / held["path"], "rb") as f:
@@ -269,10 +285,91 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
     print(f"lease {nfs_lab.lease}s: held-up WRITE of {len(data)} bytes at "
           f"{held['path']}+{held['offset']} (generation {old_gen}); standby held master and "
           f"had logged generation {new_gen} {took:.2f}s after the stop; old active ended "
-          f"{time.monotonic() - resumed:.2f}s after SIGCONT; at the server the range "
+          f"{ended:.2f}s after SIGCONT; at the server the range "
           f"{'HOLDS THE LATE WRITE' if landed else 'does not hold the late write'}; "
           f"log generations {sorted(set(gens))}")
     assert not landed, "the late WRITE landed on the export after the standby took over"
     assert gens and gens == sorted(gens) and gens[-1] == new_gen > old_gen, gens
     _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
     assert "before 00" in out.splitlines()
+
+
+@pytest.mark.parametrize("a_env", ["stop-log-rename"], indirect=True)
+def test_a_late_rename_after_the_lease_passed_on_is_refused_by_the_server(
+        nfs_lab: lab.NfsLab, a_env: dict[str, str], qm: tuple[NsHost, NsHost, Path]) -> None:
+    """A RENAME carries no stateid, so no lease refuses it by itself: the active stops
+    (SIGSTOP) right before the RENAME that puts a new log control file in place (its log
+    grew into a new extent); the standby takes over and records its own generation in the
+    control file; the old active is resumed. Its RENAME goes out behind a RENEW of the
+    master lock's expired client, so the server refuses it: the control file on the export
+    still holds the new generation, and the new active's log is intact."""
+    from lockfs.posix import PosixVolume
+    from miqm.store.log import RecoveryLog
+    from miqm.store.settings import LogSettings
+
+    a, _b, base = qm
+    fault = json.loads(a_env["MIQM_FAULTS"])[0]
+    arm, report = Path(fault["armed"]), Path(fault["report"])
+    logdir = base / "log" / QM
+    old = _pid(a, QM)
+    assert old and _alive(old)
+    old_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
+    arm.touch()
+    exe = os.path.join(os.path.dirname(sys.executable), "amqsput")
+    put = nfs_lab.run_in("a", [exe, QM, "HA.Q"], env=a.env())
+    try:
+        # 2 MB through a log of 1 MiB extents: the log takes a new extent, recorded in a
+        # new control file put in place by RENAME
+        body = "x" * 8000
+
+        def feed() -> None:
+            try:
+                put.stdin.write("".join(f"{i:04d} {body}\n" for i in range(250)))  # type: ignore[union-attr]
+                put.stdin.close()  # type: ignore[union-attr]
+            except (BrokenPipeError, ValueError):  # the put gave up once the instance stopped
+                pass
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        deadline = time.monotonic() + 60
+        while not report.exists():
+            assert put.poll() is None or feeder.is_alive(), \
+                f"amqsput ended: {put.stderr.read()}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the stop fault never fired"
+            time.sleep(0.01)
+        stopped = time.monotonic()
+        held = json.loads(report.read_text())
+        assert held["pid"] == old and held["op"] == "rename", held
+        deadline = stopped + 6 * nfs_lab.lease + 30
+        while not (_master_names(base, "hostb", old_gen)
+                   and RecoveryLog.recorded_generation(PosixVolume(str(logdir))) > old_gen):
+            assert time.monotonic() < deadline, "the standby never took over"
+            time.sleep(0.01)
+        took = time.monotonic() - stopped
+        control = (logdir / "amqhlctl.lfh").read_bytes()
+    finally:
+        os.kill(old, signal.SIGCONT)
+    ended = _await_end(old)
+    _reap(put)
+    feeder.join(timeout=30)
+    after = (logdir / "amqhlctl.lfh").read_bytes()
+    new_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
+    renamed = bytes.fromhex(held["data"]).decode()
+    source = logdir / renamed.split(" -> ")[0].rsplit("/", 1)[-1]
+    carried_out = not source.exists()
+    print(f"lease {nfs_lab.lease}s: held-up RENAME {renamed} (generation {old_gen}); standby "
+          f"recorded generation {new_gen} {took:.2f}s after the stop; old active ended "
+          f"{ended:.2f}s after SIGCONT; the control file on the export "
+          f"{'is unchanged' if after == control else 'changed'} and records generation "
+          f"{new_gen}; the RENAME's source is {'GONE' if carried_out else 'still there'}")
+    # read at the server: the held-up RENAME was not carried out, its source is still there
+    assert not carried_out, "the late RENAME was carried out after the standby took over"
+    assert new_gen > old_gen, "the late RENAME put the old active's log control file back"
+    reader = RecoveryLog.open(PosixVolume(str(logdir)), LogSettings(file_pages=256),
+                              generation=new_gen)
+    gens = [r.generation for r in reader.records(reader.first_lsn())]
+    reader.close()
+    assert gens and gens == sorted(gens) and gens[-1] == new_gen, sorted(set(gens))
+    errlog = (base / "data" / QM / "errors" / "AMQERR01.LOG").read_text(errors="replace")
+    assert any("AMQ7279" in block or "AMQ6708" in block
+               for block in errlog.split("-----") if "Host(hosta)" in block), errlog[-3000:]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from miqm.bench.campaign import _audit, _Ledger
+from miqm.bench.campaign import _audit, _deposed_acks, _Ledger
+
+CLEAN = {"lost": 0, "duplicated": 0, "resurrected": 0, "torn_units": 0, "torn_gets": 0,
+         "phantoms": 0, "lost_in_flight": 0}
 
 
 def _ledger() -> _Ledger:
@@ -17,14 +20,14 @@ def _ledger() -> _Ledger:
 
 def test_a_clean_history_audits_clean() -> None:
     audit = _audit(_ledger(), ["c1", "c2", "c3", "u1", "u2"])  # one unknown unit kept whole
-    assert audit == {"lost": 0, "duplicated": 0, "resurrected": 0, "torn_units": 0,
-                     "phantoms": 0}
+    assert audit == CLEAN
 
 
 def test_every_kind_of_damage_is_counted() -> None:
     got = ["c1", "c3", "c3", "b2", "u1", "v1", "v2", "zz"]
     audit = _audit(_ledger(), got)
-    assert audit == {"lost": 1,          # c2
+    assert audit == {**CLEAN,
+                     "lost": 1,          # c2
                      "duplicated": 1,    # c3 twice
                      "resurrected": 1,   # b2 of a backed-out unit
                      "torn_units": 1,    # u1 without u2
@@ -33,3 +36,39 @@ def test_every_kind_of_damage_is_counted() -> None:
 
 def test_the_ledger_counts_reason_codes() -> None:
     assert _ledger().errors == {2009: 1, 2549: 2}
+
+
+def test_what_consumers_got_for_good_counts_as_found_once() -> None:
+    ledger = _ledger()
+    ledger.delivered += ["c1", "c2"]  # consumed during the faults
+    assert _audit(ledger, ["c3"]) == CLEAN
+    # consumed and then still on the queue: delivered twice
+    assert _audit(ledger, ["c1", "c3"])["duplicated"] == 1
+
+
+def test_a_unit_of_gets_with_an_unknown_commit_is_back_whole_or_not_at_all() -> None:
+    ledger = _ledger()
+    ledger.delivered_unknown.append(["c1", "c2"])
+    assert _audit(ledger, ["c3"]) == CLEAN  # the commit went through
+    assert _audit(ledger, ["c1", "c2", "c3"]) == CLEAN  # it did not: both back
+    assert _audit(ledger, ["c1", "c3"])["torn_gets"] == 1
+
+
+def test_a_get_outside_syncpoint_cut_off_in_flight_may_take_one_message() -> None:
+    ledger = _ledger()
+    ledger.gets_uncertain = 1
+    assert _audit(ledger, ["c1", "c3"]) == {**CLEAN, "lost_in_flight": 1}
+    assert _audit(ledger, ["c3"])["lost"] == 1  # two missing, one get cut off
+
+
+def test_an_acknowledgement_from_a_deposed_owner_is_two_owners() -> None:
+    timeline = [{"at_monotonic": 10.0, "took": 1.0, "new": "hostb"},
+                {"at_monotonic": 20.0, "took": None, "new": "hostb"},
+                {"at_monotonic": 30.0, "took": 2.0, "new": "hosta"}]
+    ledger = _Ledger()
+    ledger.acks = [(9.0, "hosta"), (10.5, "hosta"),  # before the new owner served: fine
+                   (12.0, "hostb"), (25.0, "hostb"), (31.0, "hostb"), (33.0, "hosta")]
+    assert _deposed_acks(ledger, timeline) == 0
+    ledger.acks.append((15.0, "hosta"))  # the old owner answered after hostb served
+    ledger.acks.append((40.0, "hostb"))
+    assert _deposed_acks(ledger, timeline) == 2

@@ -1,0 +1,212 @@
+"""``setmqaut`` and ``dspmqaut``: authority records from the command line, as MQ has them.
+
+::
+
+    setmqaut -m QMgr -t queue|qmgr [-n Profile] -p Principal (+auth|-auth ...) | -remove
+    dspmqaut -m QMgr -t queue|qmgr [-n ObjectName] -p Principal
+
+Both talk to the active instance like runmqsc (bindings mode with the data directory's
+credential, or ``MIQM_CONNECTION`` + ``MIQM_CREDENTIAL``) and run the equivalent MQSC
+(``SET AUTHREC``, ``DELETE AUTHREC``, ``DISPLAY AUTHREC ... MATCH(PROFILE)``), so the
+server checks the caller's own authority (CHG, DSP on the queue manager) as for MQSC.
+Profile and principal keep their case, as MQ's control commands do. Authorities are
+MQ's names: ``+put -get +all +alladm +allmqi +none`` ... The argument parsing is done
+here by hand: ``-get`` is an authority, not an option.
+
+Exit codes are MQ's: 0 done, 36 bad arguments, 40 queue manager not available, 71 an
+unexpected failure (or refused: AMQ7077), 146 object name missing, 147 object type
+missing, 148 bad object type, 149 principal missing, 150 no authorities given, 151 a
+bad authority.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import NoReturn
+
+from miqm import amq, authz, mqsc
+from miqm.cli.common import run
+
+_TYPES = {"queue": authz.QUEUE, "q": authz.QUEUE, "qmgr": authz.QMGR}
+
+SETMQAUT_USAGE = ("usage: setmqaut -m QMgr -t queue|qmgr [-n Profile] -p Principal "
+                  "(+auth|-auth ...) | -remove")
+DSPMQAUT_USAGE = "usage: dspmqaut -m QMgr -t queue|qmgr [-n ObjectName] -p Principal"
+
+HELP = """{usage}
+
+  -m QMgr        queue manager (its active instance, reached like runmqsc)
+  -t ObjectType  queue (or q) or qmgr
+  -n Name        queue name or generic profile (? * **); not for qmgr
+  -p Principal   the principal (a credential's name: miqm credential --add NAME)
+  -g Group       not supported: this product has no groups
+{extra}  -?, -h, --help show this help
+
+Authorities: browse chg clr connect crt dlt dsp get inq put set, and all alladm allmqi
+none.
+
+"""
+
+
+def _fail(line: str, code: int) -> NoReturn:
+    sys.stderr.write(line.rstrip() + "\n")
+    sys.exit(code)
+
+
+def _parse(argv: list[str], prog: str, usage: str, extra: str,
+           authorities: bool) -> tuple[dict[str, str], list[tuple[str, str]], bool]:
+    """(options, [(+|-, authority)], remove) from the command line; exits on bad input."""
+    opts: dict[str, str] = {}
+    auths: list[tuple[str, str]] = []
+    remove = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "-?", "--help"):
+            from miqm.cli.common import environment_help
+
+            env = "\n".join(x for x in environment_help().splitlines() if x != "\b")
+            sys.stdout.write(HELP.format(usage=usage, extra=extra) + env + "\n")
+            sys.exit(0)
+        if arg in ("-m", "-t", "-n", "-p", "-g", "-s"):
+            if i + 1 >= len(argv):
+                _fail(f"{prog}: {arg} needs a value. {usage}", 36)
+            opts[arg[1]] = argv[i + 1]
+            i += 2
+            continue
+        if authorities and arg == "-remove":
+            remove = True
+        elif authorities and len(arg) > 1 and arg[0] in "+-" and arg[1:].isalpha():
+            auths.append((arg[0], arg[1:].upper()))
+        else:
+            _fail(f"{prog}: unexpected argument {arg!r}. {usage}", 36)
+        i += 1
+    if "g" in opts:
+        _fail(f"{prog}: -g (groups) is not supported: name a principal with -p.", 36)
+    if "m" not in opts:
+        _fail(f"{prog}: -m QMgr is required. {usage}", 36)
+    if "t" not in opts:
+        _fail(f"{prog}: -t ObjectType is required (queue or qmgr). {usage}", 147)
+    if opts["t"].lower() not in _TYPES:
+        _fail(f"{prog}: -t {opts['t']} is not an object type here: use queue or qmgr.", 148)
+    if "p" not in opts:
+        _fail(f"{prog}: -p Principal is required. {usage}", 149)
+    objtype = _TYPES[opts["t"].lower()]
+    if objtype == authz.QUEUE and not opts.get("n"):
+        _fail(f"{prog}: -n Name is required for -t queue. {usage}", 146)
+    if objtype == authz.QMGR and opts.get("n"):
+        _fail(f"{prog}: -n is not valid with -t qmgr (the queue manager is -m).", 36)
+    try:
+        authz.check_principal(opts["p"])
+        if objtype == authz.QUEUE:
+            authz.check_profile(opts["n"])
+    except authz.AuthzError as exc:
+        code = 36 if "profile" in str(exc) else 1
+        _fail(amq.line("AMQ7026", detail=str(exc)) if code == 1
+              else f"{prog}: {exc}", code)
+    opts["t"] = objtype
+    return opts, auths, remove
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _send(qmgr: str, text: str, prog: str) -> list[str]:
+    """Run one MQSC command on the active instance; its lines. Exits on failure."""
+    from miqm.errors import MiqmError
+    from miqm.net.client import connect
+
+    cmd = mqsc.parse_command(text)
+    try:
+        with connect(qmgr) as conn:
+            reply = conn.call("mqsc", command=cmd.to_dict())
+    except MiqmError as exc:
+        code = 40 if getattr(exc, "mqrc", None) in (2059, 2543) else exc.exit_code or 71
+        _fail(exc.user_line(), code)
+    lines = [str(x) for x in reply.get("lines", [])]
+    if reply.get("failed"):
+        first = lines[0] if lines else ""
+        if first.startswith("AMQ8135"):
+            _fail(f"{amq.line('AMQ7077')} {first.split(':', 1)[1].strip()}", 71)
+        _fail(f"{prog}: {first}", 71)
+    return lines
+
+
+def setmqaut(argv: list[str]) -> None:
+    """The setmqaut command (see the module docstring)."""
+    prog = "setmqaut"
+    opts, auths, remove = _parse(argv, prog, SETMQAUT_USAGE,
+                                 "  -remove        delete the authority record\n", True)
+    objtype = opts["t"]
+    profile = f" PROFILE({_quote(opts['n'])})" if objtype == authz.QUEUE else ""
+    head = f"AUTHREC{profile} OBJTYPE({objtype}) PRINCIPAL({_quote(opts['p'])})"
+    if remove:
+        if auths:
+            _fail(f"{prog}: -remove takes no authorities. {SETMQAUT_USAGE}", 36)
+        _send(opts["m"], f"DELETE {head}", prog)
+    else:
+        if not auths:
+            _fail(f"{prog}: no authorities given (+put, -get, ...). {SETMQAUT_USAGE}", 150)
+        add = [a for sign, a in auths if sign == "+"]
+        rmv = [a for sign, a in auths if sign == "-"]
+        try:
+            authz.expand(objtype, add + rmv)
+        except authz.AuthzError as exc:
+            _fail(f"{prog}: {str(exc).lower()}", 151)
+        parts = [f"SET {head}"]
+        if add:
+            parts.append(f"AUTHADD({','.join(add)})")
+        if rmv:
+            parts.append(f"AUTHRMV({','.join(rmv)})")
+        _send(opts["m"], " ".join(parts), prog)
+    sys.stdout.write("The setmqaut command completed successfully.\n")
+
+
+def effective(lines: list[str]) -> tuple[str | None, list[str]]:
+    """(profile, authorities) of the most specific record in DISPLAY AUTHREC output."""
+    best: tuple[tuple[int, tuple[int, ...], str], str, list[str]] | None = None
+    profile = ""
+    for line in lines:
+        m = re.search(r"\bPROFILE\(([^)]*)\)", line)
+        if m:
+            profile = m.group(1)
+        m = re.search(r"\bAUTHLIST\(([^)]*)\)", line)
+        if m:
+            auths = [a for a in m.group(1).split(",") if a and a != "NONE"]
+            key = authz.specificity(profile)
+            if best is None or key > best[0]:
+                best = (key, profile, auths)
+    return (None, []) if best is None else (best[1], best[2])
+
+
+def dspmqaut(argv: list[str]) -> None:
+    """The dspmqaut command (see the module docstring)."""
+    prog = "dspmqaut"
+    opts, _auths, _remove = _parse(argv, prog, DSPMQAUT_USAGE, "", False)
+    objtype = opts["t"]
+    name = opts.get("n") or opts["m"]
+    if objtype == authz.QUEUE and authz.is_generic(name):
+        _fail(f"{prog}: -n names one object; '{name}' is a generic profile (DISPLAY "
+              "AUTHREC in runmqsc lists profiles).", 36)
+    profile = f" PROFILE({_quote(name)})" if objtype == authz.QUEUE else ""
+    lines = _send(opts["m"], f"DISPLAY AUTHREC{profile} OBJTYPE({objtype}) "
+                  f"PRINCIPAL({_quote(opts['p'])}) MATCH(PROFILE)", prog)
+    auths = effective(lines)[1]
+    if opts["p"] == authz.PRIVILEGED:  # every authority, whatever the records say
+        auths = list(authz.AUTHORITIES[objtype])
+    sys.stdout.write(f"Entity {opts['p']} has the following authorizations for object "
+                     f"{name}:\n")
+    for a in auths:
+        sys.stdout.write(f"\t{a.lower()}\n")
+
+
+def setmqaut_main() -> None:
+    """Console-script entry point."""
+    run(lambda: setmqaut(sys.argv[1:]))
+
+
+def dspmqaut_main() -> None:
+    """Console-script entry point."""
+    run(lambda: dspmqaut(sys.argv[1:]))

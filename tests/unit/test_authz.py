@@ -1,0 +1,391 @@
+"""Authority records: MQ's generic profile matching and precedence (miqm/authz.py), the
+security MQSC syntax, the server's checks per op (miqm/net/authorize.py) against a real
+store, and the records kept through the store's log and checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm import authz, mqsc
+from miqm.net.authorize import Authorizer, mqsc_needs
+from miqm.net.server import Session
+from miqm.net.service import QueueService
+from miqm.store.qmstore import QueueManagerStore
+from miqm.store.settings import LogSettings, StoreTuning
+
+SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
+TUNING = StoreTuning(checkpoint_log_recd_max=1_000_000)
+
+
+# -- matching ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile,name,hit", [
+    ("AB.?D", "AB.CD", True), ("AB.?D", "AB.CCD", False), ("AB.?D", "AB..D", False),
+    ("ABC.*.JKL", "ABC.DEF.JKL", True), ("ABC.*.JKL", "ABC.JKL", False),
+    ("ABC.*.JKL", "ABC.D.E.JKL", False),
+    ("ABC.DE*.JKL", "ABC.DE.JKL", True), ("ABC.DE*.JKL", "ABC.DEGH.JKL", True),
+    ("ABC.DE*.JKL", "ABC.DX.JKL", False),
+    ("**", "ANY.THING.AT.ALL", True), ("**", "Q", True),
+    ("**.ABC", "ABC", True), ("**.ABC", "X.Y.ABC", True), ("**.ABC", "X.ABCD", False),
+    ("A.**", "A", True), ("A.**", "A.B.C", True), ("A.**", "AB", False),
+    ("A.**.B", "A.B", True), ("A.**.B", "A.X.Y.B", True), ("A.**.B", "A.X.C", False),
+    ("APP*", "APP", True), ("APP*", "APP.IN", False), ("Q1", "Q1", True), ("Q1", "Q10", False),
+])
+def test_generic_profiles_match_as_mq_describes(profile: str, name: str, hit: bool) -> None:
+    assert authz.matches(profile, name) is hit
+
+
+@pytest.mark.parametrize("bad", ["A.**.**", "A**", "**B.C", "", "A B", "x" * 49])
+def test_bad_profiles_are_refused_with_a_reason(bad: str) -> None:
+    with pytest.raises(authz.AuthzError):
+        authz.check_profile(bad)
+
+
+def _table(*recs: tuple[str, str, str, set[str]]) -> authz.AuthTable:
+    return authz.AuthTable([authz.AuthRec(t, p, u, frozenset(a)) for t, p, u, a in recs], 1)
+
+
+def test_the_most_specific_profile_wins_and_profiles_are_not_added() -> None:
+    # MQ's example: AB.* gives put, AB.C* gives get: AB.CD has get only
+    t = _table(("QUEUE", "AB.*", "fred", {"PUT"}), ("QUEUE", "AB.C*", "fred", {"GET"}))
+    assert t.authorities("fred", "QUEUE", "AB.CD") == {"GET"}
+    assert t.authorities("fred", "QUEUE", "AB.XD") == {"PUT"}
+
+
+@pytest.mark.parametrize("loser,winner", [
+    ("A*", "AB*"), ("A?C", "ABC"), ("A*C", "A?C"), ("**.C", "*.C"), ("**", "AB.**"),
+    ("AB*", "ABC"),
+])
+def test_precedence_plain_over_query_over_star_over_double_star(loser: str,
+                                                                winner: str) -> None:
+    t = _table(("QUEUE", loser, "u", {"PUT"}), ("QUEUE", winner, "u", {"GET"}))
+    name = {"A*": "ABC", "A?C": "ABC", "A*C": "ABC", "**.C": "B.C", "**": "AB.X",
+            "AB*": "ABC"}[loser]
+    assert t.lookup("u", "QUEUE", name) == (frozenset({"GET"}), winner)
+
+
+def test_a_record_granting_nothing_hides_a_broader_profile() -> None:
+    t = _table(("QUEUE", "APP.**", "u", {"PUT", "GET"}), ("QUEUE", "APP.SECRET", "u", set()))
+    assert t.authorities("u", "QUEUE", "APP.OTHER") == {"PUT", "GET"}
+    assert t.authorities("u", "QUEUE", "APP.SECRET") == frozenset()
+
+
+def test_records_of_other_principals_and_types_do_not_apply_and_admin_has_all() -> None:
+    t = _table(("QUEUE", "**", "other", {"PUT"}), ("QMGR", "self", "u", {"CONNECT"}))
+    assert t.authorities("u", "QUEUE", "Q1") == frozenset()
+    assert t.authorities("u", "QMGR", "self") == {"CONNECT"}
+    assert t.authorities("admin", "QUEUE", "Q1") == set(authz.AUTHORITIES["QUEUE"])
+
+
+def test_the_cache_is_dropped_when_the_records_change() -> None:
+    t = _table(("QUEUE", "Q*", "u", {"PUT"}))
+    assert t.allows("u", "QUEUE", "Q1", "PUT")
+    t.load([authz.AuthRec("QUEUE", "Q*", "u", frozenset({"GET"}))], 2)
+    assert not t.allows("u", "QUEUE", "Q1", "PUT") and t.allows("u", "QUEUE", "Q1", "GET")
+
+
+def test_group_names_expand_per_object_type() -> None:
+    assert authz.expand("QUEUE", ["ALL"]) == set(authz.AUTHORITIES["QUEUE"])
+    assert authz.expand("QUEUE", ["ALLADM"]) == {"CHG", "CLR", "CRT", "DLT", "DSP"}
+    assert authz.expand("QMGR", ["ALLMQI"]) == {"CONNECT", "INQ", "SET"}
+    assert authz.expand("QUEUE", ["NONE"]) == frozenset()
+    with pytest.raises(authz.AuthzError, match="CONNECT is not an authority of OBJTYPE"):
+        authz.expand("QUEUE", ["CONNECT"])
+
+
+def test_display_selection_match_profile_and_exact() -> None:
+    t = _table(("QUEUE", "ABCD", "u", {"PUT"}), ("QUEUE", "ABC*", "u", {"GET"}),
+               ("QUEUE", "AB*", "v", {"GET"}), ("QUEUE", "X*", "u", {"GET"}))
+    assert [r.profile for r in t.select(profile="ABCD")] == ["AB*", "ABC*", "ABCD"]
+    assert [r.profile for r in t.select(profile="ABCD", match="EXACT")] == ["ABCD"]
+    assert [r.profile for r in t.select(principal="u")] == ["ABC*", "ABCD", "X*"]
+
+
+# -- MQSC syntax ------------------------------------------------------------------------
+
+def test_set_authrec_parses_mq_syntax() -> None:
+    cmd = mqsc.parse_command("SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) "
+                             "PRINCIPAL('app1') AUTHADD(PUT, GET) AUTHRMV(BROWSE)")
+    assert (cmd.verb, cmd.objtype, cmd.name) == ("SET", "AUTHREC", "APP.**")
+    assert cmd.attrs == {"OBJTYPE": "QUEUE", "PRINCIPAL": "app1", "AUTHADD": ["PUT", "GET"],
+                         "AUTHRMV": ["BROWSE"]}
+    assert mqsc.parse_command("REFRESH SECURITY TYPE(AUTHSERV)").verb == "REFRESH"
+    assert mqsc.parse_command("DIS AUTHREC").verb == "DISPLAY"
+
+
+@pytest.mark.parametrize("text,where", [
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(QUEUE) AUTHADD(PUT)", "needs PRINCIPAL"),
+    ("SET AUTHREC PROFILE(Q1) PRINCIPAL('a') AUTHADD(PUT)", "needs OBJTYPE"),
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(QUEUE) PRINCIPAL('a')", "AUTHADD"),
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(QUEUE) PRINCIPAL('a') AUTHADD(CONNECT)",
+     "not an authority"),
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(CHANNEL) PRINCIPAL('a') AUTHADD(PUT)", "QUEUE or QMGR"),
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(QUEUE) GROUP('g') AUTHADD(PUT)", "GROUP"),
+    ("SET AUTHREC PROFILE(A.**.**) OBJTYPE(QUEUE) PRINCIPAL('a') AUTHADD(PUT)", "once"),
+    ("DELETE AUTHREC OBJTYPE(QUEUE) PRINCIPAL('a')", "needs PROFILE"),
+    ("REFRESH QMGR", "SECURITY"),
+])
+def test_bad_security_commands_are_syntax_errors_naming_where(text: str, where: str) -> None:
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        mqsc.parse_command(text)
+    assert where in info.value.reason
+    assert text.startswith(info.value.segment)
+
+
+def test_mqsc_commands_need_mq_authorities() -> None:
+    def needs(text: str) -> list[tuple[str, str, str]]:
+        return mqsc_needs(mqsc.parse_command(text))
+
+    assert needs("DEFINE QLOCAL(Q1) LIKE(Q0)") == [("QUEUE", "Q1", "CRT"),
+                                                  ("QUEUE", "Q0", "DSP")]
+    assert needs("ALTER QLOCAL(Q1) MAXDEPTH(5)") == [("QUEUE", "Q1", "CHG")]
+    assert needs("DELETE QLOCAL(Q1)") == [("QUEUE", "Q1", "DLT")]
+    assert needs("DISPLAY QLOCAL(Q1)") == [("QUEUE", "Q1", "DSP")]
+    assert needs("DISPLAY QLOCAL(Q*)") == []
+    assert needs("DISPLAY QMGR") == [("QMGR", "self", "DSP")]
+    assert needs("ALTER QMGR MAXUMSGS(5)") == [("QMGR", "self", "CHG")]
+    assert needs("SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('a') AUTHADD(CONNECT)") == [
+        ("QMGR", "self", "CHG")]
+    assert needs("REFRESH SECURITY") == [("QMGR", "self", "CHG")]
+
+
+# -- the server's checks against a real store --------------------------------------------
+
+def _create(root: Path) -> None:
+    (root / "data").mkdir(parents=True)
+    (root / "log").mkdir()
+    QueueManagerStore.create(PosixVolume(str(root / "data")), PosixVolume(str(root / "log")),
+                             "QM", SETTINGS)
+
+
+def _open(root: Path, generation: int) -> QueueManagerStore:
+    return QueueManagerStore.open(PosixVolume(str(root / "data")),
+                                  PosixVolume(str(root / "log")), "QM", SETTINGS, TUNING,
+                                  generation=generation, background=False)
+
+
+def _session(principal: str | None) -> Session:
+    s = Session("test")
+    s.principal = principal
+    return s
+
+
+def _mqsc(service: QueueService, session: Session, text: str) -> dict[str, Any]:
+    cmd = mqsc.parse_command(text)
+    return service.handle({"op": "mqsc", "command": cmd.to_dict()}, session)
+
+
+@pytest.fixture()
+def served(tmp_path: Path):
+    _create(tmp_path)
+    store = _open(tmp_path, 1)
+    logged: list[tuple[str, str]] = []
+    service = QueueService(store, "QM", errlog=lambda n, line: logged.append((n, line)))
+    yield service, logged
+    store.close()
+
+
+def test_every_op_of_a_principal_is_checked_and_refusals_logged(served) -> None:
+    service, logged = served
+    admin = _session("admin")
+    assert not _mqsc(service, admin, "DEFINE QLOCAL(APP.IN)")["failed"]
+    assert not _mqsc(service, admin, "DEFINE QLOCAL(APP.OUT)")["failed"]
+    app = _session("app1")
+    reply = service.handle({"op": "hello"}, app)
+    assert reply["mqrc"] == 2035 and "CONNECT" in reply["error"]
+    assert logged[-1][0] == "AMQ8077" and "'app1'" in logged[-1][1] \
+        and "'QM'" in logged[-1][1] and "connect" in logged[-1][1]
+    # a refused hello leaves the session unconnected: every later op is refused too
+    assert service.handle({"op": "put", "queue": "APP.IN", "body": b"x"}, app)["mqrc"] == 2035
+    for text in ("SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+                 "SET AUTHREC PROFILE(APP.*) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(PUT)",
+                 "SET AUTHREC PROFILE(APP.OUT) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+                 "AUTHADD(GET, BROWSE)"):
+        assert _mqsc(service, admin, text)["lines"] == ["AMQ8862I: miqm authority record set."]
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    assert service.handle({"op": "put", "queue": "APP.IN", "body": b"x"}, app)["ok"]
+    refused = service.handle({"op": "get", "queue": "APP.IN"}, app)
+    assert refused["mqrc"] == 2035 and "GET" in refused["error"] and "APP.IN" in refused["error"]
+    assert "get" in logged[-1][1] and "APP.IN" in logged[-1][1]
+    # APP.OUT: the exact profile wins over APP.*, which gave PUT
+    assert service.handle({"op": "put", "queue": "APP.OUT", "body": b"y"}, app)["mqrc"] == 2035
+    assert service.handle({"op": "get", "queue": "APP.OUT", "browse": True},
+                          app)["mqrc"] == 2033
+    assert service.handle({"op": "consume", "queue": "APP.IN"}, app)["mqrc"] == 2035
+    assert service.handle({"op": "open", "queue": "APP.IN"}, app)["mqrc"] == 2035
+    assert service.authorizer.check("open", {"queue": "APP.IN", "options": ["OUTPUT"]},
+                                    app) is None
+    assert service.authorizer.check("open", {"queue": "APP.IN", "options": ["OUTPUT", "INPUT"]},
+                                    app)["mqrc"] == 2035
+    assert service.handle({"op": "status"}, app)["mqrc"] == 2035
+    assert service.handle({"op": "checkpoint"}, app)["mqrc"] == 2035
+    # MQSC by authority: AMQ8135E, the command fails
+    for text in ("DEFINE QLOCAL(APP.NEW)", "DELETE QLOCAL(APP.IN)", "DISPLAY QMGR",
+                 "SET AUTHREC PROFILE(**) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(ALL)",
+                 "REFRESH SECURITY", "DISPLAY AUTHREC"):
+        reply = _mqsc(service, app, text)
+        assert reply["failed"] and reply["lines"][0].startswith("AMQ8135E: Not authorized."), text
+    assert logged[-1][0] == "AMQ8245"  # display refusals have MQ's display message
+    # a generic display shows only the queues the principal may display
+    _mqsc(service, admin, "SET AUTHREC PROFILE(APP.IN) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+          "AUTHADD(DSP)")
+    shown = "\n".join(_mqsc(service, app, "DISPLAY QLOCAL(APP.*)")["lines"])
+    assert "QUEUE(APP.IN)" in shown and "APP.OUT" not in shown
+    assert service.authorizer.refusals >= 10
+
+
+def test_display_delete_and_refresh(served) -> None:
+    service, _ = served
+    admin = _session("admin")
+    _mqsc(service, admin, "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+          "AUTHADD(ALLMQI)")
+    lines = _mqsc(service, admin, "DISPLAY AUTHREC PROFILE(APP.Q1) OBJTYPE(QUEUE)")["lines"]
+    assert lines == ["AMQ8864I: Display authority record details.",
+                     "   PROFILE(APP.**)                         ENTITY(app1)",
+                     "   ENTTYPE(PRINCIPAL)                      OBJTYPE(QUEUE)",
+                     "   AUTHLIST(BROWSE,GET,INQ,PUT,SET)"]
+    _mqsc(service, admin, "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+          "AUTHRMV(SET, INQ)")
+    assert _mqsc(service, admin, "DIS AUTHREC PRINCIPAL('app1')")["lines"][-1] == \
+        "   AUTHLIST(BROWSE,GET,PUT)"
+    assert _mqsc(service, admin, "SET AUTHREC PROFILE(OTHERQM) OBJTYPE(QMGR) "
+                 "PRINCIPAL('app1') AUTHADD(CONNECT)")["failed"]
+    assert _mqsc(service, admin, "SET AUTHREC PROFILE(QM) OBJTYPE(QMGR) "
+                 "PRINCIPAL('app1') AUTHADD(CONNECT)")["lines"][0].startswith("AMQ8862I")
+    assert "PROFILE(self)" in _mqsc(service, admin, "DIS AUTHREC OBJTYPE(QMGR)")["lines"][1]
+    refreshed = []
+    service.authorizer.on_refresh.append(lambda: refreshed.append(1))
+    assert _mqsc(service, admin, "REFRESH SECURITY")["lines"] == [
+        "AMQ8560I: miqm security cache refreshed."]
+    assert refreshed == [1]
+    assert _mqsc(service, admin, "DELETE AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) "
+                 "PRINCIPAL('app1')")["lines"] == ["AMQ8863I: miqm authority record deleted."]
+    again = _mqsc(service, admin, "DELETE AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) "
+                  "PRINCIPAL('app1')")
+    assert again["failed"] and again["lines"][0].startswith("AMQ1122E")
+    assert _mqsc(service, admin, "DIS AUTHREC OBJTYPE(QUEUE)")["lines"] == [
+        "AMQ1120I: No authority record matches the selection."]
+
+
+def test_refusals_are_rate_limited_in_the_error_log() -> None:
+    class Store:
+        authrec_serial = 0
+
+        def authrecs(self) -> list[dict[str, Any]]:
+            return []
+
+    clock = [0.0]
+    logged: list[str] = []
+    a = Authorizer(Store(), "QM", lambda n, line: logged.append(line), log_per_minute=3,
+                   clock=lambda: clock[0] + 100.0)
+    s = _session("u")
+    for _ in range(10):
+        assert a.check("hello", {}, s)["mqrc"] == 2035
+    assert len(logged) == 3 and a.refusals == 10
+    clock[0] += 61
+    a.check("hello", {}, s)
+    assert len(logged) == 4 and "7 more refusals" in logged[-1]
+
+
+# -- kept by the store -----------------------------------------------------------------
+
+def test_records_survive_a_crash_from_the_log_and_a_restart_from_the_checkpoint(
+        tmp_path: Path) -> None:
+    _create(tmp_path)
+    store = _open(tmp_path, 1)
+    store.set_authrec("QUEUE", "APP.**", "app1", ["GET", "PUT"])
+    store.set_authrec("QUEUE", "APP.SECRET", "app1", [])
+    store.set_authrec("QMGR", "self", "app1", ["CONNECT"])
+    store.set_authrec("QUEUE", "GONE", "app1", ["PUT"])
+    store.set_authrec("QUEUE", "GONE", "app1", None)
+    want = store.authrecs()
+    assert len(want) == 3 and {"objtype": "QUEUE", "profile": "APP.SECRET",
+                               "principal": "app1", "auths": []} in want
+    store.log.close()  # a crash: no shutdown checkpoint, the records are only in the log
+    store = _open(tmp_path, 2)
+    assert store.authrecs() == want
+    store.close()  # now in the checkpoint (and the log's start moves past the records)
+    store = _open(tmp_path, 3)
+    assert store.authrecs() == want
+    # a new active instance's service enforces what it finds in the store
+    service = QueueService(store, "QM")
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    assert service.handle({"op": "get", "queue": "APP.X"}, app)["mqrc"] == 2085
+    assert service.handle({"op": "get", "queue": "APP.SECRET"}, app)["mqrc"] == 2035
+    store.close()
+
+
+# -- setmqaut / dspmqaut: the command line -----------------------------------------------
+
+@pytest.mark.parametrize("argv,code,needle", [
+    (["-t", "queue", "-n", "Q", "-p", "a", "+put"], 36, "-m QMgr is required"),
+    (["-m", "QM", "-n", "Q", "-p", "a", "+put"], 147, "-t ObjectType"),
+    (["-m", "QM", "-t", "channel", "-n", "Q", "-p", "a", "+put"], 148, "queue or qmgr"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "+put"], 149, "-p Principal"),
+    (["-m", "QM", "-t", "queue", "-p", "a", "+put"], 146, "-n Name"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a"], 150, "no authorities"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a", "+connect"], 151, "connect"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-g", "grp", "+put"], 36, "groups"),
+    (["-m", "QM", "-t", "queue", "-n", "A.**.**", "-p", "a", "+put"], 36, "once"),
+    (["-m", "QM", "-t", "qmgr", "-p", "a", "-remove", "+connect"], 36, "-remove takes no"),
+])
+def test_setmqaut_bad_arguments_are_one_line_and_mq_exit_codes(
+        argv: list[str], code: int, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from miqm.cli.authz import setmqaut
+
+    with pytest.raises(SystemExit) as exit_:
+        setmqaut(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == code and needle in err and err.count("\n") == 1, err
+
+
+def test_dspmqaut_takes_the_most_specific_profile_of_the_display() -> None:
+    from miqm.cli.authz import effective
+
+    lines = ["AMQ8864I: Display authority record details.",
+             "   PROFILE(AB.*)                           ENTITY(fred)",
+             "   ENTTYPE(PRINCIPAL)                      OBJTYPE(QUEUE)",
+             "   AUTHLIST(PUT)",
+             "AMQ8864I: Display authority record details.",
+             "   PROFILE(AB.C*)                          ENTITY(fred)",
+             "   ENTTYPE(PRINCIPAL)                      OBJTYPE(QUEUE)",
+             "   AUTHLIST(GET,INQ)"]
+    assert effective(lines) == ("AB.C*", ["GET", "INQ"])
+    assert effective(["AMQ1120I: No authority record matches the selection."]) == (None, [])
+
+
+def test_the_matching_is_pure_and_the_store_does_not_interpret_records() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    for path, banned in (("miqm/authz.py", ("miqm", "lockfs")),
+                         ("miqm/store/qmstore.py", ("miqm.authz", "miqm.net")),
+                         ("miqm/store/recovery.py", ("miqm.authz", "miqm.net"))):
+        tree = ast.parse((root / path).read_text())
+        names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not [m for m in names if m.startswith(banned)], (path, names)
+
+
+def test_the_listener_learns_added_and_removed_principals_from_its_source() -> None:
+    from miqm.net.auth import Authenticator
+
+    table = {"admin": "s1"}
+    clock = [100.0]
+    auth = Authenticator(dict(table), source=lambda: dict(table), clock=lambda: clock[0])
+    table["app1"] = "s2"
+    assert auth.check("app1:s2") is None  # read less than a second ago: not again yet
+    clock[0] += 1.5
+    assert auth.check("app1:s2") == "app1"  # an unknown principal: the file is read again
+    del table["app1"]
+    clock[0] += 5
+    assert auth.check("app1:s2") == "app1"  # a known one is not re-read on success...
+    assert auth.reload()  # ...but REFRESH SECURITY reads it
+    assert auth.check("app1:s2") is None
+    assert Authenticator(dict(table)).reload() is False  # no source: nothing to read
