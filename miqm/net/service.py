@@ -709,7 +709,7 @@ class QueueService:
                 fields = {
                     "APPLTAG": info.get("appltag", ""), "APPLTYPE": "USER",
                     "BROWSE": "YES" if "BROWSE" in modes else "NO", "CHANNEL": "",
-                    "CONN": self.conn_id(session), "CONNAME": session.peer,
+                    "CONN": self.conn_id(session), "CONNAME": _address(session.peer),
                     "HSTATE": "ACTIVE" if session.state.get("subs") else "INACTIVE",
                     "INPUT": "SHARED" if "INPUT" in modes else "NO",
                     "INQUIRE": "YES" if inq else "NO",
@@ -756,7 +756,7 @@ class QueueService:
                 "EXTCONN": f"414D5143{self.qmgr.encode().hex().upper()}"[:32].ljust(32, "0"),
                 "TYPE": "CONN", "PID": info.get("pid", 0),
                 "APPLTAG": info.get("appltag", ""), "APPLTYPE": "USER", "CHANNEL": "",
-                "CONNAME": s.peer, "CONNDATE": date, "CONNTIME": tod,
+                "CONNAME": _address(s.peer), "CONNDATE": date, "CONNTIME": tod,
                 "UOWSTATE": "ACTIVE" if s.state.get("uow") is not None else "NONE",
                 "USERID": s.principal or "",
             }
@@ -875,6 +875,12 @@ class QueueService:
                         "PUT": "ENABLED", "GET": "ENABLED"}
         self.store.set_object(kind, cmd.name, {**defaults, **base, **cmd.attrs, **stamp})
         return [mqsc.MSG_CREATED]
+
+
+def _address(peer: str) -> str:
+    """A peer ``host(port)`` as MQ's CONNAME of an inbound connection shows it: the
+    address alone."""
+    return re.sub(r"\(\d+\)$", "", peer)
 
 
 def _qname(q: Any) -> str:
