@@ -704,6 +704,8 @@ class QueueService:
         if cmd.attrs.get("TYPE") == "HANDLE":
             for session, q, modes in sorted(self._handles(cmd.name),
                                             key=lambda h: (h[1], h[0].id)):
+                if q not in names:  # a handle on a queue deleted since
+                    continue
                 info = session.state.get("conn", {})
                 inq = "INQUIRE" in modes
                 fields = {
