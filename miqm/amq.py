@@ -95,6 +95,11 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ1007": I("{product} configuration information added."),
     "AMQ1008": I("The standby instance of queue manager '{qmgr}' on {host} ended: {detail}"),
     # ---- miqm's own range: situations MQ has no message for (AMQ1100-AMQ1199)
+    "AMQ1010": I("{product} connection stopped."),
+    "AMQ1011": I("Display log details."),
+    "AMQ1110": E(10, "Queue manager '{qmgr}' has no credentials file, so connection "
+                     "authentication cannot be turned on: create one with "
+                     "'miqm credential -m {qmgr}' and restart the queue manager."),
     "AMQ1101": E(5, "{product} queue manager '{qmgr}' is running elsewhere: its master lock "
                  "is held by another instance. Use strmqm -x to start a standby instance "
                  "here."),
@@ -173,6 +178,7 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ8006": I("{product} queue created."),
     "AMQ8007": I("{product} queue deleted."),
     "AMQ8008": I("{product} queue changed."),
+    "AMQ8022": I("{product} queue cleared."),
     "AMQ8041": E(5, "The queue manager cannot be restarted or deleted because processes, "
                  "that were previously connected, are still running."),
     "AMQ8077": W("Entity '{entity}' has insufficient authority to access object '{name}' "
@@ -188,11 +194,14 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ8150": E(10, "{product} object already exists."),
     "AMQ8245": W("Entity '{entity}' has insufficient authority to display object '{name}' "
                  "({objtype})."),
+    "AMQ8276": I("Display Connection details."),
     "AMQ8405": I("Syntax error detected at or near end of command segment below:-"),
     "AMQ8408": I("Display Queue Manager details."),
     "AMQ8409": I("Display Queue details."),
     "AMQ8415": I("Ping {product} Queue Manager command complete."),
+    "AMQ8450": I("Display queue status details."),
     "AMQ8560": I("{product} security cache refreshed."),
+    "AMQ8631": I("Display listener status details."),
     "AMQ8705": I("Display Queue Manager Status Details."),
     "AMQ8862": I("{product} authority record set."),
     "AMQ8863": I("{product} authority record deleted."),

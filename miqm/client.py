@@ -182,6 +182,10 @@ class QueueManager:
     def __init__(self, conn: _net.Connection) -> None:
         self._conn = conn
         self._consumers: list[Consumer] = []
+        # queues opened with open(), reopened after a reconnect (as MQ's reconnectable
+        # clients reopen their objects): {queue: options}
+        self._opened: dict[str, tuple[str, ...]] = {}
+        self._generation = conn.generation
 
     @property
     def qmgr(self) -> str:
@@ -199,10 +203,22 @@ class QueueManager:
         return self._conn.reconnects
 
     def _call(self, op: str, **fields: Any) -> dict[str, Any]:
+        if self._generation != self._conn.generation:
+            self._reopen()
         try:
             return self._conn.call(op, **fields)
         except MiqmError as exc:
             raise _error(exc) from None
+
+    def _reopen(self) -> None:
+        """After a reconnect: open again the queues :meth:`open` opened (a queue that is
+        gone, such as a temporary dynamic one, is forgotten)."""
+        self._generation = self._conn.generation
+        for queue, options in list(self._opened.items()):
+            try:
+                self._conn.call("open", queue=queue, options=list(options))
+            except MiqmError:
+                self._opened.pop(queue, None)
 
     def inquire(self, queue: str) -> dict[str, Any]:
         """MQOPEN + MQINQ: the queue's attributes (``MAXDEPTH``, ``DEFPSIST``, ...);
@@ -234,6 +250,8 @@ class QueueManager:
         if syncpoint:
             fields["syncpoint"] = True
         if syncpoint:
+            if self._generation != self._conn.generation:
+                self._reopen()
             try:
                 self._conn.send("put", **fields)
             except MiqmError as exc:
@@ -257,6 +275,28 @@ class QueueManager:
         reply = self._call("get", queue=queue, browse=True, msgid=b64(msgid),
                            correlid=b64(correlid))
         return _message(reply, reply.get("body") or b"")
+
+    def open(self, queue: str, *options: str, dynamic: str = "AMQ.*") -> str:
+        """MQOPEN with MQ's open options (``"INPUT"``, ``"OUTPUT"``, ``"BROWSE"``,
+        ``"INQUIRE"``): the handle shows in DISPLAY QSTATUS and counts in IPPROCS/OPPROCS
+        until :meth:`close_queue` or the end of the connection (a put or get opens one
+        by itself). Returns the queue's name: for an alias its target's; for a model
+        queue (QMODEL) the name of the dynamic queue made from it, named ``dynamic`` (a
+        name, or a prefix ending in ``*``: MQ's DynamicQName). A temporary dynamic queue
+        is deleted when it is closed or the connection ends. After a reconnect (a
+        failover) the handle is opened again with the next call."""
+        opts = tuple(o.upper() for o in options)
+        reply = self._call("open", queue=queue, options=list(opts), dynamic=dynamic)
+        name = str(reply.get("queue") or queue)
+        if opts:
+            self._opened[name] = tuple(sorted({*self._opened.get(name, ()), *opts}))
+        return name
+
+    def close_queue(self, queue: str, delete: bool = False) -> None:
+        """MQCLOSE: end this connection's handle on ``queue``. A temporary dynamic queue
+        is deleted with it; a permanent dynamic one too when ``delete`` (MQCO_DELETE)."""
+        self._opened.pop(queue, None)
+        self._call("qclose", queue=queue, delete=delete)
 
     def commit(self) -> None:
         """MQCMIT: make this connection's unit of work durable and visible."""

@@ -42,7 +42,14 @@ QUEUE_DISPLAY_ORDER = (
     "GET", "IPPROCS", "MAXDEPTH", "MAXMSGL", "OPPROCS", "PUT", "UNCOM",
 )
 
-QMGR_ATTRS: dict[str, tuple[str, Any]] = {"MAXUMSGS": ("int", (1, 999_999_999))}
+QMGR_ATTRS: dict[str, tuple[str, Any]] = {
+    "MAXUMSGS": ("int", (1, 999_999_999)),
+    "MAXMSGL": ("int", (32768, 104_857_600)),
+    "DESCR": ("str", 64),
+    "MONQ": ("enum", ("OFF", "LOW", "MEDIUM", "HIGH")),
+    # connection authentication: an AUTHINFO name turns it on, ' ' off (see docs/mqsc.md)
+    "CONNAUTH": ("str", 48),
+}
 
 _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
           "DELETE": "DELETE", "DISPLAY": "DISPLAY", "DIS": "DISPLAY", "PING": "PING",
@@ -248,7 +255,7 @@ def parse_command(text: str) -> Command:
     if not tokens:
         raise MQSCSyntaxError(text, "empty command")
     verb_tok = tokens[0]
-    verb = _VERBS.get(verb_tok.word)
+    verb = _VERBS.get(verb_tok.word) or _ADMIN_VERBS.get(verb_tok.word)
     if verb is None or verb_tok.value is not None:
         raise MQSCSyntaxError(text[: verb_tok.end], f"unknown command {verb_tok.word}")
     if verb == "END":
@@ -269,11 +276,15 @@ def parse_command(text: str) -> Command:
             bad = next(t for t in rest if t.value is not None)
             raise MQSCSyntaxError(text[: bad.end], "QMSTATUS attributes take no values")
         return Command("DISPLAY", "QMSTATUS", show=show or ("ALL",), text=text)
+    if verb in _ADMIN_VERBS or obj.word in _ADMIN_OBJECTS:
+        return _parse_admin(verb, obj, rest, text)
     types = _DISPLAY_QUEUE_TYPES if verb == "DISPLAY" else _QUEUE_TYPES
     if obj.word not in types or verb == "PING":
         raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
                               "use QLOCAL, QMGR or (DISPLAY) QMSTATUS")
     name = _name(obj, text, generic=(verb == "DISPLAY"))
+    if verb == "DISPLAY" and obj.word in ("QUEUE", "Q"):
+        return _parse_display_any_queue(name, rest, text)
     if verb == "DISPLAY":
         return _parse_display_queue(name, rest, text)
     attrs: dict[str, Any] = {}
@@ -333,6 +344,183 @@ def _parse_qmgr(verb: str, rest: list[_Token], text: str) -> Command:
     raise MQSCSyntaxError(text, f"{verb} QMGR is not valid")
 
 
+# -- daily administration: status, connections, aliases, models ---------------------------
+
+#: verbs beyond DEFINE/ALTER/DELETE/DISPLAY/PING (MQ's synonyms included)
+_ADMIN_VERBS = {"CLEAR": "CLEAR", "STOP": "STOP", "RESET": "RESET"}
+#: object keywords handled by _parse_admin, with MQ's synonyms
+_ADMIN_OBJECTS = {"QSTATUS": "QSTATUS", "QS": "QSTATUS", "CONN": "CONN",
+                  "LSSTATUS": "LSSTATUS", "LOG": "LOG", "QSTATS": "QSTATS",
+                  "QALIAS": "QALIAS", "QA": "QALIAS", "QMODEL": "QMODEL", "QM": "QMODEL"}
+
+#: DISPLAY QSTATUS TYPE(QUEUE) and TYPE(HANDLE) attributes, in the order shown
+QSTATUS_QUEUE_ATTRS = ("CURDEPTH", "IPPROCS", "LGETDATE", "LGETTIME", "LPUTDATE",
+                       "LPUTTIME", "MONQ", "MSGAGE", "OPPROCS", "QTIME", "UNCOM")
+QSTATUS_HANDLE_ATTRS = ("APPLTAG", "APPLTYPE", "BROWSE", "CHANNEL", "CONN", "CONNAME",
+                        "HSTATE", "INPUT", "INQUIRE", "OUTPUT", "PID", "USERID")
+CONN_ATTRS = ("EXTCONN", "TYPE", "PID", "APPLTAG", "APPLTYPE", "CHANNEL", "CONNAME",
+              "CONNDATE", "CONNTIME", "UOWSTATE", "USERID")
+LSSTATUS_ATTRS = ("STATUS", "PID", "STARTDA", "STARTTI", "TRPTYPE", "IPADDR", "PORT",
+                  "SESSIONS", "SSL")
+LOG_ATTRS = ("CURRLOG", "RECLOG", "MEDIALOG", "LOGTYPE", "LOGPATH", "LOGUTIL", "LOGPRIM",
+             "LOGSEC", "LOGFSIZE", "CHECKPOINT")
+ALIAS_ATTRS: dict[str, tuple[str, Any]] = {
+    "TARGET": ("name", None), "DESCR": QUEUE_ATTRS["DESCR"], "PUT": QUEUE_ATTRS["PUT"],
+    "GET": QUEUE_ATTRS["GET"], "DEFPSIST": QUEUE_ATTRS["DEFPSIST"],
+    "DEFPRTY": QUEUE_ATTRS["DEFPRTY"],
+}
+MODEL_ATTRS: dict[str, tuple[str, Any]] = {
+    **QUEUE_ATTRS, "DEFTYPE": ("enum", ("TEMPDYN", "PERMDYN")),
+}
+#: DISPLAY QALIAS / QMODEL attributes, in the order shown after QUEUE and TYPE
+ALIAS_DISPLAY_ORDER = ("ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "DEFPRTY", "DEFPSIST",
+                       "DESCR", "GET", "PUT", "TARGET", "TARGTYPE")
+MODEL_DISPLAY_ORDER = ("ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "DEFPRTY", "DEFPSIST",
+                       "DEFTYPE", "DESCR", "GET", "MAXDEPTH", "MAXMSGL", "PUT")
+
+
+def _show_list(rest: list[_Token], allowed: tuple[str, ...], what: str, text: str,
+               skip: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The attribute words of a DISPLAY (``ALL`` or names in ``allowed``)."""
+    show: list[str] = []
+    for tok in rest:
+        if tok.word in skip:
+            continue
+        if tok.value is None and (tok.word == "ALL" or tok.word in allowed):
+            show.append(tok.word)
+        else:
+            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not {what}")
+    return tuple(show)
+
+
+def _type_of(rest: list[_Token], choices: tuple[str, ...], default: str, text: str) -> str:
+    """The value of a TYPE(...) parameter among ``choices`` (``default`` if absent)."""
+    value = default
+    for tok in rest:
+        if tok.word == "TYPE":
+            v = (tok.value or "").upper()
+            if tok.value is None or tok.quoted or v not in choices:
+                raise MQSCSyntaxError(text[: tok.end], f"TYPE must be one of {', '.join(choices)}")
+            value = v
+    return value
+
+
+def _conn_id(tok: _Token, text: str) -> str:
+    v = (tok.value or "").upper()
+    if tok.value is None or not (v == "*" or re.fullmatch(r"[0-9A-F]{16}", v)):
+        raise MQSCSyntaxError(text[: tok.end], "CONN needs a connection id (16 hexadecimal "
+                              "digits, as DISPLAY CONN shows it, or *)")
+    return v
+
+
+def _parse_admin(verb: str, obj: _Token, rest: list[_Token], text: str) -> Command:
+    """CLEAR QLOCAL, DISPLAY QSTATUS/CONN/LSSTATUS/LOG, STOP CONN, RESET QSTATS and the
+    QALIAS/QMODEL objects."""
+    kind = _ADMIN_OBJECTS.get(obj.word) or _QUEUE_TYPES.get(obj.word)
+    seg = text[: obj.end]
+    if verb == "CLEAR":
+        if kind != "QLOCAL":
+            raise MQSCSyntaxError(seg, "CLEAR takes QLOCAL(name)")
+        name = _name(obj, text)
+        if rest:
+            raise MQSCSyntaxError(text[: rest[0].end], "CLEAR QLOCAL takes no parameters")
+        return Command("CLEAR", "QLOCAL", name, text=text)
+    if verb == "STOP":
+        if kind != "CONN":
+            raise MQSCSyntaxError(seg, "STOP takes CONN(id)")
+        name = _conn_id(obj, text)
+        if name == "*":
+            raise MQSCSyntaxError(seg, "STOP CONN needs one connection id, not *")
+        if rest:
+            raise MQSCSyntaxError(text[: rest[0].end], "STOP CONN takes no other parameters")
+        return Command("STOP", "CONN", name, text=text)
+    if verb == "RESET":
+        if kind != "QSTATS":
+            raise MQSCSyntaxError(seg, "RESET takes QSTATS(name)")
+        name = _name(obj, text, generic=True)
+        if rest:
+            raise MQSCSyntaxError(text[: rest[0].end], "RESET QSTATS takes no other parameters")
+        return Command("RESET", "QSTATS", name, text=text)
+    if kind in ("QALIAS", "QMODEL"):
+        return _parse_alias_model(verb, kind, obj, rest, text)
+    if verb != "DISPLAY" or kind not in ("QSTATUS", "CONN", "LSSTATUS", "LOG"):
+        raise MQSCSyntaxError(seg, f"{verb} {obj.word} is not valid")
+    if kind == "QSTATUS":
+        name = _name(obj, text, generic=True)
+        qtype = _type_of(rest, ("QUEUE", "HANDLE"), "QUEUE", text)
+        allowed = QSTATUS_QUEUE_ATTRS if qtype == "QUEUE" else QSTATUS_HANDLE_ATTRS
+        show = _show_list(rest, allowed, f"a TYPE({qtype}) status attribute", text, ("TYPE",))
+        return Command("DISPLAY", "QSTATUS", name, {"TYPE": qtype}, show=show or ("ALL",),
+                       text=text)
+    if kind == "CONN":
+        name = _conn_id(obj, text)
+        ctype = _type_of(rest, ("CONN", "HANDLE", "ALL"), "CONN", text)
+        show = _show_list(rest, CONN_ATTRS, "a connection attribute", text, ("TYPE",))
+        return Command("DISPLAY", "CONN", name, {"TYPE": ctype}, show=show or ("ALL",),
+                       text=text)
+    if kind == "LSSTATUS":
+        if obj.value is None:
+            raise MQSCSyntaxError(seg, "LSSTATUS needs a listener name or * in parentheses")
+        name = _name(obj, text, generic=True)
+        show = _show_list(rest, LSSTATUS_ATTRS, "a listener status attribute", text)
+        return Command("DISPLAY", "LSSTATUS", name, show=show or ("ALL",), text=text)
+    if obj.value is not None:
+        raise MQSCSyntaxError(seg, "DISPLAY LOG takes no name")
+    show = _show_list(rest, LOG_ATTRS, "a log attribute", text)
+    return Command("DISPLAY", "LOG", show=show or ("ALL",), text=text)
+
+
+def _parse_display_any_queue(name: str, rest: list[_Token], text: str) -> Command:
+    """DISPLAY QUEUE / Q: queues of every type (local, alias, model), or of the one
+    TYPE(...) names; objtype ``QUEUE``, ``attrs["TYPE"]`` the type asked for."""
+    qtype = "ALL"
+    kept: list[_Token] = []
+    for tok in rest:
+        if tok.word == "TYPE" and tok.value is not None:
+            v = tok.value.upper()
+            v = {"QL": "QLOCAL", "QA": "QALIAS", "QM": "QMODEL"}.get(v, v)
+            if tok.quoted or v not in ("QLOCAL", "QALIAS", "QMODEL", "ALL"):
+                raise MQSCSyntaxError(text[: tok.end], "TYPE must be QLOCAL, QALIAS, QMODEL "
+                                      "or ALL")
+            qtype = v
+        else:
+            kept.append(tok)
+    allowed = (*QUEUE_DISPLAY_ORDER, *ALIAS_DISPLAY_ORDER, *MODEL_DISPLAY_ORDER,
+               "QUEUE", "TYPE")
+    show = _show_list(kept, allowed, "a queue attribute", text)
+    if not show:
+        show = ("QUEUE", "TYPE") if name.endswith("*") else ("ALL",)
+    return Command("DISPLAY", "QUEUE", name, {"TYPE": qtype}, show=show, text=text)
+
+
+def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
+                       text: str) -> Command:
+    """DEFINE/ALTER/DELETE/DISPLAY QALIAS and QMODEL."""
+    if verb == "DISPLAY":
+        name = _name(obj, text, generic=True)
+        order = ALIAS_DISPLAY_ORDER if kind == "QALIAS" else MODEL_DISPLAY_ORDER
+        show = _show_list(rest, (*order, "QUEUE", "TYPE"), f"a {kind} attribute", text)
+        return Command("DISPLAY", kind, name,
+                       show=show or (("QUEUE", "TYPE") if name.endswith("*") else ("ALL",)),
+                       text=text)
+    if verb not in ("DEFINE", "ALTER", "DELETE"):
+        raise MQSCSyntaxError(text[: obj.end], f"{verb} {kind} is not valid")
+    name = _name(obj, text)
+    spec = ALIAS_ATTRS if kind == "QALIAS" else MODEL_ATTRS
+    attrs: dict[str, Any] = {}
+    options: list[str] = []
+    for tok in rest:
+        if verb == "DEFINE" and tok.word in ("REPLACE", "NOREPLACE") and tok.value is None:
+            options.append(tok.word)
+        elif verb in ("DEFINE", "ALTER") and tok.word in spec:
+            kind_, _rule = spec[tok.word]
+            attrs[tok.word] = (_name(tok, text) if kind_ == "name"
+                               else _typed(tok, spec[tok.word], text))
+        else:
+            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} {kind}")
+    if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs:
+        raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue)")
+    return Command(verb, kind, name, attrs, tuple(options), text=text)
 # -- security: authority records --------------------------------------------------------
 
 _SEC_OBJTYPES = ("QUEUE", "QMGR")
@@ -539,6 +727,51 @@ def qmstatus_display(qmgr: str, status: dict[str, Any], show: tuple[str, ...]) -
     if "ALL" not in show:
         keys = [k for k in keys if k in ("QMNAME", "TYPE", "STATUS") or k in show]
     return [MSG_DISPLAY_QMSTATUS, *attr_columns([(k, norm[k]) for k in keys])]
+
+
+MSG_CLEARED = amq.line("AMQ8022", severity=True)
+MSG_DISPLAY_QSTATUS = amq.line("AMQ8450", severity=True)
+MSG_DISPLAY_CONN = amq.line("AMQ8276", severity=True)
+MSG_DISPLAY_LSSTATUS = amq.line("AMQ8631", severity=True)
+MSG_CONN_STOPPED = amq.line("AMQ1010", severity=True)
+MSG_DISPLAY_LOG = amq.line("AMQ1011", severity=True)
+
+
+def status_display(message: str, first: list[tuple[str, Any]], fields: dict[str, Any],
+                   order: tuple[str, ...], show: tuple[str, ...]) -> list[str]:
+    """A status display: ``message``, the identifying ``first`` pairs, then the fields
+    asked for (``ALL``: every one in ``order``, then any other the server gave, sorted)."""
+    norm = {k.upper(): v for k, v in fields.items()}
+    for k, _v in first:
+        norm.pop(k, None)
+    if "ALL" in show:
+        keys = [k for k in order if k in norm]
+        keys += sorted(k for k in norm if k not in order)
+    else:
+        keys = [k for k in order if k in show and k in norm]
+    return [message, *attr_columns([*first, *((k, norm[k]) for k in keys)])]
+
+
+def object_display(kind: str, attrs: dict[str, Any], show: tuple[str, ...]) -> list[str]:
+    """AMQ8409I and the attributes of a QALIAS or QMODEL."""
+    order = ALIAS_DISPLAY_ORDER if kind == "QALIAS" else MODEL_DISPLAY_ORDER
+    norm = {k.upper(): v for k, v in attrs.items()}
+    name = norm.pop("QUEUE", "")
+    norm.pop("TYPE", None)
+    return status_display(MSG_DISPLAY_QUEUE, [("QUEUE", name), ("TYPE", kind)], norm, order,
+                          tuple(k for k in show if k not in ("QUEUE", "TYPE")) or
+                          (("ALL",) if "ALL" in show else ("-",)))
+
+
+def mq_date_time(t: float | None) -> tuple[str, str]:
+    """A wall-clock time as MQSC shows it: ``("2026-11-25", "01.02.03")``; blanks for
+    None or 0 (never happened)."""
+    import datetime as _dt
+
+    if not t:
+        return "", ""
+    d = _dt.datetime.fromtimestamp(t, _dt.UTC)
+    return d.strftime("%Y-%m-%d"), d.strftime("%H.%M.%S")
 
 
 def syntax_error_lines(err: MQSCSyntaxError) -> list[str]:

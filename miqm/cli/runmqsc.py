@@ -1,14 +1,16 @@
-"""``runmqsc [-e] [-v] QMgr``: run MQSC commands from stdin against a queue manager.
+"""``runmqsc [-e] [-v] [-c] QMgr``: run MQSC commands from stdin against a queue manager.
 
 Commands are parsed here (miqm.mqsc) and executed by the active instance (op ``mqsc``).
 Exit codes are MQ's: 0 every command processed, 10 some command had a syntax error or
 failed, 20 nothing could be run (the queue manager is not available). ``-v`` only checks
-the syntax and needs no running queue manager; ``-e`` does not echo the commands.
+the syntax and needs no running queue manager; ``-e`` does not echo the commands; ``-c``
+connects as a client through the listener (``MIQM_CONNECTION``, ``MIQM_CREDENTIAL``).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -22,6 +24,8 @@ def runmqsc(
     qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
     no_echo: bool = typer.Option(False, "-e", help="do not echo the commands"),
     verify: bool = typer.Option(False, "-v", help="check syntax only; run nothing"),
+    client: bool = typer.Option(False, "-c", help="client mode: connect through the "
+                                "listener at MIQM_CONNECTION with MIQM_CREDENTIAL"),
 ) -> int:
     """Run MQSC commands read from stdin."""
     from miqm import mqsc
@@ -34,7 +38,10 @@ def runmqsc(
         from miqm.net.client import connect
 
         try:
-            conn = connect(qmgr)
+            if client:
+                conn = _client_connection(qmgr)
+            else:
+                conn = connect(qmgr)
         except MiqmError as exc:
             typer.echo(exc.user_line(), err=True)
             return 20
@@ -79,6 +86,26 @@ def runmqsc(
             conn.close()
     emit(mqsc.trailer(read, syntax, failed))
     return 10 if (syntax or failed) else 0
+
+
+def _client_connection(qmgr: str) -> Any:
+    """``-c``: MQ's client mode. The queue manager is reached only through its listener
+    (``MIQM_CONNECTION``, MQ's CONNAME list) with the credential an application would
+    present (``MIQM_CREDENTIAL``); nothing is read from a local data directory, so this
+    works from a host that does not know the queue manager."""
+    import os
+
+    from miqm.errors import ConfigError
+    from miqm.net.auth import client_credential
+    from miqm.net.client import connect, parse_conname
+
+    conname = os.environ.get("MIQM_CONNECTION", "").strip()
+    if not conname:
+        raise ConfigError("runmqsc -c needs the queue manager's address: set "
+                          "MIQM_CONNECTION='host(port),host(port)' (and MIQM_CREDENTIAL).",
+                          amq="AMQ9204")
+    return connect(qmgr, endpoints=parse_conname(conname),
+                   credential=client_credential(qmgr, None, bindings=False))
 
 
 def main() -> None:

@@ -578,6 +578,7 @@ class Controller:
         self._auto_mqsc()
         if self.listener is None:
             self._start_listener()
+        self.service.listener = self.listener  # DISPLAY LSSTATUS
         reload = getattr(self.listener.authenticator, "reload", None) if self.listener else None
         if reload is not None:  # REFRESH SECURITY re-reads the credentials file
             self.service.authorizer.on_refresh.append(reload)

@@ -61,6 +61,17 @@ class Endpoint:
         return f"{self.host}({self.port})"
 
 
+def appltag() -> str:
+    """The application tag a connection reports (DISPLAY CONN APPLTAG): ``MIQM_APPLTAG``,
+    else the program's name, as MQ takes it from the program's path (28 characters)."""
+    import sys
+
+    tag = os.environ.get("MIQM_APPLTAG") or os.path.basename(sys.argv[0] if sys.argv else "")
+    if not tag or tag.startswith("-"):  # python -c, python -m
+        tag = "python"
+    return tag[-28:]
+
+
 def parse_conname(text: str) -> list[Endpoint]:
     """Parse MQ's CONNAME list ``host(port),host(port)``; ConfigError naming the bad entry."""
     endpoints = []
@@ -283,7 +294,8 @@ class Connection:
                 if self.tls is not None:
                     sock = self.tls.wrap_socket(sock, server_hostname=ep.host)
                 hello: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello",
-                                         "qmgr": self.qmgr}
+                                         "qmgr": self.qmgr, "pid": os.getpid(),
+                                         "appltag": appltag()}
                 if credential:
                     hello["credential"] = credential
                 sock.sendall(encode(hello))

@@ -97,6 +97,16 @@ class Session:
         """Send an unsolicited frame (a consumer's messages) to the client."""
         self.send(encode(header, body if body is not None else b""))
 
+    def abort(self) -> None:
+        """Break the connection (STOP CONN): the session's thread sees it end and closes
+        the session, which runs the close callbacks (its unit of work is backed out)."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def close(self) -> None:
         """Run the close callbacks once; later calls do nothing. Callback errors are
         swallowed after the others ran: one failed backout must not skip the rest."""

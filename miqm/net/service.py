@@ -15,12 +15,14 @@ The ops and reply shapes are listed in docs/protocol.md; this module is the refe
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from miqm import mqsc
+from miqm import amq, mqsc
 from miqm.errors import MessagingError, MiqmError, ObjectError
 from miqm.net.authorize import Authorizer
 from miqm.net.protocol import (
@@ -41,6 +43,16 @@ MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_RESOURCE_PROBLEM = 2102
 MQRC_FUNCTION_NOT_SUPPORTED = 2298
 MQRC_OPTIONS_ERROR = 2046
+MQRC_PUT_INHIBITED = 2051
+MQRC_GET_INHIBITED = 2016
+MQRC_DYNAMIC_Q_NAME_ERROR = 2011
+
+#: the listener's name in DISPLAY LSSTATUS (miqm has one TCP listener per instance)
+LISTENER_NAME = "SYSTEM.DEFAULT.LISTENER.TCP"
+#: CONNAUTH's default: the credentials file is checked (MQ's default AUTHINFO name)
+DEFAULT_CONNAUTH = "SYSTEM.DEFAULT.AUTHINFO.IDPWOS"
+#: open options a handle may have (DISPLAY QSTATUS TYPE(HANDLE))
+_OPEN_MODES = ("INPUT", "OUTPUT", "BROWSE", "INQUIRE")
 
 #: Ops whose effect does not depend on being repeated: a reconnecting client may resend
 #: them after a failover without changing the outcome (see client.py).
@@ -73,6 +85,16 @@ class QueueService:
         self.messages_put = 0
         self.messages_got = 0
         self._count_lock = threading.Lock()
+        #: connections known to this service (DISPLAY CONN, QSTATUS TYPE(HANDLE), STOP CONN)
+        self._sessions: dict[int, Session] = {}
+        self._sessions_lock = threading.Lock()
+        # CONN ids are 16 hex digits: this service's random half and the session number
+        self._conn_prefix = os.urandom(4).hex().upper()
+        self._dyn_seq = 0
+        self._listener: Any = None
+        self._auth_possible = False  # the listener has a credentials table to check
+        self.started_at = time.time()
+        self._drop_temporary_queues()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
             "hello": self._hello, "ping": self._ping,
             "put": self._put, "get": self._get,
@@ -82,6 +104,7 @@ class QueueService:
             "checkpoint": self._checkpoint,
             "rcdmqimg": self._rcdmqimg, "rcrmqobj": self._rcrmqobj, "open": self._open,
             "consume": self._consume, "ack": self._ack, "cancel": self._cancel,
+            "qclose": self._qclose,
         }
 
     @property
@@ -122,6 +145,8 @@ class QueueService:
         if want and want != self.qmgr:
             return error_reply(MQRC_Q_MGR_NAME_ERROR,
                                f"this listener serves queue manager '{self.qmgr}', not '{want}'")
+        if session is not None:
+            self._register(session, req)
         return {"ok": True, "qmgr": self.qmgr, "host": self.host_name,
                 "session": session.id, "version": PROTOCOL_VERSION}
 
@@ -130,12 +155,44 @@ class QueueService:
 
     # -- messaging -------------------------------------------------------------------
     def _open(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
-        """MQOPEN's check: the queue exists (2085 otherwise); returns its attributes."""
+        """MQOPEN: the queue (a local queue, an alias resolved to its target, or a model
+        from which a dynamic queue is made) exists (2085 otherwise); ``options`` (INPUT,
+        OUTPUT, BROWSE, INQUIRE) open a handle that stays open until ``qclose`` or the
+        end of the connection. Returns the queue's attributes and its ``queue`` name."""
         name = str(req["queue"])
+        modes = [str(m).upper() for m in (req.get("options") or ())]
+        bad = [m for m in modes if m not in _OPEN_MODES]
+        if bad:
+            return error_reply(MQRC_OPTIONS_ERROR, f"open option {bad[0]!r} is not one of "
+                               f"{', '.join(_OPEN_MODES)} (MQRC 2046)")
         if not self._exists(name):
-            return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
-                               f"queue '{name}' is not defined (MQRC 2085)")
-        return {"ok": True, "attrs": _jsonable(self.store.queue_attrs(name))}
+            model = self._object("QMODEL", name)
+            if model is not None:
+                name = self._make_dynamic(model, str(req.get("dynamic") or "AMQ.*"), session)
+            else:
+                target = self._alias_target(name, "")
+                if target is None or not self._exists(target):
+                    return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
+                                       f"queue '{name}' is not defined (MQRC 2085)")
+                name = target
+        for mode in modes:
+            self._note_handle(session, name, mode)
+        return {"ok": True, "queue": name,
+                "attrs": _jsonable(self._with_procs(self.store.queue_attrs(name)))}
+
+    def _qclose(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
+        """MQCLOSE: end this connection's handle on ``queue``; a temporary dynamic queue
+        it created is deleted with its messages, a permanent one only with ``delete``."""
+        name = str(req["queue"])
+        if session is None:
+            return {"ok": True}
+        with self._sessions_lock:
+            session.state.get("handles", {}).pop(name, None)
+        mine = session.state.get("dynamic", {})
+        if name in mine and (mine[name] == "TEMPDYN" or req.get("delete")):
+            self.store.delete_queue(name, purge=True)
+            del mine[name]
+        return {"ok": True}
 
     def _uow(self, session: Session) -> Any:
         uow = session.state.get("uow")
@@ -164,13 +221,17 @@ class QueueService:
         if isinstance(body, str):
             raise ValueError("the body must travel as the frame's binary part")
         priority = req.get("priority")
-        msgid = self.store.put(
-            str(req["queue"]), body,
+        msgid, queue = self._on_queue(
+            self.store.put, str(req["queue"]), "PUT", body,
             persistent=req.get("persistent"),
             priority=None if priority is None else int(priority),
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             uow=self._uow(session) if req.get("syncpoint") else None,
         )
+        if session is not None:
+            handles = session.state.get("handles")
+            if handles is None or "OUTPUT" not in handles.get(queue, ()):
+                self._note_handle(session, queue, "OUTPUT")
         with self._count_lock:
             self.messages_put += 1
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
@@ -178,8 +239,17 @@ class QueueService:
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         browse = bool(req.get("browse"))
         under = bool(req.get("syncpoint")) and not browse
-        msg = self.store.get(
-            str(req["queue"]),
+        name = str(req["queue"])
+        if session is not None:
+            # the handle opens before the get: a getter waiting for a message counts
+            mode = "BROWSE" if browse else "INPUT"
+            handles = session.state.get("handles")
+            if handles is None or mode not in handles.get(name, ()):
+                target = name if self._exists(name) else self._alias_target(name, "GET")
+                if target is not None and self._exists(target):
+                    self._note_handle(session, target, mode)
+        msg, _queue = self._on_queue(
+            self.store.get, name, "GET",
             msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
             wait=max(0.0, float(req.get("wait") or 0.0)), browse=browse,
             uow=self._uow(session) if under else None,
@@ -230,8 +300,12 @@ class QueueService:
         """Start pushing messages of ``queue``, up to ``prefetch`` ahead (streaming.py)."""
         name = str(req["queue"])
         if not self._exists(name):
-            return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
-                               f"queue '{name}' is not defined (MQRC 2085)")
+            target = self._alias_target(name, "GET")
+            if target is None or not self._exists(target):
+                return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
+                                   f"queue '{name}' is not defined (MQRC 2085)")
+            name = target
+        self._note_handle(session, name, "INPUT")
         subs = session.state.setdefault("subs", {})
         sub_id = int(req.get("sub") or len(subs) + 1)
         if sub_id in subs:
@@ -335,6 +409,9 @@ class QueueService:
         return any(_qname(q) == name for q in self.store.list_queues(name))
 
     def _execute(self, cmd: mqsc.Command) -> list[str]:
+        admin = self._admin_ops().get((cmd.verb, cmd.objtype))
+        if admin is not None:
+            return admin(cmd)
         if cmd.verb == "PING":
             return [mqsc.MSG_PING]
         if cmd.objtype == "QMSTATUS":
@@ -357,7 +434,7 @@ class QueueService:
                 queues = [self.store.queue_attrs(cmd.name)]
             lines: list[str] = []
             for q in queues:
-                attrs = dict(q)
+                attrs = self._with_procs(dict(q))
                 attrs.setdefault("QUEUE", _qname(q) or cmd.name)
                 lines += mqsc.queue_display(attrs, cmd.show)
             return lines
@@ -386,6 +463,426 @@ class QueueService:
             self.store.delete_queue(cmd.name, purge="PURGE" in cmd.options)
             return [mqsc.MSG_DELETED]
         return [f"AMQ8101E: {cmd.verb} QLOCAL is not supported."]
+
+
+    # -- connections and open handles ------------------------------------------------
+    # A connection is registered by its hello (process id and application tag from the
+    # client) or its first use of a queue. A handle is a connection's use of a queue with
+    # open options: opened explicitly (op ``open`` with ``options``) or by the first put
+    # (OUTPUT), get (INPUT), browse (BROWSE) or consumer (INPUT) on the queue, and open
+    # until ``qclose`` or the end of the connection — what IPPROCS/OPPROCS count.
+
+    def conn_id(self, session: Session) -> str:
+        """The connection's CONN id as DISPLAY CONN shows it (16 hexadecimal digits)."""
+        return f"{self._conn_prefix}{session.id & 0xFFFFFFFF:08X}"
+
+    def _register(self, session: Session, req: dict[str, Any] | None = None) -> None:
+        req = req or {}
+        with self._sessions_lock:
+            info = session.state.get("conn")
+            if info is None:
+                info = session.state["conn"] = {"pid": 0, "appltag": "",
+                                                "conntime": time.time()}
+                self._sessions[session.id] = session
+                first = True
+            else:
+                first = False
+            if req.get("pid") is not None:
+                try:
+                    info["pid"] = int(req["pid"])
+                except (TypeError, ValueError):
+                    pass
+            if req.get("appltag"):
+                info["appltag"] = str(req["appltag"])[:28]
+        if first:
+            session.on_close(self._unregister)
+
+    def _unregister(self, session: Session) -> None:
+        self._backout_on_close(session)  # its unit of work first: a queue it used is free
+        for name in list(session.state.get("dynamic", {})):
+            try:
+                if session.state["dynamic"][name] == "TEMPDYN":
+                    self.store.delete_queue(name, purge=True)
+            except MiqmError:
+                pass
+        with self._sessions_lock:
+            self._sessions.pop(session.id, None)
+            session.state.pop("handles", None)
+
+    def _note_handle(self, session: Session | None, queue: str, mode: str) -> None:
+        """Record that ``session`` has ``queue`` open with ``mode`` (slow path: first use)."""
+        if session is None:
+            return
+        if "conn" not in session.state:
+            self._register(session)
+        with self._sessions_lock:
+            handles = session.state.setdefault("handles", {})
+            handles.setdefault(queue, set()).add(mode)
+
+    def _handles(self, queue_pattern: str = "*") -> list[tuple[Session, str, set[str]]]:
+        """(session, queue, open options) of every open handle on a matching queue."""
+        import fnmatch
+
+        out = []
+        with self._sessions_lock:
+            for session in self._sessions.values():
+                for q, modes in session.state.get("handles", {}).items():
+                    if fnmatch.fnmatchcase(q, queue_pattern):
+                        out.append((session, q, set(modes)))
+        return out
+
+    def _procs(self, queue: str) -> tuple[int, int]:
+        """(IPPROCS, OPPROCS): handles open on ``queue`` for input and for output."""
+        ip = op = 0
+        with self._sessions_lock:
+            for session in self._sessions.values():
+                modes = session.state.get("handles", {}).get(queue)
+                if modes:
+                    ip += "INPUT" in modes
+                    op += "OUTPUT" in modes
+        return ip, op
+
+    def _with_procs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        name = _qname(attrs)
+        if name:
+            attrs["IPPROCS"], attrs["OPPROCS"] = self._procs(name)
+        return attrs
+
+    # -- aliases and dynamic queues --------------------------------------------------
+    def _object(self, kind: str, name: str) -> dict[str, Any] | None:
+        """A QALIAS/QMODEL definition (None if none, or the store keeps no such objects)."""
+        get = getattr(self.store, "get_object", None)
+        return None if get is None else get(kind, name)
+
+    def _alias_target(self, name: str, what: str) -> str | None:
+        """The queue alias ``name`` resolves to (None if it is no alias); a put or get
+        through a disabled alias is refused as MQ refuses it (2051, 2016)."""
+        alias = self._object("QALIAS", name)
+        if alias is None:
+            return None
+        if what == "PUT" and alias.get("PUT", "ENABLED") != "ENABLED":
+            raise MessagingError(f"puts are inhibited on queue alias '{name}' (MQRC 2051)",
+                                 mqrc=MQRC_PUT_INHIBITED)
+        if what == "GET" and alias.get("GET", "ENABLED") != "ENABLED":
+            raise MessagingError(f"gets are inhibited on queue alias '{name}' (MQRC 2016)",
+                                 mqrc=MQRC_GET_INHIBITED)
+        return str(alias["TARGET"])
+
+    def _on_queue(self, fn: Callable[..., Any], queue: str, what: str, *args: Any,
+                  **kwargs: Any) -> tuple[Any, str]:
+        """``fn(queue, ...)``; if ``queue`` is no local queue but an alias, again on its
+        target (so a local queue's put or get pays nothing for aliases)."""
+        try:
+            return fn(queue, *args, **kwargs), queue
+        except MessagingError as exc:
+            if exc.mqrc != MQRC_UNKNOWN_OBJECT_NAME:
+                raise
+            target = self._alias_target(queue, what)
+            if target is None:
+                raise
+            return fn(target, *args, **kwargs), target
+
+    def _make_dynamic(self, model: dict[str, Any], pattern: str,
+                      session: Session | None) -> str:
+        """MQOPEN of a model queue: a new local queue with the model's attributes, named
+        from ``pattern`` (MQ's DynamicQName: a name, or a prefix ending in ``*``)."""
+        pattern = pattern.strip()
+        if not re.fullmatch(r"[A-Za-z0-9._/%]{1,48}|[A-Za-z0-9._/%]{0,32}\*", pattern):
+            raise MessagingError(f"dynamic queue name {pattern!r} is not valid: a name of up "
+                                 "to 48 characters, or a prefix of up to 32 ending in * "
+                                 "(MQRC 2011 MQRC_DYNAMIC_Q_NAME_ERROR)",
+                                 mqrc=MQRC_DYNAMIC_Q_NAME_ERROR)
+        if pattern.endswith("*"):
+            with self._count_lock:
+                self._dyn_seq += 1
+                seq = self._dyn_seq
+            name = f"{pattern[:-1]}{int(time.time()):08X}{self._conn_prefix}{seq:04X}"[:48]
+        else:
+            name = pattern
+        deftype = str(model.get("DEFTYPE", "TEMPDYN"))
+        attrs = {k: v for k, v in model.items() if k in mqsc.QUEUE_ATTRS}
+        self.store.define_queue(name, DEFTYPE=deftype, **attrs)
+        if session is not None:
+            if "conn" not in session.state:
+                self._register(session)
+            session.state.setdefault("dynamic", {})[name] = deftype
+        return name
+
+    def _drop_temporary_queues(self) -> None:
+        """Temporary dynamic queues die with their connection; at a restart or failover
+        none of those connections is left, so none of the queues is (as in MQ)."""
+        try:
+            queues = self.store.list_queues("*")
+        except (MiqmError, AttributeError):
+            return
+        for q in queues:
+            if str(q.get("DEFTYPE", "")) == "TEMPDYN":
+                try:
+                    self.store.delete_queue(_qname(q), purge=True)
+                except MiqmError:
+                    pass
+
+    # -- connection authentication (ALTER QMGR CONNAUTH) ----------------------------
+    @property
+    def listener(self) -> Any:
+        """The listener serving this service (set by the controller): DISPLAY LSSTATUS,
+        and whose credential check ALTER QMGR CONNAUTH turns on and off."""
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener: Any) -> None:
+        self._listener = listener
+        auth = getattr(listener, "authenticator", None)
+        self._auth_possible = bool(getattr(auth, "required", False))
+        self._apply_connauth()
+
+    def _connauth(self) -> str:
+        """The CONNAUTH value: the queue manager's (ALTER QMGR), else the default
+        authentication object when the listener has credentials to check, else blank."""
+        attrs = self.store.qmgr_attrs() if hasattr(self.store, "qmgr_attrs") else {}
+        if "CONNAUTH" in attrs:
+            return str(attrs["CONNAUTH"]).strip()
+        return DEFAULT_CONNAUTH if self._auth_possible else ""
+
+    def _apply_connauth(self) -> None:
+        """Make the listener's credential check follow CONNAUTH (new connections)."""
+        auth = getattr(self._listener, "authenticator", None)
+        if auth is not None and self._auth_possible:
+            auth.required = bool(self._connauth())
+
+    def _alter_qmgr(self, cmd: mqsc.Command) -> list[str]:
+        """ALTER QMGR; CONNAUTH is refused where there are no credentials to check."""
+        if cmd.attrs.get("CONNAUTH", "").strip() and not self._auth_possible:
+            return [amq.line("AMQ1110", severity=True, qmgr=self.qmgr)]
+        self.store.set_qmgr_attrs(**cmd.attrs)
+        if "CONNAUTH" in cmd.attrs:
+            self._apply_connauth()
+        return [mqsc.MSG_QMGR_CHANGED]
+
+    def _display_qmgr(self, cmd: mqsc.Command) -> list[str]:
+        attrs = dict(self.store.qmgr_attrs())
+        attrs["CONNAUTH"] = self._connauth()
+        return mqsc.qmgr_display(self.qmgr, attrs, cmd.show)
+
+    # -- MQSC for daily administration -----------------------------------------------
+    def _admin_ops(self) -> dict[tuple[str, str], Callable[[mqsc.Command], list[str]]]:
+        return {
+            ("CLEAR", "QLOCAL"): self._mqsc_clear,
+            ("DISPLAY", "QSTATUS"): self._mqsc_qstatus,
+            ("DISPLAY", "CONN"): self._mqsc_conn,
+            ("STOP", "CONN"): self._mqsc_stop_conn,
+            ("RESET", "QSTATS"): self._mqsc_reset_qstats,
+            ("DISPLAY", "LSSTATUS"): self._mqsc_lsstatus,
+            ("DISPLAY", "LOG"): self._mqsc_log,
+            ("DISPLAY", "QUEUE"): self._mqsc_any_queue,
+            ("ALTER", "QMGR"): self._alter_qmgr,
+            ("DISPLAY", "QMGR"): self._display_qmgr,
+            **{(v, k): self._mqsc_object for v in ("DEFINE", "ALTER", "DELETE", "DISPLAY")
+               for k in ("QALIAS", "QMODEL")},
+        }
+
+    def _mqsc_clear(self, cmd: mqsc.Command) -> list[str]:
+        if not self._exists(cmd.name):
+            return [mqsc.not_found(cmd.name)]
+        held = self._handles(cmd.name)
+        if held:
+            who = ", ".join(sorted({self.conn_id(s) for s, _q, _m in held}))
+            return [f"{amq.line('AMQ8148', severity=True, name=cmd.name)} The queue is open "
+                    f"(MQRC 2042 MQRC_OBJECT_IN_USE) by connection {who}: see DISPLAY "
+                    f"QSTATUS({cmd.name}) TYPE(HANDLE)."]
+        self.store.clear_queue(cmd.name)
+        return [mqsc.MSG_CLEARED]
+
+    def _queue_names(self, pattern: str) -> list[str]:
+        return [_qname(q) for q in self.store.list_queues(pattern)]
+
+    def _mqsc_qstatus(self, cmd: mqsc.Command) -> list[str]:
+        names = self._queue_names(cmd.name)
+        if not names:
+            return [mqsc.not_found(cmd.name)]
+        lines: list[str] = []
+        if cmd.attrs.get("TYPE") == "HANDLE":
+            for session, q, modes in sorted(self._handles(cmd.name),
+                                            key=lambda h: (h[1], h[0].id)):
+                if q not in names:  # a handle on a queue deleted since
+                    continue
+                info = session.state.get("conn", {})
+                inq = "INQUIRE" in modes
+                fields = {
+                    "APPLTAG": info.get("appltag", ""), "APPLTYPE": "USER",
+                    "BROWSE": "YES" if "BROWSE" in modes else "NO", "CHANNEL": "",
+                    "CONN": self.conn_id(session), "CONNAME": _address(session.peer),
+                    "HSTATE": "ACTIVE" if session.state.get("subs") else "INACTIVE",
+                    "INPUT": "SHARED" if "INPUT" in modes else "NO",
+                    "INQUIRE": "YES" if inq else "NO",
+                    "OUTPUT": "YES" if "OUTPUT" in modes else "NO",
+                    "PID": info.get("pid", 0), "USERID": session.principal or "",
+                }
+                lines += mqsc.status_display(
+                    mqsc.MSG_DISPLAY_QSTATUS, [("QUEUE", q), ("TYPE", "HANDLE")], fields,
+                    mqsc.QSTATUS_HANDLE_ATTRS, cmd.show)
+            return lines
+        monq = str(self.store.qmgr_attrs().get("MONQ", "MEDIUM"))
+        for name in names:
+            st = self.store.queue_status(name)
+            ip, op = self._procs(name)
+            fields: dict[str, Any] = {"CURDEPTH": st["CURDEPTH"], "IPPROCS": ip,
+                                      "OPPROCS": op, "UNCOM": st["UNCOM"], "MONQ": monq}
+            on = monq != "OFF"
+            fields["LPUTDATE"], fields["LPUTTIME"] = mqsc.mq_date_time(st["LPUT"] if on else 0)
+            fields["LGETDATE"], fields["LGETTIME"] = mqsc.mq_date_time(st["LGET"] if on else 0)
+            fields["MSGAGE"] = st["MSGAGE"] if on and st["MSGAGE"] is not None else ""
+            short, long_ = st["QTIME"]
+            fields["QTIME"] = (f"{int(short)}, {int(long_)}" if on and short is not None
+                               else " , ")
+            lines += mqsc.status_display(
+                mqsc.MSG_DISPLAY_QSTATUS, [("QUEUE", name), ("TYPE", "QUEUE")], fields,
+                mqsc.QSTATUS_QUEUE_ATTRS, cmd.show)
+        return lines
+
+    def _sessions_matching(self, conn: str) -> list[Session]:
+        with self._sessions_lock:
+            sessions = sorted(self._sessions.values(), key=lambda s: s.id)
+        return [s for s in sessions if conn == "*" or self.conn_id(s) == conn]
+
+    def _mqsc_conn(self, cmd: mqsc.Command) -> list[str]:
+        sessions = self._sessions_matching(cmd.name)
+        if not sessions and cmd.name != "*":
+            return [mqsc.not_found(cmd.name)]
+        ctype = cmd.attrs.get("TYPE", "CONN")
+        lines: list[str] = []
+        for s in sessions:
+            info = s.state.get("conn", {})
+            date, tod = mqsc.mq_date_time(info.get("conntime"))
+            fields: dict[str, Any] = {
+                "EXTCONN": f"414D5143{self.qmgr.encode().hex().upper()}"[:32].ljust(32, "0"),
+                "TYPE": "CONN", "PID": info.get("pid", 0),
+                "APPLTAG": info.get("appltag", ""), "APPLTYPE": "USER", "CHANNEL": "",
+                "CONNAME": _address(s.peer), "CONNDATE": date, "CONNTIME": tod,
+                "UOWSTATE": "ACTIVE" if s.state.get("uow") is not None else "NONE",
+                "USERID": s.principal or "",
+            }
+            if ctype in ("CONN", "ALL"):
+                lines += mqsc.status_display(mqsc.MSG_DISPLAY_CONN,
+                                             [("CONN", self.conn_id(s))], fields,
+                                             mqsc.CONN_ATTRS, cmd.show)
+            if ctype in ("HANDLE", "ALL"):
+                for q, modes in sorted(s.state.get("handles", {}).items()):
+                    opts = ",".join(f"MQOO_{m}" if m != "INPUT" else "MQOO_INPUT_SHARED"
+                                    for m in _OPEN_MODES if m in modes)
+                    lines += [mqsc.MSG_DISPLAY_CONN, *mqsc.attr_columns([
+                        ("CONN", self.conn_id(s)), ("TYPE", "HANDLE"), ("OBJNAME", q),
+                        ("OBJTYPE", "QUEUE"), ("OPENOPTS", opts),
+                        ("HSTATE", "ACTIVE" if s.state.get("subs") else "INACTIVE")])]
+        return lines
+
+    def _mqsc_stop_conn(self, cmd: mqsc.Command) -> list[str]:
+        sessions = self._sessions_matching(cmd.name)
+        if not sessions:
+            return [mqsc.not_found(cmd.name)]
+        for s in sessions:
+            s.abort()  # the session's thread ends it: unit of work backed out, handles closed
+        return [mqsc.MSG_CONN_STOPPED]
+
+    def _mqsc_reset_qstats(self, cmd: mqsc.Command) -> list[str]:
+        names = self._queue_names(cmd.name)
+        if not names:
+            return [mqsc.not_found(cmd.name)]
+        lines: list[str] = []
+        for name in names:
+            st = self.store.reset_queue_stats(name)
+            lines += mqsc.status_display(mqsc.MSG_DISPLAY_QSTATUS, [("QUEUE", name)], st,
+                                         ("RESETINT", "HIGHQDPT", "MSGSIN", "MSGSOUT"),
+                                         ("ALL",))
+        return lines
+
+    def _mqsc_lsstatus(self, cmd: mqsc.Command) -> list[str]:
+        import fnmatch
+
+        lst = self.listener
+        if lst is None or not fnmatch.fnmatchcase(LISTENER_NAME, cmd.name):
+            return [mqsc.not_found(cmd.name)]
+        date, tod = mqsc.mq_date_time(self.started_at)
+        host, port = lst.address
+        fields = {"STATUS": "RUNNING", "PID": os.getpid(), "STARTDA": date, "STARTTI": tod,
+                  "TRPTYPE": "TCP", "IPADDR": host, "PORT": port,
+                  "SESSIONS": len(lst.sessions()), "SSL": "YES" if lst.tls is not None else "NO"}
+        return mqsc.status_display(mqsc.MSG_DISPLAY_LSSTATUS, [("LISTENER", LISTENER_NAME)],
+                                   fields, mqsc.LSSTATUS_ATTRS, cmd.show)
+
+    def _mqsc_log(self, cmd: mqsc.Command) -> list[str]:
+        st = {k.upper(): v for k, v in (self.store.status() or {}).items()
+              if not k.upper().startswith("AMQ")}
+        fields = {k: st[k] for k in ("CURRLOG", "RECLOG", "MEDIALOG", "LOGTYPE", "LOGPATH",
+                                     "LOGUTIL", "CHECKPOINT") if k in st}
+        settings = getattr(self.store, "settings", None)
+        if settings is not None:
+            fields["LOGPRIM"] = settings.primary_files
+            fields["LOGSEC"] = settings.secondary_files
+            fields["LOGFSIZE"] = int(settings.file_size) // 4096
+        return mqsc.status_display(mqsc.MSG_DISPLAY_LOG, [], fields, mqsc.LOG_ATTRS,
+                                   cmd.show)
+
+    def _mqsc_any_queue(self, cmd: mqsc.Command) -> list[str]:
+        """DISPLAY QUEUE / Q: local queues, aliases and models (or the TYPE asked for)."""
+        qtype = cmd.attrs.get("TYPE", "ALL")
+        lines: list[str] = []
+        if qtype in ("ALL", "QLOCAL"):
+            local = mqsc.Command("DISPLAY", "QLOCAL", cmd.name, show=cmd.show, text=cmd.text)
+            if cmd.generic or self._exists(cmd.name):
+                found = self._execute(local)
+                if not found[0].startswith("AMQ8147"):
+                    lines += found
+        for kind in ("QALIAS", "QMODEL"):
+            if qtype in ("ALL", kind) and (get := getattr(self.store, "list_objects", None)):
+                for name, attrs in get(kind, cmd.name):
+                    lines += mqsc.object_display(kind, {"QUEUE": name, **attrs}, cmd.show)
+        return lines or [mqsc.not_found(cmd.name)]
+
+    def _mqsc_object(self, cmd: mqsc.Command) -> list[str]:
+        """DEFINE/ALTER/DELETE/DISPLAY QALIAS and QMODEL (queue manager objects kept by
+        the store: logged, checkpointed, recovered)."""
+        kind = cmd.objtype
+        if cmd.verb == "DISPLAY":
+            found = self.store.list_objects(kind, cmd.name)
+            if not found:
+                return [mqsc.not_found(cmd.name)]
+            lines: list[str] = []
+            for name, attrs in found:
+                lines += mqsc.object_display(kind, {"QUEUE": name, **attrs}, cmd.show)
+            return lines
+        old = self._object(kind, cmd.name)
+        if cmd.verb == "DELETE":
+            if old is None:
+                return [mqsc.not_found(cmd.name)]
+            self.store.set_object(kind, cmd.name, None)
+            return [mqsc.MSG_DELETED]
+        now = _dt.datetime.now(_dt.UTC)
+        stamp = {"ALTDATE": now.strftime("%Y-%m-%d"), "ALTTIME": now.strftime("%H.%M.%S")}
+        if cmd.verb == "ALTER":
+            if old is None:
+                return [mqsc.not_found(cmd.name)]
+            self.store.set_object(kind, cmd.name, {**old, **cmd.attrs, **stamp})
+            return [mqsc.MSG_CHANGED]
+        if old is not None and "REPLACE" not in cmd.options:
+            return [mqsc.already_exists()]
+        if self._exists(cmd.name):
+            return [mqsc.already_exists()]
+        base = old or {"CRDATE": stamp["ALTDATE"], "CRTIME": stamp["ALTTIME"]}
+        if kind == "QALIAS":
+            defaults = {"PUT": "ENABLED", "GET": "ENABLED", "DESCR": "", "TARGTYPE": "QUEUE"}
+        else:
+            defaults = {"DEFTYPE": "TEMPDYN", "DESCR": "", "MAXDEPTH": 5000,
+                        "MAXMSGL": 4194304, "DEFPSIST": "NO", "DEFPRTY": 0,
+                        "PUT": "ENABLED", "GET": "ENABLED"}
+        self.store.set_object(kind, cmd.name, {**defaults, **base, **cmd.attrs, **stamp})
+        return [mqsc.MSG_CREATED]
+
+
+def _address(peer: str) -> str:
+    """A peer ``host(port)`` as MQ's CONNAME of an inbound connection shows it: the
+    address alone."""
+    return re.sub(r"\(\d+\)$", "", peer)
 
 
 def _qname(q: Any) -> str:

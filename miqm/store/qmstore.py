@@ -63,10 +63,19 @@ MQRC_PUT_INHIBITED = 2051
 MQRC_Q_FULL = 2053
 MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_HANDLE_NOT_AVAILABLE = 2017
+MQRC_DATA_LENGTH_ERROR = 2010
+MQRC_Q_NOT_EMPTY = 2055
+MQRC_PERSISTENT_NOT_ALLOWED = 2048
+#: the queue manager's MAXMSGL until ALTER QMGR sets one (the largest a queue may have)
+_QMGR_MAXMSGL = 104_857_600
+#: kinds of queue manager objects kept in the QMGR attributes (see set_object)
+OBJECT_KINDS = ("QALIAS", "QMODEL")
 
 _INT_ATTRS = {"MAXDEPTH": (0, 999_999_999), "DEFPRTY": (0, 9), "MAXMSGL": (0, 104_857_600)}
 _ENUM_ATTRS = {"DEFPSIST": ("YES", "NO"), "PUT": ("ENABLED", "DISABLED"),
-               "GET": ("ENABLED", "DISABLED")}
+               "GET": ("ENABLED", "DISABLED"),
+               # a dynamic queue made from a model (MQOPEN of a QMODEL) says which kind
+               "DEFTYPE": ("PREDEFINED", "TEMPDYN", "PERMDYN")}
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,7 @@ class QueueManagerStore:
         self._errlog = errlog or (lambda amq_no, text: None)
         self._clock = clock
         self._wallclock = wallclock
+        self._opened_at = wallclock()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._sleepers = 0  # threads in self._cond.wait(): only they need a notify
@@ -552,7 +562,7 @@ class QueueManagerStore:
         norm = _norm_attrs(attrs)
         with self._lock:
             self._check_open()
-            if name in self.state.queues:
+            if name in self.state.queues or self._object_kind(name):
                 raise ObjectError(f"AMQ8150: miqm object {name} already exists.",
                                   amq="AMQ8150")
             qid = self.state.next_key
@@ -628,14 +638,28 @@ class QueueManagerStore:
                     if fnmatch.fnmatchcase(n, pattern) and n not in self._damaged]
 
     def set_qmgr_attrs(self, **attrs: Any) -> None:
-        """ALTER QMGR (MAXUMSGS)."""
-        norm = {}
+        """ALTER QMGR (MAXUMSGS, MAXMSGL, DESCR)."""
+        norm: dict[str, Any] = {}
         for k, v in attrs.items():
             if k.upper() == "MAXUMSGS":
                 v = int(v)
                 if not 1 <= v <= 999_999_999:
                     raise ObjectError(f"MAXUMSGS({v}) is out of range 1-999999999")
                 norm["MAXUMSGS"] = v
+            elif k.upper() == "MAXMSGL":
+                v = int(v)
+                if not 32768 <= v <= _QMGR_MAXMSGL:
+                    raise ObjectError(f"MAXMSGL({v}) is out of range 32768-{_QMGR_MAXMSGL}")
+                norm["MAXMSGL"] = v
+            elif k.upper() == "DESCR":
+                norm["DESCR"] = str(v)[:64]
+            elif k.upper() == "CONNAUTH":
+                norm["CONNAUTH"] = str(v).strip()[:48]
+            elif k.upper() == "MONQ":
+                v = str(v).upper()
+                if v not in ("OFF", "LOW", "MEDIUM", "HIGH"):
+                    raise ObjectError(f"MONQ({v}) is not valid: use OFF, LOW, MEDIUM or HIGH")
+                norm["MONQ"] = v
         with self._lock:
             self._check_open()
             lsn = self._append(R.encode_json(R.QMGR, norm))
@@ -646,7 +670,135 @@ class QueueManagerStore:
     def qmgr_attrs(self) -> dict[str, Any]:
         """DISPLAY QMGR attributes."""
         with self._lock:
-            return {"QMNAME": self.qmgr, "MAXUMSGS": self._max_umsgs()}
+            return {"QMNAME": self.qmgr, "MAXUMSGS": self._max_umsgs(),
+                    "MAXMSGL": int(self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL)),
+                    "DESCR": str(self.state.qmgr.get("DESCR", "")),
+                    "MONQ": str(self.state.qmgr.get("MONQ", "MEDIUM")),
+                    **({"CONNAUTH": self.state.qmgr["CONNAUTH"]}
+                       if "CONNAUTH" in self.state.qmgr else {})}
+
+    # -- queue manager objects other than local queues (aliases, models) ---------------
+    # They live in the QMGR attributes under "KIND/NAME" (None once deleted): a QMGR log
+    # record carries each change and every checkpoint carries them all, so they survive
+    # restart, failover and media recovery like MAXUMSGS does.
+
+    def _object_kind(self, name: str) -> str:
+        for kind in OBJECT_KINDS:
+            if self.state.qmgr.get(f"{kind}/{name}") is not None:
+                return kind
+        return ""
+
+    def set_object(self, kind: str, name: str, attrs: dict[str, Any] | None) -> None:
+        """Define or replace (``attrs``) or delete (None) queue manager object ``name`` of
+        ``kind`` (QALIAS, QMODEL); logged and forced. AMQ8150 if a queue of another kind
+        has the name."""
+        if kind not in OBJECT_KINDS:
+            raise ObjectError(f"unknown object kind {kind}")
+        with self._lock:
+            self._check_open()
+            other = self._object_kind(name)
+            if attrs is not None and (name in self.state.queues or other not in ("", kind)):
+                raise ObjectError(f"AMQ8150: miqm object {name} already exists.",
+                                  amq="AMQ8150")
+            change = {f"{kind}/{name}": None if attrs is None else dict(attrs)}
+            lsn = self._append(R.encode_json(R.QMGR, change))
+            self.state.qmgr.update(change)
+            self._after_op()
+        self._force(lsn)
+
+    def get_object(self, kind: str, name: str) -> dict[str, Any] | None:
+        """The attributes of object ``name`` of ``kind``, None if there is none."""
+        with self._lock:
+            v = self.state.qmgr.get(f"{kind}/{name}")
+            return None if v is None else dict(v)
+
+    def list_objects(self, kind: str, pattern: str = "*") -> list[tuple[str, dict[str, Any]]]:
+        """(name, attributes) of every object of ``kind`` whose name matches ``pattern``."""
+        prefix = f"{kind}/"
+        with self._lock:
+            return [(k[len(prefix):], dict(v)) for k, v in sorted(self.state.qmgr.items())
+                    if k.startswith(prefix) and v is not None
+                    and fnmatch.fnmatchcase(k[len(prefix):], pattern)]
+
+    # -- queue status ------------------------------------------------------------------
+    def queue_status(self, name: str) -> dict[str, Any]:
+        """DISPLAY QSTATUS TYPE(QUEUE) figures: CURDEPTH, UNCOM (uncommitted puts and
+        gets), MSGAGE (seconds the oldest message a get could have has been on the queue,
+        None if there is none), last put/get wall-clock times (0: none since start), QTIME averages
+        (microseconds) and the RESET QSTATS counters."""
+        with self._lock:
+            q = self._queue(name)
+            oldest = None
+            idx = q.index
+            for p in range(10):
+                ks, bl = idx.keys[p], idx.blocks[p]
+                for i in range(idx.head[p], len(ks)):
+                    if bl[i] != -2 and q.available(ks[i]):
+                        if oldest is None or ks[i] < oldest[0]:
+                            oldest = (ks[i], p, i)
+                        break
+            now = self._wallclock()
+            age = None
+            if oldest is not None:
+                age = max(0, int(now - self._read(q, *oldest).put_time.timestamp()))
+            st = q.stats
+            return {"CURDEPTH": q.depth, "UNCOM": len(q.uncommitted) + len(q.locked),
+                    "MSGAGE": age, "LPUT": st.last_put, "LGET": st.last_get,
+                    "QTIME": (st.qtime_short, st.qtime_long), "MSGSIN": st.msgs_in,
+                    "MSGSOUT": st.msgs_out, "HIGHQDPT": max(st.high_depth, q.depth),
+                    "RESETAT": st.reset_at or self._opened_at}
+
+    def reset_queue_stats(self, name: str) -> dict[str, Any]:
+        """RESET QSTATS: MSGSIN, MSGSOUT, HIGHQDPT since the last reset (or start) and
+        RESETINT (seconds since then); the counters start again from now."""
+        with self._lock:
+            q = self._queue(name)
+            st = q.stats
+            now = self._wallclock()
+            out = {"MSGSIN": st.msgs_in, "MSGSOUT": st.msgs_out,
+                   "HIGHQDPT": max(st.high_depth, q.depth),
+                   "RESETINT": int(now - (st.reset_at or self._opened_at))}
+            st.msgs_in = st.msgs_out = 0
+            st.high_depth = q.depth
+            st.reset_at = now
+            return out
+
+    def clear_queue(self, name: str) -> int:
+        """CLEAR QLOCAL: remove every message; returns how many. Refused (MQRC 2055,
+        AMQ8143) while the queue has uncommitted puts or gets. Each persistent message's
+        removal is a logged get outside syncpoint, forced before return: restart and
+        failover see the queue empty."""
+        lsn = None
+        with self._lock:
+            self._check_open()
+            q = self._queue(name)
+            if q.uncommitted or q.locked:
+                raise MessagingError(
+                    f"AMQ8143: miqm queue {name} not empty: it has uncommitted messages "
+                    "(MQRC 2055 MQRC_Q_NOT_EMPTY); commit or back out that work, or end "
+                    "the connections doing it, then clear again.", mqrc=MQRC_Q_NOT_EMPTY,
+                    amq="AMQ8143")
+            keys: list[tuple[int, bool]] = []
+            idx = q.index
+            for p in range(10):
+                ks, bl = idx.keys[p], idx.blocks[p]
+                for i in range(idx.head[p], len(ks)):
+                    if bl[i] == -2:
+                        continue
+                    k = ks[i]
+                    m = q.mem.get(k)
+                    if m is None and q.in_flight is not None:
+                        m = q.in_flight.get(k)
+                    keys.append((k, True if m is None else m.persistent))
+            for k, persistent in keys:
+                if persistent:
+                    lsn = self._append(R.encode_get(0, name, k))
+                q.remove(k)
+            if keys:
+                self._after_op()
+        if lsn is not None:
+            self._force(lsn)
+        return len(keys)
 
     # ------------------------------------------------------------------ authority records
     def set_authrec(self, objtype: str, profile: str, principal: str,
@@ -701,11 +853,19 @@ class QueueManagerStore:
             if len(body) > int(q.attrs["MAXMSGL"]):
                 raise MessagingError(f"message of {len(body)} bytes exceeds MAXMSGL of queue "
                                      f"'{queue}' (MQRC 2030)", mqrc=MQRC_MSG_TOO_BIG_FOR_Q)
+            if len(body) > self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL):
+                raise MessagingError(f"message of {len(body)} bytes exceeds the queue "
+                                     "manager's MAXMSGL (MQRC 2010)", mqrc=MQRC_DATA_LENGTH_ERROR)
             prio = int(q.attrs["DEFPRTY"]) if priority is None else int(priority)
             if not 0 <= prio <= 9:
                 raise MessagingError(f"priority {prio} is not 0-9 (MQRC 2050)",
                                      mqrc=MQRC_PRIORITY_ERROR)
             pers = (q.attrs["DEFPSIST"] == "YES") if persistent is None else bool(persistent)
+            if pers and q.attrs.get("DEFTYPE") == "TEMPDYN":
+                raise MessagingError(f"queue '{queue}' is a temporary dynamic queue: it takes "
+                                     "non-persistent messages only (MQRC 2048 "
+                                     "MQRC_PERSISTENT_NOT_ALLOWED)",
+                                     mqrc=MQRC_PERSISTENT_NOT_ALLOWED)
             # MAXUMSGS is at least 1: a unit's first message never needs the lookup
             if uow is not None and uow.ops and len(uow.ops) >= self._max_umsgs():
                 raise MessagingError("MAXUMSGS reached for this unit of work (MQRC 2024)",
@@ -717,6 +877,10 @@ class QueueManagerStore:
             now = self._wallclock()
             if (uow is None and q.present == len(q.uncommitted) + len(q.locked)
                     and self._hand_over(queue, mid, cid, prio, pers, now, body)):
+                st = q.stats
+                st.msgs_in += 1
+                st.last_put = now
+                st.got(now, now)
                 return mid
             if q.present - len(q.locked) >= int(q.attrs["MAXDEPTH"]):  # CURDEPTH
                 raise MessagingError(f"queue '{queue}' is full (MQRC 2053)", mqrc=MQRC_Q_FULL)
@@ -726,6 +890,11 @@ class QueueManagerStore:
             # the key is new and next_key already past it: StoreState.add_message inlined
             q.mem[key] = MemMessage(prio, pers, now, mid, cid, body)
             q.add_put(key, prio, len(body), mid if msgid else None, cid if correlid else None)
+            st = q.stats
+            st.msgs_in += 1
+            st.last_put = now
+            if q.present - len(q.locked) > st.high_depth:
+                st.high_depth = q.present - len(q.locked)
             if uow is not None:
                 q.uncommitted[key] = uow.txid
                 uow.ops.append(("P", queue, key, pers))
@@ -840,6 +1009,7 @@ class QueueManagerStore:
                         msg = self._read(q, key, p, i)
                         if browse:
                             return msg
+                        q.stats.got(self._wallclock(), msg.put_time.timestamp())
                         if uow is not None:
                             if len(uow.ops) >= self._max_umsgs():
                                 raise MessagingError("MAXUMSGS reached for this unit of work "
@@ -887,6 +1057,7 @@ class QueueManagerStore:
                 raise MessagingError(f"gets are inhibited on queue '{queue}' (MQRC 2016)",
                                      mqrc=MQRC_GET_INHIBITED)
             limit = self._max_umsgs()
+            now = self._wallclock()
             idx = q.index
             locked, uncommitted = q.locked, q.uncommitted
             for p in range(9, -1, -1):
@@ -907,6 +1078,7 @@ class QueueManagerStore:
                         self._append(R.encode_get(uow.txid, queue, k), uow)
                     locked[k] = uow.txid
                     uow.ops.append(("G", queue, k, msg.persistent))
+                    q.stats.got(now, msg.put_time.timestamp())
                     out.append(msg)
                     if len(out) >= n:
                         break
@@ -1055,8 +1227,9 @@ class QueueManagerStore:
         info = ckpt.CheckpointInfo(
             seq=seq, next_key=st.next_key, next_txid=st.uows.next_txid,
             queues={n: q.qid for n, q in st.queues.items()},
-            uows=st.uows.snapshot(), qmgr=dict(st.qmgr), media=dict(self._media),
-            authrecs=st.authrec_list())
+            uows=st.uows.snapshot(),
+            qmgr={k: v for k, v in st.qmgr.items() if v is not None},  # deleted: dropped
+            media=dict(self._media), authrecs=st.authrec_list())
         plan = _CheckpointPlan(info, [], [])
         try:
             cp_lsn = self._append(R.encode_json(R.CHECKPOINT, {"seq": seq, "uows": info.uows}))

@@ -401,6 +401,34 @@ class PriorityIndex:
 
 
 @dataclass(slots=True)
+class QueueStats:
+    """What DISPLAY QSTATUS and RESET QSTATS report of a queue, kept in memory only (as
+    MQ keeps them: a restart or failover starts them again). Times are wall-clock
+    seconds; ``qtime_short``/``qtime_long`` are moving averages of the time messages got
+    from the queue spent on it, in microseconds (None before the first get)."""
+
+    msgs_in: int = 0
+    msgs_out: int = 0
+    high_depth: int = 0
+    last_put: float = 0.0
+    last_get: float = 0.0
+    qtime_short: float | None = None
+    qtime_long: float | None = None
+    reset_at: float = 0.0
+
+    def got(self, now: float, put_time: float) -> None:
+        """Count a destructive get of a message put at ``put_time``."""
+        self.msgs_out += 1
+        self.last_get = now
+        us = max(0.0, now - put_time) * 1e6
+        if self.qtime_short is None or self.qtime_long is None:
+            self.qtime_short = self.qtime_long = us
+        else:
+            self.qtime_short += (us - self.qtime_short) / 4
+            self.qtime_long += (us - self.qtime_long) / 64
+
+
+@dataclass(slots=True)
 class MemMessage:
     """A message whose body is in memory: non-persistent, or not yet checkpointed."""
 
@@ -433,6 +461,8 @@ class LocalQueue:
         self.media_lsn: int | None = None
         # the bodies a running checkpoint is writing to the file, until they are there
         self.in_flight: dict[int, MemMessage] | None = None
+        #: DISPLAY QSTATUS / RESET QSTATS figures (memory only)
+        self.stats = QueueStats()
 
     @property
     def depth(self) -> int:

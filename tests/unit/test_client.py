@@ -484,3 +484,23 @@ def test_store_get_many_follows_get_rules(served) -> None:
     with pytest.raises(MessagingError) as info:
         store.get_many("Q1", 1, store.begin())
     assert info.value.mqrc == 2016
+
+
+def test_open_handles_counted_and_reopened_after_a_reconnect(served) -> None:
+    """An explicit open shows in IPPROCS/OPPROCS; after the serving listener is replaced
+    (as at a failover) a reconnecting client opens it again with its next call; a close
+    ends it."""
+    with mq.connect("QMC", reconnect=True, reconnect_timeout=20) as qm:
+        assert qm.open("Q1", "INPUT", "BROWSE") == "Q1"
+        qm.put("Q1", b"x")  # an OUTPUT handle of its own
+        attrs = qm.inquire("Q1")
+        assert (attrs["IPPROCS"], attrs["OPPROCS"]) == (1, 1)
+        served.listener.stop()
+        served.store.close()
+        served.start()
+        with pytest.raises(mq.MQError):
+            qm.inquire("Q1")  # the call in flight when the instance went (2009/2549)
+        attrs = qm.inquire("Q1")  # reopened first: INPUT again, OUTPUT not (no put yet)
+        assert (attrs["IPPROCS"], attrs["OPPROCS"]) == (1, 0)
+        qm.close_queue("Q1")
+        assert qm.inquire("Q1")["IPPROCS"] == 0

@@ -114,3 +114,98 @@ def test_qmstatus_display_puts_mq_fields_first() -> None:
     assert "QMNAME(QM1)" in lines[1]
     assert text.index("CURRLOG") < text.index("RECLOG") < text.index("MEDIALOG")
     assert "RECLOG(S0000002.LOG)" in text
+
+
+# -- daily administration (issue 24) ------------------------------------------------------
+
+
+def test_admin_commands_parse_with_mq_synonyms() -> None:
+    clear = parse("clear ql(q1)")
+    assert (clear.verb, clear.objtype, clear.name) == ("CLEAR", "QLOCAL", "Q1")
+    qs = parse("DIS QS(Q*) TYPE(HANDLE) PID APPLTAG")
+    assert (qs.objtype, qs.name, qs.attrs, qs.show) == (
+        "QSTATUS", "Q*", {"TYPE": "HANDLE"}, ("PID", "APPLTAG"))
+    assert parse("DISPLAY QSTATUS(Q1)").attrs == {"TYPE": "QUEUE"}
+    assert parse("DISPLAY QSTATUS(Q1)").show == ("ALL",)
+    conn = parse("DIS CONN(*) TYPE(ALL) CONNAME USERID")
+    assert (conn.objtype, conn.name, conn.attrs["TYPE"]) == ("CONN", "*", "ALL")
+    assert parse("stop conn(00ab00cd00ef0011)").name == "00AB00CD00EF0011"
+    assert parse("RESET QSTATS(Q*)").generic
+    assert parse("DIS LSSTATUS(*) PORT").show == ("PORT",)
+    assert parse("DIS LOG").objtype == "LOG"
+    alter = parse("ALTER QMGR DESCR('Daily') MAXMSGL(40000) MONQ(off)")
+    assert alter.attrs == {"DESCR": "Daily", "MAXMSGL": 40000, "MONQ": "OFF"}
+
+
+def test_alias_and_model_definitions() -> None:
+    a = parse("DEF QA(A1) TARGET(q1) PUT(DISABLED) REPLACE")
+    assert (a.verb, a.objtype, a.attrs, a.options) == (
+        "DEFINE", "QALIAS", {"TARGET": "Q1", "PUT": "DISABLED"}, ("REPLACE",))
+    m = parse("DEFINE QMODEL(M1) DEFTYPE(PERMDYN) MAXDEPTH(10) DEFPSIST(YES)")
+    assert m.attrs == {"DEFTYPE": "PERMDYN", "MAXDEPTH": 10, "DEFPSIST": "YES"}
+    assert parse("DIS QMODEL(M*)").show == ("QUEUE", "TYPE")
+    assert parse("DIS QA(A1)").show == ("ALL",)
+    assert parse("DELETE QALIAS(A1)").verb == "DELETE"
+    assert mqsc.Command.from_dict(m.to_dict()) == m
+
+
+@pytest.mark.parametrize("text, near", [
+    ("CLEAR QLOCAL(Q*)", "CLEAR QLOCAL(Q*)"),
+    ("CLEAR QLOCAL(Q1) PURGE", "CLEAR QLOCAL(Q1) PURGE"),
+    ("CLEAR QMODEL(M1)", "CLEAR QMODEL(M1)"),
+    ("DIS QSTATUS(Q1) TYPE(BOTH)", "DIS QSTATUS(Q1) TYPE(BOTH)"),
+    ("DIS QSTATUS(Q1) PID", "DIS QSTATUS(Q1) PID"),            # a handle attribute
+    ("DIS QSTATUS(Q1) TYPE(HANDLE) MSGAGE", "DIS QSTATUS(Q1) TYPE(HANDLE) MSGAGE"),
+    ("STOP CONN(*)", "STOP CONN(*)"),
+    ("STOP CONN(XYZ)", "STOP CONN(XYZ)"),
+    ("STOP QLOCAL(Q1)", "STOP QLOCAL(Q1)"),
+    ("RESET QSTATS(Q1) ALL", "RESET QSTATS(Q1) ALL"),
+    ("DIS LSSTATUS", "DIS LSSTATUS"),
+    ("DIS LOG(X)", "DIS LOG(X)"),
+    ("DEFINE QALIAS(A1)", None),                                # no TARGET
+    ("DEFINE QALIAS(A1) TARGET(Q1) MAXDEPTH(5)", "DEFINE QALIAS(A1) TARGET(Q1) MAXDEPTH(5)"),
+    ("DEFINE QMODEL(M1) DEFTYPE(SOMETIMES)", "DEFINE QMODEL(M1) DEFTYPE(SOMETIMES)"),
+    ("ALTER QMGR MAXMSGL(100)", "ALTER QMGR MAXMSGL(100)"),
+    ("ALTER QMGR MONQ(LOUD)", "ALTER QMGR MONQ(LOUD)"),
+    ("PING QSTATUS(Q1)", "PING QSTATUS(Q1)"),
+])
+def test_admin_syntax_errors_name_where(text: str, near: str | None) -> None:
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        parse(text)
+    if near is not None:
+        assert info.value.segment == near
+    assert info.value.reason
+
+
+def test_status_display_and_dates() -> None:
+    lines = mqsc.status_display(mqsc.MSG_DISPLAY_QSTATUS, [("QUEUE", "Q1"), ("TYPE", "QUEUE")],
+                                {"UNCOM": 0, "CURDEPTH": 2, "MSGAGE": "", "EXTRA": 1},
+                                mqsc.QSTATUS_QUEUE_ATTRS, ("ALL",))
+    assert lines[0] == "AMQ8450I: Display queue status details."
+    assert lines[1] == "   QUEUE(Q1)" + " " * 31 + "TYPE(QUEUE)"
+    assert lines[2] == "   CURDEPTH(2)" + " " * 29 + "MSGAGE( )"
+    assert lines[3] == "   UNCOM(0)" + " " * 32 + "EXTRA(1)"  # unknown fields last
+    only = mqsc.status_display(mqsc.MSG_DISPLAY_QSTATUS, [("QUEUE", "Q1")],
+                               {"CURDEPTH": 2, "UNCOM": 0}, mqsc.QSTATUS_QUEUE_ATTRS,
+                               ("UNCOM",))
+    assert only[1:] == ["   QUEUE(Q1)" + " " * 31 + "UNCOM(0)"]
+    assert mqsc.mq_date_time(0) == ("", "")
+    assert mqsc.mq_date_time(86400 + 3661) == ("1970-01-02", "01.01.01")
+    alias = mqsc.object_display("QALIAS", {"QUEUE": "A1", "TARGET": "Q1", "PUT": "ENABLED"},
+                                ("QUEUE", "TYPE"))
+    assert alias[1:] == ["   QUEUE(A1)" + " " * 31 + "TYPE(QALIAS)"]
+    assert "TARGET(Q1)" in "\n".join(mqsc.object_display("QALIAS", {"QUEUE": "A1",
+                                                                     "TARGET": "Q1"},
+                                                         ("ALL",)))
+
+
+def test_display_queue_covers_every_type() -> None:
+    every = parse("DIS Q(*)")
+    assert (every.objtype, every.attrs, every.show) == ("QUEUE", {"TYPE": "ALL"},
+                                                         ("QUEUE", "TYPE"))
+    only = parse("DISPLAY QUEUE(A*) TYPE(QA) TARGET")
+    assert (only.attrs, only.show) == ({"TYPE": "QALIAS"}, ("TARGET",))
+    assert parse("DIS QL(Q*)").objtype == "QLOCAL"
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        parse("DIS Q(*) TYPE(QREMOTE)")
+    assert info.value.segment == "DIS Q(*) TYPE(QREMOTE)"
