@@ -413,6 +413,12 @@ def _conn_id(tok: _Token, text: str) -> str:
     return v
 
 
+def _nothing_after(rest: list[_Token], text: str, reason: str) -> None:
+    """AMQ8405 at the first token of ``rest``, if there is one."""
+    if rest:
+        raise MQSCSyntaxError(text[: rest[0].end], reason)
+
+
 def _parse_admin(verb: str, obj: _Token, rest: list[_Token], text: str) -> Command:
     """CLEAR QLOCAL, DISPLAY QSTATUS/CONN/LSSTATUS/LOG, STOP CONN, RESET QSTATS and the
     QALIAS/QMODEL objects."""
@@ -422,8 +428,7 @@ def _parse_admin(verb: str, obj: _Token, rest: list[_Token], text: str) -> Comma
         if kind != "QLOCAL":
             raise MQSCSyntaxError(seg, "CLEAR takes QLOCAL(name)")
         name = _name(obj, text)
-        if rest:
-            raise MQSCSyntaxError(text[: rest[0].end], "CLEAR QLOCAL takes no parameters")
+        _nothing_after(rest, text, "CLEAR QLOCAL takes no parameters")
         return Command("CLEAR", "QLOCAL", name, text=text)
     if verb == "STOP":
         if kind != "CONN":
@@ -431,15 +436,13 @@ def _parse_admin(verb: str, obj: _Token, rest: list[_Token], text: str) -> Comma
         name = _conn_id(obj, text)
         if name == "*":
             raise MQSCSyntaxError(seg, "STOP CONN needs one connection id, not *")
-        if rest:
-            raise MQSCSyntaxError(text[: rest[0].end], "STOP CONN takes no other parameters")
+        _nothing_after(rest, text, "STOP CONN takes no other parameters")
         return Command("STOP", "CONN", name, text=text)
     if verb == "RESET":
         if kind != "QSTATS":
             raise MQSCSyntaxError(seg, "RESET takes QSTATS(name)")
         name = _name(obj, text, generic=True)
-        if rest:
-            raise MQSCSyntaxError(text[: rest[0].end], "RESET QSTATS takes no other parameters")
+        _nothing_after(rest, text, "RESET QSTATS takes no other parameters")
         return Command("RESET", "QSTATS", name, text=text)
     if kind in ("QALIAS", "QMODEL"):
         return _parse_alias_model(verb, kind, obj, rest, text)

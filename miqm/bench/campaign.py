@@ -129,15 +129,23 @@ def _producer(qmgr: str, index: int, unit_size: int, stop: threading.Event,
                 ledger.note("unknown", unit, mqrc)
             else:
                 ledger.note("backed_out", unit, mqrc)
-            if conn is not None:
-                try:
-                    conn.call("backout")  # clears a lost unit of work's state
-                except MiqmError:
-                    conn.close()
-                    conn = None
-            time.sleep(0.01)
+            conn = _after_failure(conn)
     if conn is not None:
         conn.close()
+
+
+def _after_failure(conn: Any) -> Any:
+    """After a failed call: back out what the connection's unit of work still holds (a
+    lost unit's state is cleared that way), or drop the connection (None) if even that
+    fails; then a short breath before the next try."""
+    if conn is not None:
+        try:
+            conn.call("backout")
+        except MiqmError:
+            conn.close()
+            conn = None
+    time.sleep(0.01)
+    return conn
 
 
 def _consumer(qmgr: str, index: int, syncpoint: bool, stop: threading.Event,
@@ -182,13 +190,7 @@ def _consumer(qmgr: str, index: int, syncpoint: bool, stop: threading.Event,
                     ledger.gets_backed_out += len(got)  # back on the queue
                 elif stage == "get":
                     ledger.gets_uncertain += 1
-            if conn is not None:
-                try:
-                    conn.call("backout")
-                except MiqmError:
-                    conn.close()
-                    conn = None
-            time.sleep(0.01)
+            conn = _after_failure(conn)
     if conn is not None:
         conn.close()
 

@@ -78,10 +78,18 @@ def serve(root: str, authrecs: int = 0) -> None:
 
 
 def _create(root: str) -> None:
+    """The bench queue manager created under ``root`` (MIQM_DATA_ROOT left as it was)."""
+    saved = os.environ.get("MIQM_DATA_ROOT")
     os.environ["MIQM_DATA_ROOT"] = root
-    from miqm.cli.crtmqm import _create as create
+    try:
+        from miqm.cli.crtmqm import _create as create
 
-    create(QMGR, None, None, "CIRCULAR", 4096, 3, 2)
+        create(QMGR, None, None, "CIRCULAR", 4096, 3, 2)
+    finally:
+        if saved is None:
+            os.environ.pop("MIQM_DATA_ROOT", None)
+        else:
+            os.environ["MIQM_DATA_ROOT"] = saved
 
 
 APP = "benchapp"
@@ -177,14 +185,7 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
               directory: str | None = None) -> dict[str, Any]:
     """Run the benchmark; returns the figures (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="miqm-bench-net-", dir=directory) as root:
-        saved = os.environ.get("MIQM_DATA_ROOT")
-        try:
-            _create(root)
-        finally:
-            if saved is None:
-                os.environ.pop("MIQM_DATA_ROOT", None)
-            else:
-                os.environ["MIQM_DATA_ROOT"] = saved
+        _create(root)
         store = _open_store(root)
         store.define_queue(QUEUE, MAXDEPTH=10_000_000)
         echo(f"in-process store, 8 threads x {messages} put+commit ...")
@@ -299,14 +300,7 @@ def bench_authz(messages: int = 2000, authrecs: int = 100, rounds: int = 2,
     creds = {"off": f"admin:{secrets['admin']}", "on": f"{APP}:{secrets[APP]}"}
     runs = (("put_commit_8", 8, messages, 1), ("put_np_1", 1, messages * 5, 0))
     with tempfile.TemporaryDirectory(prefix="miqm-bench-authz-", dir=directory) as root:
-        saved = os.environ.get("MIQM_DATA_ROOT")
-        try:
-            _create(root)
-        finally:
-            if saved is None:
-                os.environ.pop("MIQM_DATA_ROOT", None)
-            else:
-                os.environ["MIQM_DATA_ROOT"] = saved
+        _create(root)
         store = _open_store(root)
         store.define_queue(QUEUE, MAXDEPTH=100_000_000)
         store.close()

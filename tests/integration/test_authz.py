@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from miqm.localpair import LocalPair
+from tests.integration.test_multi_instance import _errlog, created_pair
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -24,36 +25,9 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall":
           "LivenessInterval": "5", "FilesystemLease": "90"}
 
 
-def _free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.2", port))
-            return port
-        except OSError:
-            continue
-    pytest.skip("no port free on both loopback addresses")
-
-
 @pytest.fixture()
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPair]:
-    p = LocalPair(qmgr=QM, base=str(tmp_path / "pair"), tuning=dict(TUNING))
-    p.create()
-    try:
-        yield p
-    finally:
-        rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            print(_errlog(p)[-6000:])
-        p.close()
-
-
-def _errlog(p: LocalPair) -> str:
-    path = Path(p.data_dir()) / "errors" / "AMQERR01.LOG"
-    return path.read_text(errors="replace") if path.exists() else ""
+    yield from created_pair(request, tmp_path, TUNING, qmgr=QM)
 
 
 class App:
@@ -86,7 +60,7 @@ class App:
 
 
 def test_authority_records_are_enforced_and_survive_a_failover(pair: LocalPair) -> None:
-    port = _free_port()
+    port = free_port("127.0.0.2")
     with open(os.path.join(pair.data_dir(), "qm.ini"), "a", encoding="utf-8") as fh:
         fh.write(f"Listener:\n   Port={port}\n")
     for host, addr in ((pair.a, "127.0.0.1"), (pair.b, "127.0.0.2")):

@@ -26,7 +26,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -66,12 +67,6 @@ def _podman_broken(env: dict[str, str]) -> str | None:
         line = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return f"podman cannot run here: {line}"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _containers_conf(path: Path) -> Path:
@@ -230,7 +225,7 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
     env["CONTAINERS_CONF"] = str(_containers_conf(tmp_path / "containers.conf"))
     for var in ("MIQM_PORT_A", "MIQM_PORT_B", "MIQM_METRICS_PORT_A", "MIQM_METRICS_PORT_B",
                 "MIQM_PROMETHEUS_PORT", "MIQM_ALERTMANAGER_PORT"):
-        env[var] = str(_free_port())
+        env[var] = str(free_port())
     env["MIQM_NFS_LEASE"] = str(LEASE)
     why = _podman_broken(env)
     if why:

@@ -15,21 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from miqm.localpair import LocalPair
-
-
-def _free_port() -> int:
-    """A port free on both 127.0.0.1 and 127.0.0.2."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.2", port))
-            return port
-        except OSError:
-            continue
-    pytest.skip("no port free on both loopback addresses")
+from tests.ports import free_port
 
 
 @pytest.fixture()
@@ -56,7 +42,7 @@ def _client(pair: LocalPair, conname: str, script: str) -> subprocess.CompletedP
 
 def test_fixed_port_both_instances_and_a_conname_walker(pair) -> None:
     pair.create()
-    port = _free_port()
+    port = free_port("127.0.0.2")
     with open(os.path.join(pair.data_dir(), "qm.ini"), "a", encoding="utf-8") as fh:
         fh.write(f"Listener:\n   Port={port}\n")
     # qm.ini gives the port; each host gives its own address

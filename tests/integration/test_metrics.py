@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from miqm.localpair import Host, LocalPair
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +32,6 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall":
           "LivenessInterval": "5", "FilesystemLease": "90"}
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(port: int, timeout: float = 10.0) -> tuple[float, str]:
@@ -177,13 +172,13 @@ def _firing(port: int, name: str) -> list[dict[str, str]]:
                                                "(Debian package prometheus)")
 def test_prometheus_fires_failover_then_no_standby_after_kill_9(
         pair: LocalPair, tmp_path: Path) -> None:
-    ports = {"hosta": _free_port(), "hostb": _free_port()}
+    ports = {"hosta": free_port(), "hostb": free_port()}
     pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])  # the environment on A,
     assert "started using" in pair.start(pair.a)
     assert "standby instance" in pair.run(  # strmqm's option on B
         pair.b, "strmqm", "-x", "--metrics-port", str(ports["hostb"]), pair.qmgr).stdout
     hostc = _third_host(pair)
-    ex_port, prom_port = _free_port(), _free_port()
+    ex_port, prom_port = free_port(), free_port()
     exporter = prom = None
     try:
         exporter = subprocess.Popen(
@@ -231,7 +226,7 @@ def test_metrics_answer_while_the_shared_files_hang(pair: LocalPair) -> None:
     stalled open of it (MIQM_FAULTS; the instance itself never opens that file once
     active) leaves the scrape answering, with no value yet and the read in flight. The
     exporter, its open of ``master`` stalled, says Status not available at once."""
-    port = _free_port()
+    port = free_port()
     pair.a.extra["MIQM_METRICS_PORT"] = str(port)
     pair.a.extra["MIQM_FAULTS"] = json.dumps([{"volume": "data", "op": "open",
                                                "path": "standby", "kind": "stall",
@@ -239,7 +234,7 @@ def test_metrics_answer_while_the_shared_files_hang(pair: LocalPair) -> None:
     assert "started using" in pair.start(pair.a)
     del pair.a.extra["MIQM_FAULTS"]  # the instance has it; later commands (endmqm) not
     hostc = _third_host(pair)
-    ex_port = _free_port()
+    ex_port = free_port()
     env = hostc.env()
     env["MIQM_FAULTS"] = json.dumps([{"volume": "data", "op": "open", "path": "master",
                                       "kind": "stall", "seconds": 60}])

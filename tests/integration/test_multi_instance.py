@@ -27,10 +27,10 @@ TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall":
 
 
 def created_pair(request: pytest.FixtureRequest, tmp_path: Path,
-                 tuning: dict[str, str]) -> Iterator[LocalPair]:
-    """A created pair QMHA for a fixture to yield from: closed after the test, both error
-    logs and run outputs printed first when the test failed."""
-    p = LocalPair(qmgr="QMHA", base=str(tmp_path / "pair"), tuning=dict(tuning))
+                 tuning: dict[str, str], qmgr: str = "QMHA") -> Iterator[LocalPair]:
+    """A created pair (QMHA unless named) for a fixture to yield from: closed after the
+    test, both error logs and run outputs printed first when the test failed."""
+    p = LocalPair(qmgr=qmgr, base=str(tmp_path / "pair"), tuning=dict(tuning))
     p.create()
     try:
         yield p

@@ -112,6 +112,23 @@ def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest,
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _arm_and_put(labx: lab.NfsLab, a: NsHost, a_env: dict[str, str],
+                 logdir: Path) -> tuple[int, int, Path, subprocess.Popen[str]]:
+    """Arm the ``stop`` fault of ``a_env`` and start an amqsput on host A: returns the
+    active's pid, the log generation it writes, the fault's report path and the put."""
+    from lockfs.posix import PosixVolume
+    from miqm.store.log import RecoveryLog
+
+    fault = json.loads(a_env["MIQM_FAULTS"])[0]
+    old = _pid(a, QM)
+    assert old and _alive(old)
+    old_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
+    Path(fault["armed"]).touch()
+    exe = os.path.join(os.path.dirname(sys.executable), "amqsput")
+    return old, old_gen, Path(fault["report"]), labx.run_in("a", [exe, QM, "HA.Q"],
+                                                            env=a.env())
+
+
 def _await_end(pid: int) -> float:
     """After SIGCONT of a resumed old active: seconds until it has ended (at most 30)."""
     resumed = time.monotonic()
@@ -229,16 +246,9 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
     from miqm.store.settings import LogSettings
 
     a, b, base = qm
-    fault = json.loads(a_env["MIQM_FAULTS"])[0]
-    arm, report = Path(fault["armed"]), Path(fault["report"])
     logdir = base / "log" / QM
     _run(nfs_lab, a, "amqsput", QM, "HA.Q", stdin="before 00\n")
-    old = _pid(a, QM)
-    assert old and _alive(old)
-    old_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
-    arm.touch()
-    exe = os.path.join(os.path.dirname(sys.executable), "amqsput")
-    put = nfs_lab.run_in("a", [exe, QM, "HA.Q"], env=a.env())
+    old, old_gen, report, put = _arm_and_put(nfs_lab, a, a_env, logdir)
     try:
         # one message longer than a page: the held-up piece is record bytes, not padding
         # (no two pieces alike, and every piece carries the marker the fault looks for)
@@ -308,15 +318,8 @@ def test_a_late_rename_after_the_lease_passed_on_is_refused_by_the_server(
     from miqm.store.settings import LogSettings
 
     a, _b, base = qm
-    fault = json.loads(a_env["MIQM_FAULTS"])[0]
-    arm, report = Path(fault["armed"]), Path(fault["report"])
     logdir = base / "log" / QM
-    old = _pid(a, QM)
-    assert old and _alive(old)
-    old_gen = RecoveryLog.recorded_generation(PosixVolume(str(logdir)))
-    arm.touch()
-    exe = os.path.join(os.path.dirname(sys.executable), "amqsput")
-    put = nfs_lab.run_in("a", [exe, QM, "HA.Q"], env=a.env())
+    old, old_gen, report, put = _arm_and_put(nfs_lab, a, a_env, logdir)
     try:
         # 2 MB through a log of 1 MiB extents: the log takes a new extent, recorded in a
         # new control file put in place by RENAME
