@@ -66,9 +66,13 @@ def test_an_acknowledgement_from_a_deposed_owner_is_two_owners() -> None:
                 {"at_monotonic": 20.0, "took": None, "new": "hostb"},
                 {"at_monotonic": 30.0, "took": 2.0, "new": "hosta"}]
     ledger = _Ledger()
-    ledger.acks = [(9.0, "hosta"), (10.5, "hosta"),  # before the new owner served: fine
-                   (12.0, "hostb"), (25.0, "hostb"), (31.0, "hostb"), (33.0, "hosta")]
-    assert _deposed_acks(ledger, timeline) == 0
-    ledger.acks.append((15.0, "hosta"))  # the old owner answered after hostb served
-    ledger.acks.append((40.0, "hostb"))
-    assert _deposed_acks(ledger, timeline) == 2
+    ledger.acks = [(8.9, 9.0, "hosta"), (10.4, 10.5, "hosta"),  # before hostb served
+                   (11.9, 12.0, "hostb"), (24.9, 25.0, "hostb"), (30.9, 31.0, "hostb"),
+                   (32.9, 33.0, "hosta")]
+    assert _deposed_acks(ledger, timeline) == (0, 0)
+    # sent before hostb served, its answer read after: not proof either way
+    ledger.acks.append((10.9, 11.5, "hosta"))
+    assert _deposed_acks(ledger, timeline) == (0, 1)
+    # sent after hostb served and answered by hosta, then hostb after hosta took over
+    ledger.acks += [(14.0, 15.0, "hosta"), (39.0, 40.0, "hostb")]
+    assert _deposed_acks(ledger, timeline) == (2, 1)
