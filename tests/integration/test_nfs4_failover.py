@@ -223,7 +223,9 @@ def _analysis_finds_the_partition(labx: lab.NfsLab, a: NsHost, b: NsHost,
     assert words and {w["amq"] for w in words} <= {"AMQ7279", "AMQ7280"}, words
     assert measured is not None
     running = SparkSession.getActiveSession()
-    spark = running or session("local[2]", shuffle_partitions=2)
+    # a small history: the quick JIT alone (most of Spark's CPU would go to compiling it)
+    spark = running or session("local[2]", shuffle_partitions=2,
+                               java_options="-XX:TieredStopAtLevel=1")
     try:
         s = analyze([str(shared), *map(str, local)], str(tmp_path / "analysis"),
                     spark=spark, report=False)
