@@ -38,6 +38,42 @@ def pct(column: str, p: float) -> Any:
     return F.expr(f"percentile_disc({p}) WITHIN GROUP (ORDER BY `{column}`)")
 
 
+def percentiles(df: Any, groups: list[str], column: str, ps: dict[str, float],
+                rollups: list[dict[str, Any]] | None = None) -> Any:
+    """Exact nearest-rank percentiles of ``column`` per group, without holding every value
+    of a group in one buffer: the values are counted per (group, value) in a hash
+    aggregate, the counts accumulated in value order, and the p-th percentile is the
+    smallest value whose cumulative count reaches ``max(1, ceil(p * n))`` (the same
+    formula as :func:`miqm.analysis.nearest_rank`). ``ps`` names the output columns;
+    also ``count`` and ``max_s``-style ``max`` come out. ``rollups``: coarser groupings
+    computed from the same counts, each a {group column: constant} replacement (e.g.
+    ``{"hour": -1}`` for "every hour"), their rows added to the result."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    counted = (df.where(F.col(column).isNotNull()).groupBy(*groups, column)
+               .agg(F.count(F.lit(1)).alias("_c")))
+    frames = [counted]
+    for r in rollups or []:
+        frames.append(counted.groupBy(*[g for g in groups if g not in r], column)
+                      .agg(F.sum("_c").alias("_c"))
+                      .select(*[F.lit(r[g]).alias(g) if g in r else F.col(g) for g in groups],
+                              column, "_c"))
+    c = frames[0]
+    for f in frames[1:]:
+        c = c.unionByName(f)
+    cum = Window.partitionBy(*groups).orderBy(column).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    c = (c.withColumn("_cum", F.sum("_c").over(cum))
+         .withColumn("_n", F.sum("_c").over(Window.partitionBy(*groups))))
+    aggs = [F.first("_n").alias("count")]
+    for name, p in ps.items():
+        rank = F.greatest(F.lit(1), F.ceil(F.lit(float(p)) * F.col("_n")))
+        aggs.append(F.min(F.when(F.col("_cum") >= rank, F.col(column))).alias(name))
+    aggs.append(F.max(column).alias("max"))
+    return c.groupBy(*groups).agg(*aggs)
+
+
 def _iso(col: Any) -> Any:
     from pyspark.sql import functions as F
 
@@ -100,11 +136,18 @@ def takeovers(ev: Any, inst: Any) -> Any:
     tk = (act.where(F.col("failover")).drop("n").join(fo, "instance_id", "left")
           .join(prev, "prev_instance", "left"))
     # was the old active's host heard from (another instance) after its last event?
-    probe = tk.select("instance_id", "prev_instance", "prev_host", "prev_last_s",
-                      F.coalesce("end_s", "active_s").alias("until_s"))
+    # an equi-join on (host, HOST_ALIVE_S bucket): each takeover probes the two buckets
+    # its window [until, until + HOST_ALIVE_S] touches, so an event meets only the
+    # takeovers of its host near its own time (linear in the events, not events x
+    # takeovers per host)
+    probe = (tk.select("instance_id", "prev_instance", "prev_host",
+                       F.coalesce("end_s", "active_s").alias("until_s"))
+             .withColumn("_b0", F.floor(F.col("until_s") / HOST_ALIVE_S))
+             .withColumn("_b", F.explode(F.array(F.col("_b0"), F.col("_b0") + 1)))
+             .drop("_b0"))
     heard = (ev.select(F.col("host").alias("prev_host"), F.col("instance_id").alias("other"),
-                       "tsec")
-             .join(F.broadcast(probe), "prev_host")
+                       "tsec", F.floor(F.col("tsec") / HOST_ALIVE_S).alias("_b"))
+             .join(F.broadcast(probe), ["prev_host", "_b"])
              .where((F.col("other") != F.col("prev_instance"))
                     & (F.col("tsec") > F.col("until_s"))
                     & (F.col("tsec") <= F.col("until_s") + HOST_ALIVE_S))
@@ -145,7 +188,7 @@ def duration_stats(tk: Any) -> Any:
 
 def latencies(ev: Any) -> Any:
     """Lock acquire and verify latency percentiles by host and hour of day (UTC), by host
-    (hour -1) and over the fleet (host ``*``, hour -1), in one pass (a rollup)."""
+    (hour -1) and over the fleet (host ``*``, hour -1), all from one count per value."""
     from pyspark.sql import functions as F
 
     lat = ev.where(((F.col("event") == "verify") & F.coalesce(F.col("ok"), F.lit(False)))
@@ -153,13 +196,11 @@ def latencies(ev: Any) -> Any:
         F.col("latency_s").isNotNull()).select(
         F.when(F.col("event") == "verify", "verify").otherwise("lock_acquire").alias("kind"),
         "host", F.hour("t").alias("hour"), "latency_s")
-    out = lat.rollup("kind", "host", "hour").agg(
-        F.count(F.lit(1)).alias("count"), pct("latency_s", 0.5).alias("p50_s"),
-        pct("latency_s", 0.99).alias("p99_s"), F.max("latency_s").alias("max_s"))
-    return (out.where(F.col("kind").isNotNull())
-            .withColumn("host", F.coalesce(F.col("host"), F.lit("*")))
-            .withColumn("hour", F.coalesce(F.col("hour"), F.lit(-1)))
-            .where(~((F.col("host") == "*") & (F.col("hour") != -1)))
+    out = percentiles(lat, ["kind", "host", "hour"], "latency_s",
+                      {"p50_s": 0.5, "p99_s": 0.99},
+                      rollups=[{"hour": -1}, {"host": "*", "hour": -1}])
+    return (out.select("kind", "host", "hour", "count", "p50_s", "p99_s",
+                       F.col("max").alias("max_s"))
             .orderBy("kind", "host", "hour"))
 
 
@@ -173,12 +214,12 @@ def slow_windows(ev: Any, lat: Any) -> Any:
     base = lat.where((F.col("kind") == "verify") & (F.col("hour") == -1)
                      & (F.col("host") != "*")).select(
         "host", F.col("p50_s").alias("baseline_p50_s"))
-    b = (ev.where((F.col("event") == "verify") & F.coalesce(F.col("ok"), F.lit(False))
+    v = (ev.where((F.col("event") == "verify") & F.coalesce(F.col("ok"), F.lit(False))
                   & F.col("latency_s").isNotNull())
-         .select("host", F.floor(F.col("tsec") / SLOW_BUCKET_S).alias("bucket"), "latency_s")
-         .groupBy("host", "bucket").agg(F.count(F.lit(1)).alias("n"),
-                                        pct("latency_s", 0.5).alias("p50_s"),
-                                        F.max("latency_s").alias("max_s"))
+         .select("host", F.floor(F.col("tsec") / SLOW_BUCKET_S).alias("bucket"), "latency_s"))
+    b = (percentiles(v, ["host", "bucket"], "latency_s", {"p50_s": 0.5})
+         .select("host", "bucket", F.col("count").alias("n"), "p50_s",
+                 F.col("max").alias("max_s"))
          .join(F.broadcast(base), "host")
          .where((F.col("n") >= SLOW_MIN_VERIFIES)
                 & (F.col("p50_s") >= F.col("baseline_p50_s") * SLOW_FACTOR)))

@@ -33,14 +33,22 @@ class Progress:
         self._echo = echo or (lambda s: print(s, file=sys.stderr, flush=True))
         self.enabled = enabled
         self.times: dict[str, float] = {}
+        #: JVM CPU seconds per stage (local masters), when :attr:`cpu` is set
+        self.cpu_times: dict[str, float] = {}
+        self.cpu: Callable[[], float | None] | None = None
         self._last: tuple[str, float] | None = None
+        self._last_cpu: float | None = None
 
     def stage(self, what: str) -> None:
         """Announce the next stage (and note how long the previous one took)."""
         now = time.monotonic()
+        cpu = self.cpu() if self.cpu is not None else None
         if self._last is not None:
             self.times[self._last[0]] = round(now - self._last[1], 3)
+            if cpu is not None and self._last_cpu is not None:
+                self.cpu_times[self._last[0]] = round(cpu - self._last_cpu, 2)
         self._last = (what.split(" (")[0], now)
+        self._last_cpu = cpu
         self.i += 1
         if self.enabled:
             self._echo(f"analyze [{self.i}/{self.total}] {what} "
@@ -109,8 +117,9 @@ def compute_all(spark: Any, paths: list[str], progress: Progress) -> tuple[dict,
 
     fo, so = over_all("failover"), over_all("switchover")
     summary = build_summary(tables, counts, span, fo, so)
-    for df in (inst, tk, lat, windows, ev):
+    for df in (inst, tk, lat, windows):
         df.unpersist()
+    loaded.unpersist()
     return tables, summary
 
 
@@ -219,6 +228,8 @@ def analyze(paths: list[str], out: str, master: str | None = None,
         startup = 0.0
     t1 = time.monotonic()
     cpu0 = jvm_cpu_seconds(spark)
+    if cpu0 is not None:
+        progress.cpu = lambda: jvm_cpu_seconds(spark)
     try:
         tables, summary = compute_all(spark, paths, progress)
     except AnalysisError:
@@ -235,6 +246,7 @@ def analyze(paths: list[str], out: str, master: str | None = None,
                                      and cpu1 is not None else None)
     progress.stage("writing tables, summary.json and report.html")
     summary["stage_s"] = dict(progress.times)
+    summary["stage_jvm_cpu_s"] = dict(progress.cpu_times)
     write_tables(tables, out)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, default=str)

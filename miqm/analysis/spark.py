@@ -44,8 +44,11 @@ def spark_log_path() -> str:
 
 
 def session(master: str | None = None, app: str = "miqm-analyze",
-            shuffle_partitions: int | None = None) -> Any:
-    """A SparkSession on ``master`` (default ``local[*]``), or the one already running."""
+            shuffle_partitions: int | None = None, java_options: str = "") -> Any:
+    """A SparkSession on ``master`` (default ``local[*]``), or the one already running.
+    ``java_options``: more JVM options for the driver and executors (the tests pass
+    ``-XX:TieredStopAtLevel=1``: on small histories most of Spark's CPU goes to the JIT
+    compiling Spark itself, and the quick compiler alone halves it)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or
                           __import__("sys").executable)
@@ -55,7 +58,7 @@ def session(master: str | None = None, app: str = "miqm-analyze",
         raise AnalysisError("pyspark is not installed: pip install 'miqm[analysis]' (or "
                             "pip install pyspark; Java 17 must be on PATH)") from None
     master = master or "local[*]"
-    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {java_options}".strip()
     if shuffle_partitions is None:
         cores = os.cpu_count() or 2
         shuffle_partitions = max(32, 4 * cores)  # adaptive execution merges small ones

@@ -295,6 +295,27 @@ def bench_metrics(
         print(json.dumps(result))
 
 
+@bench_app.command("analyze")
+def bench_analyze(
+    sizes: str = typer.Option("1000000,10000000", help="event counts, comma-separated"),
+    directory: str = typer.Option(None, "--dir", help="where the histories are generated "
+                                  "(and reused) and analysed (default: the temp directory)"),
+    master: str = typer.Option("local[2]", "--master", help="Spark master URL"),
+    seed: int = typer.Option(1, help="the generator's seed"),
+    pandas_max: int = typer.Option(1_000_000, "--pandas-max", help="run the pandas "
+                                   "reference for sizes up to this"),
+    as_json: bool = typer.Option(False, "--json", help="print the figures as one JSON object"),
+) -> None:
+    """miqm analyze on Spark at each size (1M and 10M events by default) beside the pandas
+    reference: wall time, events/s, JVM CPU per stage, the largest/smallest ratio."""
+    from miqm.bench.analyze import main
+
+    argv = ["--sizes", sizes, "--master", master, "--seed", str(seed),
+            "--pandas-max", str(pandas_max), *(["--dir", directory] if directory else []),
+            *(["--json"] if as_json else [])]
+    raise typer.Exit(main(argv))
+
+
 @app.command()
 def exporter(
     qmgr: str = typer.Option(..., "-m", metavar="QMgr", help="queue manager name"),

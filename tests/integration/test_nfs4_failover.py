@@ -4,7 +4,10 @@ and B in their own network namespaces, the built-in nfs4:// client).
 Cut the active host's link: the active stops itself before its lease can expire, the
 standby becomes active after the lease, and when the link comes back the old active has
 written nothing (the log holds no record of the old generation after the new one began).
-Every committed message is still there. Root only; dumps both error logs on failure.
+Every committed message is still there. Then ``miqm analyze`` over the shared and the
+host-local event copies finds that failover, with the duration the new active measured,
+and classifies it by the old active's last words, which only its host-local copy has.
+Root only; dumps both error logs on failure.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def hosts(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest
 
 
 def test_partitioned_active_fences_itself_and_the_standby_takes_over(
-        nfs_lab: lab.NfsLab, hosts: tuple[NsHost, NsHost]) -> None:
+        nfs_lab: lab.NfsLab, hosts: tuple[NsHost, NsHost], tmp_path: Path) -> None:
     a, b = hosts
     (nfs_lab.export_dir / "qm" / "data").mkdir(parents=True, exist_ok=True)
     (nfs_lab.export_dir / "qm" / "log").mkdir(parents=True, exist_ok=True)
@@ -147,7 +150,7 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
     watcher.join(60)
     stopped = gone[0] if gone else None
     events = nfs_lab.export_dir / "qm" / "data" / "QMNFS" / "events" / "hostb.jsonl"
-    took = granted = None
+    took = granted = measured = None
     for raw in events.read_text().splitlines() if events.exists() else []:
         ev = json.loads(raw)
         at = datetime.fromisoformat(ev["ts"]).timestamp() - cut_wall
@@ -155,6 +158,7 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
             granted = at
         elif ev["event"] == "failover_end":
             took = at
+            measured = ev["duration_s"]
     print(f"lease {nfs_lab.lease}s: old active stopped {stopped}s after the cut; the "
           f"standby got master after {granted}s, was serving after {took}s (its events), "
           f"and a client there (a new process) got an answer after {active}s")
@@ -181,6 +185,69 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
     gens = [r.generation for r in reader.records(reader.first_lsn())]
     reader.close()
     assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
+
+    _analysis_finds_the_partition(nfs_lab, a, b, measured, tmp_path)
+
+
+def _last_words(path: Path) -> list[dict]:
+    out = []
+    for f in sorted(path.rglob("*.jsonl*")) if path.is_dir() else []:
+        for raw in f.read_text().splitlines():
+            try:
+                ev = json.loads(raw)
+            except ValueError:
+                continue  # a torn last line
+            if ev.get("event") == "fatal" and ev.get("host") == "hosta":
+                out.append(ev)
+    return out
+
+
+def _analysis_finds_the_partition(labx: lab.NfsLab, a: NsHost, b: NsHost,
+                                  measured: float | None, tmp_path: Path) -> None:
+    """``miqm analyze run`` over the shared events/ and both hosts' local copies: one
+    failover, from hosta to hostb, with the duration hostb measured, cause ``spurious``
+    (the old active stopped itself with AMQ7279/AMQ7280: host and process alive) because
+    its last words are in its host-local copy, though not in the shared one."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e "
+                        "'.[test]')")
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    from miqm.analysis.run import analyze
+    from miqm.analysis.spark import session
+
+    shared = labx.export_dir / "qm" / "data" / "QMNFS" / "events"
+    local = [h.root / "events" / "QMNFS" for h in (a, b)]
+    assert all(d.is_dir() for d in local), "each host keeps its own copy of the history"
+    assert not _last_words(shared), "the cut-off active's last words reached the share"
+    words = sorted(_last_words(local[0]), key=lambda w: w["ts"])
+    assert words and {w["amq"] for w in words} <= {"AMQ7279", "AMQ7280"}, words
+    assert measured is not None
+    running = SparkSession.getActiveSession()
+    # a small history: the quick JIT alone (most of Spark's CPU would go to compiling it)
+    spark = running or session("local[2]", shuffle_partitions=2,
+                               java_options="-XX:TieredStopAtLevel=1")
+    try:
+        s = analyze([str(shared), *map(str, local)], str(tmp_path / "analysis"),
+                    spark=spark, report=False)
+    finally:
+        if running is None:
+            spark.stop()
+    print("analysis:", {k: s[k] for k in ("failovers", "failovers_by_cause",
+                                          "failover_seconds", "duplicates_removed")})
+    assert s["failovers"] == 1 and s["switchovers"] == 0
+    assert s["failovers_by_cause"] == {"spurious": 1}
+    assert s["spurious_failovers"] == 1
+    assert s["duplicates_removed"] > 0 and s["malformed_lines"] == 0
+    assert s["failover_seconds"]["max"] == measured
+    tk = pd.read_csv(tmp_path / "analysis" / "tables" / "takeovers.csv")
+    assert len(tk) == 1
+    row = tk.iloc[0]
+    assert (row["prev_host"], row["host"], row["cause"]) == ("hosta", "hostb", "spurious")
+    assert row["prev_fatal_amq"] == words[0]["amq"]
+    assert row["duration_s"] == measured
+    sp = pd.read_csv(tmp_path / "analysis" / "tables" / "spurious.csv")
+    assert list(sp["prev_host"]) == ["hosta"] and list(sp["new_host"]) == ["hostb"]
 
 
 @pytest.mark.parametrize("fault", ["partition", "pause"])
