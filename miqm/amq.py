@@ -115,6 +115,8 @@ MESSAGES: dict[str, str | Message] = {
                  "starting (pid {pid}): check dspmq and errors/AMQERR01.LOG."),
     "AMQ1109": E(40, "The instance of queue manager '{qmgr}' on {host} is not a standby "
                  "instance: end the active instance without -x."),
+    "AMQ1130": W("The index file of queue {queue} cannot be used ({why}); the queue is "
+                 "rebuilt from its queue file and the next checkpoint writes a new index."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "

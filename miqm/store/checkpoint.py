@@ -2,7 +2,8 @@
 
 Layout: ``magic "MIQK", version u16, reserved u16, crc32c u32, length u32`` then a JSON
 object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``queues``
-{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn}).
+{name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
+``idx`` {name: checkpoint of its index file}, ``aborted`` [checkpoints never completed]).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
 """
@@ -39,6 +40,11 @@ class CheckpointInfo:
     uows: list[dict[str, Any]] = field(default_factory=list)
     qmgr: dict[str, Any] = field(default_factory=dict)
     media: dict[str, int] = field(default_factory=dict)
+    #: per queue, the checkpoint whose index file is current (queues without one: absent)
+    idx: dict[str, int] = field(default_factory=dict)
+    #: checkpoints that started writing queue files and never completed (their records
+    #: may still be in files loaded from an index: a scan must never take them as live)
+    aborted: list[int] = field(default_factory=list)
 
     def encode(self) -> bytes:
         """The file's bytes."""

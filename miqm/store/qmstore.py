@@ -35,8 +35,11 @@ from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.histogram import LONG_BUCKETS, Histogram
 from miqm.store import checkpoint as ckpt
+from miqm.store import qindex
 from miqm.store import records as R
 from miqm.store.queues import (
+    BLOCK,
+    DATA_START,
     DEFAULT_ATTRS,
     BodyWriter,
     LocalQueue,
@@ -93,6 +96,9 @@ class _CheckpointPlan:
     # (file, queues.BodyWriter after plan(), that file's runs in ``written``)
     encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
+    # index files to write (qindex.snapshot() taken under the lock): (queue, snapshot)
+    indexes: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
+    unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
 
 
@@ -178,6 +184,7 @@ class QueueManagerStore:
         self._damaged: dict[str, str] = {}
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
+        self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
         # the log space a unit of work may pin (AMQ7469 acts at uow_log_space_limit of it):
         # the log fills by whole extents from the one holding the restart point, which can
         # sit anywhere in its extent, so only N - 1 of the N extents are sure to be free
@@ -289,9 +296,10 @@ class QueueManagerStore:
         st.qmgr = dict(info.qmgr)
         self.state = st
         self._completed_cp = info.seq
+        self._aborted = set(info.aborted)
         max_cp = info.seq
         for name, qid in sorted(info.queues.items()):
-            q, seen = self._load_queue(name, qid, info.seq)
+            q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
             max_cp = max(max_cp, seen)
             st.queues[name] = q
         self._media = dict(info.media)
@@ -303,6 +311,11 @@ class QueueManagerStore:
         t0 = time.perf_counter()
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
         stats["seconds"] = time.perf_counter() - t0
+        if st.max_cp_seq > info.seq:
+            # checkpoints after the completed one that never completed: what they wrote
+            # into files loaded from an index is still there, and must never count
+            self._aborted.update(range(info.seq + 1, st.max_cp_seq + 1))
+            self._next_cp = max(self._next_cp, st.max_cp_seq + 1)
         self.recovery_stats = stats
         oldest = st.uows.oldest_logged()
         if oldest is not None and oldest.first_lsn is not None:
@@ -329,8 +342,11 @@ class QueueManagerStore:
             return int(fn)
         return 0
 
-    def _load_queue(self, name: str, qid: int, completed: int) -> tuple[LocalQueue, int]:
-        """Rebuild a queue's index from its file (as of checkpoint ``completed``)."""
+    def _load_queue(self, name: str, qid: int, completed: int,
+                    idx_cp: int = 0) -> tuple[LocalQueue, int]:
+        """Rebuild a queue's index (as of checkpoint ``completed``) from its index file
+        when the checkpoint file names one (``idx_cp``) and it checks out, else from its
+        queue file."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
         try:
@@ -363,10 +379,54 @@ class QueueManagerStore:
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
-        q.add_scanned(qf.scan(completed), generated_key)
+        if idx_cp and self._load_index(q, qf, idx_cp):
+            return q, 0
+        q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
+        q.idx_stale = True  # the open's checkpoint writes an index if it is deep enough
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
+
+    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int) -> bool:
+        """Load ``q``'s messages from its index file (``idx``, or ``idx.new`` when the
+        checkpoint that wrote it completed before the rename); False, with an AMQ1130
+        line in the error log, when neither can be trusted (the caller scans)."""
+        assert qf.f is not None
+        try:
+            file_blocks = max(0, (qf.f.size() - DATA_START) // BLOCK)
+        except LockFsError as exc:
+            self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
+            return False
+        whys = []
+        for fname in ("idx", "idx.new"):
+            path = f"queues/{q.name}/{fname}"
+            try:
+                raw = self.data.read_bytes(path)
+                d = qindex.decode(raw, q.qid, idx_cp, file_blocks)
+            except qindex.IndexInvalid as exc:
+                whys.append(f"{fname}: {exc}")
+                continue
+            except LockFsError as exc:
+                whys.append(f"{fname}: {exc}")
+                continue
+            ix = q.index
+            ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
+            q.present = sum(len(k) for k in d.keys)
+            for key, m in d.msgids:
+                q.msgids[m] = key
+            for key, c in d.correlids:
+                q.correlids.setdefault(c, []).append(key)
+            space = d.space
+            if len(space) < file_blocks:
+                space.extend(bytes(file_blocks - len(space)))
+            qf.space = space
+            qf.max_key = max((k[-1] for k in d.keys if k), default=0)
+            if qf.max_key >= self.state.next_key:
+                self.state.next_key = qf.max_key + 1
+            q.idx_cp = idx_cp
+            return True
+        self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
+        return False
 
     # ------------------------------------------------------------------ internals
     @property
@@ -1045,6 +1105,9 @@ class QueueManagerStore:
                 if self._guard is not None:  # a pause may have ended between queues
                     self._guard()
                 self._write_queue(q, seq, plan)
+            info.idx = {q.name: q.idx_cp for q in st.queues.values()
+                        if q.idx_cp and q.name not in self._damaged}
+            info.aborted = sorted(self._aborted)
         except BaseException as exc:
             self._checkpoint_failed(exc)
         return plan
@@ -1062,6 +1125,16 @@ class QueueManagerStore:
                     f.pwrite(done[1], offset)
                     runs.append((offset, len(done[1])))
             plan.encoders.clear()
+            for q, snap in plan.indexes:
+                if self._guard is not None:
+                    self._guard()
+                f = self.data.open(f"queues/{q.name}/idx.new", create=True)
+                try:
+                    f.truncate(0)
+                    f.pwrite(qindex.encode(q.qid, plan.info.seq, *snap), 0)
+                    f.fdatasync()
+                finally:
+                    f.close()
             for f, runs in plan.written:
                 if self._guard is not None:
                     self._guard()
@@ -1094,6 +1167,11 @@ class QueueManagerStore:
             assert q.file is not None
             self.data.rename(q.file.path, f"queues/{q.name}/q")
             q.file.path = f"queues/{q.name}/q"
+        for q, _snap in plan.indexes:
+            self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
+        for name in plan.unindexed:
+            self.data.unlink(f"queues/{name}/idx")
+            self.data.unlink(f"queues/{name}/idx.new")
         for q in st.queues.values():
             if q.file is not None:
                 q.file.release_freed()
@@ -1164,8 +1242,18 @@ class QueueManagerStore:
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
-        if dirty or fresh:
-            plan.written.append((qf.f, runs))
+        if dirty or fresh or q.idx_stale:
+            if dirty or fresh:
+                plan.written.append((qf.f, runs))
+            q.idx_stale = False
+            # the file changed (or was scanned): a new index describes it, or none does
+            if q.present - len(q.mem) >= self.tuning.index_min_records:
+                plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
+                                                        q.correlids)))
+                q.idx_cp = seq
+            elif q.idx_cp:
+                q.idx_cp = 0
+                plan.unindexed.append(q.name)
         if fresh:
             plan.replaced.append(q)
 
@@ -1232,7 +1320,7 @@ class QueueManagerStore:
             live = self.state.queues.get(queue)
             if live is None:
                 raise ObjectError(f"queue '{queue}' is not defined", amq="AMQ8147")
-            q = media.rebuild_queue(self.data, self.log, live)
+            q = media.rebuild_queue(self.data, self.log, live, self._aborted)
             if live.file is not None:
                 live.file.close()
             self.state.queues[queue] = q

@@ -173,12 +173,15 @@ class QueueFile:
         self.attrs = dict(attrs)
 
     # -- scanning ------------------------------------------------------------------
-    def scan(self, completed_cp: int, chunk: int = 4 << 20) -> Iterator[FileRecord]:
+    def scan(self, completed_cp: int, chunk: int = 4 << 20,
+             aborted: frozenset[int] | set[int] = frozenset()) -> Iterator[FileRecord]:
         """Yield records live as of checkpoint ``completed_cp``; build the space map.
 
         Records or delete marks stamped with a newer checkpoint come from a checkpoint that
         never completed: such records are skipped (and their headers zeroed by
-        :meth:`zero_garbage`), such marks ignored.
+        :meth:`zero_garbage`), such marks ignored. So are records stamped with one of the
+        ``aborted`` checkpoints (a checkpoint that never completed, found by a restart
+        that loaded this file from its index and so left its records unzeroed).
         """
         assert self.f is not None
         pread = self.f.pread
@@ -215,7 +218,7 @@ class QueueFile:
             n = (REC_HDR + blen + BLOCK - 1) // BLOCK
             if cp > max_cp:
                 max_cp = cp
-            if b + n > nblocks or qid != qid_here or cp > completed_cp:
+            if b + n > nblocks or qid != qid_here or cp > completed_cp or cp in aborted:
                 garbage.append(b)
                 b += 1
                 continue
@@ -433,6 +436,10 @@ class LocalQueue:
         self.media_lsn: int | None = None
         # the bodies a running checkpoint is writing to the file, until they are there
         self.in_flight: dict[int, MemMessage] | None = None
+        # the checkpoint whose index file (queues/<Q>/idx) describes the queue file; 0:
+        # none (a small queue, or the file changed without a new index)
+        self.idx_cp = 0
+        self.idx_stale = False  # loaded by a scan: the next checkpoint considers an index
 
     @property
     def depth(self) -> int:
