@@ -297,6 +297,7 @@ class QueueManagerStore:
         self.state = st
         self._completed_cp = info.seq
         self._aborted = set(info.aborted)
+        self._loads = {"indexed_queues": 0, "scanned_queues": 0}
         max_cp = info.seq
         for name, qid in sorted(info.queues.items()):
             q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
@@ -311,6 +312,7 @@ class QueueManagerStore:
         t0 = time.perf_counter()
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
         stats["seconds"] = time.perf_counter() - t0
+        stats.update(self._loads)
         if st.max_cp_seq > info.seq:
             # checkpoints after the completed one that never completed: what they wrote
             # into files loaded from an index is still there, and must never count
@@ -380,7 +382,9 @@ class QueueManagerStore:
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
         if idx_cp and self._load_index(q, qf, idx_cp):
+            self._loads["indexed_queues"] += 1
             return q, 0
+        self._loads["scanned_queues"] += 1
         q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
         q.idx_stale = True  # the open's checkpoint writes an index if it is deep enough
         if qf.max_key >= self.state.next_key:
