@@ -73,7 +73,9 @@ def read(volume: Volume) -> CheckpointInfo:
                          f"reads version {VERSION}")
     try:
         obj = json.loads(body)
-        return CheckpointInfo(**obj)
+        # fields a newer version added are left out (it keeps version 1 for them)
+        known = CheckpointInfo.__dataclass_fields__
+        return CheckpointInfo(**{k: v for k, v in obj.items() if k in known})
     except (ValueError, TypeError) as exc:
         raise StoreError(f"checkpoint file {where} is corrupt: {exc}") from exc
 

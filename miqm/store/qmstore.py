@@ -185,6 +185,10 @@ class QueueManagerStore:
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
         self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
+        # the checkpoint ending open() leaves deep queues' indexes to the next one (the
+        # checkpoint thread's, requested at once): a takeover does not wait for them
+        self._opening = False
+        self._index_later = False
         # the log space a unit of work may pin (AMQ7469 acts at uow_log_space_limit of it):
         # the log fills by whole extents from the one holding the restart point, which can
         # sit anywhere in its extent, so only N - 1 of the N extents are sure to be free
@@ -253,7 +257,9 @@ class QueueManagerStore:
                     errlog=errlog, clock=clock, wallclock=wallclock)
         try:
             store._recover(info)
+            store._opening = True
             store.checkpoint()
+            store._opening = False
         except BaseException:
             try:
                 recovery_log.close()
@@ -265,6 +271,9 @@ class QueueManagerStore:
             store._cp_thread = threading.Thread(target=store._cp_loop, name="checkpoint",
                                                 daemon=True)
             store._cp_thread.start()
+            if store._index_later:
+                with store._lock:
+                    store._request_checkpoint()  # the deferred indexes, in the background
         return store
 
     def close(self) -> None:
@@ -1251,11 +1260,16 @@ class QueueManagerStore:
                 plan.written.append((qf.f, runs))
             q.idx_stale = False
             # the file changed (or was scanned): a new index describes it, or none does
-            if q.present - len(q.mem) >= self.tuning.index_min_records:
+            deep = q.present - len(q.mem) >= self.tuning.index_min_records
+            if deep and self._opening:
+                q.idx_stale = True  # written by the next checkpoint; if the file changes
+                # now, the index it had is dropped below
+                self._index_later = True
+            if deep and not q.idx_stale:
                 plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
                                                         q.correlids)))
                 q.idx_cp = seq
-            elif q.idx_cp:
+            elif q.idx_cp and (dirty or fresh):
                 q.idx_cp = 0
                 plan.unindexed.append(q.name)
         if fresh:
