@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import gc
 import os
 import threading
 import time
@@ -99,6 +100,7 @@ class _CheckpointPlan:
     # index files to write (qindex.snapshot() taken under the lock): (queue, snapshot)
     indexes: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
     unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
+    catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
 
 
@@ -189,6 +191,10 @@ class QueueManagerStore:
         # checkpoint thread's, requested at once): a takeover does not wait for them
         self._opening = False
         self._index_later = False
+        # the queue catalog last written: name -> (qid, attrs) of queues empty on file
+        self._catalog: dict[str, tuple[int, dict[str, Any]]] | None = None
+        self._catalog_cp = 0
+        self._max_cp_seen = 0  # the highest checkpoint stamp the queue-file scans met
         # the log space a unit of work may pin (AMQ7469 acts at uow_log_space_limit of it):
         # the log fills by whole extents from the one holding the restart point, which can
         # sit anywhere in its extent, so only N - 1 of the N extents are sure to be free
@@ -306,12 +312,25 @@ class QueueManagerStore:
         self.state = st
         self._completed_cp = info.seq
         self._aborted = set(info.aborted)
-        self._loads = {"indexed_queues": 0, "scanned_queues": 0}
+        self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0}
         max_cp = info.seq
-        for name, qid in sorted(info.queues.items()):
-            q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
-            max_cp = max(max_cp, seen)
-            st.queues[name] = q
+        catalog: dict[str, tuple[int, dict[str, Any]]] = {}
+        if info.catalog:
+            catalog, why = ckpt.read_catalog(self.data, info.catalog)
+            if why:
+                self._errlog("AMQ1131", amq.text("AMQ1131", why=why))
+            else:
+                self._catalog, self._catalog_cp = dict(catalog), info.catalog
+        # thousands of queues allocate hundreds of thousands of objects and free none:
+        # the cyclic collector would rescan them again and again (as in replay)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_queues(info, catalog)
+        finally:
+            if collecting:
+                gc.enable()
+        max_cp = max(max_cp, self._max_cp_seen)
         self._media = dict(info.media)
         for name, lsn in self._media.items():
             if name in st.queues:
@@ -338,6 +357,25 @@ class QueueManagerStore:
                 q.file.zero_garbage()
         # directories of queues deleted after the checkpoint (or never checkpointed)
         self._deleted_files = {n for n in self._list_queue_dirs() if n not in st.queues}
+
+    def _load_queues(self, info: ckpt.CheckpointInfo,
+                     catalog: dict[str, tuple[int, dict[str, Any]]]) -> None:
+        """Every queue of the checkpoint: from the catalog (empty on file), its index
+        file, or a scan of its queue file."""
+        st = self.state
+        self._max_cp_seen = 0
+        for name, qid in sorted(info.queues.items()):
+            entry = catalog.get(name)
+            if entry is not None and entry[0] == qid:
+                # no live record in its file: defined from the catalog, file not opened
+                # (the first checkpoint that writes to it makes a new file)
+                q = st.queues[name] = LocalQueue(name, qid, entry[1])
+                q.header_dirty, q.file_qid = False, qid
+                self._loads["catalog_queues"] += 1
+                continue
+            q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
+            self._max_cp_seen = max(self._max_cp_seen, seen)
+            st.queues[name] = q
 
     def _list_queue_dirs(self) -> list[str]:
         try:
@@ -1121,9 +1159,25 @@ class QueueManagerStore:
             info.idx = {q.name: q.idx_cp for q in st.queues.values()
                         if q.idx_cp and q.name not in self._damaged}
             info.aborted = sorted(self._aborted)
+            self._plan_catalog(plan)
         except BaseException as exc:
             self._checkpoint_failed(exc)
         return plan
+
+    def _plan_catalog(self, plan: _CheckpointPlan) -> None:
+        """Under the lock, in step 1: the queue catalog of this checkpoint (queues whose
+        file holds no live record, with their definition as in its header); a new one is
+        written only when it differs from the last."""
+        info = plan.info
+        cat = {q.name: (q.qid, q.attrs) for q in self.state.queues.values()
+               if q.present == 0 and q.name not in self._damaged}
+        if self._catalog is not None and cat == self._catalog:
+            info.catalog = self._catalog_cp
+            return
+        cat = {n: (qid, dict(a)) for n, (qid, a) in cat.items()}
+        plan.catalog = ckpt.encode_catalog(info.seq, cat)
+        self._catalog, self._catalog_cp = cat, info.seq
+        info.catalog = info.seq
 
     def _checkpoint_sync(self, plan: _CheckpointPlan) -> None:
         """Step two, with or without the lock: the queue files' writes reach the disk in
@@ -1158,6 +1212,10 @@ class QueueManagerStore:
                         f.write_back(off, step)
                         off += step
                 f.fdatasync()
+            if plan.catalog is not None:
+                if self._guard is not None:
+                    self._guard()
+                self.data.write_atomic(ckpt.CATALOG + ".new", plan.catalog)
             if self._guard is not None:
                 self._guard()
             ckpt.write(self.data, plan.info)
@@ -1180,6 +1238,8 @@ class QueueManagerStore:
             assert q.file is not None
             self.data.rename(q.file.path, f"queues/{q.name}/q")
             q.file.path = f"queues/{q.name}/q"
+        if plan.catalog is not None:
+            self.data.rename(ckpt.CATALOG + ".new", ckpt.CATALOG)
         for q, _snap in plan.indexes:
             self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
         for name in plan.unindexed:
@@ -1210,6 +1270,12 @@ class QueueManagerStore:
         file goes into ``plan.written`` (made durable by the checkpoint's second step)
         and, if it is a new file (``q.new``), into ``plan.replaced`` (renamed into place
         once the checkpoint is complete)."""
+        if q.file is None and q.file_qid == q.qid:
+            # defined from the queue catalog, its file (no live record) never opened: it
+            # is written anew only when something must go into it
+            if not q.header_dirty and not any(m.persistent for m in q.mem.values()):
+                return
+            q.file_qid = 0
         fresh = q.file is None or q.file_qid != q.qid
         if fresh:
             if q.file is not None:
@@ -1316,6 +1382,8 @@ class QueueManagerStore:
         with self._lock:
             self._check_open()
             q = self._queue(queue)
+            if q.file is None:
+                q.header_dirty = True  # defined from the catalog: this checkpoint opens a file
             self._checkpoint_locked()
             info = self.last_checkpoint
             assert q.file is not None and q.file.f is not None

@@ -422,7 +422,8 @@ class LocalQueue:
         self.name = name
         self.qid = qid
         self.attrs: dict[str, Any] = {**DEFAULT_ATTRS, **attrs}
-        self.index = PriorityIndex()
+        # self.index (PriorityIndex) is made on first use (__getattr__): a takeover of
+        # thousands of queues defines them all, most never see a message
         self.mem: dict[int, MemMessage] = {}  # key -> body in memory
         self.locked: dict[int, int] = {}  # key -> txid of an uncommitted get
         self.uncommitted: dict[int, int] = {}  # key -> txid of an uncommitted put
@@ -440,6 +441,14 @@ class LocalQueue:
         # none (a small queue, or the file changed without a new index)
         self.idx_cp = 0
         self.idx_stale = False  # loaded by a scan: the next checkpoint considers an index
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for attributes not yet set: ``index`` is created on first use (later
+        accesses find it set and never come here)."""
+        if name == "index":
+            ix = self.index = PriorityIndex()
+            return ix
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def depth(self) -> int:

@@ -77,7 +77,11 @@ def run_workload(base: Path, steps: int, seed: int = 7) -> Workload:
     logv = RecordingVolume(PosixVolume(str(base / "log")), rec, "log")
     s = _open(data, logv, 1, create=True)
     s.define_queue("Q", MAXDEPTH=100000, DEFPSIST="YES")
+    # E is empty at most checkpoints (so restarts define it from the queue catalog), now
+    # and then holds one message or has its definition altered
+    s.define_queue("E", DEFPSIST="YES")
     wl = Workload(rec, start=rec.position())
+    e_held: bytes | None = None
     rng = random.Random(seed)
     pos = rec.position
     producers: list[tuple[object, list[bytes]] | None] = [None, None, None]
@@ -164,6 +168,23 @@ def run_workload(base: Path, steps: int, seed: int = 7) -> Workload:
                         wl.lives[t].take_ack = done
                 consumers[c] = None
         else:
+            k = rng.random()
+            if k < 0.3 and e_held is None:
+                n += 1
+                e_held = b"E%09d" % n
+                life = Life(commit_start=pos())
+                s.put("E", e_held)
+                life.commit_ack = pos()
+                wl.lives[e_held] = life
+            elif k < 0.6 and e_held is not None:
+                life = wl.lives[e_held]
+                life.take_start = pos()
+                m = s.get("E")
+                assert m is not None and m.body == e_held
+                life.take_ack = pos()
+                e_held = None
+            elif k < 0.7:
+                s.alter_queue("E", DESCR=f"altered {n}")
             s.checkpoint()
     if REAL_LOG:
         wl.extents_used = s.log.extent_of_page(s.log.stats()["HeadLSN"] // 4096) + 1
@@ -203,14 +224,16 @@ def check_point(wl: Workload, k: int, root: Path, loads: Counter | None = None) 
     if loads is not None:
         loads.update({k: v for k, v in s.recovery_stats.items() if k.endswith("_queues")})
     try:
-        assert [q["QUEUE"] for q in s.list_queues()] == ["Q"], f"crash point {k}: queue lost"
+        assert [q["QUEUE"] for q in s.list_queues()] == ["E", "Q"], \
+            f"crash point {k}: queue lost"
         in_doubt = set(s.in_doubt())
-        depth = s.queue_attrs("Q")["CURDEPTH"]
+        depth = s.queue_attrs("Q")["CURDEPTH"] + s.queue_attrs("E")["CURDEPTH"]
         for xid in sorted(in_doubt):
             s.resolve(xid, commit=True)
         got: list[bytes] = []
-        while (m := s.get("Q")) is not None:
-            got.append(m.body[:10])
+        for name in ("Q", "E"):
+            while (m := s.get(name)) is not None:
+                got.append(m.body[:10])
     finally:
         s._closed = True
         s.log.close()
@@ -261,8 +284,10 @@ def test_recovery_at_random_crash_points(tmp_path: Path) -> None:
         assert checked == POINTS
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    # both ways of loading a queue were met: from its index file, and by a scan
+    # every way of loading a queue was met: from its index file, by a scan, and from the
+    # queue catalog (its file held no live record)
     assert loads["indexed_queues"] > POINTS // 4 and loads["scanned_queues"] > 0, loads
+    assert loads["catalog_queues"] > 0, loads
     print(f"{POINTS} crash points over {n_ops} recorded operations in "
           f"{time.monotonic() - t0:.1f}s; queues loaded {dict(loads)}")
 

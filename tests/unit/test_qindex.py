@@ -201,3 +201,71 @@ def test_records_of_an_aborted_checkpoint_never_come_back(tmp_path: Path,
     assert st.amq1130() and s.recovery_stats["scanned_queues"] == 1
     assert drain(s) == want
     s.close()
+
+
+def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
+        tmp_path: Path) -> None:
+    """Queues without a live record are defined from the queue catalog without opening
+    their files; a damaged catalog is reported (AMQ1131) and every file is opened."""
+    st = Store(tmp_path)
+    s = st.open()
+    for i in range(30):
+        s.define_queue(f"E.{i:02d}", DESCR=f"empty {i}")
+    want = fill(s)
+    s.alter_queue("E.07", MAXDEPTH=77)
+    s.close()
+    s = st.open()
+    assert s.recovery_stats["catalog_queues"] == 30, s.recovery_stats
+    assert s.recovery_stats["indexed_queues"] == 1
+    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
+    assert s.queue_attrs("E.12")["DESCR"] == "empty 12"
+    s.put("E.03", b"first", persistent=True)  # its file is written anew at the checkpoint
+    s.checkpoint()
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["catalog_queues"] == 29
+    assert s.get("E.03").body == b"first"  # type: ignore[union-attr]
+    s.close()
+    cat = st.data / ckpt.CATALOG
+    raw = cat.read_bytes()
+    cat.write_bytes(raw[:-3] + b"xx}")
+    s = st.open()
+    lines = [t for n, t in st.errors if n == "AMQ1131"]
+    assert len(lines) == 1 and "amqalcat.fil" in lines[0], st.errors
+    assert s.recovery_stats["catalog_queues"] == 0
+    assert s.recovery_stats["scanned_queues"] == 30
+    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
+    assert drain(s) == want
+    s.close()
+    s = st.open()  # the close wrote a good catalog again
+    assert not [t for n, t in st.errors if n == "AMQ1131"]
+    assert s.recovery_stats["catalog_queues"] == 31
+    s.close()
+
+
+def test_index_rewritten_in_the_background_after_a_takeover(tmp_path: Path) -> None:
+    """The checkpoint that ends the open leaves a changed deep queue without an index;
+    the checkpoint thread writes it at once."""
+    from tests.waiting import wait_until
+
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    s.put("Q", b"late", persistent=True, priority=0)  # replayed: the open changes the file
+    crash(s)
+    s = QueueManagerStore.open(
+        PosixVolume(str(st.data)), PosixVolume(str(tmp_path / "log")), "QM", SETTINGS,
+        TUNING, generation=next(_GEN), background=True)
+    try:
+        data = PosixVolume(str(st.data))
+        wait_until(lambda: ckpt.read(data).idx.get("Q", 0) > 0, timeout=30,
+                   what="the index written by the checkpoint thread")
+    finally:
+        s._stop.set()
+        s._cp_kick.set()
+        crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
+    assert drain(s) == [*want, (0, b"late")]
+    s.close()
