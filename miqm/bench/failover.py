@@ -105,10 +105,12 @@ def parse_backlog(spec: str) -> list[tuple[int, int]]:
     return cases
 
 
-def _fill(pair: LocalPair, depth: int, queues: int, body: bytes = b"backlog!") -> None:
+def fill_backlog(pair: LocalPair, depth: int, queues: int,
+                 body: Callable[[int], bytes] = lambda i: b"backlog!") -> None:
     """Before any instance runs: define ``queues`` queues and put ``depth`` persistent
-    messages (8-byte bodies, priorities 0-9 in turn) on the first, straight through the
-    store (a client would take minutes for a million), then close it cleanly."""
+    messages (``body(i)``, 8 bytes by default; priorities 0-9 in turn) on the first,
+    straight through the store (a client would take minutes for a million), then close
+    it cleanly."""
     from lockfs.open import open_volume
     from miqm.config import parse_qm_ini
     from miqm.store.log import RecoveryLog
@@ -131,8 +133,8 @@ def _fill(pair: LocalPair, depth: int, queues: int, body: bytes = b"backlog!") -
             uow = store.begin()
             n = min(5000, depth - done)
             for k in range(n):
-                store.put(BACKLOG_QUEUE, body, persistent=True, priority=(done + k) % 10,
-                          uow=uow)
+                store.put(BACKLOG_QUEUE, body(done + k), persistent=True,
+                          priority=(done + k) % 10, uow=uow)
             store.commit(uow)
             done += n
     finally:
@@ -178,7 +180,7 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
         t_fill = time.monotonic()
         with LocalPair(qmgr="QMBACK") as pair:
             pair.create()
-            _fill(pair, depth, queues)
+            fill_backlog(pair, depth, queues)
             filled = time.monotonic() - t_fill
             pair.start(pair.a)
             pair.start(pair.b)

@@ -100,15 +100,19 @@ def snapshot(index: object, space: bytes | bytearray, msgids: dict[bytes, int],
 
 
 def encode(qid: int, cp: int, parts: list[bytes], space: bytes,
-           msgids: list[tuple[int, bytes]], correlids: list[tuple[int, bytes]]) -> bytes:
-    """The bytes of an index file (see the module docstring)."""
+           msgids: list[tuple[int, bytes]], correlids: list[tuple[int, bytes]]) -> list[bytes]:
+    """The bytes of an index file (see the module docstring), in pieces to write one after
+    the other (a million messages' arrays are not copied into one buffer again)."""
     counts = [len(parts[3 * p]) // 8 for p in range(10)]
     head = _HEAD.pack(MAGIC, 0, VERSION, qid, cp, len(space), *counts, len(msgids),
                       len(correlids))
-    body = b"".join([head[8:], *parts, space,
-                     *(_SEL.pack(k, m) for k, m in msgids),
-                     *(_SEL.pack(k, c) for k, c in correlids)])
-    return MAGIC + struct.pack("<I", crc32c(body)) + body
+    sel = b"".join([*(_SEL.pack(k, m) for k, m in msgids),
+                    *(_SEL.pack(k, c) for k, c in correlids)])
+    pieces = [head[8:], *parts, space, sel]
+    crc = 0
+    for piece in pieces:
+        crc = crc32c(piece, crc)
+    return [MAGIC + struct.pack("<I", crc), *pieces]
 
 
 def decode(data: bytes, qid: int, cp: int, file_blocks: int) -> QueueIndexData:

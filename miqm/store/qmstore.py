@@ -57,6 +57,9 @@ _RUN_MAX = 4 << 20
 # a checkpoint's queue-file data goes to the disk in steps of this many bytes: a log force
 # issued meanwhile waits behind one step, not behind the whole checkpoint
 _WRITE_BACK_STEP = 1 << 20
+# after a takeover, the checkpoint that writes the deep queues' indexes the open deferred
+# waits this long (the checkpoint thread looks at least once a second)
+_INDEX_DELAY = 1.0
 
 MQRC_BACKED_OUT = 2003
 MQRC_GET_INHIBITED = 2016
@@ -191,6 +194,7 @@ class QueueManagerStore:
         # checkpoint thread's, requested at once): a takeover does not wait for them
         self._opening = False
         self._index_later = False
+        self._index_due: float | None = None  # when the checkpoint thread writes them
         # the queue catalog last written: name -> (qid, attrs) of queues empty on file
         self._catalog: dict[str, tuple[int, dict[str, Any]]] | None = None
         self._catalog_cp = 0
@@ -278,8 +282,9 @@ class QueueManagerStore:
                                                 daemon=True)
             store._cp_thread.start()
             if store._index_later:
-                with store._lock:
-                    store._request_checkpoint()  # the deferred indexes, in the background
+                # the deferred indexes: a checkpoint in the background, a moment after the
+                # takeover (not competing with its first requests for the disk and the lock)
+                store._index_due = clock() + _INDEX_DELAY
         return store
 
     def close(self) -> None:
@@ -632,6 +637,9 @@ class QueueManagerStore:
                     wanted = self._cp_wanted or (
                         self._clock() - self._last_cp_time >= self.tuning.checkpoint_wait_len
                         and self._records_since_cp >= self.tuning.checkpoint_log_recd_min)
+                    if self._index_due is not None and self._clock() >= self._index_due:
+                        self._index_due = None
+                        wanted = True
                 if wanted:
                     self._checkpoint_unlocked()
             except Exception as exc:  # reported; the next operation will fail clearly
@@ -1198,7 +1206,10 @@ class QueueManagerStore:
                 f = self.data.open(f"queues/{q.name}/idx.new", create=True)
                 try:
                     f.truncate(0)
-                    f.pwrite(qindex.encode(q.qid, plan.info.seq, *snap), 0)
+                    off = 0
+                    for piece in qindex.encode(q.qid, plan.info.seq, *snap):
+                        f.pwrite(piece, off)
+                        off += len(piece)
                     f.fdatasync()
                 finally:
                     f.close()
