@@ -172,7 +172,7 @@ def _check(keys: list[array], blocks: list[array], lens: list[array],
     """Consistency checks that stay cheap at a million records (the crc already catches
     damage; these catch an index that does not fit the file): every block inside the
     space map, lengths not negative, keys rising within a priority, records starting in
-    blocks in use, checked on every 16th record and the last (a get reads its record and
+    blocks in use, checked on every 64th record and the last (a get reads its record and
     checks its magic, length and crc anyway)."""
     n = len(space)
     used = 0
@@ -180,11 +180,11 @@ def _check(keys: list[array], blocks: list[array], lens: list[array],
         ks, bl, ls = keys[p], blocks[p], lens[p]
         if not ks:
             continue
-        sb, sl = bl[::16], ls[::16]
+        sb, sl = bl[::64], ls[::64]
         if (min(sb) < 0 or max(sb) >= n or min(sl) < 0 or not 0 <= bl[-1] < n
                 or ls[-1] < 0):
             raise IndexInvalid(f"a record of priority {p} lies outside the space map")
-        sk = ks[::16]
+        sk = ks[::64]
         if any(map(int.__ge__, sk, sk[1:])) or ks[-1] < sk[-1] or (
                 len(ks) > 1 and ks[-1] <= ks[-2]):
             raise IndexInvalid(f"keys of priority {p} are not in order")
