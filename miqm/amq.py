@@ -126,6 +126,10 @@ MESSAGES: dict[str, str | Message] = {
                  "MQRC_NOT_AUTHORIZED)."),
     "AMQ1122": E(10, "No authority record for PROFILE({profile}) OBJTYPE({objtype}) "
                  "PRINCIPAL({principal})."),
+    "AMQ1130": W("The index file of queue {queue} cannot be used ({why}); the queue is "
+                 "rebuilt from its queue file and the next checkpoint writes a new index."),
+    "AMQ1131": W("The queue catalog cannot be used ({why}); every queue file is opened "
+                 "instead and the next checkpoint writes a new catalog."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "

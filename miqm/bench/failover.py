@@ -77,3 +77,148 @@ def bench_failover(cycles: int, fault: str = "kill",
     echo(f"failover ({fault}) p50 {result['failover_seconds']['p50']}s "
          f"max {result['failover_seconds']['max']}s over {cycles} cycles")
     return result
+
+
+# --------------------------------------------------------------------------- backlog
+BACKLOG_QUEUE = "BACKLOG.Q"
+DEFAULT_BACKLOG_CASES = ((0, 1), (100_000, 1), (1_000_000, 1), (0, 5000))
+
+
+def parse_backlog(spec: str) -> list[tuple[int, int]]:
+    """``DEPTH[xQUEUES],...`` (e.g. ``0,100000,1000000,0x5000``) as (depth, queues)
+    cases; ValueError with a one-line reason when it does not parse."""
+    cases = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        depth, _, queues = part.lower().partition("x")
+        try:
+            case = (int(depth.replace("_", "")), int(queues or 1))
+        except ValueError:
+            raise ValueError(f"{part!r} is not DEPTH or DEPTHxQUEUES (e.g. 1000000 or "
+                             "0x5000)") from None
+        if case[0] < 0 or not 1 <= case[1] <= 100_000:
+            raise ValueError(f"{part!r}: the depth must be >= 0 and queues 1..100000")
+        cases.append(case)
+    if not cases:
+        raise ValueError("no case given (e.g. 0,100000,1000000,0x5000)")
+    return cases
+
+
+def fill_backlog(pair: LocalPair, depth: int, queues: int,
+                 body: Callable[[int], bytes] = lambda i: b"backlog!") -> None:
+    """Before any instance runs: define ``queues`` queues and put ``depth`` persistent
+    messages (``body(i)``, 8 bytes by default; priorities 0-9 in turn) on the first,
+    straight through the store (a client would take minutes for a million), then close
+    it cleanly."""
+    from lockfs.open import open_volume
+    from miqm.config import parse_qm_ini
+    from miqm.store.log import RecoveryLog
+    from miqm.store.qmstore import QueueManagerStore
+
+    ini = os.path.join(pair.data_dir(), "qm.ini")
+    with open(ini, encoding="utf-8") as f:
+        cfg = parse_qm_ini(f.read(), ini)
+    data = open_volume(pair.data_dir())
+    log = open_volume(cfg.log_path)
+    store = QueueManagerStore.open(
+        data, log, pair.qmgr, cfg.log, cfg.tuning,
+        generation=RecoveryLog.recorded_generation(log) + 1, background=False)
+    try:
+        store.define_queue(BACKLOG_QUEUE, MAXDEPTH=999_999_999)
+        for i in range(1, queues):
+            store.define_queue(f"BACKLOG.Q{i:05d}")
+        done = 0
+        while done < depth:
+            uow = store.begin()
+            n = min(5000, depth - done)
+            for k in range(n):
+                store.put(BACKLOG_QUEUE, body(done + k), persistent=True,
+                          priority=(done + k) % 10, uow=uow)
+            store.commit(uow)
+            done += n
+    finally:
+        store.close()
+
+
+def _probe_put(pair: LocalPair, old_host: str, t0: float, timeout: float = 300.0) -> float:
+    """Seconds from ``t0`` until a persistent put to the backlog queue succeeds on an
+    active instance on another host (a client in this process, as that host)."""
+    from miqm.errors import MiqmError
+    from miqm.net.client import connect
+
+    other = pair.b if old_host == pair.a.name else pair.a
+    with client_of(other.root, other.name):
+        while time.monotonic() - t0 < timeout:
+            try:
+                with connect(pair.qmgr, timeout=0.5) as conn:
+                    if conn.server_host != old_host:
+                        conn.call("put", queue=BACKLOG_QUEUE, body=b"probe", persistent=True)
+                        return time.monotonic() - t0
+            except MiqmError:
+                pass
+            time.sleep(0.002)
+    raise TimeoutError(f"no put on a new active instance of {pair.qmgr} within {timeout:g}s")
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return round(psutil.Process(pid).memory_info().rss / 1e6, 1)
+    except Exception:
+        return None
+
+
+def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
+                  echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Takeover (kill -9 of the active, until a put to the deep queue succeeds on the
+    other instance) with each (depth, queues) backlog, ``cycles`` times each, side by
+    side in one run; the ratios are to the first case (normally depth 0, one queue)."""
+    rows = []
+    for depth, queues in cases:
+        t_fill = time.monotonic()
+        with LocalPair(qmgr="QMBACK") as pair:
+            pair.create()
+            fill_backlog(pair, depth, queues)
+            filled = time.monotonic() - t_fill
+            pair.start(pair.a)
+            pair.start(pair.b)
+            took: list[float] = []
+            rss = None
+            for _ in range(cycles):
+                before = pair.active() or pair.wait_active()
+                pid = int(before["pid"])
+                t0 = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                took.append(_probe_put(pair, before["host"], t0))
+                new = pair.wait_active(not_host=before["host"], timeout=300, poll=0.01)
+                rss = _rss_mb(int(new["pid"]))
+                pair.start(pair.host(before["host"]))  # back as the standby
+            size = _dir_bytes(os.path.join(pair.data_dir(), "queues"))
+        row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
+               "p50": round(statistics.median(took), 3), "fill_seconds": round(filled, 1),
+               "rss_mb_after": rss, "queue_dir_bytes": size,
+               "bytes_per_message": round(size / depth, 1) if depth else None}
+        rows.append(row)
+        echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
+             f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
+             f"queue files {size / 1e6:.1f} MB")
+    base = rows[0]["p50"] or 1e-9
+    for r in rows:
+        r["ratio"] = round(r["p50"] / base, 2)
+    echo("depth      queues  takeover p50  ratio")
+    for r in rows:
+        echo(f"{r['depth']:>9,}  {r['queues']:>6}  {r['p50']:>10.3f}s  {r['ratio']:>5.2f}")
+    return {"cases": rows, "cycles": cycles}
+
+
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for d, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(d, f))
+            except OSError:
+                pass
+    return total

@@ -125,6 +125,9 @@ def bench_failover(
                             "directory (tests/nfslab/lab.sh up DIR) instead of starting one"),
     lease: int = typer.Option(5, help="partition/pause: the lease of the lab it starts, "
                               "in seconds"),
+    backlog: str = typer.Option("", help="takeover with a backlog: comma-separated cases "
+                                "DEPTH or DEPTHxQUEUES ('default': 0,100000,1000000,0x5000), "
+                                "--cycles kills each, ratios to the first case"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
     """Fail over ``cycles`` times between two instances and report the durations."""
@@ -133,6 +136,21 @@ def bench_failover(
     if cycles < 1:
         fail("--cycles must be at least 1", 2)
     echo = (lambda s: None) if as_json else print
+    if backlog:
+        from miqm.bench.failover import DEFAULT_BACKLOG_CASES, bench_backlog, parse_backlog
+
+        if fault != "kill":
+            fail("--backlog measures kill -9 takeovers on a local directory: leave --fault "
+                 "at kill", 2)
+        try:
+            cases = (list(DEFAULT_BACKLOG_CASES) if backlog == "default"
+                     else parse_backlog(backlog))
+        except ValueError as exc:
+            fail(f"--backlog: {exc}", 2)
+        result = bench_backlog(cases, cycles, echo=echo)
+        if as_json:
+            print(json.dumps(result))
+        return
     if fault in ("pause", "partition"):
         from miqm.bench.failover_lab import bench_failover_lab
         from miqm.lab import lab_missing

@@ -3,7 +3,9 @@
 Layout: ``magic "MIQK", version u16, reserved u16, crc32c u32, length u32`` then a JSON
 object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``queues``
 {name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
-``authrecs`` [{objtype, profile, principal, auths}]: the authority records).
+``authrecs`` [{objtype, profile, principal, auths}]: the authority records,
+``idx`` {name: checkpoint of its index file}, ``aborted`` [checkpoints never completed],
+``catalog`` (the checkpoint of the queue catalog, below)).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
 """
@@ -41,6 +43,13 @@ class CheckpointInfo:
     qmgr: dict[str, Any] = field(default_factory=dict)
     media: dict[str, int] = field(default_factory=dict)
     authrecs: list[dict[str, Any]] = field(default_factory=list)
+    #: per queue, the checkpoint whose index file is current (queues without one: absent)
+    idx: dict[str, int] = field(default_factory=dict)
+    #: checkpoints that started writing queue files and never completed (their records
+    #: may still be in files loaded from an index: a scan must never take them as live)
+    aborted: list[int] = field(default_factory=list)
+    #: the checkpoint whose queue catalog (amqalcat.fil) is current; 0: none
+    catalog: int = 0
 
     def encode(self) -> bytes:
         """The file's bytes."""
@@ -72,7 +81,9 @@ def read(volume: Volume) -> CheckpointInfo:
                          f"reads version {VERSION}")
     try:
         obj = json.loads(body)
-        return CheckpointInfo(**obj)
+        # fields a newer version added are left out (it keeps version 1 for them)
+        known = CheckpointInfo.__dataclass_fields__
+        return CheckpointInfo(**{k: v for k, v in obj.items() if k in known})
     except (ValueError, TypeError) as exc:
         raise StoreError(f"checkpoint file {where} is corrupt: {exc}") from exc
 
@@ -80,3 +91,47 @@ def read(volume: Volume) -> CheckpointInfo:
 def write(volume: Volume, info: CheckpointInfo) -> None:
     """Durably replace the checkpoint file."""
     volume.write_atomic(NAME, info.encode())
+
+
+# ------------------------------------------------------------------ queue catalog
+CATALOG = "amqalcat.fil"
+_CMAGIC = b"MIQC"
+
+
+def encode_catalog(seq: int, queues: dict[str, tuple[int, dict[str, Any]]]) -> bytes:
+    """The queue catalog as of checkpoint ``seq``: the definition (qid, attributes) of
+    every queue whose file held no live record at that checkpoint. A takeover creates
+    those queues from it without opening their files."""
+    body = json.dumps({"seq": seq, "queues": {n: [qid, a] for n, (qid, a) in queues.items()}},
+                      separators=(",", ":")).encode()
+    return _HDR.pack(_CMAGIC, VERSION, 0, crc32c(body), len(body)) + body
+
+
+def read_catalog(volume: Volume, seq: int) -> tuple[dict[str, tuple[int, dict[str, Any]]],
+                                                    str]:
+    """The catalog of checkpoint ``seq`` from ``amqalcat.fil`` or, when the checkpoint
+    completed before its rename, ``amqalcat.new``; ({}, why) when neither is usable."""
+    whys = []
+    for name in (CATALOG, CATALOG + ".new"):
+        try:
+            data = volume.read_bytes(name)
+        except LockFsError as exc:
+            whys.append(f"{name}: {exc}")
+            continue
+        if len(data) < _HDR.size:
+            whys.append(f"{name}: truncated")
+            continue
+        magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
+        body = data[_HDR.size:_HDR.size + n]
+        if magic != _CMAGIC or ver != VERSION or len(body) != n or crc32c(body) != crc:
+            whys.append(f"{name}: bad checksum or header")
+            continue
+        try:
+            obj = json.loads(body)
+            if int(obj["seq"]) != seq:
+                whys.append(f"{name}: of checkpoint {obj['seq']}, not {seq}")
+                continue
+            return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}, ""
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            whys.append(f"{name}: {exc}")
+    return {}, "; ".join(whys)

@@ -58,11 +58,13 @@ def write_image(data: Volume, queue: str, src: VolumeFile, info: CheckpointInfo,
         raise StoreError(f"cannot record media image of queue '{queue}': {exc}") from exc
 
 
-def rebuild_queue(data: Volume, log: Any, live: LocalQueue) -> LocalQueue:
+def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
+                  aborted: frozenset[int] | set[int] = frozenset()) -> LocalQueue:
     """``live`` rebuilt from its media image plus every record of ``log`` since: a new
     queue object with no file (the next checkpoint writes one), the persistent messages
     from image and log, ``live``'s non-persistent ones, attributes, locks and uncommitted
-    keys. Raises AMQ7472 when there is no usable image of this incarnation."""
+    keys. Raises AMQ7472 when there is no usable image of this incarnation. ``aborted``:
+    checkpoints that never completed (records they stamped are not live)."""
     queue = live.name
     base = f"queues/{queue}"
     try:
@@ -80,7 +82,7 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue) -> LocalQueue:
     tmp.only = queue
     q = LocalQueue(queue, live.qid, img.attrs)
     try:
-        for r in img.scan(int(meta["seq"])):
+        for r in img.scan(int(meta["seq"]), aborted=aborted):
             _k, prio, pers, t, mid, cid, body = img.read(r.block, r.body_len)
             tmp.add_message(q, r.key, MemMessage(prio, pers, t, mid, cid, body))
     finally:

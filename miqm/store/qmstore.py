@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import gc
 import os
 import threading
 import time
@@ -35,8 +36,11 @@ from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.histogram import LONG_BUCKETS, Histogram
 from miqm.store import checkpoint as ckpt
+from miqm.store import qindex
 from miqm.store import records as R
 from miqm.store.queues import (
+    BLOCK,
+    DATA_START,
     DEFAULT_ATTRS,
     BodyWriter,
     LocalQueue,
@@ -53,6 +57,9 @@ _RUN_MAX = 4 << 20
 # a checkpoint's queue-file data goes to the disk in steps of this many bytes: a log force
 # issued meanwhile waits behind one step, not behind the whole checkpoint
 _WRITE_BACK_STEP = 1 << 20
+# after a takeover, the checkpoint that writes the deep queues' indexes the open deferred
+# waits this long (the checkpoint thread looks at least once a second)
+_INDEX_DELAY = 1.0
 
 MQRC_BACKED_OUT = 2003
 MQRC_GET_INHIBITED = 2016
@@ -102,6 +109,10 @@ class _CheckpointPlan:
     # (file, queues.BodyWriter after plan(), that file's runs in ``written``)
     encoders: list[tuple[Any, Any, list[tuple[int, int]]]] = field(default_factory=list)
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
+    # index files to write (qindex.snapshot() taken under the lock): (queue, snapshot)
+    indexes: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
+    unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
+    catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
 
 
@@ -188,6 +199,16 @@ class QueueManagerStore:
         self._damaged: dict[str, str] = {}
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
+        self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
+        # the checkpoint ending open() leaves deep queues' indexes to the next one (the
+        # checkpoint thread's, requested at once): a takeover does not wait for them
+        self._opening = False
+        self._index_later = False
+        self._index_due: float | None = None  # when the checkpoint thread writes them
+        # the queue catalog last written: name -> (qid, attrs) of queues empty on file
+        self._catalog: dict[str, tuple[int, dict[str, Any]]] | None = None
+        self._catalog_cp = 0
+        self._max_cp_seen = 0  # the highest checkpoint stamp the queue-file scans met
         # the log space a unit of work may pin (AMQ7469 acts at uow_log_space_limit of it):
         # the log fills by whole extents from the one holding the restart point, which can
         # sit anywhere in its extent, so only N - 1 of the N extents are sure to be free
@@ -258,7 +279,9 @@ class QueueManagerStore:
                     errlog=errlog, clock=clock, wallclock=wallclock)
         try:
             store._recover(info)
+            store._opening = True
             store.checkpoint()
+            store._opening = False
         except BaseException:
             try:
                 recovery_log.close()
@@ -270,6 +293,10 @@ class QueueManagerStore:
             store._cp_thread = threading.Thread(target=store._cp_loop, name="checkpoint",
                                                 daemon=True)
             store._cp_thread.start()
+            if store._index_later:
+                # the deferred indexes: a checkpoint in the background, a moment after the
+                # takeover (not competing with its first requests for the disk and the lock)
+                store._index_due = clock() + _INDEX_DELAY
         return store
 
     def close(self) -> None:
@@ -303,11 +330,26 @@ class QueueManagerStore:
             st.set_authrec(rec)
         self.state = st
         self._completed_cp = info.seq
+        self._aborted = set(info.aborted)
+        self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0}
         max_cp = info.seq
-        for name, qid in sorted(info.queues.items()):
-            q, seen = self._load_queue(name, qid, info.seq)
-            max_cp = max(max_cp, seen)
-            st.queues[name] = q
+        catalog: dict[str, tuple[int, dict[str, Any]]] = {}
+        if info.catalog:
+            catalog, why = ckpt.read_catalog(self.data, info.catalog)
+            if why:
+                self._errlog("AMQ1131", amq.text("AMQ1131", why=why))
+            else:
+                self._catalog, self._catalog_cp = dict(catalog), info.catalog
+        # thousands of queues allocate hundreds of thousands of objects and free none:
+        # the cyclic collector would rescan them again and again (as in replay)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_queues(info, catalog)
+        finally:
+            if collecting:
+                gc.enable()
+        max_cp = max(max_cp, self._max_cp_seen)
         self._media = dict(info.media)
         for name, lsn in self._media.items():
             if name in st.queues:
@@ -317,6 +359,12 @@ class QueueManagerStore:
         t0 = time.perf_counter()
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
         stats["seconds"] = time.perf_counter() - t0
+        stats.update(self._loads)
+        if st.max_cp_seq > info.seq:
+            # checkpoints after the completed one that never completed: what they wrote
+            # into files loaded from an index is still there, and must never count
+            self._aborted.update(range(info.seq + 1, st.max_cp_seq + 1))
+            self._next_cp = max(self._next_cp, st.max_cp_seq + 1)
         self.recovery_stats = stats
         oldest = st.uows.oldest_logged()
         if oldest is not None and oldest.first_lsn is not None:
@@ -328,6 +376,25 @@ class QueueManagerStore:
                 q.file.zero_garbage()
         # directories of queues deleted after the checkpoint (or never checkpointed)
         self._deleted_files = {n for n in self._list_queue_dirs() if n not in st.queues}
+
+    def _load_queues(self, info: ckpt.CheckpointInfo,
+                     catalog: dict[str, tuple[int, dict[str, Any]]]) -> None:
+        """Every queue of the checkpoint: from the catalog (empty on file), its index
+        file, or a scan of its queue file."""
+        st = self.state
+        self._max_cp_seen = 0
+        for name, qid in sorted(info.queues.items()):
+            entry = catalog.get(name)
+            if entry is not None and entry[0] == qid:
+                # no live record in its file: defined from the catalog, file not opened
+                # (the first checkpoint that writes to it makes a new file)
+                q = st.queues[name] = LocalQueue(name, qid, entry[1])
+                q.header_dirty, q.file_qid = False, qid
+                self._loads["catalog_queues"] += 1
+                continue
+            q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
+            self._max_cp_seen = max(self._max_cp_seen, seen)
+            st.queues[name] = q
 
     def _list_queue_dirs(self) -> list[str]:
         try:
@@ -343,8 +410,11 @@ class QueueManagerStore:
             return int(fn)
         return 0
 
-    def _load_queue(self, name: str, qid: int, completed: int) -> tuple[LocalQueue, int]:
-        """Rebuild a queue's index from its file (as of checkpoint ``completed``)."""
+    def _load_queue(self, name: str, qid: int, completed: int,
+                    idx_cp: int = 0) -> tuple[LocalQueue, int]:
+        """Rebuild a queue's index (as of checkpoint ``completed``) from its index file
+        when the checkpoint file names one (``idx_cp``) and it checks out, else from its
+        queue file."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
         try:
@@ -377,10 +447,56 @@ class QueueManagerStore:
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
-        q.add_scanned(qf.scan(completed), generated_key)
+        if idx_cp and self._load_index(q, qf, idx_cp):
+            self._loads["indexed_queues"] += 1
+            return q, 0
+        self._loads["scanned_queues"] += 1
+        q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
+        q.idx_stale = True  # the open's checkpoint writes an index if it is deep enough
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
+
+    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int) -> bool:
+        """Load ``q``'s messages from its index file (``idx``, or ``idx.new`` when the
+        checkpoint that wrote it completed before the rename); False, with an AMQ1130
+        line in the error log, when neither can be trusted (the caller scans)."""
+        assert qf.f is not None
+        try:
+            file_blocks = max(0, (qf.f.size() - DATA_START) // BLOCK)
+        except LockFsError as exc:
+            self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
+            return False
+        whys = []
+        for fname in ("idx", "idx.new"):
+            path = f"queues/{q.name}/{fname}"
+            try:
+                raw = self.data.read_bytes(path)
+                d = qindex.decode(raw, q.qid, idx_cp, file_blocks)
+            except qindex.IndexInvalid as exc:
+                whys.append(f"{fname}: {exc}")
+                continue
+            except LockFsError as exc:
+                whys.append(f"{fname}: {exc}")
+                continue
+            ix = q.index
+            ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
+            q.present = sum(len(k) for k in d.keys)
+            for key, m in d.msgids:
+                q.msgids[m] = key
+            for key, c in d.correlids:
+                q.correlids.setdefault(c, []).append(key)
+            space = d.space
+            if len(space) < file_blocks:
+                space.extend(bytes(file_blocks - len(space)))
+            qf.space = space
+            qf.max_key = max((k[-1] for k in d.keys if k), default=0)
+            if qf.max_key >= self.state.next_key:
+                self.state.next_key = qf.max_key + 1
+            q.idx_cp = idx_cp
+            return True
+        self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
+        return False
 
     # ------------------------------------------------------------------ internals
     @property
@@ -535,6 +651,9 @@ class QueueManagerStore:
                     wanted = self._cp_wanted or (
                         self._clock() - self._last_cp_time >= self.tuning.checkpoint_wait_len
                         and self._records_since_cp >= self.tuning.checkpoint_log_recd_min)
+                    if self._index_due is not None and self._clock() >= self._index_due:
+                        self._index_due = None
+                        wanted = True
                 if wanted:
                     self._checkpoint_unlocked()
             except Exception as exc:  # reported; the next operation will fail clearly
@@ -1244,9 +1363,28 @@ class QueueManagerStore:
                 if self._guard is not None:  # a pause may have ended between queues
                     self._guard()
                 self._write_queue(q, seq, plan)
+            info.idx = {q.name: q.idx_cp for q in st.queues.values()
+                        if q.idx_cp and q.name not in self._damaged}
+            info.aborted = sorted(self._aborted)
+            self._plan_catalog(plan)
         except BaseException as exc:
             self._checkpoint_failed(exc)
         return plan
+
+    def _plan_catalog(self, plan: _CheckpointPlan) -> None:
+        """Under the lock, in step 1: the queue catalog of this checkpoint (queues whose
+        file holds no live record, with their definition as in its header); a new one is
+        written only when it differs from the last."""
+        info = plan.info
+        cat = {q.name: (q.qid, q.attrs) for q in self.state.queues.values()
+               if q.present == 0 and q.name not in self._damaged}
+        if self._catalog is not None and cat == self._catalog:
+            info.catalog = self._catalog_cp
+            return
+        cat = {n: (qid, dict(a)) for n, (qid, a) in cat.items()}
+        plan.catalog = ckpt.encode_catalog(info.seq, cat)
+        self._catalog, self._catalog_cp = cat, info.seq
+        info.catalog = info.seq
 
     def _checkpoint_sync(self, plan: _CheckpointPlan) -> None:
         """Step two, with or without the lock: the queue files' writes reach the disk in
@@ -1261,6 +1399,19 @@ class QueueManagerStore:
                     f.pwrite(done[1], offset)
                     runs.append((offset, len(done[1])))
             plan.encoders.clear()
+            for q, snap in plan.indexes:
+                if self._guard is not None:
+                    self._guard()
+                f = self.data.open(f"queues/{q.name}/idx.new", create=True)
+                try:
+                    f.truncate(0)
+                    off = 0
+                    for piece in qindex.encode(q.qid, plan.info.seq, *snap):
+                        f.pwrite(piece, off)
+                        off += len(piece)
+                    f.fdatasync()
+                finally:
+                    f.close()
             for f, runs in plan.written:
                 if self._guard is not None:
                     self._guard()
@@ -1271,6 +1422,10 @@ class QueueManagerStore:
                         f.write_back(off, step)
                         off += step
                 f.fdatasync()
+            if plan.catalog is not None:
+                if self._guard is not None:
+                    self._guard()
+                self.data.write_atomic(ckpt.CATALOG + ".new", plan.catalog)
             if self._guard is not None:
                 self._guard()
             ckpt.write(self.data, plan.info)
@@ -1293,6 +1448,13 @@ class QueueManagerStore:
             assert q.file is not None
             self.data.rename(q.file.path, f"queues/{q.name}/q")
             q.file.path = f"queues/{q.name}/q"
+        if plan.catalog is not None:
+            self.data.rename(ckpt.CATALOG + ".new", ckpt.CATALOG)
+        for q, _snap in plan.indexes:
+            self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
+        for name in plan.unindexed:
+            self.data.unlink(f"queues/{name}/idx")
+            self.data.unlink(f"queues/{name}/idx.new")
         for q in st.queues.values():
             if q.file is not None:
                 q.file.release_freed()
@@ -1318,6 +1480,12 @@ class QueueManagerStore:
         file goes into ``plan.written`` (made durable by the checkpoint's second step)
         and, if it is a new file (``q.new``), into ``plan.replaced`` (renamed into place
         once the checkpoint is complete)."""
+        if q.file is None and q.file_qid == q.qid:
+            # defined from the queue catalog, its file (no live record) never opened: it
+            # is written anew only when something must go into it
+            if not q.header_dirty and not any(m.persistent for m in q.mem.values()):
+                return
+            q.file_qid = 0
         fresh = q.file is None or q.file_qid != q.qid
         if fresh:
             if q.file is not None:
@@ -1363,8 +1531,23 @@ class QueueManagerStore:
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
-        if dirty or fresh:
-            plan.written.append((qf.f, runs))
+        if dirty or fresh or q.idx_stale:
+            if dirty or fresh:
+                plan.written.append((qf.f, runs))
+            q.idx_stale = False
+            # the file changed (or was scanned): a new index describes it, or none does
+            deep = q.present - len(q.mem) >= self.tuning.index_min_records
+            if deep and self._opening:
+                q.idx_stale = True  # written by the next checkpoint; if the file changes
+                # now, the index it had is dropped below
+                self._index_later = True
+            if deep and not q.idx_stale:
+                plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
+                                                        q.correlids)))
+                q.idx_cp = seq
+            elif q.idx_cp and (dirty or fresh):
+                q.idx_cp = 0
+                plan.unindexed.append(q.name)
         if fresh:
             plan.replaced.append(q)
 
@@ -1409,6 +1592,8 @@ class QueueManagerStore:
         with self._lock:
             self._check_open()
             q = self._queue(queue)
+            if q.file is None:
+                q.header_dirty = True  # defined from the catalog: this checkpoint opens a file
             self._checkpoint_locked()
             info = self.last_checkpoint
             assert q.file is not None and q.file.f is not None
@@ -1431,7 +1616,7 @@ class QueueManagerStore:
             live = self.state.queues.get(queue)
             if live is None:
                 raise ObjectError(f"queue '{queue}' is not defined", amq="AMQ8147")
-            q = media.rebuild_queue(self.data, self.log, live)
+            q = media.rebuild_queue(self.data, self.log, live, self._aborted)
             if live.file is not None:
                 live.file.close()
             self.state.queues[queue] = q

@@ -173,12 +173,15 @@ class QueueFile:
         self.attrs = dict(attrs)
 
     # -- scanning ------------------------------------------------------------------
-    def scan(self, completed_cp: int, chunk: int = 4 << 20) -> Iterator[FileRecord]:
+    def scan(self, completed_cp: int, chunk: int = 4 << 20,
+             aborted: frozenset[int] | set[int] = frozenset()) -> Iterator[FileRecord]:
         """Yield records live as of checkpoint ``completed_cp``; build the space map.
 
         Records or delete marks stamped with a newer checkpoint come from a checkpoint that
         never completed: such records are skipped (and their headers zeroed by
-        :meth:`zero_garbage`), such marks ignored.
+        :meth:`zero_garbage`), such marks ignored. So are records stamped with one of the
+        ``aborted`` checkpoints (a checkpoint that never completed, found by a restart
+        that loaded this file from its index and so left its records unzeroed).
         """
         assert self.f is not None
         pread = self.f.pread
@@ -215,7 +218,7 @@ class QueueFile:
             n = (REC_HDR + blen + BLOCK - 1) // BLOCK
             if cp > max_cp:
                 max_cp = cp
-            if b + n > nblocks or qid != qid_here or cp > completed_cp:
+            if b + n > nblocks or qid != qid_here or cp > completed_cp or cp in aborted:
                 garbage.append(b)
                 b += 1
                 continue
@@ -447,7 +450,8 @@ class LocalQueue:
         self.name = name
         self.qid = qid
         self.attrs: dict[str, Any] = {**DEFAULT_ATTRS, **attrs}
-        self.index = PriorityIndex()
+        # self.index (PriorityIndex) is made on first use (__getattr__): a takeover of
+        # thousands of queues defines them all, most never see a message
         self.mem: dict[int, MemMessage] = {}  # key -> body in memory
         self.locked: dict[int, int] = {}  # key -> txid of an uncommitted get
         self.uncommitted: dict[int, int] = {}  # key -> txid of an uncommitted put
@@ -463,6 +467,18 @@ class LocalQueue:
         self.in_flight: dict[int, MemMessage] | None = None
         #: DISPLAY QSTATUS / RESET QSTATS figures (memory only)
         self.stats = QueueStats()
+        # the checkpoint whose index file (queues/<Q>/idx) describes the queue file; 0:
+        # none (a small queue, or the file changed without a new index)
+        self.idx_cp = 0
+        self.idx_stale = False  # loaded by a scan: the next checkpoint considers an index
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for attributes not yet set: ``index`` is created on first use (later
+        accesses find it set and never come here)."""
+        if name == "index":
+            ix = self.index = PriorityIndex()
+            return ix
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def depth(self) -> int:

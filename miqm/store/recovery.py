@@ -52,6 +52,10 @@ class StoreState:
         self.authrecs: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self.only: str | None = None  # media recovery: apply records of one queue only
         self.last_uow: UnitOfWork | None = None  # replay's cache of the unit last seen
+        # the highest checkpoint number a replay saw in a CHECKPOINT record: a checkpoint
+        # forces its record before it writes any queue file, so every stamp in the files
+        # is at most this or the completed checkpoint's
+        self.max_cp_seq = 0
 
     # -- helpers -------------------------------------------------------------------
     def set_authrec(self, rec: dict[str, Any]) -> None:
@@ -338,6 +342,10 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
                 rec = decode(payload, lsn)
                 if rec.type != put:
                     forget()  # a DEFINE, DELETE, ... may have replaced a queue object
+                    if rec.type == R.CHECKPOINT:
+                        seq = int(rec.attrs.get("seq") or 0)
+                        if seq > state.max_cp_seq:
+                            state.max_cp_seq = seq
                 if cp_lsn is not None and lsn < cp_lsn:
                     if rec.txid and rec.txid in cp_txids and rec.type != R.CHECKPOINT:
                         state.mark(rec)

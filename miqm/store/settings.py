@@ -104,6 +104,9 @@ class StoreTuning:
     #: fraction of the active log a unit of work may pin before AMQ7469 rolls it back
     uow_log_space_limit: float = 0.8
     group_commit_cpu: int = GATHER_NONE
+    #: a checkpoint writes a queue's index file (miqm/store/qindex.py) when its queue
+    #: file holds at least this many records; smaller queues are scanned on open
+    index_min_records: int = 1024
 
     def __post_init__(self) -> None:
         if not GATHER_AUTO <= self.group_commit_cpu < MAX_CPUS:

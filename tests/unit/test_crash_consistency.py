@@ -38,8 +38,11 @@ except ImportError:
     REAL_LOG = False
 
 SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
+# index_min_records: the queue's index file (qindex) is written whenever the queue holds
+# 30 records or more, so crash points fall in its writes and renames and most restarts
+# load the queue from it; the others scan (a shallower queue, the index dropped)
 TUNING = StoreTuning(checkpoint_log_recd_max=150, checkpoint_log_recd_min=1,
-                     checkpoint_wait_len=1e9)
+                     checkpoint_wait_len=1e9, index_min_records=30)
 POINTS = int(os.environ.get("MIQM_CRASH_POINTS", "1000"))
 INF = 1 << 62
 
@@ -74,7 +77,11 @@ def run_workload(base: Path, steps: int, seed: int = 7) -> Workload:
     logv = RecordingVolume(PosixVolume(str(base / "log")), rec, "log")
     s = _open(data, logv, 1, create=True)
     s.define_queue("Q", MAXDEPTH=100000, DEFPSIST="YES")
+    # E is empty at most checkpoints (so restarts define it from the queue catalog), now
+    # and then holds one message or has its definition altered
+    s.define_queue("E", DEFPSIST="YES")
     wl = Workload(rec, start=rec.position())
+    e_held: bytes | None = None
     rng = random.Random(seed)
     pos = rec.position
     producers: list[tuple[object, list[bytes]] | None] = [None, None, None]
@@ -161,6 +168,23 @@ def run_workload(base: Path, steps: int, seed: int = 7) -> Workload:
                         wl.lives[t].take_ack = done
                 consumers[c] = None
         else:
+            k = rng.random()
+            if k < 0.3 and e_held is None:
+                n += 1
+                e_held = b"E%09d" % n
+                life = Life(commit_start=pos())
+                s.put("E", e_held)
+                life.commit_ack = pos()
+                wl.lives[e_held] = life
+            elif k < 0.6 and e_held is not None:
+                life = wl.lives[e_held]
+                life.take_start = pos()
+                m = s.get("E")
+                assert m is not None and m.body == e_held
+                life.take_ack = pos()
+                e_held = None
+            elif k < 0.7:
+                s.alter_queue("E", DESCR=f"altered {n}")
             s.checkpoint()
     if REAL_LOG:
         wl.extents_used = s.log.extent_of_page(s.log.stats()["HeadLSN"] // 4096) + 1
@@ -195,17 +219,21 @@ def materialize(image: dict[str, bytes], root: Path) -> None:
     (root / "log").mkdir(exist_ok=True)
 
 
-def check_point(wl: Workload, k: int, root: Path) -> None:
+def check_point(wl: Workload, k: int, root: Path, loads: Counter | None = None) -> None:
     s = _open(PosixVolume(str(root / "data")), PosixVolume(str(root / "log")), 2)
+    if loads is not None:
+        loads.update({k: v for k, v in s.recovery_stats.items() if k.endswith("_queues")})
     try:
-        assert [q["QUEUE"] for q in s.list_queues()] == ["Q"], f"crash point {k}: queue lost"
+        assert [q["QUEUE"] for q in s.list_queues()] == ["E", "Q"], \
+            f"crash point {k}: queue lost"
         in_doubt = set(s.in_doubt())
-        depth = s.queue_attrs("Q")["CURDEPTH"]
+        depth = s.queue_attrs("Q")["CURDEPTH"] + s.queue_attrs("E")["CURDEPTH"]
         for xid in sorted(in_doubt):
             s.resolve(xid, commit=True)
         got: list[bytes] = []
-        while (m := s.get("Q")) is not None:
-            got.append(m.body[:10])
+        for name in ("Q", "E"):
+            while (m := s.get(name)) is not None:
+                got.append(m.body[:10])
     finally:
         s._closed = True
         s.log.close()
@@ -244,19 +272,24 @@ def test_recovery_at_random_crash_points(tmp_path: Path) -> None:
     points = sorted(rng.randrange(wl.start, n_ops + 1) for _ in range(POINTS))
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     scratch = Path(tempfile.mkdtemp(prefix="miqm-crash-", dir=shm))
+    loads: Counter = Counter()
     try:
         checked = 0
         for k, image in wl.rec.crash_images(points, seed=seed):
             root = scratch / str(checked)
             materialize(image, root)
-            check_point(wl, k, root)
+            check_point(wl, k, root, loads)
             shutil.rmtree(root)
             checked += 1
         assert checked == POINTS
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    # every way of loading a queue was met: from its index file, by a scan, and from the
+    # queue catalog (its file held no live record)
+    assert loads["indexed_queues"] > POINTS // 4 and loads["scanned_queues"] > 0, loads
+    assert loads["catalog_queues"] > 0, loads
     print(f"{POINTS} crash points over {n_ops} recorded operations in "
-          f"{time.monotonic() - t0:.1f}s")
+          f"{time.monotonic() - t0:.1f}s; queues loaded {dict(loads)}")
 
 
 def test_restart_after_a_crash_during_restart(tmp_path: Path) -> None:

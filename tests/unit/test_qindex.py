@@ -1,0 +1,271 @@
+"""The queue index file (miqm/store/qindex.py): a deep queue opens from its index, keeps
+every message in order per priority with its selectors, and an index that cannot be
+trusted (damaged, torn, stale, missing) is detected, reported with AMQ1130 and rebuilt
+from the queue file; records of a checkpoint that never completed stay dead even when
+the queue file is scanned after a restart that loaded it from its index."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.store import checkpoint as ckpt
+from miqm.store.qmstore import QueueManagerStore
+from miqm.store.settings import LogSettings, StoreTuning
+
+SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
+TUNING = StoreTuning(index_min_records=10, checkpoint_wait_len=1e9)
+_GEN = itertools.count(1)
+
+
+class Store:
+    """A store on ``root`` opened with a new generation each time; the error log kept."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "data"
+        for d in ("data", "log"):
+            (root / d).mkdir(exist_ok=True)
+        QueueManagerStore.create(PosixVolume(str(self.data)), PosixVolume(str(root / "log")),
+                                 "QM", SETTINGS)
+        self.errors: list[tuple[str, str]] = []
+
+    def open(self) -> QueueManagerStore:
+        self.errors.clear()
+        return QueueManagerStore.open(
+            PosixVolume(str(self.data)), PosixVolume(str(self.root / "log")), "QM", SETTINGS,
+            TUNING, generation=next(_GEN), background=False,
+            errlog=lambda n, t: self.errors.append((n, t)))
+
+    def amq1130(self) -> list[str]:
+        return [t for n, t in self.errors if n == "AMQ1130"]
+
+
+def crash(s: QueueManagerStore) -> None:
+    """Stop using the store without its shutdown checkpoint (what kill -9 leaves; the
+    page cache is the disk here)."""
+    s._closed = True
+    s.log.close()
+    s._close_files()
+
+
+def fill(s: QueueManagerStore, n: int = 60) -> list[tuple[int, bytes]]:
+    """``n`` persistent messages, priorities 0-9 mixed, some with a chosen msgid or a
+    correlid; returns (priority, body) in the order a drain must return them."""
+    s.define_queue("Q", MAXDEPTH=100000)
+    sent = []
+    u = s.begin()
+    for i in range(n):
+        prio = (i * 7) % 10
+        body = b"m%04d-" % i + bytes(i % 700)
+        kw = {}
+        if i % 11 == 0:
+            kw["msgid"] = b"chosen-%d" % i
+        if i % 13 == 0:
+            kw["correlid"] = b"corr-%d" % i
+        s.put("Q", body, persistent=True, priority=prio, uow=u, **kw)  # type: ignore[arg-type]
+        sent.append((prio, body))
+    s.commit(u)
+    # delivery order: priority high first, FIFO within a priority
+    return sorted(sent, key=lambda pb: -pb[0])
+
+
+def drain(s: QueueManagerStore) -> list[tuple[int, bytes]]:
+    out = []
+    while (m := s.get("Q")) is not None:
+        out.append((m.priority, m.body))
+    return out
+
+
+def test_deep_queue_opens_from_its_index_in_order(tmp_path: Path) -> None:
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    got = s.get("Q")  # one get after the checkpoint: replayed on top of the index
+    assert got is not None
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["scanned_queues"] == 0
+    assert not st.amq1130()
+    assert s.queue_attrs("Q")["CURDEPTH"] == len(want) - 1
+    assert s.get("Q", msgid=b"chosen-22") is not None  # a caller-chosen msgid from the index
+    m = s.get("Q", correlid=b"corr-26")
+    assert m is not None and m.body.startswith(b"m0026-")
+    rest = drain(s)
+    expected = [pb for pb in want[1:] if not pb[1].startswith((b"m0022-", b"m0026-"))]
+    assert rest == expected
+    s.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "torn", "stale", "missing", "other-qid"])
+def test_an_untrustworthy_index_is_rebuilt_from_the_queue_file(tmp_path: Path,
+                                                                 damage: str) -> None:
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    idx = st.data / "queues" / "Q" / "idx"
+    old = idx.read_bytes()
+    s.put("Q", b"late", persistent=True, priority=0)
+    s.checkpoint()  # a newer index; the old one is stale
+    s.close()
+    raw = idx.read_bytes()
+    if damage == "flip":
+        pos = len(raw) // 2
+        idx.write_bytes(raw[:pos] + bytes([raw[pos] ^ 0x40]) + raw[pos + 1:])
+    elif damage == "torn":
+        idx.write_bytes(raw[: len(raw) - 700])
+    elif damage == "stale":
+        idx.write_bytes(old)
+    elif damage == "missing":
+        idx.unlink()
+    else:
+        info = ckpt.read(PosixVolume(str(st.data)))
+        other = tmp_path / "other"
+        other.mkdir()
+        s2 = Store(other).open()
+        s2.define_queue("PAD")  # Q gets another qid there
+        fill(s2)
+        s2.close()
+        idx.write_bytes((other / "data" / "queues" / "Q" / "idx").read_bytes())
+        assert info.idx.get("Q")
+    s = st.open()
+    lines = st.amq1130()
+    assert len(lines) == 1 and "queue Q" in lines[0], st.errors
+    assert s.recovery_stats["scanned_queues"] == 1
+    assert s.queue_attrs("Q")["CURDEPTH"] == len(want) + 1
+    s.close()
+    # the open's checkpoint wrote a good index: the next open uses it, no error line
+    s = st.open()
+    assert not st.amq1130() and s.recovery_stats["indexed_queues"] == 1
+    assert drain(s) == [*want, (0, b"late")]
+    s.close()
+
+
+def test_index_of_a_completed_checkpoint_is_found_before_its_rename(tmp_path: Path) -> None:
+    """A crash after the checkpoint file named the new index but before ``idx.new`` was
+    renamed to ``idx``: the new one is used, the old one (stale) is not."""
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    qdir = st.data / "queues" / "Q"
+    old = (qdir / "idx").read_bytes()
+    s.put("Q", b"late", persistent=True, priority=0)
+    s.checkpoint()
+    crash(s)
+    (qdir / "idx").rename(qdir / "idx.new")
+    (qdir / "idx").write_bytes(old)
+    s = st.open()
+    assert not st.amq1130() and s.recovery_stats["indexed_queues"] == 1
+    assert drain(s) == [*want, (0, b"late")]
+    s.close()
+
+
+def test_records_of_an_aborted_checkpoint_never_come_back(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A checkpoint writes an uncommitted message's record into the queue file and dies
+    before it completes. The restart loads the queue from its (older) index, so nothing
+    zeroes that record; the restart undoes the message. A later scan of the file (the
+    index damaged) must still not take the record as live: the aborted checkpoint is
+    remembered in the checkpoint file."""
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    u = s.begin()
+    s.put("Q", b"never-committed", persistent=True, priority=9, uow=u)
+
+    def die(*_a: object) -> None:
+        raise SystemExit("power loss before the checkpoint file")
+
+    monkeypatch.setattr(ckpt, "write", die)
+    with pytest.raises(SystemExit):
+        s.checkpoint()
+    monkeypatch.undo()
+    crash(s)
+    raw = (st.data / "queues" / "Q" / "q").read_bytes()
+    assert b"never-committed" in raw  # the record the dead checkpoint wrote is on disk
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["rolled_back"] == 1
+    assert ckpt.read(PosixVolume(str(st.data))).aborted  # remembered
+    crash(s)
+    (st.data / "queues" / "Q" / "idx").write_bytes(b"junk")
+    (st.data / "queues" / "Q" / "idx.new").unlink(missing_ok=True)
+    s = st.open()
+    assert st.amq1130() and s.recovery_stats["scanned_queues"] == 1
+    assert drain(s) == want
+    s.close()
+
+
+def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
+        tmp_path: Path) -> None:
+    """Queues without a live record are defined from the queue catalog without opening
+    their files; a damaged catalog is reported (AMQ1131) and every file is opened."""
+    st = Store(tmp_path)
+    s = st.open()
+    for i in range(30):
+        s.define_queue(f"E.{i:02d}", DESCR=f"empty {i}")
+    want = fill(s)
+    s.alter_queue("E.07", MAXDEPTH=77)
+    s.close()
+    s = st.open()
+    assert s.recovery_stats["catalog_queues"] == 30, s.recovery_stats
+    assert s.recovery_stats["indexed_queues"] == 1
+    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
+    assert s.queue_attrs("E.12")["DESCR"] == "empty 12"
+    s.put("E.03", b"first", persistent=True)  # its file is written anew at the checkpoint
+    s.checkpoint()
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["catalog_queues"] == 29
+    assert s.get("E.03").body == b"first"  # type: ignore[union-attr]
+    s.close()
+    cat = st.data / ckpt.CATALOG
+    raw = cat.read_bytes()
+    cat.write_bytes(raw[:-3] + b"xx}")
+    s = st.open()
+    lines = [t for n, t in st.errors if n == "AMQ1131"]
+    assert len(lines) == 1 and "amqalcat.fil" in lines[0], st.errors
+    assert s.recovery_stats["catalog_queues"] == 0
+    assert s.recovery_stats["scanned_queues"] == 30
+    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
+    assert drain(s) == want
+    s.close()
+    s = st.open()  # the close wrote a good catalog again
+    assert not [t for n, t in st.errors if n == "AMQ1131"]
+    assert s.recovery_stats["catalog_queues"] == 31
+    s.close()
+
+
+def test_index_rewritten_in_the_background_after_a_takeover(tmp_path: Path) -> None:
+    """The checkpoint that ends the open leaves a changed deep queue without an index;
+    the checkpoint thread writes it at once."""
+    from tests.waiting import wait_until
+
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    s.put("Q", b"late", persistent=True, priority=0)  # replayed: the open changes the file
+    crash(s)
+    s = QueueManagerStore.open(
+        PosixVolume(str(st.data)), PosixVolume(str(tmp_path / "log")), "QM", SETTINGS,
+        TUNING, generation=next(_GEN), background=True)
+    try:
+        data = PosixVolume(str(st.data))
+        wait_until(lambda: ckpt.read(data).idx.get("Q", 0) > 0, timeout=30,
+                   what="the index written by the checkpoint thread")
+    finally:
+        s._stop.set()
+        s._cp_kick.set()
+        crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
+    assert drain(s) == [*want, (0, b"late")]
+    s.close()
