@@ -77,6 +77,17 @@ def serve(root: str, authrecs: int = 0) -> None:
     store.close()
 
 
+def _end_server(server: subprocess.Popen[str]) -> None:
+    """Close the bench server's stdin (its signal to end) and wait for it (30 s at most)."""
+    if server.stdin is not None:
+        server.stdin.close()
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def _create(root: str) -> None:
     """The bench queue manager created under ``root`` (MIQM_DATA_ROOT left as it was)."""
     saved = os.environ.get("MIQM_DATA_ROOT")
@@ -212,13 +223,7 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
             echo(f"streaming consumer, {total} persistent messages outside syncpoint ...")
             results["consume"] = round(_consume(conname, total), 1)
         finally:
-            if server.stdin is not None:
-                server.stdin.close()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _end_server(server)
         # the disk and CPUs are shared: the reference is measured again after the network
         # runs, and the ratio uses the mean of both
         store = _open_store(root)
@@ -326,13 +331,7 @@ def bench_authz(messages: int = 2000, authrecs: int = 100, rounds: int = 2,
                         results.setdefault(f"{name}_{mode}", []).append(round(rate, 1))
                         totals[f"{name}_{mode}"] = totals.get(f"{name}_{mode}", 0.0) + rate
         finally:
-            if server.stdin is not None:
-                server.stdin.close()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _end_server(server)
     for name, *_ in runs:
         results[f"ratio_{name}"] = round(totals[f"{name}_on"] / totals[f"{name}_off"], 3)
         pairs = sorted(on / off for on, off in zip(results[f"{name}_on"],

@@ -129,6 +129,21 @@ def _arm_and_put(labx: lab.NfsLab, a: NsHost, a_env: dict[str, str],
                                                             env=a.env())
 
 
+def _await_takeover(labx: lab.NfsLab, base: Path, logdir: Path, old_gen: int,
+                    stopped: float) -> float:
+    """Seconds from ``stopped`` until hostb holds master (read on the export) and the log
+    records a generation above ``old_gen``."""
+    from lockfs.posix import PosixVolume
+    from miqm.store.log import RecoveryLog
+
+    deadline = stopped + 6 * labx.lease + 30
+    while not (_master_names(base, "hostb", old_gen)
+               and RecoveryLog.recorded_generation(PosixVolume(str(logdir))) > old_gen):
+        assert time.monotonic() < deadline, "the standby never took over"
+        time.sleep(0.01)
+    return time.monotonic() - stopped
+
+
 def _await_end(pid: int) -> float:
     """After SIGCONT of a resumed old active: seconds until it has ended (at most 30)."""
     resumed = time.monotonic()
@@ -266,12 +281,7 @@ def test_a_late_write_after_the_lease_passed_on_is_refused_by_the_server(
             f.seek(held["offset"])
             before = f.read(len(held["data"]) // 2)
         assert before != bytes.fromhex(held["data"]), "the held-up write would change nothing"
-        deadline = stopped + 6 * nfs_lab.lease + 30
-        while not (_master_names(base, "hostb", old_gen)
-                   and RecoveryLog.recorded_generation(PosixVolume(str(logdir))) > old_gen):
-            assert time.monotonic() < deadline, "the standby never took over"
-            time.sleep(0.01)
-        took = time.monotonic() - stopped
+        took = _await_takeover(nfs_lab, base, logdir, old_gen, stopped)
     finally:
         os.kill(old, signal.SIGCONT)
     ended = _await_end(old)
@@ -343,12 +353,7 @@ def test_a_late_rename_after_the_lease_passed_on_is_refused_by_the_server(
         stopped = time.monotonic()
         held = json.loads(report.read_text())
         assert held["pid"] == old and held["op"] == "rename", held
-        deadline = stopped + 6 * nfs_lab.lease + 30
-        while not (_master_names(base, "hostb", old_gen)
-                   and RecoveryLog.recorded_generation(PosixVolume(str(logdir))) > old_gen):
-            assert time.monotonic() < deadline, "the standby never took over"
-            time.sleep(0.01)
-        took = time.monotonic() - stopped
+        took = _await_takeover(nfs_lab, base, logdir, old_gen, stopped)
         control = (logdir / "amqhlctl.lfh").read_bytes()
     finally:
         os.kill(old, signal.SIGCONT)
