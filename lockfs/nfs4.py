@@ -1281,15 +1281,12 @@ class Nfs4Volume(Volume):
                         build: Callable[[_Ops], None], path: str) -> None:
         """A RENAME or REMOVE: fenced by the lease anchor when there is one (the server
         then refuses it once the anchor's lease is gone), else on the shared context."""
-        hook = self.before_send
         anchor = self._fence()
+        if self.before_send is not None:
+            self.before_send(fn_name[4:], path, 0, full.encode())
         if anchor is None:
-            if hook is not None:
-                hook(fn_name[4:], path, 0, full.encode())
             self._meta_call(what, full, fn_name, *args)
             return
-        if hook is not None:
-            hook(fn_name[4:], path, 0, full.encode())
         anchor.fenced(what, full, build)
         self._meta_trouble = None
 

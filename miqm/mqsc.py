@@ -637,6 +637,12 @@ MSG_DISPLAY_QUEUE = amq.line("AMQ8409", severity=True)
 MSG_DISPLAY_QMGR = amq.line("AMQ8408", severity=True)
 MSG_DISPLAY_QMSTATUS = amq.line("AMQ8705", severity=True)
 MSG_SYNTAX = amq.line("AMQ8405", severity=True)
+MSG_CLEARED = amq.line("AMQ8022", severity=True)
+MSG_DISPLAY_QSTATUS = amq.line("AMQ8450", severity=True)
+MSG_DISPLAY_CONN = amq.line("AMQ8276", severity=True)
+MSG_DISPLAY_LSSTATUS = amq.line("AMQ8631", severity=True)
+MSG_CONN_STOPPED = amq.line("AMQ1010", severity=True)
+MSG_DISPLAY_LOG = amq.line("AMQ1011", severity=True)
 
 
 def not_found(name: str) -> str:
@@ -731,13 +737,6 @@ def qmstatus_display(qmgr: str, status: dict[str, Any], show: tuple[str, ...]) -
         keys = [k for k in keys if k in ("QMNAME", "TYPE", "STATUS") or k in show]
     return [MSG_DISPLAY_QMSTATUS, *attr_columns([(k, norm[k]) for k in keys])]
 
-
-MSG_CLEARED = amq.line("AMQ8022", severity=True)
-MSG_DISPLAY_QSTATUS = amq.line("AMQ8450", severity=True)
-MSG_DISPLAY_CONN = amq.line("AMQ8276", severity=True)
-MSG_DISPLAY_LSSTATUS = amq.line("AMQ8631", severity=True)
-MSG_CONN_STOPPED = amq.line("AMQ1010", severity=True)
-MSG_DISPLAY_LOG = amq.line("AMQ1011", severity=True)
 
 
 def status_display(message: str, first: list[tuple[str, Any]], fields: dict[str, Any],
