@@ -612,15 +612,16 @@ class QueueService:
         """Temporary dynamic queues die with their connection; at a restart or failover
         none of those connections is left, so none of the queues is (as in MQ)."""
         try:
-            queues = self.store.list_queues("*")
+            # not list_queues: copying every definition cost 15 ms of a takeover at
+            # 5,000 queues (issue 22)
+            names = self.store.queues_with("DEFTYPE", "TEMPDYN")
         except (MiqmError, AttributeError):
             return
-        for q in queues:
-            if str(q.get("DEFTYPE", "")) == "TEMPDYN":
-                try:
-                    self.store.delete_queue(_qname(q), purge=True)
-                except MiqmError:
-                    pass
+        for name in names:
+            try:
+                self.store.delete_queue(name, purge=True)
+            except MiqmError:
+                pass
 
     # -- connection authentication (ALTER QMGR CONNAUTH) ----------------------------
     @property
