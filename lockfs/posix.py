@@ -183,6 +183,9 @@ class PosixFile(VolumeFile):
 class PosixVolume(Volume):
     """A volume rooted at a local (or kernel-mounted) directory."""
 
+    #: the kernel serialises what must be: fsync and rename of different files in parallel
+    concurrent_syncs = True
+
     def __init__(self, root: str, *, lease_seconds: float | None = None) -> None:
         if not root:
             raise BadLocation("empty directory name")

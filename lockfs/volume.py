@@ -213,6 +213,10 @@ class Volume(ABC):
     #: refused by the server. ``None``: no anchor (posix ignores it: the kernel client
     #: already holds all state under one lease).
     lease_anchor: VolumeFile | None = None
+    #: Whether several threads may sync and rename *different* files of this volume at
+    #: once (a checkpoint after thousands of new queues then waits for the filesystem's
+    #: journal a few times, not once per file). Off unless the backend says so.
+    concurrent_syncs: bool = False
     #: Test-only pause point (:mod:`lockfs.faults`, kind ``stop``): called by the backend
     #: as ``before_send(op, path, offset, data)`` just before a write goes on the wire,
     #: after every check the backend makes.
