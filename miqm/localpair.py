@@ -183,17 +183,21 @@ class LocalPair:
         os.kill(int(inst["pid"]), sig)
         return inst
 
+    def kill_all(self) -> None:
+        """kill -9 every instance of the pair (active and standby), as a host crash does."""
+        for pid in self._controller_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     # -- cleanup --------------------------------------------------------------------
     def close(self) -> None:
         """End every instance (immediately) and kill leftovers; remove the temp tree."""
         for host in (self.a, self.b):
             self.run(host, "endmqm", "-i", "-x", self.qmgr, check=False, timeout=20)
             self.run(host, "endmqm", "-i", self.qmgr, check=False, timeout=20)
-        for pid in self._controller_pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.kill_all()
         if self._own_base and not self.keep:
             shutil.rmtree(self.base, ignore_errors=True)
 

@@ -82,6 +82,11 @@ def bench_failover(cycles: int, fault: str = "kill",
 # --------------------------------------------------------------------------- backlog
 BACKLOG_QUEUE = "BACKLOG.Q"
 DEFAULT_BACKLOG_CASES = ((0, 1), (100_000, 1), (1_000_000, 1), (0, 5000))
+#: ``--backlog long``: the default cases and ten million messages
+LONG_BACKLOG_CASES = (*DEFAULT_BACKLOG_CASES, (10_000_000, 1))
+#: in a case of many queues, this many of the other queues hold LOADED_DEPTH messages
+LOADED_QUEUES = 10
+LOADED_DEPTH = 100
 
 
 def parse_backlog(spec: str) -> list[tuple[int, int]]:
@@ -105,12 +110,9 @@ def parse_backlog(spec: str) -> list[tuple[int, int]]:
     return cases
 
 
-def fill_backlog(pair: LocalPair, depth: int, queues: int,
-                 body: Callable[[int], bytes] = lambda i: b"backlog!") -> None:
-    """Before any instance runs: define ``queues`` queues and put ``depth`` persistent
-    messages (``body(i)``, 8 bytes by default; priorities 0-9 in turn) on the first,
-    straight through the store (a client would take minutes for a million), then close
-    it cleanly."""
+def _open_store(pair: LocalPair, background: bool = False) -> Any:
+    """The pair's store opened in this process (no instance may be running), as the
+    next generation."""
     from lockfs.open import open_volume
     from miqm.config import parse_qm_ini
     from miqm.store.log import RecoveryLog
@@ -121,9 +123,19 @@ def fill_backlog(pair: LocalPair, depth: int, queues: int,
         cfg = parse_qm_ini(f.read(), ini)
     data = open_volume(pair.data_dir())
     log = open_volume(cfg.log_path)
-    store = QueueManagerStore.open(
+    return QueueManagerStore.open(
         data, log, pair.qmgr, cfg.log, cfg.tuning,
-        generation=RecoveryLog.recorded_generation(log) + 1, background=False)
+        generation=RecoveryLog.recorded_generation(log) + 1, background=background)
+
+
+def fill_backlog(pair: LocalPair, depth: int, queues: int,
+                 body: Callable[[int], bytes] = lambda i: b"backlog!",
+                 echo: Callable[[str], None] | None = None) -> None:
+    """Before any instance runs: define ``queues`` queues and put ``depth`` persistent
+    messages (``body(i)``, 8 bytes by default; priorities 0-9 in turn) on the first,
+    straight through the store (a client would take minutes for a million), then close
+    it cleanly. ``echo`` gets a progress line per million messages."""
+    store = _open_store(pair)
     try:
         store.define_queue(BACKLOG_QUEUE, MAXDEPTH=999_999_999)
         for i in range(1, queues):
@@ -137,8 +149,23 @@ def fill_backlog(pair: LocalPair, depth: int, queues: int,
                           priority=(done + k) % 10, uow=uow)
             store.commit(uow)
             done += n
+            if echo is not None and (done % 1_000_000 == 0 or done == depth) and depth >= 1_000_000:
+                echo(f"  filled {done:,} of {depth:,} messages")
     finally:
         store.close()
+
+
+def define_on_active(pair: LocalPair, queues: int, loaded: int = LOADED_QUEUES,
+                     per_loaded: int = LOADED_DEPTH) -> None:
+    """On the running active instance, as an administrator would: DEFINE QLOCAL for
+    ``queues - 1`` more queues (one runmqsc), then ``per_loaded`` persistent messages on
+    each of the first ``loaded`` of them (amqsput), so that a few queues hold messages."""
+    active = pair.active() or pair.wait_active()
+    host = pair.host(active["host"])
+    lines = "".join(f"DEFINE QLOCAL(BACKLOG.Q{i:05d})\n" for i in range(1, queues))
+    pair.run(host, "runmqsc", pair.qmgr, stdin=lines, timeout=600)
+    for i in range(1, min(loaded, queues - 1) + 1):
+        pair.put(host, f"BACKLOG.Q{i:05d}", [f"m{k}" for k in range(per_loaded)])
 
 
 def _probe_put(pair: LocalPair, old_host: str, t0: float, timeout: float = 300.0) -> float:
@@ -170,46 +197,88 @@ def _rss_mb(pid: int) -> float | None:
         return None
 
 
+def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None]:
+    """kill -9 the active; (seconds until a put to the deep queue succeeds on the other
+    instance, the new active's RSS in MB); the killed host comes back as the standby."""
+    before = pair.active() or pair.wait_active()
+    pid = int(before["pid"])
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    took = _probe_put(pair, before["host"], t0)
+    new = pair.wait_active(not_host=before["host"], timeout=300, poll=0.01)
+    rss = _rss_mb(int(new["pid"]))
+    pair.start(pair.host(before["host"]))  # back as the standby
+    return took, rss
+
+
 def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
                   echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Takeover (kill -9 of the active, until a put to the deep queue succeeds on the
     other instance) with each (depth, queues) backlog, ``cycles`` times each, side by
-    side in one run; the ratios are to the first case (normally depth 0, one queue)."""
+    side in one run; the ratios are to the first case (normally depth 0, one queue).
+
+    The deep queue is filled through the store before the instances start. In a case
+    of several queues the others are defined on the running active (one runmqsc) and
+    ten of them get 100 messages each; the takeover right after that, before any
+    checkpoint has recorded them, is reported apart (``first_takeover``). After the
+    cycles both instances are killed and the store is opened in this process: the
+    restart time, and the bytes the data and log directories hold after that open's
+    checkpoint (``store_bytes``; circular log extents are preallocated, so what grows
+    per message is the queue files)."""
     rows = []
     for depth, queues in cases:
+        echo(f"depth {depth:,}, {queues:,} queue(s): filling ...")
         t_fill = time.monotonic()
         with LocalPair(qmgr="QMBACK") as pair:
             pair.create()
-            fill_backlog(pair, depth, queues)
+            fill_backlog(pair, depth, 1, echo=echo)
             filled = time.monotonic() - t_fill
             pair.start(pair.a)
             pair.start(pair.b)
+            first = None
+            if queues > 1:
+                define_on_active(pair, queues)
+                first, _rss = _kill_and_probe(pair)
+                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s")
             took: list[float] = []
             rss = None
-            for _ in range(cycles):
-                before = pair.active() or pair.wait_active()
-                pid = int(before["pid"])
-                t0 = time.monotonic()
-                os.kill(pid, signal.SIGKILL)
-                took.append(_probe_put(pair, before["host"], t0))
-                new = pair.wait_active(not_host=before["host"], timeout=300, poll=0.01)
-                rss = _rss_mb(int(new["pid"]))
-                pair.start(pair.host(before["host"]))  # back as the standby
+            for i in range(cycles):
+                t, rss = _kill_and_probe(pair)
+                took.append(t)
+                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s")
+            pair.kill_all()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            store = _open_store(pair)
+            restart = time.monotonic() - t0
+            store.close()
             size = _dir_bytes(os.path.join(pair.data_dir(), "queues"))
+            total = _dir_bytes(pair.shared)
         row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
-               "p50": round(statistics.median(took), 3), "fill_seconds": round(filled, 1),
-               "rss_mb_after": rss, "queue_dir_bytes": size,
+               "p50": round(statistics.median(took), 3),
+               "first_takeover": None if first is None else round(first, 3),
+               "fill_seconds": round(filled, 1), "restart_seconds": round(restart, 3),
+               "rss_mb_after": rss, "queue_dir_bytes": size, "store_bytes": total,
                "bytes_per_message": round(size / depth, 1) if depth else None}
         rows.append(row)
         echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
              f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
-             f"queue files {size / 1e6:.1f} MB")
-    base = rows[0]["p50"] or 1e-9
+             f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
+    base = rows[0]
     for r in rows:
-        r["ratio"] = round(r["p50"] / base, 2)
-    echo("depth      queues  takeover p50  ratio")
+        r["ratio"] = round(r["p50"] / (base["p50"] or 1e-9), 2)
+        if r["first_takeover"] is not None:
+            r["first_ratio"] = round(r["first_takeover"] / (base["p50"] or 1e-9), 2)
+        if r["depth"] and base["depth"] == 0:
+            # what the data and log directories grew by, per message, against the empty case
+            r["store_bytes_per_message"] = round(
+                (r["store_bytes"] - base["store_bytes"]) / r["depth"], 1)
+    echo("depth      queues  takeover p50  ratio  first  restart  store B/msg")
     for r in rows:
-        echo(f"{r['depth']:>9,}  {r['queues']:>6}  {r['p50']:>10.3f}s  {r['ratio']:>5.2f}")
+        first = f"{r['first_ratio']:>5.2f}" if r.get("first_ratio") is not None else "    -"
+        per = r.get("store_bytes_per_message")
+        echo(f"{r['depth']:>9,}  {r['queues']:>6}  {r['p50']:>10.3f}s  {r['ratio']:>5.2f}  "
+             f"{first}  {r['restart_seconds']:>6.3f}s  {'-' if per is None else per:>10}")
     return {"cases": rows, "cycles": cycles}
 
 

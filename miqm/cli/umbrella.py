@@ -126,7 +126,8 @@ def bench_failover(
     lease: int = typer.Option(5, help="partition/pause: the lease of the lab it starts, "
                               "in seconds"),
     backlog: str = typer.Option("", help="takeover with a backlog: comma-separated cases "
-                                "DEPTH or DEPTHxQUEUES ('default': 0,100000,1000000,0x5000), "
+                                "DEPTH or DEPTHxQUEUES ('default': 0,100000,1000000,0x5000; "
+                                "'long' adds 10000000), "
                                 "--cycles kills each, ratios to the first case"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
@@ -137,13 +138,19 @@ def bench_failover(
         fail("--cycles must be at least 1", 2)
     echo = (lambda s: None) if as_json else print
     if backlog:
-        from miqm.bench.failover import DEFAULT_BACKLOG_CASES, bench_backlog, parse_backlog
+        from miqm.bench.failover import (
+            DEFAULT_BACKLOG_CASES,
+            LONG_BACKLOG_CASES,
+            bench_backlog,
+            parse_backlog,
+        )
 
         if fault != "kill":
             fail("--backlog measures kill -9 takeovers on a local directory: leave --fault "
                  "at kill", 2)
         try:
-            cases = (list(DEFAULT_BACKLOG_CASES) if backlog == "default"
+            presets = {"default": DEFAULT_BACKLOG_CASES, "long": LONG_BACKLOG_CASES}
+            cases = (list(presets[backlog]) if backlog in presets
                      else parse_backlog(backlog))
         except ValueError as exc:
             fail(f"--backlog: {exc}", 2)
