@@ -34,6 +34,15 @@ class PairError(MiqmError):
     """A step of the two-instance driver failed (the command's own line is included)."""
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still exists and is not a zombie (killed, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass
 class Host:
     """One 'host': its data root and host name."""
@@ -183,13 +192,18 @@ class LocalPair:
         os.kill(int(inst["pid"]), sig)
         return inst
 
-    def kill_all(self) -> None:
-        """kill -9 every instance of the pair (active and standby), as a host crash does."""
-        for pid in self._controller_pids():
+    def kill_all(self, timeout: float = 5.0) -> None:
+        """kill -9 every instance of the pair (active and standby), as a host crash does,
+        and return once they are gone (or ``timeout`` seconds passed)."""
+        pids = self._controller_pids()
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        deadline = time.monotonic() + timeout
+        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     # -- cleanup --------------------------------------------------------------------
     def close(self) -> None:

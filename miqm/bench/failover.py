@@ -110,7 +110,7 @@ def parse_backlog(spec: str) -> list[tuple[int, int]]:
     return cases
 
 
-def _open_store(pair: LocalPair, background: bool = False) -> Any:
+def _open_store(pair: LocalPair) -> Any:
     """The pair's store opened in this process (no instance may be running), as the
     next generation."""
     from lockfs.open import open_volume
@@ -125,7 +125,7 @@ def _open_store(pair: LocalPair, background: bool = False) -> Any:
     log = open_volume(cfg.log_path)
     return QueueManagerStore.open(
         data, log, pair.qmgr, cfg.log, cfg.tuning,
-        generation=RecoveryLog.recorded_generation(log) + 1, background=background)
+        generation=RecoveryLog.recorded_generation(log) + 1, background=False)
 
 
 def fill_backlog(pair: LocalPair, depth: int, queues: int,
@@ -247,7 +247,6 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
                 took.append(t)
                 echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s")
             pair.kill_all()
-            time.sleep(0.2)
             t0 = time.monotonic()
             store = _open_store(pair)
             restart = time.monotonic() - t0
