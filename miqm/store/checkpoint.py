@@ -4,7 +4,8 @@ Layout: ``magic "MIQK", version u16, reserved u16, crc32c u32, length u32`` then
 object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``queues``
 {name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
 ``authrecs`` [{objtype, profile, principal, auths}]: the authority records,
-``idx`` {name: checkpoint of its index file}, ``aborted`` [checkpoints never completed],
+``idx`` {name: checkpoint of its index file}, ``idxd`` {name: [checkpoint of its index
+file, checkpoint of its delta file]}, ``aborted`` [checkpoints never completed],
 ``catalog`` (the checkpoint of the queue catalog, below)).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
@@ -45,6 +46,9 @@ class CheckpointInfo:
     authrecs: list[dict[str, Any]] = field(default_factory=list)
     #: per queue, the checkpoint whose index file is current (queues without one: absent)
     idx: dict[str, int] = field(default_factory=dict)
+    #: per queue whose index file has a delta file: [checkpoint of the index, checkpoint
+    #: of the delta] (such a queue is not in ``idx``: an older miqm scans its file)
+    idxd: dict[str, list[int]] = field(default_factory=dict)
     #: checkpoints that started writing queue files and never completed (their records
     #: may still be in files loaded from an index: a scan must never take them as live)
     aborted: list[int] = field(default_factory=list)

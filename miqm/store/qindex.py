@@ -193,3 +193,247 @@ def _check(keys: list[array], blocks: list[array], lens: list[array],
         used += len(ks)
     if used > n:
         raise IndexInvalid("more records than blocks")
+
+
+# ------------------------------------------------------------------ index deltas
+# ``queues/<Q>/idx.d``: what changed in the queue file since the checkpoint its ``idx``
+# describes, so that a checkpoint changing a deep queue writes a few bytes per changed
+# record instead of the whole index again (20 bytes for each of its messages), and the
+# checkpoint that ends a takeover leaves an index the next takeover can use.
+#
+# Layout (little-endian): ``magic "MIQD", crc32c:u32`` (over everything after it),
+# ``version:u32, qid:u32, base_cp:u64, cp:u64, nadd:u64, ndel:u64, nrun:u64,
+# runbytes:u64, nmsgid:u32, ncorrelid:u32``; then the records added since ``base_cp``
+# (priorities ``b``, keys ``q``, blocks ``q``, lengths ``i``), the keys of records deleted
+# since then (``q``), the space map's changed runs (starts ``q``, lengths ``q``, then their
+# ``runbytes`` bytes as of ``cp``), and the added records' selectors as in the index.
+# Trusted only when the checkpoint file names (base_cp, cp) for the queue and both files
+# check out; every deleted key must be found and no added key may be present already.
+
+_DHEAD = struct.Struct("<4sIIIQQQQQQII")
+DMAGIC = b"MIQD"
+
+@dataclass
+class QueueIndexDelta:
+    """The content of a delta file, decoded."""
+
+    base_cp: int
+    cp: int
+    prios: array
+    keys: array
+    blocks: array
+    lens: array
+    deleted: array
+    run_starts: array
+    run_lens: array
+    run_bytes: bytes
+    msgids: list[tuple[int, bytes]]
+    correlids: list[tuple[int, bytes]]
+
+
+class DeltaLog:
+    """In memory: the changes to a queue file since its index file's checkpoint
+    (``base_cp``, ``base_n`` records), kept by the checkpoints that make them."""
+
+    __slots__ = ("base_cp", "base_n", "blocks", "correlids", "deleted", "keys", "lens",
+                 "msgids", "prios", "touched")
+
+    def __init__(self, base_cp: int, base_n: int) -> None:
+        self.base_cp, self.base_n = base_cp, base_n
+        self.prios, self.keys = array("b"), array("q")
+        self.blocks, self.lens = array("q"), array("i")
+        self.deleted = array("q")
+        self.touched: list[tuple[int, int]] = []  # (first block, blocks) of the space map
+        self.msgids: dict[int, bytes] = {}
+        self.correlids: dict[int, bytes] = {}
+
+    @classmethod
+    def from_file(cls, x: QueueIndexDelta, base_n: int) -> DeltaLog:
+        """The log a loaded delta file describes (later deltas include it)."""
+        log = cls(x.base_cp, base_n)
+        log.prios, log.keys, log.blocks, log.lens = x.prios, x.keys, x.blocks, x.lens
+        log.deleted = x.deleted
+        log.touched = list(zip(x.run_starts, x.run_lens, strict=True))
+        log.msgids = dict(x.msgids)
+        log.correlids = dict(x.correlids)
+        return log
+
+    def added(self, prio: int, key: int, block: int, length: int, nblocks: int,
+              msgid: bytes | None, correlid: bytes | None) -> None:
+        """A record written to the file."""
+        self.prios.append(prio)
+        self.keys.append(key)
+        self.blocks.append(block)
+        self.lens.append(length)
+        self.touched.append((block, nblocks))
+        if msgid is not None:
+            self.msgids[key] = msgid
+        if correlid is not None:
+            self.correlids[key] = correlid
+
+    def removed(self, key: int, block: int, nblocks: int) -> None:
+        """A record deleted from the file."""
+        self.deleted.append(key)
+        self.touched.append((block, nblocks))
+
+    def size(self) -> int:
+        """Records the delta file would hold."""
+        return len(self.keys) + len(self.deleted)
+
+    def too_big(self, limit: int) -> bool:
+        """Whether the index should be written again instead: a delta is rewritten whole
+        at every checkpoint that changes the queue, so past ``limit`` records or a
+        sixteenth of the index's (whichever is more) it costs more than it saves; 0
+        turns deltas off."""
+        return limit <= 0 or self.size() > max(limit, self.base_n // 16)
+
+    def _compact(self) -> None:
+        """Forget records both added and deleted since the base; merge the space runs."""
+        if self.deleted and self.keys:
+            gone = set(self.deleted)
+            if not gone.isdisjoint(self.keys):
+                new = set(self.keys)
+                sel = [k not in gone for k in self.keys]
+                self.prios = array("b", compress(self.prios, sel))
+                self.blocks = array("q", compress(self.blocks, sel))
+                self.lens = array("i", compress(self.lens, sel))
+                self.keys = array("q", compress(self.keys, sel))
+                self.deleted = array("q", (k for k in self.deleted if k not in new))
+                for k in gone:
+                    self.msgids.pop(k, None)
+                    self.correlids.pop(k, None)
+        runs: list[tuple[int, int]] = []
+        for s, n in sorted(self.touched):
+            if runs and s <= runs[-1][0] + runs[-1][1]:
+                ps, pn = runs[-1]
+                runs[-1] = (ps, max(pn, s + n - ps))
+            else:
+                runs.append((s, n))
+        self.touched = runs
+
+    def snapshot(self, space: bytes | bytearray) -> tuple[list[bytes], int, int, int]:
+        """The delta as of now (under the store lock): pieces to pass to
+        :func:`encode_delta`, with its counts. Blocks freed by the running checkpoint read
+        as free, as in :func:`snapshot`."""
+        self._compact()
+        starts = array("q", (s for s, _n in self.touched))
+        lens = array("q", (n for _s, n in self.touched))
+        raw = b"".join(bytes(space[s:s + n]).ljust(n, b"\x00") for s, n in self.touched)
+        raw = raw.replace(b"\x02", b"\x00")
+        sel = b"".join([*(_SEL.pack(k, m) for k, m in self.msgids.items()),
+                        *(_SEL.pack(k, c) for k, c in self.correlids.items())])
+        pieces = [_le(self.prios), _le(self.keys), _le(self.blocks), _le(self.lens),
+                  _le(self.deleted), _le(starts), _le(lens), raw, sel]
+        return pieces, len(self.msgids), len(self.correlids), len(raw)
+
+
+def encode_delta(qid: int, base_cp: int, cp: int,
+                 snap: tuple[list[bytes], int, int, int]) -> list[bytes]:
+    """The bytes of a delta file, in pieces."""
+    pieces, nmsg, ncor, runbytes = snap
+    nadd = len(pieces[1]) // 8
+    ndel = len(pieces[4]) // 8
+    nrun = len(pieces[5]) // 8
+    head = _DHEAD.pack(DMAGIC, 0, VERSION, qid, base_cp, cp, nadd, ndel, nrun, runbytes,
+                       nmsg, ncor)
+    body = [head[8:], *pieces]
+    crc = 0
+    for piece in body:
+        crc = crc32c(piece, crc)
+    return [DMAGIC + struct.pack("<I", crc), *body]
+
+
+def decode_delta(data: bytes, qid: int, base_cp: int, cp: int) -> QueueIndexDelta:
+    """Decode and check a delta file; :class:`IndexInvalid` says why it cannot be used."""
+    if len(data) < _DHEAD.size:
+        raise IndexInvalid(f"delta of {len(data)} bytes, shorter than its header")
+    (magic, crc, ver, iqid, ibase, icp, nadd, ndel, nrun, runbytes, nmsg,
+     ncor) = _DHEAD.unpack_from(data, 0)
+    if magic != DMAGIC:
+        raise IndexInvalid("delta: bad magic")
+    if crc32c(memoryview(data)[8:]) != crc:
+        raise IndexInvalid("delta: bad checksum (torn or damaged)")
+    if ver != VERSION:
+        raise IndexInvalid(f"delta: format version {ver}, this miqm reads {VERSION}")
+    if iqid != qid:
+        raise IndexInvalid(f"delta: it belongs to queue incarnation {iqid}, not {qid}")
+    if (ibase, icp) != (base_cp, cp):
+        raise IndexInvalid(f"delta: it describes checkpoints {ibase}..{icp}, the checkpoint "
+                           f"file names {base_cp}..{cp}")
+    want = _DHEAD.size + 21 * nadd + 8 * ndel + 16 * nrun + runbytes + _SEL.size * (nmsg + ncor)
+    if len(data) != want:
+        raise IndexInvalid(f"delta: {len(data)} bytes where its header implies {want}")
+    view = memoryview(data)
+    pos = _DHEAD.size
+    out = []
+    for code, width, n in (("b", 1, nadd), ("q", 8, nadd), ("q", 8, nadd), ("i", 4, nadd),
+                           ("q", 8, ndel), ("q", 8, nrun), ("q", 8, nrun)):
+        a = array(code)
+        a.frombytes(view[pos:pos + n * width])
+        if _BIG:
+            a.byteswap()
+        pos += n * width
+        out.append(a)
+    raw = bytes(view[pos:pos + runbytes])
+    pos += runbytes
+    sel = []
+    for _ in range(nmsg + ncor):
+        sel.append(_SEL.unpack_from(data, pos))
+        pos += _SEL.size
+    prios, keys, blocks, lens, deleted, starts, rlens = out
+    if sum(rlens) != runbytes or (rlens and min(rlens) <= 0) or (starts and min(starts) < 0):
+        raise IndexInvalid("delta: its space runs do not add up")
+    if prios and (min(prios) < 0 or max(prios) > 9):
+        raise IndexInvalid("delta: a record's priority is outside 0-9")
+    return QueueIndexDelta(ibase, icp, prios, keys, blocks, lens, deleted, starts, rlens,
+                           raw, sel[:nmsg], sel[nmsg:])
+
+
+def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None:
+    """Bring an index's arrays and space map (``d``, changed in place) to the delta's
+    checkpoint; the deleted keys are left to the caller (it tombstones them in its
+    :class:`~miqm.store.queues.PriorityIndex`, each one it must find)."""
+    space = d.space
+    pos = 0
+    for s, n in zip(x.run_starts, x.run_lens, strict=True):
+        if s + n > len(space):
+            space.extend(bytes(s + n - len(space)))
+        space[s:s + n] = x.run_bytes[pos:pos + n]
+        pos += n
+    used = len(space.rstrip(b"\x00"))
+    del space[used:]
+    if used > file_blocks:
+        raise IndexInvalid(f"its space map covers {used} blocks, the queue file has "
+                           f"{file_blocks}")
+    n = len(space)
+    for b in x.blocks:
+        if not 0 <= b < n or not space[b]:
+            raise IndexInvalid("delta: an added record starts in a free block")
+    if x.lens and min(x.lens) < 0:
+        raise IndexInvalid("delta: an added record has a negative length")
+    by_prio: dict[int, list[int]] = {}
+    for i, p in enumerate(x.prios):
+        by_prio.setdefault(p, []).append(i)
+    for p, idxs in by_prio.items():
+        idxs.sort(key=x.keys.__getitem__)
+        ak = array("q", (x.keys[i] for i in idxs))
+        ab = array("q", (x.blocks[i] for i in idxs))
+        al = array("i", (x.lens[i] for i in idxs))
+        ks = d.keys[p]
+        if not ks or ks[-1] < ak[0]:
+            tail = len(ak) + (1 if ks else 0)  # the added keys and the one before them
+            ks.extend(ak)
+            d.blocks[p].extend(ab)
+            d.lens[p].extend(al)
+        else:  # rare: an added key below one of the index's (merged in key order)
+            rows = sorted([*zip(ks, d.blocks[p], d.lens[p], strict=True),
+                           *zip(ak, ab, al, strict=True)])
+            d.keys[p] = array("q", (r[0] for r in rows))
+            d.blocks[p] = array("q", (r[1] for r in rows))
+            d.lens[p] = array("i", (r[2] for r in rows))
+            tail = len(rows)
+        ks = d.keys[p][-tail:]
+        if any(map(int.__ge__, ks, ks[1:])):
+            raise IndexInvalid(f"delta: keys of priority {p} repeat or are out of order")
+    d.msgids.extend(x.msgids)
+    d.correlids.extend(x.correlids)

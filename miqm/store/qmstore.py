@@ -45,7 +45,9 @@ from miqm.store.queues import (
     BodyWriter,
     LocalQueue,
     MemMessage,
+    PriorityIndex,
     QueueFile,
+    blocks_for,
 )
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
@@ -114,6 +116,8 @@ class _CheckpointPlan:
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
     # index files to write (qindex.snapshot() taken under the lock): (queue, snapshot)
     indexes: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
+    # delta files to write (qindex.DeltaLog.snapshot() taken under the lock)
+    deltas: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
     unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
     catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
@@ -334,7 +338,9 @@ class QueueManagerStore:
         self.state = st
         self._completed_cp = info.seq
         self._aborted = set(info.aborted)
-        self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0}
+        # indexed_queues counts those loaded with a delta file too (delta_queues)
+        self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0,
+                       "delta_queues": 0}
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
         if info.catalog:
@@ -395,7 +401,8 @@ class QueueManagerStore:
                 q.header_dirty, q.file_qid = False, qid
                 self._loads["catalog_queues"] += 1
                 continue
-            q, seen = self._load_queue(name, qid, info.seq, int(info.idx.get(name, 0)))
+            base, delta = info.idxd.get(name) or (info.idx.get(name, 0), 0)
+            q, seen = self._load_queue(name, qid, info.seq, int(base), int(delta))
             self._max_cp_seen = max(self._max_cp_seen, seen)
             st.queues[name] = q
 
@@ -414,10 +421,10 @@ class QueueManagerStore:
         return 0
 
     def _load_queue(self, name: str, qid: int, completed: int,
-                    idx_cp: int = 0) -> tuple[LocalQueue, int]:
+                    idx_cp: int = 0, dx_cp: int = 0) -> tuple[LocalQueue, int]:
         """Rebuild a queue's index (as of checkpoint ``completed``) from its index file
-        when the checkpoint file names one (``idx_cp``) and it checks out, else from its
-        queue file."""
+        when the checkpoint file names one (``idx_cp``, with the delta file of checkpoint
+        ``dx_cp`` if not 0) and they check out, else from its queue file."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
         try:
@@ -450,8 +457,9 @@ class QueueManagerStore:
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
-        if idx_cp and self._load_index(q, qf, idx_cp):
+        if idx_cp and self._load_index(q, qf, idx_cp, dx_cp):
             self._loads["indexed_queues"] += 1
+            self._loads["delta_queues"] += 1 if dx_cp else 0
             return q, 0
         self._loads["scanned_queues"] += 1
         q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
@@ -460,31 +468,56 @@ class QueueManagerStore:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
 
-    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int) -> bool:
+    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int, dx_cp: int) -> bool:
         """Load ``q``'s messages from its index file (``idx``, or ``idx.new`` when the
-        checkpoint that wrote it completed before the rename); False, with an AMQ1130
-        line in the error log, when neither can be trusted (the caller scans)."""
+        checkpoint that wrote it completed before the rename) and, if ``dx_cp``, its delta
+        file (``idx.d`` or ``idx.d.new`` likewise); False, with an AMQ1130 line in the
+        error log, when they cannot be trusted (the caller scans)."""
         assert qf.f is not None
         try:
             file_blocks = max(0, (qf.f.size() - DATA_START) // BLOCK)
         except LockFsError as exc:
             self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
             return False
-        whys = []
+        whys: list[str] = []
+        x = None
+        if dx_cp:
+            for fname in ("idx.d", "idx.d.new"):
+                try:
+                    x = qindex.decode_delta(self.data.read_bytes(f"queues/{q.name}/{fname}"),
+                                            q.qid, idx_cp, dx_cp)
+                    break
+                except (qindex.IndexInvalid, LockFsError) as exc:
+                    whys.append(f"{fname}: {exc}")
+            if x is None:
+                self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
+                return False
+            whys.clear()
         for fname in ("idx", "idx.new"):
             path = f"queues/{q.name}/{fname}"
+            ix = q.index = PriorityIndex()
             try:
                 raw = self.data.read_bytes(path)
-                d = qindex.decode(raw, q.qid, idx_cp, file_blocks)
+                # with a delta, the index's space map may be longer than the file now
+                d = qindex.decode(raw, q.qid, idx_cp, file_blocks if x is None else 1 << 62)
+                base_n = sum(len(k) for k in d.keys)
+                if x is not None:
+                    qindex.apply_delta(d, x, file_blocks)
+                ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
+                if x is not None:
+                    for key in x.deleted:
+                        hit = ix.find(key)
+                        if hit is None:
+                            raise qindex.IndexInvalid(
+                                f"delta: deleted record {key} is not in the index")
+                        ix.remove(*hit)
             except qindex.IndexInvalid as exc:
                 whys.append(f"{fname}: {exc}")
                 continue
             except LockFsError as exc:
                 whys.append(f"{fname}: {exc}")
                 continue
-            ix = q.index
-            ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
-            q.present = sum(len(k) for k in d.keys)
+            q.present = ix.count()
             for key, m in d.msgids:
                 q.msgids[m] = key
             for key, c in d.correlids:
@@ -496,7 +529,9 @@ class QueueManagerStore:
             qf.max_key = max((k[-1] for k in d.keys if k), default=0)
             if qf.max_key >= self.state.next_key:
                 self.state.next_key = qf.max_key + 1
-            q.idx_cp = idx_cp
+            q.idx_cp, q.dx_cp = idx_cp, dx_cp
+            q.dx = (qindex.DeltaLog(idx_cp, base_n) if x is None
+                    else qindex.DeltaLog.from_file(x, base_n))
             return True
         self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
         return False
@@ -1377,7 +1412,9 @@ class QueueManagerStore:
                     self._guard()
                 self._write_queue(q, seq, plan)
             info.idx = {q.name: q.idx_cp for q in st.queues.values()
-                        if q.idx_cp and q.name not in self._damaged}
+                        if q.idx_cp and not q.dx_cp and q.name not in self._damaged}
+            info.idxd = {q.name: [q.idx_cp, q.dx_cp] for q in st.queues.values()
+                         if q.idx_cp and q.dx_cp and q.name not in self._damaged}
             info.aborted = sorted(self._aborted)
             self._plan_catalog(plan)
         except BaseException as exc:
@@ -1412,14 +1449,20 @@ class QueueManagerStore:
                     f.pwrite(done[1], offset)
                     runs.append((offset, len(done[1])))
             plan.encoders.clear()
-            for q, snap in plan.indexes:
+            seq = plan.info.seq
+            files = [(f"queues/{q.name}/idx.new", qindex.encode(q.qid, seq, *snap))
+                     for q, snap in plan.indexes]
+            files += [(f"queues/{q.name}/idx.d.new",
+                       qindex.encode_delta(q.qid, q.idx_cp, seq, snap))
+                      for q, snap in plan.deltas]
+            for path, pieces in files:
                 if self._guard is not None:
                     self._guard()
-                f = self.data.open(f"queues/{q.name}/idx.new", create=True)
+                f = self.data.open(path, create=True)
                 try:
                     f.truncate(0)
                     off = 0
-                    for piece in qindex.encode(q.qid, plan.info.seq, *snap):
+                    for piece in pieces:
                         f.pwrite(piece, off)
                         off += len(piece)
                     f.fdatasync()
@@ -1470,9 +1513,12 @@ class QueueManagerStore:
             self.data.rename(ckpt.CATALOG + ".new", ckpt.CATALOG)
         for q, _snap in plan.indexes:
             self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
+            self.data.unlink(f"queues/{q.name}/idx.d")  # of the previous index
+        for q, _snap in plan.deltas:
+            self.data.rename(f"queues/{q.name}/idx.d.new", f"queues/{q.name}/idx.d")
         for name in plan.unindexed:
-            self.data.unlink(f"queues/{name}/idx")
-            self.data.unlink(f"queues/{name}/idx.new")
+            for fname in ("idx", "idx.new", "idx.d", "idx.d.new"):
+                self.data.unlink(f"queues/{name}/{fname}")
         for q in st.queues.values():
             if q.file is not None:
                 q.file.release_freed()
@@ -1547,11 +1593,14 @@ class QueueManagerStore:
             qf.write_header(q.attrs)
             q.header_dirty = False
             dirty = True
+        dx = q.dx
         for block, n, key in q.to_delete:
             if self._guard is not None:
                 self._guard()
             qf.mark_deleted(block, key, seq)
             qf.free_later(block, n)
+            if dx is not None:
+                dx.removed(key, block, n)
             dirty = True
         q.to_delete.clear()
         mem = q.mem
@@ -1566,6 +1615,12 @@ class QueueManagerStore:
             # and writes them (lock released; a get meanwhile finds them in in_flight)
             w = BodyWriter(q, qf, mem, seq, _RUN_MAX)
             q.mem = w.plan()
+            if dx is not None:
+                chosen = q.msgids.get
+                for b, k, m in w.planned:
+                    dx.added(m.priority, k, b, len(m.body), blocks_for(len(m.body)),
+                             m.msgid if chosen(m.msgid) == k else None,
+                             m.correlid if m.correlid.strip(b"\0") else None)
             plan.encoders.append((qf.f, w, runs))
             q.in_flight = mem
             plan.in_flight.append(q)
@@ -1573,9 +1628,17 @@ class QueueManagerStore:
         if dirty or fresh or q.idx_stale:
             if dirty or fresh:
                 plan.written.append((qf.f, runs))
-            q.idx_stale = False
-            # the file changed (or was scanned): a new index describes it, or none does
+            stale, q.idx_stale = q.idx_stale, False
+            # the file changed (or was scanned): its index and a delta describe it, a new
+            # index does, or none does
             deep = q.present - len(q.mem) >= self.tuning.index_min_records
+            if (deep and dx is not None and q.idx_cp and not fresh and not stale
+                    and not dx.too_big(self.tuning.index_delta_records)):
+                # a few bytes per changed record (the takeover's own checkpoint too)
+                plan.deltas.append((q, dx.snapshot(qf.space)))
+                q.dx_cp = seq
+                return
+            q.dx_cp = 0
             if deep and self._opening:
                 q.idx_stale = True  # written by the next checkpoint; if the file changes
                 # now, the index it had is dropped below
@@ -1584,8 +1647,10 @@ class QueueManagerStore:
                 plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
                                                         q.correlids)))
                 q.idx_cp = seq
+                q.dx = qindex.DeltaLog(seq, q.present - len(q.mem))
             elif q.idx_cp and (dirty or fresh):
                 q.idx_cp = 0
+                q.dx = None
                 plan.unindexed.append(q.name)
         if fresh:
             plan.replaced.append(q)

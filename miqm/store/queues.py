@@ -40,6 +40,7 @@ from crc32c import crc32c
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume, VolumeFile
 from miqm.errors import StoreError
+from miqm.store.qindex import DeltaLog
 
 BLOCK = 512
 DATA_START = 4096
@@ -471,6 +472,10 @@ class LocalQueue:
         # none (a small queue, or the file changed without a new index)
         self.idx_cp = 0
         self.idx_stale = False  # loaded by a scan: the next checkpoint considers an index
+        # changes to the queue file since checkpoint idx_cp (qindex.DeltaLog; None without
+        # an index) and the checkpoint of the delta file describing them (0: none)
+        self.dx: DeltaLog | None = None
+        self.dx_cp = 0
 
     def __getattr__(self, name: str) -> Any:
         """Only for attributes not yet set: ``index`` is created on first use (later

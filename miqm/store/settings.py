@@ -107,6 +107,11 @@ class StoreTuning:
     #: a checkpoint writes a queue's index file (miqm/store/qindex.py) when its queue
     #: file holds at least this many records; smaller queues are scanned on open
     index_min_records: int = 1024
+    #: a checkpoint that changes an indexed queue writes a delta file of the records
+    #: added and deleted since the index (qindex.DeltaLog) while it holds at most this
+    #: many, or a sixteenth of the index's records if that is more; else the index
+    #: again. 0: no delta files (every change writes the index again)
+    index_delta_records: int = 4096
 
     def __post_init__(self) -> None:
         if not GATHER_AUTO <= self.group_commit_cpu < MAX_CPUS:

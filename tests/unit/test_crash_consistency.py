@@ -40,9 +40,11 @@ except ImportError:
 SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
 # index_min_records: the queue's index file (qindex) is written whenever the queue holds
 # 30 records or more, so crash points fall in its writes and renames and most restarts
-# load the queue from it; the others scan (a shallower queue, the index dropped)
+# load the queue from it; the others scan (a shallower queue, the index dropped).
+# index_delta_records: a checkpoint records up to 40 changes since the index in its delta
+# file, beyond that it writes the index again, so restarts meet both
 TUNING = StoreTuning(checkpoint_log_recd_max=150, checkpoint_log_recd_min=1,
-                     checkpoint_wait_len=1e9, index_min_records=30)
+                     checkpoint_wait_len=1e9, index_min_records=30, index_delta_records=40)
 POINTS = int(os.environ.get("MIQM_CRASH_POINTS", "1000"))
 INF = 1 << 62
 
@@ -287,6 +289,7 @@ def test_recovery_at_random_crash_points(tmp_path: Path) -> None:
     # every way of loading a queue was met: from its index file, by a scan, and from the
     # queue catalog (its file held no live record)
     assert loads["indexed_queues"] > POINTS // 4 and loads["scanned_queues"] > 0, loads
+    assert POINTS // 10 < loads["delta_queues"] < loads["indexed_queues"], loads
     assert loads["catalog_queues"] > 0, loads
     print(f"{POINTS} crash points over {n_ops} recorded operations in "
           f"{time.monotonic() - t0:.1f}s; queues loaded {dict(loads)}")

@@ -18,14 +18,17 @@ from miqm.store.settings import LogSettings, StoreTuning
 
 SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
 TUNING = StoreTuning(index_min_records=10, checkpoint_wait_len=1e9)
+#: every change writes the whole index again (no delta files)
+FULL = StoreTuning(index_min_records=10, index_delta_records=0, checkpoint_wait_len=1e9)
 _GEN = itertools.count(1)
 
 
 class Store:
     """A store on ``root`` opened with a new generation each time; the error log kept."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tuning: StoreTuning = TUNING) -> None:
         self.root = root
+        self.tuning = tuning
         self.data = root / "data"
         for d in ("data", "log"):
             (root / d).mkdir(exist_ok=True)
@@ -37,7 +40,7 @@ class Store:
         self.errors.clear()
         return QueueManagerStore.open(
             PosixVolume(str(self.data)), PosixVolume(str(self.root / "log")), "QM", SETTINGS,
-            TUNING, generation=next(_GEN), background=False,
+            self.tuning, generation=next(_GEN), background=False,
             errlog=lambda n, t: self.errors.append((n, t)))
 
     def amq1130(self) -> list[str]:
@@ -104,7 +107,7 @@ def test_deep_queue_opens_from_its_index_in_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["flip", "torn", "stale", "missing", "other-qid"])
 def test_an_untrustworthy_index_is_rebuilt_from_the_queue_file(tmp_path: Path,
                                                                  damage: str) -> None:
-    st = Store(tmp_path)
+    st = Store(tmp_path, FULL)
     s = st.open()
     want = fill(s)
     s.checkpoint()
@@ -149,7 +152,7 @@ def test_an_untrustworthy_index_is_rebuilt_from_the_queue_file(tmp_path: Path,
 def test_index_of_a_completed_checkpoint_is_found_before_its_rename(tmp_path: Path) -> None:
     """A crash after the checkpoint file named the new index but before ``idx.new`` was
     renamed to ``idx``: the new one is used, the old one (stale) is not."""
-    st = Store(tmp_path)
+    st = Store(tmp_path, FULL)
     s = st.open()
     want = fill(s)
     s.checkpoint()
@@ -245,10 +248,11 @@ def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
 
 def test_index_rewritten_in_the_background_after_a_takeover(tmp_path: Path) -> None:
     """The checkpoint that ends the open leaves a changed deep queue without an index;
-    the checkpoint thread writes it at once."""
+    the checkpoint thread writes it at once (without delta files: with them the open's
+    checkpoint writes one, tests/unit/test_qindex_delta.py)."""
     from tests.waiting import wait_until
 
-    st = Store(tmp_path)
+    st = Store(tmp_path, FULL)
     s = st.open()
     want = fill(s)
     s.checkpoint()
@@ -256,7 +260,7 @@ def test_index_rewritten_in_the_background_after_a_takeover(tmp_path: Path) -> N
     crash(s)
     s = QueueManagerStore.open(
         PosixVolume(str(st.data)), PosixVolume(str(tmp_path / "log")), "QM", SETTINGS,
-        TUNING, generation=next(_GEN), background=True)
+        FULL, generation=next(_GEN), background=True)
     try:
         data = PosixVolume(str(st.data))
         wait_until(lambda: ckpt.read(data).idx.get("Q", 0) > 0, timeout=30,

@@ -1,0 +1,213 @@
+"""Index delta files (``queues/<Q>/idx.d``, miqm/store/qindex.py): a checkpoint that
+changes a deep queue records what changed since the queue's index instead of writing the
+whole index again; the queue opens from index + delta with every message in order and its
+selectors; two takeovers in a row (the second before any background work) still open
+from the index; a delta that cannot be trusted is reported (AMQ1130) and the queue is
+rebuilt from its queue file; a delta that grows too big is folded into a new index."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.store import checkpoint as ckpt
+from miqm.store import qindex
+from miqm.store.settings import StoreTuning
+from tests.unit.test_qindex import Store, crash, drain, fill
+
+
+def churn(s, rounds: int = 3) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
+    """Gets and puts (some under syncpoint, some with selectors) with a checkpoint after
+    each round; returns what a drain must return afterwards."""
+    want = fill(s)
+    s.checkpoint()
+    for r in range(rounds):
+        for _ in range(4):  # FIFO within the highest priority: the first of ``want``
+            m = s.get("Q")
+            assert m is not None and (m.priority, m.body) == want.pop(0)
+        u = s.begin()
+        for i in range(5):
+            body = b"r%d-%d" % (r, i)
+            kw = {"msgid": b"late-%d-%d" % (r, i)} if i == 1 else {}
+            if i == 2:
+                kw["correlid"] = b"lcorr-%d" % r
+            s.put("Q", body, persistent=True, priority=(r + i) % 10, uow=u, **kw)
+            want.append(((r + i) % 10, body))
+        s.commit(u)
+        want.sort(key=lambda pb: -pb[0])  # stable: FIFO within a priority
+        s.checkpoint()
+    return want
+
+
+def test_changes_after_the_index_go_to_a_delta_and_the_queue_opens_from_both(
+        tmp_path: Path) -> None:
+    st = Store(tmp_path)
+    s = st.open()
+    idx = st.data / "queues" / "Q" / "idx"
+    want = churn(s)
+    info = ckpt.read(PosixVolume(str(st.data)))
+    assert "Q" not in info.idx and info.idxd["Q"][1] == info.seq, info
+    base = info.idxd["Q"][0]
+    assert qindex.decode(idx.read_bytes(), s.state.queues["Q"].qid, base, 1 << 30).cp == base
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["scanned_queues"] == 0
+    assert not st.amq1130()
+    assert s.queue_attrs("Q")["CURDEPTH"] == len(want)
+    m = s.get("Q", msgid=b"late-1-1")  # a caller-chosen msgid from the delta
+    assert m is not None and m.body == b"r1-1"
+    m = s.get("Q", correlid=b"lcorr-2")
+    assert m is not None and m.body == b"r2-2"
+    want = [pb for pb in want if pb[1] not in (b"r1-1", b"r2-2")]
+    crash(s)
+    # the same queue rebuilt from its queue file (index and delta gone) is the same queue
+    s = st.open()
+    u = s.begin()  # read under syncpoint: the crash below backs the gets out
+    got_indexed = []
+    while (m := s.get("Q", uow=u)) is not None:
+        got_indexed.append((m.priority, m.body))
+    crash(s)
+    for name in ("idx", "idx.d", "idx.new", "idx.d.new"):
+        (st.data / "queues" / "Q" / name).unlink(missing_ok=True)
+    s = st.open()
+    assert s.recovery_stats["scanned_queues"] == 1 and st.amq1130()
+    assert drain(s) == got_indexed == want
+    s.close()
+
+
+def test_a_second_takeover_before_any_background_checkpoint_opens_from_the_index(
+        tmp_path: Path) -> None:
+    """The checkpoint that ends an open writes the replayed changes of a deep queue as a
+    delta: a crash right after it (before the checkpoint thread ran) leaves an index the
+    next open uses; without deltas the queue file is scanned (10 M messages: 40 s)."""
+    st = Store(tmp_path)
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    s.put("Q", b"late", persistent=True, priority=0)  # replayed by the next open
+    assert s.get("Q") is not None
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1
+    s.put("Q", b"later", persistent=True, priority=0)
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["scanned_queues"] == 0
+    assert not st.amq1130()
+    assert drain(s) == [*want[1:], (0, b"late"), (0, b"later")]
+    s.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "torn", "missing", "other-base", "index-torn"])
+def test_an_untrustworthy_delta_is_reported_and_the_queue_rebuilt(tmp_path: Path,
+                                                                  damage: str) -> None:
+    st = Store(tmp_path)
+    s = st.open()
+    want = churn(s, rounds=2)
+    s.close()
+    dfile = st.data / "queues" / "Q" / "idx.d"
+    raw = dfile.read_bytes()
+    if damage == "flip":
+        pos = len(raw) - 30
+        dfile.write_bytes(raw[:pos] + bytes([raw[pos] ^ 0x01]) + raw[pos + 1:])
+    elif damage == "torn":
+        dfile.write_bytes(raw[:len(raw) // 2])
+    elif damage == "missing":
+        dfile.unlink()
+    elif damage == "index-torn":  # the index the delta applies to
+        idx = st.data / "queues" / "Q" / "idx"
+        idx.write_bytes(idx.read_bytes()[:-100])
+    else:  # a well-formed delta of another index (the checkpoint names another base)
+        data = PosixVolume(str(st.data))
+        info = ckpt.read(data)
+        info.idxd["Q"][0] -= 1
+        ckpt.write(data, info)
+    s = st.open()
+    lines = st.amq1130()
+    named = "idx:" if damage == "index-torn" else "idx.d"
+    assert len(lines) == 1 and "queue Q" in lines[0] and named in lines[0], st.errors
+    assert s.recovery_stats["scanned_queues"] == 1
+    assert drain(s) == want
+    s.close()
+
+
+def test_a_delta_that_grows_past_its_limit_becomes_a_new_index(tmp_path: Path) -> None:
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=12,
+                                     checkpoint_wait_len=1e9))
+    s = st.open()
+    data = PosixVolume(str(st.data))
+    want = fill(s)
+    s.checkpoint()
+    first = ckpt.read(data).idx["Q"]
+    for i in range(5):
+        s.put("Q", b"x%d" % i, persistent=True, priority=0)
+    s.checkpoint()
+    info = ckpt.read(data)
+    assert info.idxd["Q"] == [first, info.seq]
+    for i in range(5, 20):
+        s.put("Q", b"x%d" % i, persistent=True, priority=0)
+    s.checkpoint()
+    info = ckpt.read(data)
+    assert info.idx["Q"] == info.seq > first and "Q" not in info.idxd
+    assert not (st.data / "queues" / "Q" / "idx.d").exists()
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
+    assert drain(s) == [*want, *((0, b"x%d" % i) for i in range(20))]
+    s.close()
+
+
+def _index(keys: list[int]) -> qindex.QueueIndexData:
+    ks = [array("q") for _ in range(10)]
+    bl = [array("q") for _ in range(10)]
+    ls = [array("i") for _ in range(10)]
+    for i, k in enumerate(keys):
+        ks[4].append(k)
+        bl[4].append(i)
+        ls[4].append(10)
+    return qindex.QueueIndexData(1, 1, ks, bl, ls, bytearray(b"\x01" * len(keys)), [], [])
+
+
+def _delta(keys: list[int], blocks: list[int]) -> qindex.QueueIndexDelta:
+    n = len(keys)
+    end = max(blocks) + 1
+    return qindex.QueueIndexDelta(
+        1, 2, array("b", [4] * n), array("q", keys), array("q", blocks),
+        array("i", [10] * n), array("q"), array("q", [0]), array("q", [end]),
+        b"\x01" * end, [], [])
+
+
+def test_apply_delta_merges_keys_in_order_and_refuses_a_repeated_key() -> None:
+    d = _index([1, 5, 9])
+    qindex.apply_delta(d, _delta([12, 3], [4, 3]), file_blocks=10)
+    assert list(d.keys[4]) == [1, 3, 5, 9, 12] and list(d.blocks[4]) == [0, 3, 1, 2, 4]
+    with pytest.raises(qindex.IndexInvalid, match="repeat"):
+        qindex.apply_delta(_index([1, 5, 9]), _delta([5], [3]), file_blocks=10)
+    with pytest.raises(qindex.IndexInvalid, match="queue file has"):
+        qindex.apply_delta(_index([1, 5, 9]), _delta([12], [30]), file_blocks=10)
+
+
+def test_delta_file_round_trip_and_damage() -> None:
+    log = qindex.DeltaLog(3, 100)
+    log.added(2, 50, 7, 100, 1, b"m" * 24, None)
+    log.added(2, 51, 8, 100, 1, None, b"c" * 24)
+    log.removed(10, 0, 2)
+    log.removed(50, 7, 1)  # added then deleted: forgotten by both lists
+    space = bytearray(b"\x00\x00\x00\x01\x01\x01\x01\x02\x01")
+    raw = b"".join(qindex.encode_delta(9, 3, 5, log.snapshot(space)))
+    x = qindex.decode_delta(raw, 9, 3, 5)
+    assert list(x.keys) == [51] and list(x.deleted) == [10]
+    assert x.correlids == [(51, b"c" * 24)] and x.msgids == []
+    assert list(x.run_starts) == [0, 7] and list(x.run_lens) == [2, 2]
+    assert x.run_bytes == b"\x00\x00\x00\x01"  # freed by the running checkpoint: free
+    for bad, why in ((raw[:-1], "checksum"), (raw[:20], "shorter"),
+                     (b"XXXX" + raw[4:], "magic")):
+        with pytest.raises(qindex.IndexInvalid, match=why):
+            qindex.decode_delta(bad, 9, 3, 5)
+    with pytest.raises(qindex.IndexInvalid, match="incarnation"):
+        qindex.decode_delta(raw, 8, 3, 5)
+    with pytest.raises(qindex.IndexInvalid, match=r"checkpoints 3\.\.5"):
+        qindex.decode_delta(raw, 9, 3, 6)
