@@ -110,22 +110,25 @@ def parse_backlog(spec: str) -> list[tuple[int, int]]:
     return cases
 
 
-def _open_store(pair: LocalPair) -> Any:
-    """The pair's store opened in this process (no instance may be running), as the
-    next generation."""
+def open_store_at(data_dir: str, qmgr: str) -> Any:
+    """The store of queue manager ``qmgr`` whose data directory is ``data_dir`` (a path
+    or an ``nfs4://`` URL; its qm.ini names the log) opened in this process, as the next
+    generation. No instance may be running."""
     from lockfs.open import open_volume
     from miqm.config import parse_qm_ini
     from miqm.store.log import RecoveryLog
     from miqm.store.qmstore import QueueManagerStore
 
-    ini = os.path.join(pair.data_dir(), "qm.ini")
-    with open(ini, encoding="utf-8") as f:
-        cfg = parse_qm_ini(f.read(), ini)
-    data = open_volume(pair.data_dir())
+    data = open_volume(data_dir)
+    cfg = parse_qm_ini(data.read_bytes("qm.ini").decode("utf-8"), f"{data_dir}/qm.ini")
     log = open_volume(cfg.log_path)
     return QueueManagerStore.open(
-        data, log, pair.qmgr, cfg.log, cfg.tuning,
+        data, log, qmgr, cfg.log, cfg.tuning,
         generation=RecoveryLog.recorded_generation(log) + 1, background=False)
+
+
+def _open_store(pair: LocalPair) -> Any:
+    return open_store_at(pair.data_dir(), pair.qmgr)
 
 
 def fill_backlog(pair: LocalPair, depth: int, queues: int,
@@ -135,7 +138,13 @@ def fill_backlog(pair: LocalPair, depth: int, queues: int,
     messages (``body(i)``, 8 bytes by default; priorities 0-9 in turn) on the first,
     straight through the store (a client would take minutes for a million), then close
     it cleanly. ``echo`` gets a progress line per million messages."""
-    store = _open_store(pair)
+    fill_store(_open_store(pair), depth, queues, body, echo)
+
+
+def fill_store(store: Any, depth: int, queues: int,
+               body: Callable[[int], bytes] = lambda i: b"backlog!",
+               echo: Callable[[str], None] | None = None) -> None:
+    """:func:`fill_backlog` on an open store, which it closes."""
     try:
         store.define_queue(BACKLOG_QUEUE, MAXDEPTH=999_999_999)
         for i in range(1, queues):
@@ -169,26 +178,33 @@ def define_on_active(pair: LocalPair, queues: int, loaded: int = LOADED_QUEUES,
 
 
 def _probe_put(pair: LocalPair, old_host: str, t0: float, timeout: float = 300.0) -> float:
+    other = pair.b if old_host == pair.a.name else pair.a
+    return probe_put(pair.qmgr, other.root, other.name, old_host, t0, timeout)
+
+
+def probe_put(qmgr: str, root: str, hostname: str, old_host: str, t0: float,
+              timeout: float = 300.0) -> float:
     """Seconds from ``t0`` until a persistent put to the backlog queue succeeds on an
-    active instance on another host (a client in this process, as that host)."""
+    active instance on a host other than ``old_host`` (a client in this process, as host
+    ``hostname`` whose data root is ``root``)."""
     from miqm.errors import MiqmError
     from miqm.net.client import connect
 
-    other = pair.b if old_host == pair.a.name else pair.a
-    with client_of(other.root, other.name):
+    with client_of(root, hostname):
         while time.monotonic() - t0 < timeout:
             try:
-                with connect(pair.qmgr, timeout=0.5) as conn:
+                with connect(qmgr, timeout=0.5) as conn:
                     if conn.server_host != old_host:
                         conn.call("put", queue=BACKLOG_QUEUE, body=b"probe", persistent=True)
                         return time.monotonic() - t0
             except MiqmError:
                 pass
             time.sleep(0.002)
-    raise TimeoutError(f"no put on a new active instance of {pair.qmgr} within {timeout:g}s")
+    raise TimeoutError(f"no put on a new active instance of {qmgr} within {timeout:g}s")
 
 
-def _rss_mb(pid: int) -> float | None:
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of process ``pid`` in MB (None if it cannot be read)."""
     try:
         import psutil
 
@@ -206,7 +222,7 @@ def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None]:
     os.kill(pid, signal.SIGKILL)
     took = _probe_put(pair, before["host"], t0)
     new = pair.wait_active(not_host=before["host"], timeout=300, poll=0.01)
-    rss = _rss_mb(int(new["pid"]))
+    rss = rss_mb(int(new["pid"]))
     pair.start(pair.host(before["host"]))  # back as the standby
     return took, rss
 
@@ -251,8 +267,8 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             store = _open_store(pair)
             restart = time.monotonic() - t0
             store.close()
-            size = _dir_bytes(os.path.join(pair.data_dir(), "queues"))
-            total = _dir_bytes(pair.shared)
+            size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
+            total = dir_bytes(pair.shared)
         row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
                "p50": round(statistics.median(took), 3),
                "first_takeover": None if first is None else round(first, 3),
@@ -263,6 +279,12 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
         echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
              f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
              f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
+    return {"cases": summarize_backlog(rows, echo), "cycles": cycles}
+
+
+def summarize_backlog(rows: list[dict[str, Any]],
+                      echo: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Ratios of each backlog case to the first, and the closing table."""
     base = rows[0]
     for r in rows:
         r["ratio"] = round(r["p50"] / (base["p50"] or 1e-9), 2)
@@ -278,10 +300,11 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
         per = r.get("store_bytes_per_message")
         echo(f"{r['depth']:>9,}  {r['queues']:>6}  {r['p50']:>10.3f}s  {r['ratio']:>5.2f}  "
              f"{first}  {r['restart_seconds']:>6.3f}s  {'-' if per is None else per:>10}")
-    return {"cases": rows, "cycles": cycles}
+    return rows
 
 
-def _dir_bytes(path: str) -> int:
+def dir_bytes(path: str) -> int:
+    """Bytes of the files under ``path``."""
     total = 0
     for d, _dirs, files in os.walk(path):
         for f in files:

@@ -96,6 +96,19 @@ class _Bench:
 
     # -------------------------------------------------------------- set-up
     def create(self) -> None:
+        """The queue manager on the lab, both instances running, the queue defined."""
+        self.create_qmgr()
+        self.start(self.hosts["a"], "started")
+        self.start(self.hosts["b"], "standby")
+        self.run(self.hosts["a"], "runmqsc", QMGR, stdin=f"DEFINE QLOCAL({QUEUE})\n")
+
+    def data_url(self) -> str:
+        """The queue manager's data directory on the lab."""
+        return self.lab.url(f"{self.sub}/data/{QMGR}")
+
+    def create_qmgr(self) -> None:
+        """crtmqm on host a with data and log on the lab, tuned to its lease; addmqinf on
+        host b. No instance runs yet."""
         a, b = self.hosts["a"], self.hosts["b"]
         for part in ("data", "log"):
             (self.lab.export_dir / self.sub / part).mkdir(parents=True)
@@ -115,9 +128,6 @@ class _Bench:
         ini.write_text("\n".join(lines) + "\n")
         _, line = self.run(a, "dspmqinf", "-o", "command", QMGR)
         self.run(b, *line.split())
-        self.start(a, "started")
-        self.start(b, "standby")
-        self.run(a, "runmqsc", QMGR, stdin=f"DEFINE QLOCAL({QUEUE})\n")
 
     def start(self, host: _Host, expect: str) -> None:
         _, out = self.run(host, "strmqm", "-x", QMGR, timeout=120)
@@ -183,12 +193,60 @@ class _Bench:
         return row
 
     def stop(self) -> None:
-        for h in self.hosts.values():
-            pid = self.pid(h)
-            if pid and _alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
-                    os.kill(pid, signal.SIGKILL)
+        """kill -9 both instances and wait until they are gone."""
+        pids = [p for h in self.hosts.values() if (p := self.pid(h)) and _alive(p)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def recovery_seconds(self, host: _Host, after: int) -> float | None:
+        """``recovery_s`` of the first takeover ``host``'s instance recorded after the
+        first ``after`` lines of its event file: from holding the master lock to serving
+        (the part of a takeover the lease does not decide)."""
+        path = host.root / "events" / QMGR / f"{host.name}.jsonl"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # events are written by a background thread
+            with contextlib.suppress(OSError):
+                for line in path.read_text().splitlines()[after:]:
+                    with contextlib.suppress(ValueError):
+                        ev = json.loads(line)
+                        if ev.get("event") == "failover_end":
+                            return float(ev["recovery_s"])
+            time.sleep(0.05)
+        return None
+
+    def event_lines(self, host: _Host) -> int:
+        """Lines in ``host``'s event file so far."""
+        try:
+            return len((host.root / "events" / QMGR / f"{host.name}.jsonl")
+                       .read_text().splitlines())
+        except OSError:
+            return 0
+
+    def kill_and_probe(self, old: _Host, new: _Host) -> tuple[float, float | None,
+                                                            float | None]:
+        """kill -9 the active on ``old``; (seconds until a persistent put to the deep
+        queue succeeds on ``new``, the new active's RSS in MB, its seconds from holding
+        the lock to serving); ``old`` comes back as the standby."""
+        from miqm.bench.failover import probe_put, rss_mb
+
+        pid = self.pid(old)
+        if pid is None or not _alive(pid):
+            raise LabError(f"the active instance on {old.name} is not running")
+        seen = self.event_lines(new)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        took = probe_put(QMGR, str(new.root), new.name, old.name, t0)
+        new_pid = self.pid(new)
+        rss = rss_mb(new_pid) if new_pid else None
+        while _alive(pid):
+            time.sleep(0.01)
+        self.start(old, "standby")
+        return took, rss, self.recovery_seconds(new, seen)
 
 
 def bench_failover_lab(cycles: int, fault: str, *, lab_dir: str | None = None,
@@ -251,3 +309,104 @@ def _run(lab: NfsLab, work: Path, cycles: int, fault: str,
     echo(f"failover ({fault}, lease {lab.lease}s) p50 {result['failover_seconds']['p50']}s "
          f"max {result['failover_seconds']['max']}s over {cycles} cycles")
     return result
+
+
+# --------------------------------------------------------------------------- backlog
+def bench_backlog_lab(cases: list[tuple[int, int]], cycles: int, *,
+                      lab_dir: str | None = None, lease: int = 5,
+                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """``miqm bench failover --backlog CASES --nfs-lab``: the backlog cases of
+    :func:`miqm.bench.failover.bench_backlog` with the queue manager's data and log on
+    the NFSv4 lab, each instance in its namespace reading them over NFS. The deep queue is
+    filled through the store over NFS from this process before the instances start; the
+    restart is timed in this process over NFS too."""
+    work = Path(tempfile.mkdtemp(prefix="miqm-bench-lab-"))
+    try:
+        if lab_dir is not None:
+            return _run_backlog(running_lab(Path(lab_dir)), work, cases, cycles, echo)
+        with lab_session(work / "lab", lease) as lab:
+            return _run_backlog(lab, work, cases, cycles, echo)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: int,
+                 echo: Callable[[str], None]) -> dict[str, Any]:
+    from miqm.bench.failover import (
+        LOADED_DEPTH,
+        LOADED_QUEUES,
+        dir_bytes,
+        fill_store,
+        open_store_at,
+        summarize_backlog,
+    )
+
+    rows = []
+    for n, (depth, queues) in enumerate(cases):
+        echo(f"depth {depth:,}, {queues:,} queue(s) on the NFSv4 lab: filling ...")
+        bench = _Bench(lab, work / f"case{n}", echo)
+        try:
+            t_fill = time.monotonic()
+            bench.create_qmgr()
+            fill_store(open_store_at(bench.data_url(), QMGR), depth, 1, echo=echo)
+            filled = time.monotonic() - t_fill
+            old, new = bench.hosts["a"], bench.hosts["b"]
+            bench.start(old, "started")
+            bench.start(new, "standby")
+            first = None
+            if queues > 1:
+                lines = "".join(f"DEFINE QLOCAL(BACKLOG.Q{i:05d})\n" for i in range(1, queues))
+                bench.run(old, "runmqsc", QMGR, stdin=lines, timeout=900)
+                for i in range(1, min(LOADED_QUEUES, queues - 1) + 1):
+                    body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
+                    bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
+                first, _rss, _rec = bench.kill_and_probe(old, new)
+                old, new = new, old
+                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s")
+            took: list[float] = []
+            recovery: list[float] = []
+            rss = None
+            for i in range(cycles):
+                t, rss, rec = bench.kill_and_probe(old, new)
+                old, new = new, old
+                took.append(t)
+                if rec is not None:
+                    recovery.append(rec)
+                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
+                     + (f" (lock to serving {rec:.3f}s)" if rec is not None else ""))
+            bench.stop()
+            t0 = time.monotonic()
+            open_store_at(bench.data_url(), QMGR).close()
+            restart = time.monotonic() - t0
+            root = lab.export_dir / bench.sub
+            size = dir_bytes(str(root / "data" / QMGR / "queues"))
+            total = dir_bytes(str(root))
+        finally:
+            bench.stop()
+            shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
+        row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
+               "p50": round(statistics.median(took), 3),
+               "first_takeover": None if first is None else round(first, 3),
+               "fill_seconds": round(filled, 1), "restart_seconds": round(restart, 3),
+               "rss_mb_after": rss, "queue_dir_bytes": size, "store_bytes": total,
+               "bytes_per_message": round(size / depth, 1) if depth else None,
+               # the lease decides most of a takeover on NFS: this is the rest
+               "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+               "lock_to_serving_p50": round(statistics.median(recovery), 4)
+               if recovery else None}
+        rows.append(row)
+        echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
+             f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
+             f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
+    rows = summarize_backlog(rows, echo)
+    base = rows[0].get("lock_to_serving_p50")
+    for r in rows:
+        if base and r.get("lock_to_serving_p50") is not None:
+            r["lock_to_serving_ratio"] = round(r["lock_to_serving_p50"] / base, 2)
+    echo("depth      queues  lock to serving p50  ratio")
+    for r in rows:
+        p50, ratio = r.get("lock_to_serving_p50"), r.get("lock_to_serving_ratio")
+        echo(f"{r['depth']:>9,}  {r['queues']:>6}  "
+             f"{'-' if p50 is None else f'{p50:.3f}s':>19}  {'-' if ratio is None else ratio:>5}")
+    return {"cases": rows, "cycles": cycles,
+            "filesystem": f"NFSv4 lab (nfs-ganesha, lease {lab.lease}s)"}

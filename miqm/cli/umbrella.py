@@ -129,6 +129,9 @@ def bench_failover(
                                 "DEPTH or DEPTHxQUEUES ('default': 0,100000,1000000,0x5000; "
                                 "'long' adds 10000000), "
                                 "--cycles kills each, ratios to the first case"),
+    on_lab: bool = typer.Option(False, "--nfs-lab", help="with --backlog: data and log on "
+                                "the NFSv4 lab (root, nfs-ganesha) instead of a local "
+                                "directory"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
     """Fail over ``cycles`` times between two instances and report the durations."""
@@ -146,7 +149,8 @@ def bench_failover(
         )
 
         if fault != "kill":
-            fail("--backlog measures kill -9 takeovers on a local directory: leave --fault "
+            fail("--backlog measures kill -9 takeovers (on a local directory or, with "
+                 "--nfs-lab, on the NFSv4 lab): leave --fault "
                  "at kill", 2)
         try:
             presets = {"default": DEFAULT_BACKLOG_CASES, "long": LONG_BACKLOG_CASES}
@@ -154,10 +158,22 @@ def bench_failover(
                      else parse_backlog(backlog))
         except ValueError as exc:
             fail(f"--backlog: {exc}", 2)
-        result = bench_backlog(cases, cycles, echo=echo)
+        if on_lab:
+            from miqm.bench.failover_lab import bench_backlog_lab
+            from miqm.lab import lab_missing
+
+            why = lab_missing()
+            if why:
+                fail(f"--nfs-lab runs on the NFSv4 lab, which {why}", 2)
+            result = bench_backlog_lab(cases, cycles, lab_dir=lab or None, lease=lease,
+                                       echo=echo)
+        else:
+            result = bench_backlog(cases, cycles, echo=echo)
         if as_json:
             print(json.dumps(result))
         return
+    if on_lab and fault == "kill":
+        fail("--nfs-lab goes with --backlog (partition and pause always run on the lab)", 2)
     if fault in ("pause", "partition"):
         from miqm.bench.failover_lab import bench_failover_lab
         from miqm.lab import lab_missing
