@@ -129,7 +129,10 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ1130": W("The index file of queue {queue} cannot be used ({why}); the queue is "
                  "rebuilt from its queue file and the next checkpoint writes a new index."),
     "AMQ1131": W("The queue catalog cannot be used ({why}); every queue file is opened "
-                 "instead and the next checkpoint writes a new catalog."),
+                 "instead (a queue that has none is reported damaged) and the next "
+                 "checkpoint writes a new catalog."),
+    "AMQ1132": W("The queue catalog cannot be used ({why}); its second copy is used and "
+                 "the next checkpoint writes both again."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "

@@ -99,6 +99,10 @@ def write(volume: Volume, info: CheckpointInfo) -> None:
 
 # ------------------------------------------------------------------ queue catalog
 CATALOG = "amqalcat.fil"
+#: the catalog's second copy: a queue that holds nothing has no file, so the catalog is
+#: its only definition and one damaged file must not lose it
+CATALOG_COPY = "amqalca2.fil"
+CATALOGS = (CATALOG, CATALOG_COPY)
 _CMAGIC = b"MIQC"
 
 
@@ -111,31 +115,42 @@ def encode_catalog(seq: int, queues: dict[str, tuple[int, dict[str, Any]]]) -> b
     return _HDR.pack(_CMAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
 
-def read_catalog(volume: Volume, seq: int) -> tuple[dict[str, tuple[int, dict[str, Any]]],
-                                                    str]:
+def read_catalog(volume: Volume, seq: int
+                 ) -> tuple[dict[str, tuple[int, dict[str, Any]]] | None, str]:
     """The catalog of checkpoint ``seq`` from ``amqalcat.fil`` or, when the checkpoint
-    completed before its rename, ``amqalcat.new``; ({}, why) when neither is usable."""
+    completed before its rename, ``amqalcat.fil.new``, else from the second copy
+    (``amqalca2.fil``, ``.new``): (catalog, why the first copy could not be used, "" when
+    it could); (None, why) when no copy is usable."""
     whys = []
-    for name in (CATALOG, CATALOG + ".new"):
-        try:
-            data = volume.read_bytes(name)
-        except LockFsError as exc:
-            whys.append(f"{name}: {exc}")
-            continue
-        if len(data) < _HDR.size:
-            whys.append(f"{name}: truncated")
-            continue
-        magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
-        body = data[_HDR.size:_HDR.size + n]
-        if magic != _CMAGIC or ver != VERSION or len(body) != n or crc32c(body) != crc:
-            whys.append(f"{name}: bad checksum or header")
-            continue
-        try:
-            obj = json.loads(body)
-            if int(obj["seq"]) != seq:
-                whys.append(f"{name}: of checkpoint {obj['seq']}, not {seq}")
-                continue
-            return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}, ""
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            whys.append(f"{name}: {exc}")
-    return {}, "; ".join(whys)
+    for first in (CATALOG, CATALOG_COPY):
+        for name in (first, first + ".new"):
+            try:
+                return _catalog_file(volume, name, seq), "; ".join(whys)
+            except _Unusable as exc:
+                whys.append(f"{name}: {exc}")
+    return None, "; ".join(whys)
+
+
+class _Unusable(Exception):
+    pass
+
+
+def _catalog_file(volume: Volume, name: str, seq: int
+                  ) -> dict[str, tuple[int, dict[str, Any]]]:
+    try:
+        data = volume.read_bytes(name)
+    except LockFsError as exc:
+        raise _Unusable(str(exc)) from exc
+    if len(data) < _HDR.size:
+        raise _Unusable("truncated")
+    magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
+    body = data[_HDR.size:_HDR.size + n]
+    if magic != _CMAGIC or ver != VERSION or len(body) != n or crc32c(body) != crc:
+        raise _Unusable("bad checksum or header")
+    try:
+        obj = json.loads(body)
+        if int(obj["seq"]) != seq:
+            raise _Unusable(f"of checkpoint {obj['seq']}, not {seq}")
+        return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise _Unusable(str(exc)) from exc

@@ -104,5 +104,6 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
                      if q.index.find(k) is not None}
     q.present = sum(1 for _ in q.index.iter_order())
     q.file, q.file_qid, q.header_dirty = None, 0, True
+    q.need_file = True  # the damaged file is replaced, whatever the queue holds
     q.media_lsn = live.media_lsn
     return q

@@ -344,10 +344,14 @@ class QueueManagerStore:
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
         if info.catalog:
-            catalog, why = ckpt.read_catalog(self.data, info.catalog)
-            if why:
+            found, why = ckpt.read_catalog(self.data, info.catalog)
+            if found is None:
                 self._errlog("AMQ1131", amq.text("AMQ1131", why=why))
+            elif why:  # from the copy: the next checkpoint writes both again
+                catalog = found
+                self._errlog("AMQ1132", amq.text("AMQ1132", why=why))
             else:
+                catalog = found
                 self._catalog, self._catalog_cp = dict(catalog), info.catalog
         # thousands of queues allocate hundreds of thousands of objects and free none:
         # the cyclic collector would rescan them again and again (as in replay)
@@ -731,7 +735,10 @@ class QueueManagerStore:
             full["ALTDATE"], full["ALTTIME"] = full["CRDATE"], full["CRTIME"]
             lsn = self._append(R.encode_json(R.DEFINE, {"name": name, "qid": qid,
                                                         "attrs": full}))
-            self.state.queues[name] = LocalQueue(name, qid, full)
+            q = self.state.queues[name] = LocalQueue(name, qid, full)
+            # defined again before the checkpoint that removes the old one's file: the
+            # new incarnation's file replaces it even if it stays empty
+            q.need_file = name in self._deleted_files
             self._damaged.pop(name, None)
             self._after_op()
         self._force(lsn)
@@ -1484,7 +1491,8 @@ class QueueManagerStore:
             if plan.catalog is not None:
                 if self._guard is not None:
                     self._guard()
-                self.data.write_atomic(ckpt.CATALOG + ".new", plan.catalog)
+                for name in ckpt.CATALOGS:
+                    self.data.write_atomic(name + ".new", plan.catalog)
             if self._guard is not None:
                 self._guard()
             ckpt.write(self.data, plan.info)
@@ -1510,7 +1518,8 @@ class QueueManagerStore:
 
         self._each_file(put_in_place, replaced)
         if plan.catalog is not None:
-            self.data.rename(ckpt.CATALOG + ".new", ckpt.CATALOG)
+            for name in ckpt.CATALOGS:
+                self.data.rename(name + ".new", name)
         for q, _snap in plan.indexes:
             self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
             self.data.unlink(f"queues/{q.name}/idx.d")  # of the previous index
@@ -1565,10 +1574,15 @@ class QueueManagerStore:
         file goes into ``plan.written`` (made durable by the checkpoint's second step)
         and, if it is a new file (``q.new``), into ``plan.replaced`` (renamed into place
         once the checkpoint is complete)."""
-        if q.file is None and q.file_qid == q.qid:
-            # defined from the queue catalog, its file (no live record) never opened: it
-            # is written anew only when something must go into it
-            if not q.header_dirty and not any(m.persistent for m in q.mem.values()):
+        if q.file is None:
+            if (not q.need_file and q.present == 0
+                    and not any(m.persistent for m in q.mem.values())):
+                # nothing to hold: the queue catalog this checkpoint writes (every queue
+                # without a live record, in two copies) is its definition; a file is
+                # made when a message must go into it. Defining 5,000 queues thus costs
+                # a takeover one catalog, not 5,000 files (issue 22).
+                q.header_dirty = False
+                q.file_qid = q.qid
                 return
             q.file_qid = 0
         fresh = q.file is None or q.file_qid != q.qid
@@ -1697,7 +1711,7 @@ class QueueManagerStore:
             self._check_open()
             q = self._queue(queue)
             if q.file is None:
-                q.header_dirty = True  # defined from the catalog: this checkpoint opens a file
+                q.need_file = True  # only in the catalog: this checkpoint makes its file
             self._checkpoint_locked()
             info = self.last_checkpoint
             assert q.file is not None and q.file.f is not None

@@ -463,6 +463,10 @@ class LocalQueue:
         self.file: QueueFile | None = None
         self.file_qid = 0  # qid of the file on disk (0: no file yet)
         self.header_dirty = True
+        # a queue that holds nothing has no file (its definition is in the queue catalog)
+        # unless this is set: a media image needs one, and a queue rebuilt by rcrmqobj or
+        # defined again over an old incarnation's file replaces that file
+        self.need_file = False
         self.media_lsn: int | None = None
         # the bodies a running checkpoint is writing to the file, until they are there
         self.in_flight: dict[int, MemMessage] | None = None

@@ -208,8 +208,10 @@ def test_records_of_an_aborted_checkpoint_never_come_back(tmp_path: Path,
 
 def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
         tmp_path: Path) -> None:
-    """Queues without a live record are defined from the queue catalog without opening
-    their files; a damaged catalog is reported (AMQ1131) and every file is opened."""
+    """Queues without a live record are defined from the queue catalog, and those that
+    never held one have no file at all; a damaged catalog is reported and its second copy
+    used (AMQ1132); with both copies damaged (AMQ1131) every queue file is opened and the
+    queues that have none are reported damaged."""
     st = Store(tmp_path)
     s = st.open()
     for i in range(30):
@@ -217,13 +219,15 @@ def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
     want = fill(s)
     s.alter_queue("E.07", MAXDEPTH=77)
     s.close()
+    assert not (st.data / "queues" / "E.05").exists()  # nothing to hold: no file
     s = st.open()
     assert s.recovery_stats["catalog_queues"] == 30, s.recovery_stats
     assert s.recovery_stats["indexed_queues"] == 1
     assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
     assert s.queue_attrs("E.12")["DESCR"] == "empty 12"
-    s.put("E.03", b"first", persistent=True)  # its file is written anew at the checkpoint
+    s.put("E.03", b"first", persistent=True)  # its file is written at the checkpoint
     s.checkpoint()
+    assert (st.data / "queues" / "E.03" / "q").exists()
     crash(s)
     s = st.open()
     assert s.recovery_stats["catalog_queues"] == 29
@@ -233,16 +237,22 @@ def test_empty_queues_come_from_the_catalog_and_a_bad_catalog_is_reported(
     raw = cat.read_bytes()
     cat.write_bytes(raw[:-3] + b"xx}")
     s = st.open()
-    lines = [t for n, t in st.errors if n == "AMQ1131"]
-    assert len(lines) == 1 and "amqalcat.fil" in lines[0], st.errors
-    assert s.recovery_stats["catalog_queues"] == 0
-    assert s.recovery_stats["scanned_queues"] == 30
-    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
-    assert drain(s) == want
-    s.close()
-    s = st.open()  # the close wrote a good catalog again
+    assert [t for n, t in st.errors if n == "AMQ1132"], st.errors
     assert not [t for n, t in st.errors if n == "AMQ1131"]
-    assert s.recovery_stats["catalog_queues"] == 31
+    assert s.recovery_stats["catalog_queues"] == 30  # from the copy
+    assert s.queue_attrs("E.07")["MAXDEPTH"] == 77
+    s.close()
+    assert cat.read_bytes() != raw[:-3] + b"xx}"  # the open's checkpoint wrote both again
+    for name in ckpt.CATALOGS:
+        (st.data / name).write_bytes(b"MIQC" + bytes(30))
+    s = st.open()
+    lines = [t for n, t in st.errors if n == "AMQ1131"]
+    assert len(lines) == 1 and "amqalcat.fil" in lines[0] and "amqalca2.fil" in lines[0]
+    assert s.recovery_stats["catalog_queues"] == 0
+    assert s.recovery_stats["scanned_queues"] == 1  # E.03, emptied: its file is there
+    damaged = [t for n, t in st.errors if n == "AMQ7472"]
+    assert len(damaged) == 29 and all("is missing" in t for t in damaged), damaged
+    assert drain(s) == want
     s.close()
 
 
@@ -272,4 +282,25 @@ def test_index_rewritten_in_the_background_after_a_takeover(tmp_path: Path) -> N
     s = st.open()
     assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
     assert drain(s) == [*want, (0, b"late")]
+    s.close()
+
+
+def test_a_queue_defined_again_replaces_the_old_file_even_when_empty(tmp_path: Path) -> None:
+    """DELETE and DEFINE of one name before a checkpoint: the new, empty incarnation gets
+    a file of its own (the old one's is not left behind under its name), so even with
+    both catalog copies lost the queue comes back, not as damaged."""
+    st = Store(tmp_path)
+    s = st.open()
+    s.define_queue("R", DESCR="old")
+    s.put("R", b"x", persistent=True)
+    s.checkpoint()
+    assert s.get("R") is not None
+    s.delete_queue("R")
+    s.define_queue("R", DESCR="new")
+    s.close()
+    for name in ckpt.CATALOGS:
+        (st.data / name).write_bytes(b"junk")
+    s = st.open()
+    assert not [t for n, t in st.errors if n == "AMQ7472"], st.errors
+    assert s.queue_attrs("R")["DESCR"] == "new"
     s.close()
