@@ -143,10 +143,12 @@ def fill_backlog(pair: LocalPair, depth: int, queues: int,
 
 def fill_store(store: Any, depth: int, queues: int,
                body: Callable[[int], bytes] = lambda i: b"backlog!",
-               echo: Callable[[str], None] | None = None) -> None:
-    """:func:`fill_backlog` on an open store, which it closes."""
+               echo: Callable[[str], None] | None = None,
+               queue: str = BACKLOG_QUEUE) -> None:
+    """:func:`fill_backlog` on an open store, which it closes (the deep queue named
+    ``queue``)."""
     try:
-        store.define_queue(BACKLOG_QUEUE, MAXDEPTH=999_999_999)
+        store.define_queue(queue, MAXDEPTH=999_999_999)
         for i in range(1, queues):
             store.define_queue(f"BACKLOG.Q{i:05d}")
         done = 0
@@ -154,7 +156,7 @@ def fill_store(store: Any, depth: int, queues: int,
             uow = store.begin()
             n = min(5000, depth - done)
             for k in range(n):
-                store.put(BACKLOG_QUEUE, body(done + k), persistent=True,
+                store.put(queue, body(done + k), persistent=True,
                           priority=(done + k) % 10, uow=uow)
             store.commit(uow)
             done += n

@@ -536,6 +536,10 @@ class QueueManagerStore:
             q.idx_cp, q.dx_cp = idx_cp, dx_cp
             q.dx = (qindex.DeltaLog(idx_cp, base_n) if x is None
                     else qindex.DeltaLog.from_file(x, base_n))
+            if q.dx.too_big(self.tuning.index_delta_records):
+                # written by the open of a takeover: folded into a new index soon
+                q.idx_fold = True
+                self._index_later = True
             return True
         self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
         return False
@@ -1639,33 +1643,42 @@ class QueueManagerStore:
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
-        if dirty or fresh or q.idx_stale:
+        if dirty or fresh or q.idx_stale or (q.idx_fold and not self._opening):
             if dirty or fresh:
                 plan.written.append((qf.f, runs))
             stale, q.idx_stale = q.idx_stale, False
             # the file changed (or was scanned): its index and a delta describe it, a new
             # index does, or none does
             deep = q.present - len(q.mem) >= self.tuning.index_min_records
-            if (deep and dx is not None and q.idx_cp and not fresh and not stale
-                    and not dx.too_big(self.tuning.index_delta_records)):
-                # a few bytes per changed record (the takeover's own checkpoint too)
-                plan.deltas.append((q, dx.snapshot(qf.space)))
-                q.dx_cp = seq
-                return
-            q.dx_cp = 0
-            if deep and self._opening:
-                q.idx_stale = True  # written by the next checkpoint; if the file changes
-                # now, the index it had is dropped below
-                self._index_later = True
-            if deep and not q.idx_stale:
-                plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
-                                                        q.correlids)))
-                q.idx_cp = seq
-                q.dx = qindex.DeltaLog(seq, q.present - len(q.mem))
-            elif q.idx_cp and (dirty or fresh):
-                q.idx_cp = 0
-                q.dx = None
-                plan.unindexed.append(q.name)
+            limit = self.tuning.index_delta_records
+            indexed = bool(deep and q.idx_cp and not fresh and not stale and limit > 0)
+            if (indexed and dx is not None
+                    and (self._opening or not (q.idx_fold or dx.too_big(limit)))):
+                # a few bytes per changed record. The checkpoint ending an open (a
+                # takeover) writes one however big (it holds what the log replayed):
+                # else the queue has no index until the next checkpoint, and a second
+                # crash before that means a scan; a big one is folded into a new index
+                # by the checkpoint thread a moment later.
+                if dirty:
+                    plan.deltas.append((q, dx.snapshot(qf.space)))
+                    q.dx_cp = seq
+                if self._opening and dx.too_big(limit):
+                    q.idx_fold = True
+                    self._index_later = True
+            else:
+                q.idx_fold = False
+                if deep and self._opening:
+                    q.idx_stale = True  # written by the next checkpoint; if the file
+                    # changes now, the index it had is dropped below
+                    self._index_later = True
+                if deep and not q.idx_stale:
+                    plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
+                                                            q.correlids)))
+                    q.idx_cp, q.dx_cp = seq, 0
+                    q.dx = qindex.DeltaLog(seq, q.present - len(q.mem))
+                elif q.idx_cp and (dirty or fresh):
+                    q.idx_cp, q.dx_cp, q.dx = 0, 0, None
+                    plan.unindexed.append(q.name)
         if fresh:
             plan.replaced.append(q)
 

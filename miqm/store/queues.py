@@ -480,6 +480,8 @@ class LocalQueue:
         # an index) and the checkpoint of the delta file describing them (0: none)
         self.dx: DeltaLog | None = None
         self.dx_cp = 0
+        self.idx_fold = False  # the delta outgrew its limit: the next checkpoint (not an
+        # open's) writes the index again
 
     def __getattr__(self, name: str) -> Any:
         """Only for attributes not yet set: ``index`` is created on first use (later

@@ -54,3 +54,68 @@ def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) 
     log = _errlog(pair)
     # the new active used the index and the catalog: neither was reported unusable
     assert "AMQ1130" not in log and "AMQ1131" not in log, log[-3000:]
+
+
+def test_kill_9_twice_under_load_with_a_deep_queue(pair: LocalPair) -> None:
+    """Producers and consumers (under syncpoint and outside it) work on a deep queue while
+    the active is killed, and the new active is killed again as soon as the old host is
+    back as its standby (before any checkpoint of its own but the one that ended its
+    open). That checkpoint recorded the deep queue's changes as a delta of its index, so
+    the second takeover opens from the index too; and nothing is lost, duplicated or
+    brought back: every committed put and every message of the backlog is delivered or
+    still on the queue, exactly once."""
+    import json
+    import threading
+    import time
+
+    from miqm.bench import campaign
+    from miqm.bench.clients import client_of
+    from miqm.bench.failover import fill_store, open_store_at
+
+    fill_store(open_store_at(pair.data_dir(), pair.qmgr), DEPTH, 1, body=_body,
+               queue=campaign.QUEUE)
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    ledger = campaign._Ledger()
+    stop = threading.Event()
+    with client_of(pair.b.root, pair.b.name):
+        workers = [threading.Thread(target=campaign._producer,
+                                    args=(pair.qmgr, i, 3, stop, ledger), daemon=True)
+                   for i in range(2)]
+        workers += [threading.Thread(target=campaign._consumer,
+                                     args=(pair.qmgr, i, i == 0, stop, ledger), daemon=True)
+                    for i in range(2)]
+        for w in workers:
+            w.start()
+        try:
+            time.sleep(1.0)
+            first = pair.kill_active()
+            second = pair.wait_active(not_host=first["host"], timeout=60, poll=0.01)
+            info = json.loads((Path(pair.data_dir()) / "amqalchk.fil").read_bytes()[16:])
+            pair.start(pair.host(first["host"]))  # back as the standby, then at once:
+            pair.kill_active()
+            pair.wait_active(not_host=second["host"], timeout=60, poll=0.01)
+            pair.start(pair.host(second["host"]))
+            time.sleep(1.0)
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(90)
+        got = campaign._drain(pair.qmgr)
+    # the open's checkpoint of the first takeover wrote a delta, not nothing
+    assert campaign.QUEUE in info["idxd"] or campaign.QUEUE in info["idx"], info
+    audit = campaign._audit(ledger, got)
+    assert len(ledger.committed) > 10 and len(ledger.delivered) > 10, ledger
+    # the backlog's messages are the only ones no producer of the ledger put
+    backlog = {_body(i).decode() for i in range(DEPTH)}
+    final = [*got, *ledger.delivered]
+    known = {m for units in (ledger.committed, ledger.backed_out, ledger.unknown)
+             for u in units for m in u}
+    assert audit == {**audit, "lost": 0, "duplicated": 0, "resurrected": 0,
+                     "torn_units": 0, "torn_gets": 0}, audit
+    assert not {m for m in final if m not in known and m not in backlog}
+    maybe = {m for u in ledger.delivered_unknown for m in u}
+    missing = {m for m in backlog if m not in final and m not in maybe}
+    assert len(missing) <= ledger.gets_uncertain, sorted(missing)[:10]
+    log = _errlog(pair)
+    assert "AMQ1130" not in log and "AMQ1131" not in log, log[-3000:]

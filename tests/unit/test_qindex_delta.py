@@ -211,3 +211,33 @@ def test_delta_file_round_trip_and_damage() -> None:
         qindex.decode_delta(raw, 8, 3, 5)
     with pytest.raises(qindex.IndexInvalid, match=r"checkpoints 3\.\.5"):
         qindex.decode_delta(raw, 9, 3, 6)
+
+
+def test_the_open_writes_a_delta_however_big_and_a_later_checkpoint_folds_it(
+        tmp_path: Path) -> None:
+    """More was replayed than a delta normally holds: the open's checkpoint still writes
+    one (a crash right after it must not mean a scan), and asks for the index to be
+    written again, which the next checkpoint does."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=12,
+                                     checkpoint_wait_len=1e9))
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    for i in range(20):
+        s.put("Q", b"y%d" % i, persistent=True, priority=0)
+    crash(s)
+    s = st.open()
+    data = PosixVolume(str(st.data))
+    info = ckpt.read(data)
+    assert info.idxd["Q"][1] == info.seq and s._index_later
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["delta_queues"] == 1 and s.recovery_stats["scanned_queues"] == 0
+    s.checkpoint()
+    info = ckpt.read(data)
+    assert info.idx["Q"] == info.seq and "Q" not in info.idxd
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["delta_queues"] == 0
+    assert drain(s) == [*want, *((0, b"y%d" % i) for i in range(20))]
+    s.close()
