@@ -133,7 +133,9 @@ class Authenticator:
         self._digests = {p: _digest(s) for p, s in (principals or {}).items()}
         #: where :meth:`reload` reads the principals again (the credentials file)
         self._source = source
-        self._last_reload = clock()
+        # the first refusal may read the source at once: a principal added just after the
+        # listener started (a second's rate limit from then on)
+        self._last_reload = clock() - 1.0
         self._dummy = _digest(new_secret())
         self.failures = 0
         self._on_failure = on_failure
