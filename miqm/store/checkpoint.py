@@ -108,9 +108,25 @@ _CMAGIC = b"MIQC"
 
 def encode_catalog(seq: int, queues: dict[str, tuple[int, dict[str, Any]]]) -> bytes:
     """The queue catalog as of checkpoint ``seq``: the definition (qid, attributes) of
-    every queue whose file held no live record at that checkpoint. A takeover creates
-    those queues from it without opening their files."""
-    body = json.dumps({"seq": seq, "queues": {n: [qid, a] for n, (qid, a) in queues.items()}},
+    every queue that held no live record at that checkpoint. A takeover creates those
+    queues from it without opening any file. Each distinct set of attributes is written
+    once (``attrs``) and each queue names its set by number: thousands of queues defined
+    together share one, which a takeover then parses once."""
+    sets: dict[Any, int] = {}
+    rows: dict[str, list[int]] = {}
+    attrs: list[dict[str, Any]] = []
+    for n, (qid, a) in queues.items():
+        try:
+            key: Any = tuple(a.items())
+            hash(key)
+        except TypeError:  # an unhashable value: compared by its JSON text instead
+            key = json.dumps(a, sort_keys=True)
+        k = sets.get(key)
+        if k is None:
+            k = sets[key] = len(attrs)
+            attrs.append(a)
+        rows[n] = [qid, k]
+    body = json.dumps({"seq": seq, "attrs": attrs, "queues": rows},
                       separators=(",", ":")).encode()
     return _HDR.pack(_CMAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
@@ -151,6 +167,15 @@ def _catalog_file(volume: Volume, name: str, seq: int
         obj = json.loads(body)
         if int(obj["seq"]) != seq:
             raise _Unusable(f"of checkpoint {obj['seq']}, not {seq}")
-        return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}
+        if "attrs" not in obj:  # written before attribute sets were shared
+            return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}
+        # shared by the queues naming them: never changed (a queue copies its own)
+        sets = [dict(a) for a in obj["attrs"]]
+        out = {}
+        for k, (qid, i) in obj["queues"].items():
+            if not 0 <= i < len(sets):
+                raise _Unusable(f"queue {k} names attribute set {i} of {len(sets)}")
+            out[str(k)] = (int(qid), sets[i])
+        return out
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise _Unusable(str(exc)) from exc

@@ -304,3 +304,33 @@ def test_a_queue_defined_again_replaces_the_old_file_even_when_empty(tmp_path: P
     assert not [t for n, t in st.errors if n == "AMQ7472"], st.errors
     assert s.queue_attrs("R")["DESCR"] == "new"
     s.close()
+
+
+def test_the_catalog_writes_each_attribute_set_once_and_reads_the_older_form(
+        tmp_path: Path) -> None:
+    import json as _json
+
+    from crc32c import crc32c
+
+    vol = PosixVolume(str(tmp_path))
+    same = {"MAXDEPTH": 5000, "DESCR": ""}
+    queues = {f"Q{i}": (i + 1, dict(same)) for i in range(100)}
+    queues["ODD"] = (500, {"MAXDEPTH": 7, "DESCR": "odd"})
+    raw = ckpt.encode_catalog(9, queues)
+    body = _json.loads(raw[16:])
+    assert len(body["attrs"]) == 2  # one set for the hundred, one for ODD
+    (tmp_path / ckpt.CATALOG).write_bytes(raw)
+    got, why = ckpt.read_catalog(vol, 9)
+    assert got == queues and not why
+
+    def write(obj: dict) -> None:  # type: ignore[type-arg]
+        b = _json.dumps(obj).encode()
+        (tmp_path / ckpt.CATALOG).write_bytes(ckpt._HDR.pack(b"MIQC", ckpt.VERSION, 0,
+                                                             crc32c(b), len(b)) + b)
+
+    write({"seq": 9, "queues": {"OLD": [3, {"DESCR": "older form"}]}})
+    got, _why = ckpt.read_catalog(vol, 9)
+    assert got == {"OLD": (3, {"DESCR": "older form"})}
+    write({"seq": 9, "attrs": [{}], "queues": {"BAD": [3, -1]}})
+    got, why = ckpt.read_catalog(vol, 9)
+    assert got is None and "attribute set -1" in why
