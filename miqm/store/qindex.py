@@ -5,7 +5,7 @@ also writes the queue's index as of that checkpoint: the on-file part of the in-
 :class:`~miqm.store.queues.PriorityIndex` (key, block, body length of every record, per
 priority, in delivery order), the space map, and the caller-chosen msgids and non-zero
 correlids. Opening the queue then reads one compact file (20 bytes a message) instead of
-walking every 512-byte record of the queue file.
+walking every record of the queue file.
 
 Layout (little-endian): ``magic "MIQI", crc32c:u32`` (over everything after it),
 ``version:u32, qid:u32, cp:u64`` (the checkpoint it describes), ``nspace:u64``,

@@ -39,7 +39,6 @@ from miqm.store import checkpoint as ckpt
 from miqm.store import qindex
 from miqm.store import records as R
 from miqm.store.queues import (
-    BLOCK,
     DATA_START,
     DEFAULT_ATTRS,
     BodyWriter,
@@ -47,7 +46,6 @@ from miqm.store.queues import (
     MemMessage,
     PriorityIndex,
     QueueFile,
-    blocks_for,
 )
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
@@ -479,7 +477,7 @@ class QueueManagerStore:
         error log, when they cannot be trusted (the caller scans)."""
         assert qf.f is not None
         try:
-            file_blocks = max(0, (qf.f.size() - DATA_START) // BLOCK)
+            file_blocks = max(0, (qf.f.size() - DATA_START) // qf.fmt.block)
         except LockFsError as exc:
             self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
             return False
@@ -1456,7 +1454,7 @@ class QueueManagerStore:
                 if self._guard is not None:
                     self._guard()
                 while (done := w.encode_next()) is not None:
-                    offset = 4096 + done[0] * 512
+                    offset = w.qf.fmt.offset(done[0])
                     f.pwrite(done[1], offset)
                     runs.append((offset, len(done[1])))
             plan.encoders.clear()
@@ -1635,8 +1633,9 @@ class QueueManagerStore:
             q.mem = w.plan()
             if dx is not None:
                 chosen = q.msgids.get
-                for b, k, m in w.planned:
-                    dx.added(m.priority, k, b, len(m.body), blocks_for(len(m.body)),
+                blocks_for = qf.fmt.blocks_for
+                for b, k, m, stored in w.planned:
+                    dx.added(m.priority, k, b, stored, blocks_for(stored),
                              m.msgid if chosen(m.msgid) == k else None,
                              m.correlid if m.correlid.strip(b"\0") else None)
             plan.encoders.append((qf.f, w, runs))

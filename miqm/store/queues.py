@@ -5,18 +5,16 @@ Queue file ``queues/<Q>/q`` (see docs/store-format.md):
 * bytes 0..4095: two header slots (0 and 2048), written alternately, each with magic,
   crc32c, a write counter, the queue's incarnation id (qid), the checkpoint that created
   the file, and the definition (attributes, JSON). A torn header write leaves the other.
-* from 4096: 512-byte blocks. A message occupies a run of blocks starting with a record
-  header (below) followed by its body. The space map (which blocks are in use) lives in
-  memory and is rebuilt by scanning headers on open.
+* from 4096: blocks (32 bytes in format 2, 512 in format 1: :class:`RecordFormat`). A
+  message occupies a run of blocks starting with a record header followed by its body.
+  The space map (which blocks are in use) lives in memory and is rebuilt from the index
+  file or by scanning headers on open.
 
-Record header (108 bytes): ``magic "MIQR", crc u32`` (over the rest of the header up to the
-delete mark, and the body), ``key u64, cp u64`` (the checkpoint that wrote it), ``qid u32,
-body_len u32, priority u8, flags u8, pad u16, put_time f64, msgid 24s, correlid 24s``,
-then ``del_cp u64, del_crc u32, pad u32``: the delete mark, written alone and checked by
+The delete mark (``del_cp u64, del_crc u32, pad u32``) is written alone and checked by
 its own crc so a torn mark reads as "not deleted". It sits *after* the crc-covered header
 on purpose: a torn write of a new record over a deleted one can change the mark only if
-it has already replaced the whole header before it, so a deleted record can never come
-back with a fresh-looking mark (the crash harness found exactly that with the mark first).
+it has already replaced the header before it, so a deleted record can never come back
+with a fresh-looking mark (the crash harness found exactly that with the mark first).
 
 Crash safety without a second copy: the queue file changes only during a checkpoint, after
 the log is forced (write-ahead). A checkpoint never writes into blocks that are in use as
@@ -42,47 +40,105 @@ from lockfs.volume import Volume, VolumeFile
 from miqm.errors import StoreError
 from miqm.store.qindex import DeltaLog
 
-BLOCK = 512
 DATA_START = 4096
 HDR_SLOT = 2048
 _QHDR = struct.Struct("<4sIIQIQI")  # magic, crc, version, seq, qid, created_cp, json length
 _QMAGIC = b"MIQQ"
-QFILE_VERSION = 1
 _DEL = struct.Struct("<QII")
-_REC = struct.Struct("<4sIQQIIBBHd24s24s")
-DEL_AT = _REC.size  # 92: the delete mark follows the crc-covered header
-REC_HDR = _DEL.size + _REC.size  # 108
-_RMAGIC = b"MIQR"
 _DELKEY = struct.Struct("<QQI")
 FLAG_PERSISTENT = 1
+FLAG_CORRELID = 2  # format 2: a correlid follows the msgid
 _NO_CORRELID = bytes(24)
-_ONES = [b"\x01" * n for n in range(64)]  # space-map runs for records up to 32 KiB
+_ONES = [b"\x01" * n for n in range(128)]  # space-map runs of the common sizes
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """How one version of the queue file lays out its records.
+
+    Both versions: ``magic, crc u32`` (over the header from ``key`` up to the delete mark
+    and everything after the mark: the stored part), ``key u64, cp u64, qid u32, stored
+    u32, priority u8, flags u8, pad u16, put_time f64``, then in version 1 ``msgid 24s,
+    correlid 24s``, then the 16-byte delete mark, then in version 2 the msgid, a correlid
+    only when ``FLAG_CORRELID`` is set, and the body. ``stored`` is what follows the fixed
+    part: the body (version 1), the optional correlid and the body (version 2); the index
+    keeps it as the record's length.
+    """
+
+    version: int
+    block: int
+    magic: bytes
+    head: struct.Struct  # the crc-covered header before the delete mark
+    fixed: int  # bytes before the stored part (header, mark, version 2's msgid)
+
+    @property
+    def del_at(self) -> int:
+        """Offset of the delete mark in a record."""
+        return self.head.size
+
+    def blocks_for(self, stored: int) -> int:
+        """Blocks a record with ``stored`` bytes after its fixed part occupies."""
+        return (self.fixed + stored + self.block - 1) // self.block
+
+    def offset(self, block: int) -> int:
+        """File offset of data block ``block``."""
+        return DATA_START + block * self.block
+
+    def stored_len(self, body_len: int, correlid: bytes) -> int:
+        """``stored`` of a record of this body and correlid."""
+        if self.version == 1 or correlid == _NO_CORRELID:
+            return body_len
+        return body_len + 24
+
+    def encode(self, key: int, cp: int, qid: int, priority: int, persistent: bool,
+               put_time: float, msgid: bytes, correlid: bytes, body: bytes) -> bytes:
+        """A message record padded to whole blocks (delete mark clear)."""
+        flags = FLAG_PERSISTENT if persistent else 0
+        mark = _DEL.pack(0, 0, 0)
+        if self.version == 1:
+            rest = self.head.pack(b"", 0, key, cp, qid, len(body), priority, flags, 0,
+                                  put_time, msgid, correlid)[8:]
+            tail = body
+        else:
+            with_c = correlid != _NO_CORRELID
+            if with_c:
+                flags |= FLAG_CORRELID
+            rest = self.head.pack(b"", 0, key, cp, qid, len(body) + (24 if with_c else 0),
+                                  priority, flags, 0, put_time)[8:]
+            tail = b"".join((msgid, correlid, body)) if with_c else msgid + body
+        crc = crc32c(tail, crc32c(rest))
+        data = b"".join((self.magic, crc.to_bytes(4, "little"), rest, mark, tail))
+        pad = (-len(data)) % self.block
+        return data + bytes(pad) if pad else data
+
+    def split(self, rec: bytes | memoryview, s: int, fields: tuple[Any, ...]
+              ) -> tuple[bytes, bytes, int]:
+        """(msgid, correlid, offset of the body) of the record at ``s`` whose header
+        ``fields`` were unpacked by :attr:`head`."""
+        if self.version == 1:
+            return fields[10], fields[11], s + self.fixed
+        at = s + self.del_at + _DEL.size
+        msgid = bytes(rec[at:at + 24])
+        if fields[7] & FLAG_CORRELID:
+            return msgid, bytes(rec[at + 24:at + 48]), at + 48
+        return msgid, _NO_CORRELID, at + 24
+
+
+#: 512-byte blocks, 108 bytes before the body (files written before format 2)
+FORMAT_1 = RecordFormat(1, 512, b"MIQR", struct.Struct("<4sIQQIIBBHd24s24s"), 108)
+#: 32-byte blocks, 84 bytes before the body (msgid included), the correlid only when one
+#: was given: an 8-byte message takes 96 bytes. The delete mark (bytes 44-59) shares its
+#: 32-byte block with the header's last bytes, so a torn write of a later record over it
+#: (sectors are whole multiples of blocks) changes both or neither, as in format 1.
+FORMAT_2 = RecordFormat(2, 32, b"MIQS", struct.Struct("<4sIQQIIBBHd"), 84)
+FORMATS = {1: FORMAT_1, 2: FORMAT_2}
+#: the format of new queue files
+QFILE_VERSION = 2
 
 DEFAULT_ATTRS: dict[str, Any] = {
     "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
     "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304,
 }
-
-
-def blocks_for(body_len: int) -> int:
-    """512-byte blocks a record with a body of ``body_len`` bytes occupies."""
-    return (REC_HDR + body_len + BLOCK - 1) // BLOCK
-
-
-def block_offset(block: int) -> int:
-    """File offset of data block ``block``."""
-    return DATA_START + block * BLOCK
-
-
-def encode_record(key: int, cp: int, qid: int, priority: int, persistent: bool,
-                  put_time: float, msgid: bytes, correlid: bytes, body: bytes) -> bytes:
-    """A message record padded to whole blocks (delete mark clear)."""
-    rest = struct.pack("<QQIIBBHd24s24s", key, cp, qid, len(body), priority,
-                       FLAG_PERSISTENT if persistent else 0, 0, put_time, msgid, correlid)
-    crc = crc32c(body, crc32c(rest))
-    data = b"".join((_RMAGIC, struct.pack("<I", crc), rest, _DEL.pack(0, 0, 0), body))
-    pad = (-len(data)) % BLOCK
-    return data + bytes(pad) if pad else data
 
 
 def delete_mark(key: int, cp: int, qid: int) -> bytes:
@@ -120,10 +176,14 @@ class QueueFile:
         self.garbage: list[int] = []
         self.max_key = 0
         self.max_cp_seen = 0
+        self.fmt = FORMATS[QFILE_VERSION]
 
     # -- open / header -------------------------------------------------------------
-    def create(self, qid: int, created_cp: int, attrs: dict[str, Any]) -> None:
-        """Make a fresh file (replacing any) with one header; not yet synced."""
+    def create(self, qid: int, created_cp: int, attrs: dict[str, Any],
+               version: int | None = None) -> None:
+        """Make a fresh file (replacing any) with one header, in format ``version`` (the
+        current one unless given); not yet synced."""
+        self.fmt = FORMATS[version or QFILE_VERSION]
         self.volume.makedirs(self.path.rsplit("/", 1)[0])
         self.f = self.volume.open(self.path, create=True)
         self.f.truncate(0)
@@ -155,6 +215,12 @@ class QueueFile:
             raise StoreError(
                 f"queue file {self.volume.describe()}/{self.path} is corrupt: no valid header "
                 "(restore it with rcrmqobj, or delete the queue)")
+        fmt = FORMATS.get(best[4])
+        if fmt is None:
+            raise StoreError(
+                f"queue file {self.volume.describe()}/{self.path} has format version "
+                f"{best[4]}; this miqm reads versions {', '.join(map(str, FORMATS))}")
+        self.fmt = fmt
         self.hseq, self.qid, self.created_cp = best[0], best[1], best[2]
         self.attrs = json.loads(best[3])
         return True
@@ -166,8 +232,8 @@ class QueueFile:
         body = json.dumps(attrs, separators=(",", ":")).encode()
         if _QHDR.size + len(body) > HDR_SLOT:
             raise StoreError(f"queue {self.name}: definition too large for the header")
-        rest = _QHDR.pack(_QMAGIC, 0, QFILE_VERSION, self.hseq, self.qid, self.created_cp,
-                          len(body))[8:]
+        rest = _QHDR.pack(_QMAGIC, 0, self.fmt.version, self.hseq, self.qid,
+                          self.created_cp, len(body))[8:]
         crc = crc32c(rest + body)
         data = _QMAGIC + struct.pack("<I", crc) + rest + body
         self.f.pwrite(data + bytes(HDR_SLOT - len(data)), (self.hseq % 2) * HDR_SLOT)
@@ -185,15 +251,19 @@ class QueueFile:
         that loaded this file from its index and so left its records unzeroed).
         """
         assert self.f is not None
+        fmt = self.fmt
+        blk, magic, fixed, del_at = fmt.block, fmt.magic, fmt.fixed, fmt.del_at
+        stored_at = del_at + _DEL.size  # the crc's second part starts after the mark
         pread = self.f.pread
         size = self.f.size()
-        nblocks = max(0, (size - DATA_START) // BLOCK)
+        nblocks = max(0, (size - DATA_START) // blk)
         self.space = space = bytearray(nblocks)
         self.garbage = garbage = []
         self.max_key = max_key = 0
         self.max_cp_seen = max_cp = 0
         qid_here = self.qid
-        unpack_rec, unpack_del = _REC.unpack_from, _DEL.unpack_from
+        unpack_rec, unpack_del = fmt.head.unpack_from, _DEL.unpack_from
+        split = fmt.split
         # a window of the file: buf holds blocks from buf_start; mv is a view of it (the
         # crc reads the body through it without copying)
         buf = b""
@@ -201,34 +271,39 @@ class QueueFile:
         buf_start = 0
         b = 0
         while b < nblocks:
-            s = (b - buf_start) * BLOCK
-            if s + REC_HDR > len(buf):
-                buf = pread(max(REC_HDR, chunk), DATA_START + b * BLOCK)
+            s = (b - buf_start) * blk
+            if s + fixed > len(buf):
+                buf = pread(max(fixed, chunk), fmt.offset(b))
                 mv, buf_start, s = memoryview(buf), b, 0
                 if len(buf) < 4:
                     break
-            if not buf.startswith(_RMAGIC, s):
-                b += 1
+            if not buf.startswith(magic, s):
+                # free space: on to the next block that starts with the magic
+                j = buf.find(magic, s + 1)
+                while j > 0 and j % blk:
+                    j = buf.find(magic, j + 1)
+                b = buf_start + (j // blk if j > 0 else max(1, len(buf) // blk))
                 continue
-            if s + REC_HDR > len(buf):  # a short read at the end of the file
+            if s + fixed > len(buf):  # a short read at the end of the file
                 garbage.append(b)
                 b += 1
                 continue
-            (_m, crc, key, cp, qid, blen, prio, _fl, _p, _t, msgid, correlid) = unpack_rec(buf, s)
-            del_cp, del_crc, _ = unpack_del(buf, s + DEL_AT)
-            n = (REC_HDR + blen + BLOCK - 1) // BLOCK
+            fields = unpack_rec(buf, s)
+            crc, key, cp, qid, stored, prio = fields[1:7]
+            del_cp, del_crc, _ = unpack_del(buf, s + del_at)
+            n = (fixed + stored + blk - 1) // blk
             if cp > max_cp:
                 max_cp = cp
             if b + n > nblocks or qid != qid_here or cp > completed_cp or cp in aborted:
                 garbage.append(b)
                 b += 1
                 continue
-            end = s + REC_HDR + blen
+            end = s + fixed + stored
             if end > len(buf):
-                buf = pread(max(REC_HDR + blen, chunk), DATA_START + b * BLOCK)
-                mv, buf_start, s, end = memoryview(buf), b, 0, REC_HDR + blen
-            if end > len(buf) or crc32c(mv[s + REC_HDR:end],
-                                        crc32c(mv[s + 8:s + DEL_AT])) != crc:
+                buf = pread(max(fixed + stored, chunk), fmt.offset(b))
+                mv, buf_start, s, end = memoryview(buf), b, 0, fixed + stored
+            if end > len(buf) or crc32c(mv[s + stored_at:end],
+                                        crc32c(mv[s + 8:s + del_at])) != crc:
                 garbage.append(b)
                 b += 1
                 continue
@@ -242,7 +317,8 @@ class QueueFile:
             if key > max_key:
                 max_key = key
             self.max_key, self.max_cp_seen = max_key, max_cp
-            yield FileRecord(key, b, n, blen, prio, msgid, correlid)
+            msgid, correlid, _body_at = split(buf, s, fields)
+            yield FileRecord(key, b, n, stored, prio, msgid, correlid)
             b += n
         self.max_key, self.max_cp_seen = max_key, max_cp
 
@@ -251,24 +327,29 @@ class QueueFile:
         assert self.f is not None
         for b in self.garbage:
             if not self.space[b]:
-                self.f.pwrite(bytes(8), block_offset(b))
+                self.f.pwrite(bytes(8), self.fmt.offset(b))
         if self.garbage:
             self.f.fdatasync()
         self.garbage = []
 
     # -- records -------------------------------------------------------------------
-    def read(self, block: int, body_len: int) -> tuple[int, int, bool, float, bytes, bytes, bytes]:
-        """(key, priority, persistent, put_time, msgid, correlid, body) of a record."""
+    def read(self, block: int, stored: int) -> tuple[int, int, bool, float, bytes, bytes, bytes]:
+        """(key, priority, persistent, put_time, msgid, correlid, body) of the record at
+        ``block`` whose index length is ``stored``."""
         assert self.f is not None
-        data = self.f.pread(REC_HDR + body_len, block_offset(block))
-        (magic, crc, key, _cp, _qid, blen, prio, fl, _p, t, msgid, correlid) = _REC.unpack_from(
-            data, 0)
-        if (magic != _RMAGIC or blen != body_len
-                or crc32c(data[REC_HDR:], crc32c(data[8:DEL_AT])) != crc):
+        fmt = self.fmt
+        data = self.f.pread(fmt.fixed + stored, fmt.offset(block))
+        fields = fmt.head.unpack_from(data, 0) if len(data) >= fmt.head.size else None
+        if (fields is None or fields[0] != fmt.magic or fields[5] != stored
+                or len(data) != fmt.fixed + stored
+                or crc32c(data[fmt.del_at + _DEL.size:],
+                          crc32c(data[8:fmt.del_at])) != fields[1]):
             raise StoreError(
                 f"queue file {self.volume.describe()}/{self.path} is corrupt at offset "
-                f"{block_offset(block)} (restore it with rcrmqobj)")
-        return key, prio, bool(fl & FLAG_PERSISTENT), t, msgid, correlid, data[REC_HDR:]
+                f"{fmt.offset(block)} (restore it with rcrmqobj)")
+        msgid, correlid, body_at = fmt.split(data, 0, fields)
+        return (fields[2], fields[6], bool(fields[7] & FLAG_PERSISTENT), fields[9], msgid,
+                correlid, data[body_at:])
 
     def allocate(self, n: int) -> int:
         """First run of ``n`` free blocks (extends the map past the end if needed)."""
@@ -292,7 +373,7 @@ class QueueFile:
     def mark_deleted(self, block: int, key: int, cp: int) -> None:
         """Write the delete mark of the record at ``block`` (checkpoint ``cp``)."""
         assert self.f is not None
-        self.f.pwrite(delete_mark(key, cp, self.qid), block_offset(block) + DEL_AT)
+        self.f.pwrite(delete_mark(key, cp, self.qid), self.fmt.offset(block) + self.fmt.del_at)
 
     def free_later(self, block: int, n: int) -> None:
         """Mark blocks freed by this checkpoint (reusable only after it completes)."""
@@ -310,7 +391,7 @@ class QueueFile:
         while used > 0 and self.space[used - 1] == 0:
             used -= 1
         size = self.f.size()
-        want = block_offset(used)
+        want = self.fmt.offset(used)
         if size - want > 16384 and size - want > size // 100:
             self.f.truncate(want)
             del self.space[used:]
@@ -567,7 +648,9 @@ class LocalQueue:
         p, i = hit
         block = self.index.blocks[p][i]
         if block >= 0:
-            self.to_delete.append((block, blocks_for(self.index.lens[p][i]), key))
+            assert self.file is not None  # a record in the file: the file is open
+            self.to_delete.append((block, self.file.fmt.blocks_for(self.index.lens[p][i]),
+                                   key))
         self.index.remove(p, i)
         self.present -= 1
         self.mem.pop(key, None)
@@ -603,23 +686,28 @@ class BodyWriter:
     def __init__(self, q: LocalQueue, qf: QueueFile, mem: dict[int, MemMessage], seq: int,
                  run_max: int) -> None:
         self.q, self.qf, self.mem, self.seq, self.run_max = q, qf, mem, seq, run_max
-        self.planned: list[tuple[int, int, MemMessage]] = []  # (block, key, message)
+        # (block, key, message, stored length: the index's length of the record)
+        self.planned: list[tuple[int, int, MemMessage, int]] = []
         self.next = 0
 
     def plan(self) -> dict[int, MemMessage]:
         """Choose the blocks of every persistent body that is still queued; returns the
         messages that stay in memory (non-persistent ones, and any no longer indexed)."""
         kept: dict[int, MemMessage] = {}
-        find, blocks, allocate = self.q.index.find, self.q.index.blocks, self.qf.allocate
+        ix = self.q.index
+        find, blocks, lens, allocate = ix.find, ix.blocks, ix.lens, self.qf.allocate
+        fmt = self.qf.fmt
         planned = self.planned
         for k, m in self.mem.items():
             hit = find(k, m.priority) if m.persistent else None
             if hit is None:
                 kept[k] = m
                 continue
-            b = allocate((REC_HDR + len(m.body) + BLOCK - 1) // BLOCK)
+            stored = fmt.stored_len(len(m.body), m.correlid)
+            b = allocate(fmt.blocks_for(stored))
             blocks[hit[0]][hit[1]] = b
-            planned.append((b, k, m))
+            lens[hit[0]][hit[1]] = stored
+            planned.append((b, k, m, stored))
         return kept
 
     def encode_next(self) -> tuple[int, bytes] | None:
@@ -630,12 +718,14 @@ class BodyWriter:
         start = planned[i][0]
         run = bytearray()
         seq, qid = self.seq, self.q.qid
+        fmt = self.qf.fmt
+        blk, encode = fmt.block, fmt.encode
         while i < len(planned):
-            b, k, m = planned[i]
-            if run and (b != start + len(run) // BLOCK or len(run) >= self.run_max):
+            b, k, m, _stored = planned[i]
+            if run and (b != start + len(run) // blk or len(run) >= self.run_max):
                 break
-            run += encode_record(k, seq, qid, m.priority, True, m.put_time, m.msgid,
-                                 m.correlid, m.body)
+            run += encode(k, seq, qid, m.priority, True, m.put_time, m.msgid, m.correlid,
+                          m.body)
             i += 1
         self.next = i
         return start, bytes(run)

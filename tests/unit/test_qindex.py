@@ -334,3 +334,40 @@ def test_the_catalog_writes_each_attribute_set_once_and_reads_the_older_form(
     write({"seq": 9, "attrs": [{}], "queues": {"BAD": [3, -1]}})
     got, why = ckpt.read_catalog(vol, 9)
     assert got is None and "attribute set -1" in why
+
+
+def test_queue_files_of_format_1_are_still_read_and_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue file written before format 2 (512-byte blocks) keeps working: opened from
+    its index or by a scan, with new messages added to it in its own format; a queue
+    defined now gets format 2 (32-byte blocks: an 8-byte message takes 96 bytes)."""
+    from miqm.store import queues
+
+    st = Store(tmp_path)
+    monkeypatch.setattr(queues, "QFILE_VERSION", 1)
+    s = st.open()
+    want = fill(s)
+    s.close()
+    monkeypatch.undo()
+    qpath = st.data / "queues" / "Q" / "q"
+    assert qpath.stat().st_size >= 4096 + 60 * 512
+    s = st.open()
+    assert s.state.queues["Q"].file.fmt.version == 1  # type: ignore[union-attr]
+    s.put("Q", b"late", persistent=True, priority=0, correlid=b"c1")
+    s.define_queue("NEW")
+    for i in range(100):
+        s.put("NEW", b"%08d" % i, persistent=True)
+    s.checkpoint()
+    crash(s)
+    new = st.data / "queues" / "NEW" / "q"
+    assert new.stat().st_size == 4096 + 100 * 96
+    for name in ("idx", "idx.d", "idx.new", "idx.d.new"):  # and by a scan of both
+        (st.data / "queues" / "Q" / name).unlink(missing_ok=True)
+    s = st.open()
+    assert s.state.queues["NEW"].file.fmt.version == 2  # type: ignore[union-attr]
+    assert drain(s) == [*want, (0, b"late")]
+    got = []
+    while (m := s.get("NEW")) is not None:
+        got.append(m.body)
+    assert got == [b"%08d" % i for i in range(100)]
+    s.close()

@@ -161,9 +161,10 @@ def test_the_queue_scan_is_the_same_for_every_window_and_leaves_out_what_is_not_
         qf = QueueFile(vol, "Q")
         assert qf.open_existing()
         victim = next(r for r in qf.scan(last) if r.body_len >= 300 and r.block > 40)
+        fmt = qf.fmt
         qf.close()
         raw = bytearray(path.read_bytes())
-        raw[DATA_START + victim.block * 512 + 108 + 100] ^= 0xFF
+        raw[DATA_START + victim.block * fmt.block + fmt.fixed + 100] ^= 0xFF
         path.write_bytes(bytes(raw))
     for completed in (last, last - 1, 1):  # later checkpoints' records are garbage
         seen = []

@@ -16,7 +16,7 @@ from miqm.errors import MessagingError, ObjectError, StoreError
 from miqm.store import checkpoint as ckpt
 from miqm.store import records as R
 from miqm.store.qmstore import QueueManagerStore
-from miqm.store.queues import PriorityIndex, encode_record
+from miqm.store.queues import FORMAT_1, FORMAT_2, PriorityIndex
 from miqm.store.settings import LogSettings, StoreTuning
 from tests.unit.test_store_fakelog import FakeLog
 from tests.waiting import wait_until
@@ -54,8 +54,12 @@ def test_truncated_record_is_a_store_error() -> None:
 
 
 def test_queue_record_is_whole_blocks() -> None:
-    rec = encode_record(1, 1, 1, 0, True, 0.0, bytes(24), bytes(24), b"x" * 1024)
+    rec = FORMAT_1.encode(1, 1, 1, 0, True, 0.0, bytes(24), bytes(24), b"x" * 1024)
     assert len(rec) % 512 == 0 and len(rec) == 1536
+    # format 2: an 8-byte message takes three 32-byte blocks; a correlid adds 24 bytes
+    rec = FORMAT_2.encode(1, 1, 1, 0, True, 0.0, b"m" * 24, bytes(24), b"8 bytes!")
+    assert len(rec) == 96 and FORMAT_2.blocks_for(FORMAT_2.stored_len(8, bytes(24))) == 3
+    assert FORMAT_2.stored_len(8, b"c" * 24) == 32 and FORMAT_2.blocks_for(32) == 4
 
 
 # -- index ----------------------------------------------------------------------------
@@ -544,7 +548,7 @@ def test_a_checkpoint_writes_a_deep_queue_in_bounded_runs(tmp_path: Path) -> Non
     store.put("Q", b"seed", persistent=True)  # the queue has a file from here
     store.checkpoint()
     u = store.begin()
-    bodies = [bytes([i % 251]) * 1024 for i in range(7000)]  # about 10 MiB of records
+    bodies = [bytes([i % 251]) * 1024 for i in range(9500)]  # about 10 MiB of records
     for b in bodies:
         store.put("Q", b, persistent=True, uow=u)
     store.commit(u)
