@@ -133,9 +133,9 @@ class Authenticator:
         self._digests = {p: _digest(s) for p, s in (principals or {}).items()}
         #: where :meth:`reload` reads the principals again (the credentials file)
         self._source = source
-        # the first refusal may read the source at once: a principal added just after the
-        # listener started (a second's rate limit from then on)
-        self._last_reload = clock() - 1.0
+        self._last_reload = clock()
+        # principal -> when a refusal of it last read the source again (bounded)
+        self._unknown_reload: dict[str, float] = {}
         self._dummy = _digest(new_secret())
         self.failures = 0
         self._on_failure = on_failure
@@ -151,7 +151,7 @@ class Authenticator:
         principal, secret = split(credential) if isinstance(credential, str) else ("", "")
         want = self._digests.get(principal, self._dummy)
         ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
-        if not ok and principal and self._reload_due():
+        if not ok and principal and self._reload_due(principal):
             want = self._digests.get(principal, self._dummy)
             ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
         if ok:
@@ -159,11 +159,22 @@ class Authenticator:
         self._failed(peer, principal or "(none)")
         return None
 
-    def _reload_due(self) -> bool:
-        """Read the principals again if a second has passed since the last read (an
-        application added by ``miqm credential --add`` after the listener started)."""
-        if self._source is None or self._clock() - self._last_reload < 1.0:
+    def _reload_due(self, principal: str) -> bool:
+        """Read the principals again (an application added by ``miqm credential --add``
+        after the listener started) if a second has passed since the last read, or if
+        ``principal`` is not in the table and no refusal of it read them in the last
+        second: a principal added just after any read is let in at its first try, while a
+        flood of attempts reads the file at most once a second per name."""
+        if self._source is None:
             return False
+        now = self._clock()
+        if now - self._last_reload < 1.0:
+            if principal in self._digests or now - self._unknown_reload.get(
+                    principal, -1e9) < 1.0:
+                return False
+            if len(self._unknown_reload) >= 1024:
+                self._unknown_reload.clear()
+            self._unknown_reload[principal] = now
         return self.reload()
 
     def reload(self) -> bool:

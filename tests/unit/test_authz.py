@@ -380,12 +380,16 @@ def test_the_listener_learns_added_and_removed_principals_from_its_source() -> N
     clock = [100.0]
     auth = Authenticator(dict(table), source=lambda: dict(table), clock=lambda: clock[0])
     table["app1"] = "s2"
-    # the first refusal reads the file again at once (added just after the start)
+    # an unknown principal: the file is read again at once (added just after the start)
     assert auth.check("app1:s2") == "app1"
+    assert auth.check("admin:wrong") is None  # a known one: read less than a second ago
     table["app2"] = "s3"
-    assert auth.check("app2:s3") is None  # read less than a second ago: not again yet
+    assert auth.check("app2:s3") == "app2"  # another unknown one: read again at once
+    assert auth.check("app3:s4") is None  # not there: that name is not read again...
+    table["app3"] = "s4"
+    assert auth.check("app3:s4") is None  # ...for a second
     clock[0] += 1.5
-    assert auth.check("app2:s3") == "app2"  # an unknown principal: the file is read again
+    assert auth.check("app3:s4") == "app3"
     del table["app1"]
     clock[0] += 5
     assert auth.check("app1:s2") == "app1"  # a known one is not re-read on success...
