@@ -137,7 +137,9 @@ def test_w_fails_when_the_lease_expires_under_a_stopped_holder(nfs_lab: lab.NfsL
 
 def test_integrity_after_the_writer_is_cut_off(nfs_lab: lab.NfsLab) -> None:
     url, d = _dir(nfs_lab, "fsck-integrity")
-    code, _, err = _finish(_in(nfs_lab, "a", "-f", "-p", "4096", url))
+    # 16,384 pages: b must not write a whole lap and overwrite every page of generation 1
+    # in the 1.5 s it writes below (seen: 3,800 pages/s on a fast machine's idle lab)
+    code, _, err = _finish(_in(nfs_lab, "a", "-f", "-p", "16384", url))
     assert code == 0, err
     a = _in(nfs_lab, "a", "-a", "--json", url)
     b = None
@@ -150,9 +152,7 @@ def test_integrity_after_the_writer_is_cut_off(nfs_lab: lab.NfsLab) -> None:
         fu.wait_state(d, "a", "writing", timeout=nfs_lab.lease * 4 + 10, proc=b)
         time.sleep(0.5)
         nfs_lab.heal("a")  # anything a's client still had in flight may land now
-        # short enough that b cannot write a whole lap of the 4,096-page file and
-        # overwrite every page of generation 1 (it writes ~1,800 pages/s on an idle lab)
-        time.sleep(1.0)
+        time.sleep(1.0)  # short against a lap of the file (above)
         b.terminate()
         code_b, out_b, err_b = _finish(b)
     finally:
