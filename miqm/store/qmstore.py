@@ -755,7 +755,7 @@ class QueueManagerStore:
             norm["ALTDATE"], norm["ALTTIME"] = stamp.strftime("%Y-%m-%d"), stamp.strftime(
                 "%H.%M.%S")
             lsn = self._append(R.encode_json(R.ALTER, {"name": name, "attrs": norm}))
-            q.attrs.update(norm)
+            q.attrs = {**q.attrs, **norm}  # replaced, never changed: the catalog shares it
             q.header_dirty = True
             self._after_op()
         self._force(lsn)
@@ -1435,12 +1435,14 @@ class QueueManagerStore:
         file holds no live record, with their definition as in its header); a new one is
         written only when it differs from the last."""
         info = plan.info
+        # a queue's attributes are replaced, never changed in place (alter_queue): the
+        # catalog keeps the dicts themselves, and comparing with the last one mostly
+        # compares identities
         cat = {q.name: (q.qid, q.attrs) for q in self.state.queues.values()
                if q.present == 0 and q.name not in self._damaged}
         if self._catalog is not None and cat == self._catalog:
             info.catalog = self._catalog_cp
             return
-        cat = {n: (qid, dict(a)) for n, (qid, a) in cat.items()}
         plan.catalog = ckpt.encode_catalog(info.seq, cat)
         self._catalog, self._catalog_cp = cat, info.seq
         info.catalog = info.seq

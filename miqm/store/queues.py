@@ -534,6 +534,7 @@ class LocalQueue:
     def __init__(self, name: str, qid: int, attrs: dict[str, Any]) -> None:
         self.name = name
         self.qid = qid
+        # replaced on ALTER, never changed in place (the queue catalog shares it)
         self.attrs: dict[str, Any] = {**DEFAULT_ATTRS, **attrs}
         # self.index (PriorityIndex) is made on first use (__getattr__): a takeover of
         # thousands of queues defines them all, most never see a message

@@ -225,7 +225,7 @@ class StoreState:
         elif t == R.ALTER:
             q = self._q(rec.queue)
             if q is not None:
-                q.attrs.update(rec.attrs)
+                q.attrs = {**q.attrs, **rec.attrs}  # replaced, never changed in place
                 q.header_dirty = True
         elif t == R.DELETE:
             if self.only is None:
