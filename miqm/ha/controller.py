@@ -459,9 +459,15 @@ class Controller:
         return True
 
     def _prepare_for_takeover(self) -> None:
-        """Load what the active role needs before it is needed (failover speed)."""
+        """Load what the active role needs before it is needed (failover speed): every
+        module ``become_active`` would otherwise import (and maybe compile) after it took
+        the lock, the log with its C parts included."""
+        import miqm.net.listen
         import miqm.net.server
         import miqm.net.service
+        import miqm.store.checkpoint
+        import miqm.store.log
+        import miqm.store.qindex
         import miqm.store.qmstore  # noqa: F401
 
     def _end_standby(self, why: str) -> int:
