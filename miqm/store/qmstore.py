@@ -499,9 +499,10 @@ class QueueManagerStore:
             path = f"queues/{q.name}/{fname}"
             ix = q.index = PriorityIndex()
             try:
-                raw = self.data.read_bytes(path)
                 # with a delta, the index's space map may be longer than the file now
-                d = qindex.decode(raw, q.qid, idx_cp, file_blocks if x is None else 1 << 62)
+                with self.data.open(path) as f:
+                    d = qindex.read_index(f.pread, f.size(), q.qid, idx_cp,
+                                          file_blocks if x is None else 1 << 62)
                 base_n = sum(len(k) for k in d.keys)
                 if x is not None:
                     qindex.apply_delta(d, x, file_blocks)
