@@ -256,12 +256,19 @@ def bench_failover_lab(cycles: int, fault: str, *, lab_dir: str | None = None,
     lease is used, or a new one with ``lease``); returns the figures."""
     if fault not in ("partition", "pause"):
         raise LabError(f"--fault {fault} is not a lab fault (partition, pause)")
+    return _on_lab(lab_dir, lease, lambda lab, work: _run(lab, work, cycles, fault, echo))
+
+
+def _on_lab(lab_dir: str | None, lease: int,
+            run: Callable[[NfsLab, Path], dict[str, Any]]) -> dict[str, Any]:
+    """``run(lab, work)`` on the lab up in ``lab_dir`` or on a new one with ``lease``
+    (brought down after), with a scratch directory removed after."""
     work = Path(tempfile.mkdtemp(prefix="miqm-bench-lab-"))
     try:
         if lab_dir is not None:
-            return _run(running_lab(Path(lab_dir)), work, cycles, fault, echo)
+            return run(running_lab(Path(lab_dir)), work)
         with lab_session(work / "lab", lease) as lab:
-            return _run(lab, work, cycles, fault, echo)
+            return run(lab, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -320,14 +327,8 @@ def bench_backlog_lab(cases: list[tuple[int, int]], cycles: int, *,
     the NFSv4 lab, each instance in its namespace reading them over NFS. The deep queue is
     filled through the store over NFS from this process before the instances start; the
     restart is timed in this process over NFS too."""
-    work = Path(tempfile.mkdtemp(prefix="miqm-bench-lab-"))
-    try:
-        if lab_dir is not None:
-            return _run_backlog(running_lab(Path(lab_dir)), work, cases, cycles, echo)
-        with lab_session(work / "lab", lease) as lab:
-            return _run_backlog(lab, work, cases, cycles, echo)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return _on_lab(lab_dir, lease,
+                   lambda lab, work: _run_backlog(lab, work, cases, cycles, echo))
 
 
 def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: int,
