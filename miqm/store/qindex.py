@@ -136,7 +136,12 @@ def read_index(pread: Callable[[int, int], bytes], size: int, qid: int, cp: int,
     (``size`` bytes in all) straight into the arrays, instead of reading it whole first:
     at ten million messages that buffer would be 230 MB of fresh memory to fault in, which
     costs a takeover more than reading it."""
-    head = pread(_HEAD.size, 0)
+    head = b""
+    while len(head) < _HEAD.size:  # a read may return less than asked
+        piece = pread(_HEAD.size - len(head), len(head))
+        if not piece:
+            break
+        head += piece
     if len(head) < _HEAD.size:
         raise IndexInvalid(f"{size} bytes, shorter than its header")
     f = _HEAD.unpack_from(head, 0)
@@ -154,16 +159,23 @@ def read_index(pread: Callable[[int, int], bytes], size: int, qid: int, cp: int,
     def section(n: int, into: array | bytearray) -> None:
         nonlocal pos, running
         end = pos + n
+        width = 1 if isinstance(into, bytearray) else into.itemsize
+        carry = b""  # a short read may end inside an item
         while pos < end:
             piece = pread(min(READ_CHUNK, end - pos), pos)
             if not piece:
                 raise IndexInvalid(f"it ends at {pos} bytes, its header implies {want}")
             running = crc32c(piece, running)
+            pos += len(piece)
+            if carry:
+                piece, carry = carry + piece, b""
+            cut = len(piece) - len(piece) % width
+            if cut < len(piece):
+                piece, carry = piece[:cut], piece[cut:]
             if isinstance(into, bytearray):
                 into += piece
             else:
                 into.frombytes(piece)
-            pos += len(piece)
 
     keys, blocks, lens = [], [], []
     for n in counts:

@@ -371,3 +371,41 @@ def test_queue_files_of_format_1_are_still_read_and_written(
         got.append(m.body)
     assert got == [b"%08d" % i for i in range(100)]
     s.close()
+
+
+def test_the_index_read_piece_by_piece_is_the_index(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_index (what an open uses) fills the arrays from pieces of any size, and a file
+    that ends early or differs anywhere is refused."""
+    from miqm.store import qindex
+
+    st = Store(tmp_path)
+    s = st.open()
+    fill(s)
+    s.checkpoint()
+    qid, cp = s.state.queues["Q"].qid, s.state.queues["Q"].idx_cp
+    s.close()
+    raw = (st.data / "queues" / "Q" / "idx").read_bytes()
+    whole = qindex.decode(raw, qid, cp, 1 << 30)
+    monkeypatch.setattr(qindex, "READ_CHUNK", 7)
+    reads = []
+
+    def pread(n: int, off: int) -> bytes:
+        reads.append(n)
+        return raw[off:off + n]
+
+    assert qindex.read_index(pread, len(raw), qid, cp, 1 << 30) == whole
+    assert len(reads) > (len(raw) - 120) // 7 and max(reads[1:]) <= 7
+    # reads shorter than asked (a network filesystem's), ending inside an 8-byte key
+    assert qindex.read_index(lambda n, off: raw[off:off + min(n, 5)], len(raw), qid, cp,
+                             1 << 30) == whole
+
+    def short(n: int, off: int) -> bytes:
+        return raw[off:off + n] if off < len(raw) - 40 else b""
+
+    with pytest.raises(qindex.IndexInvalid, match="ends at"):
+        qindex.read_index(short, len(raw), qid, cp, 1 << 30)
+    bad = bytearray(raw)
+    bad[len(raw) // 3] ^= 1
+    with pytest.raises(qindex.IndexInvalid, match="checksum"):
+        qindex.read_index(lambda n, off: bytes(bad[off:off + n]), len(raw), qid, cp, 1 << 30)
