@@ -157,40 +157,36 @@ def read_index(pread: Callable[[int, int], bytes], size: int, qid: int, cp: int,
     pos = _HEAD.size
 
     def section(n: int, into: array | bytearray) -> None:
+        """Read the next ``n`` bytes into ``into``, sized for them beforehand (growing
+        it piece by piece would over-allocate: tens of MB at ten million messages)."""
         nonlocal pos, running
         end = pos + n
-        width = 1 if isinstance(into, bytearray) else into.itemsize
-        carry = b""  # a short read may end inside an item
+        dest = memoryview(into).cast("B")
+        at = 0
         while pos < end:
             piece = pread(min(READ_CHUNK, end - pos), pos)
             if not piece:
                 raise IndexInvalid(f"it ends at {pos} bytes, its header implies {want}")
             running = crc32c(piece, running)
+            dest[at:at + len(piece)] = piece
+            at += len(piece)
             pos += len(piece)
-            if carry:
-                piece, carry = carry + piece, b""
-            cut = len(piece) - len(piece) % width
-            if cut < len(piece):
-                piece, carry = piece[:cut], piece[cut:]
-            if isinstance(into, bytearray):
-                into += piece
-            else:
-                into.frombytes(piece)
+        dest.release()
 
     keys, blocks, lens = [], [], []
     for n in counts:
-        trio = [array("q"), array("q"), array("i")]
-        for a, width in zip(trio, (8, 8, 4), strict=True):
-            section(n * width, a)
+        trio = [array("q", [0]) * n, array("q", [0]) * n, array("i", [0]) * n]
+        for a in trio:
+            section(n * a.itemsize, a)
             if _BIG:
                 a.byteswap()
         keys.append(trio[0])
         blocks.append(trio[1])
         lens.append(trio[2])
-    space = bytearray()
+    space = bytearray(nspace)
     section(nspace, space)
-    tail = bytearray()
-    section(_SEL.size * (nmsg + ncor), tail)
+    tail = bytearray(_SEL.size * (nmsg + ncor))
+    section(len(tail), tail)
     # the checks decode() makes, in the same order of importance
     if running != crc:
         raise IndexInvalid("bad checksum (torn or damaged)")
