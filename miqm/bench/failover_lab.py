@@ -354,16 +354,18 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
             old, new = bench.hosts["a"], bench.hosts["b"]
             bench.start(old, "started")
             bench.start(new, "standby")
-            first = None
+            first = first_rec = None
             if queues > 1:
                 lines = "".join(f"DEFINE QLOCAL(BACKLOG.Q{i:05d})\n" for i in range(1, queues))
                 bench.run(old, "runmqsc", QMGR, stdin=lines, timeout=900)
                 for i in range(1, min(LOADED_QUEUES, queues - 1) + 1):
                     body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
                     bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
-                first, _rss, _rec = bench.kill_and_probe(old, new)
+                first, _rss, first_rec = bench.kill_and_probe(old, new)
                 old, new = new, old
-                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s")
+                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
+                     + (f" (lock to serving {first_rec:.3f}s)" if first_rec is not None
+                        else ""))
             took: list[float] = []
             recovery: list[float] = []
             rss = None
@@ -394,7 +396,8 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                # the lease decides most of a takeover on NFS: this is the rest
                "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
                "lock_to_serving_p50": round(statistics.median(recovery), 4)
-               if recovery else None}
+               if recovery else None,
+               "first_lock_to_serving": None if first_rec is None else round(first_rec, 4)}
         rows.append(row)
         echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
              f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
