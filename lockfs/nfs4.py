@@ -704,14 +704,20 @@ class Nfs4File(VolumeFile):
 
     # ---------------------------------------------------------------- data
     def pread(self, size: int, offset: int) -> bytes:
-        out = bytearray()
+        # one buffer for every call of this read, each piece copied once
+        buf = ctypes.create_string_buffer(min(size, _READ_CHUNK))
+        n = self._io("read", "nfs_pread", offset, len(buf), buf, renews=True) if size else 0
+        if n <= 0:
+            return b""
+        if n >= size:  # the common case: one call
+            return ctypes.string_at(buf, size)
+        out = bytearray(memoryview(buf)[:n])
         while len(out) < size:
             want = min(size - len(out), _READ_CHUNK)
-            buf = ctypes.create_string_buffer(want)
             n = self._io("read", "nfs_pread", offset + len(out), want, buf, renews=True)
             if n <= 0:
                 break
-            out += buf.raw[:n]
+            out += memoryview(buf)[:n]
         return bytes(out)
 
     def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
