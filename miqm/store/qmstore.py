@@ -114,8 +114,9 @@ class _CheckpointPlan:
     in_flight: list[LocalQueue] = field(default_factory=list)  # their bodies until then
     # index files to write (qindex.snapshot() taken under the lock): (queue, snapshot)
     indexes: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
-    # delta files to write (qindex.DeltaLog.snapshot() taken under the lock)
-    deltas: list[tuple[LocalQueue, tuple[Any, ...]]] = field(default_factory=list)
+    # delta files to write: (queue, checkpoint of its index, DeltaLog.snapshot() taken
+    # under the lock)
+    deltas: list[tuple[LocalQueue, int, tuple[Any, ...]]] = field(default_factory=list)
     unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
     catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
@@ -1465,8 +1466,8 @@ class QueueManagerStore:
             files = [(f"queues/{q.name}/idx.new", qindex.encode(q.qid, seq, *snap))
                      for q, snap in plan.indexes]
             files += [(f"queues/{q.name}/idx.d.new",
-                       qindex.encode_delta(q.qid, q.idx_cp, seq, snap))
-                      for q, snap in plan.deltas]
+                       qindex.encode_delta(q.qid, base, seq, snap))
+                      for q, base, snap in plan.deltas]
             for path, pieces in files:
                 if self._guard is not None:
                     self._guard()
@@ -1528,7 +1529,7 @@ class QueueManagerStore:
         for q, _snap in plan.indexes:
             self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
             self.data.unlink(f"queues/{q.name}/idx.d")  # of the previous index
-        for q, _snap in plan.deltas:
+        for q, _base, _snap in plan.deltas:
             self.data.rename(f"queues/{q.name}/idx.d.new", f"queues/{q.name}/idx.d")
         for name in plan.unindexed:
             for fname in ("idx", "idx.new", "idx.d", "idx.d.new"):
@@ -1662,7 +1663,7 @@ class QueueManagerStore:
                 # crash before that means a scan; a big one is folded into a new index
                 # by the checkpoint thread a moment later.
                 if dirty:
-                    plan.deltas.append((q, dx.snapshot(qf.space)))
+                    plan.deltas.append((q, q.idx_cp, dx.snapshot(qf.space)))
                     q.dx_cp = seq
                 if self._opening and dx.too_big(limit):
                     q.idx_fold = True
