@@ -86,7 +86,7 @@ class RecordFormat:
 
     def stored_len(self, body_len: int, correlid: bytes) -> int:
         """``stored`` of a record of this body and correlid."""
-        if self.version == 1 or correlid == _NO_CORRELID:
+        if self.version == 1 or not correlid.strip(b"\0"):
             return body_len
         return body_len + 24
 
@@ -100,6 +100,11 @@ class RecordFormat:
                                   put_time, msgid, correlid)[8:]
             tail = body
         else:
+            # fixed 24-byte fields, as format 1's struct makes them
+            if len(msgid) != 24:
+                msgid = msgid[:24].ljust(24, b"\0")
+            if len(correlid) != 24:
+                correlid = correlid[:24].ljust(24, b"\0")
             with_c = correlid != _NO_CORRELID
             if with_c:
                 flags |= FLAG_CORRELID
