@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import struct
 import sys
+import threading
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
+from typing import Any
 
 from crc32c import crc32c
 
@@ -131,11 +133,12 @@ READ_CHUNK = 1 << 20
 
 
 def read_index(pread: Callable[[int, int], bytes], size: int, qid: int, cp: int,
-               file_blocks: int) -> QueueIndexData:
+               file_blocks: int, stop: Callable[[], bool] | None = None) -> QueueIndexData:
     """:func:`decode` reading the file piece by piece through ``pread(n, offset)``
     (``size`` bytes in all) straight into the arrays, instead of reading it whole first:
     at ten million messages that buffer would be 230 MB of fresh memory to fault in, which
-    costs a takeover more than reading it."""
+    costs a takeover more than reading it. ``stop`` (a standby's read-ahead) is asked
+    between pieces and ends the read with :class:`IndexInvalid` when it says so."""
     head = b""
     while len(head) < _HEAD.size:  # a read may return less than asked
         piece = pread(_HEAD.size - len(head), len(head))
@@ -164,6 +167,8 @@ def read_index(pread: Callable[[int, int], bytes], size: int, qid: int, cp: int,
         dest = memoryview(into).cast("B")
         at = 0
         while pos < end:
+            if stop is not None and stop():
+                raise IndexInvalid("the read was stopped")
             piece = pread(min(READ_CHUNK, end - pos), pos)
             if not piece:
                 raise IndexInvalid(f"it ends at {pos} bytes, its header implies {want}")
@@ -474,3 +479,59 @@ def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None
             raise IndexInvalid(f"delta: keys of priority {p} repeat or are out of order")
     d.msgids.extend(x.msgids)
     d.correlids.extend(x.correlids)
+
+
+# ------------------------------------------------------------------ standby's read-ahead
+#: bytes of an index file's header (its crc, qid, checkpoint and counts)
+HEAD_SIZE = _HEAD.size
+
+
+class IndexCache:
+    """Index files a standby decoded ahead of a takeover, by queue name, each with the
+    header bytes it was read under. Only reads: a standby never writes.
+
+    A takeover uses an entry only if the file's header is still those bytes. Index files
+    are written whole under another name and renamed, never changed in place, and their
+    header holds the crc of all the rest, so an equal header means the same content, which
+    was checked in full when the standby read it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, tuple[bytes, QueueIndexData]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def refresh(self, volume: Any, wanted: dict[str, tuple[int, int]],
+                stop: Callable[[], bool] = lambda: False) -> int:
+        """Read the index (``queues/<name>/idx``) of each queue in ``wanted`` ({name: (qid,
+        checkpoint of its index)}) whose file changed since it was last read; forget the
+        others. Files that cannot be read or checked are skipped (the takeover reads
+        them itself). Returns how many were read."""
+        with self._lock:
+            for name in [n for n in self._by_name if n not in wanted]:
+                del self._by_name[name]
+        read = 0
+        for name, (qid, cp) in wanted.items():
+            if stop():
+                break
+            try:
+                with volume.open(f"queues/{name}/idx") as f:
+                    head = f.pread(HEAD_SIZE, 0)
+                    known = self._by_name.get(name)
+                    if known is not None and known[0] == head:
+                        continue
+                    data = read_index(f.pread, f.size(), qid, cp, 1 << 62, stop)
+            except Exception:  # whatever it is, the takeover reads the file itself
+                continue
+            with self._lock:
+                self._by_name[name] = (head, data)
+            read += 1
+        return read
+
+    def take(self, name: str, head: bytes) -> QueueIndexData | None:
+        """The decoded index of queue ``name`` if it was read from a file whose header is
+        ``head``; the entry is given away (its arrays become the queue's)."""
+        with self._lock:
+            entry = self._by_name.pop(name, None)
+        return entry[1] if entry is not None and entry[0] == head else None

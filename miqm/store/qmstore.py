@@ -210,6 +210,7 @@ class QueueManagerStore:
         # checkpoint thread's, requested at once): a takeover does not wait for them
         self._opening = False
         self._index_later = False
+        self._index_cache: qindex.IndexCache | None = None
         self._index_due: float | None = None  # when the checkpoint thread writes them
         # the queue catalog last written: name -> (qid, attrs) of queues empty on file
         self._catalog: dict[str, tuple[int, dict[str, Any]]] | None = None
@@ -262,8 +263,11 @@ class QueueManagerStore:
              clock: Callable[[], float] = time.monotonic,
              wallclock: Callable[[], float] = time.time,
              background: bool = True,
-             recovery_log: Any = None) -> QueueManagerStore:
+             recovery_log: Any = None,
+             index_cache: qindex.IndexCache | None = None) -> QueueManagerStore:
         """Open the store: restart recovery, then a checkpoint.
+
+        ``index_cache``: index files a standby read ahead (used where still current).
 
         ``recovery_log`` substitutes an already-open log (tests); ``background`` starts
         the thread that takes CheckPointWaitLen checkpoints.
@@ -284,6 +288,7 @@ class QueueManagerStore:
         store = cls(data, recovery_log, qmgr, settings, tuning, write_guard=write_guard,
                     errlog=errlog, clock=clock, wallclock=wallclock)
         try:
+            store._index_cache = index_cache
             store._recover(info)
             store._opening = True
             store.checkpoint()
@@ -338,8 +343,9 @@ class QueueManagerStore:
         self._completed_cp = info.seq
         self._aborted = set(info.aborted)
         # indexed_queues counts those loaded with a delta file too (delta_queues)
+        # of the indexed ones, prefetched_queues came from what a standby read ahead
         self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0,
-                       "delta_queues": 0}
+                       "delta_queues": 0, "prefetched_queues": 0}
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
         if info.catalog:
@@ -502,8 +508,14 @@ class QueueManagerStore:
             try:
                 # with a delta, the index's space map may be longer than the file now
                 with self.data.open(path) as f:
-                    d = qindex.read_index(f.pread, f.size(), q.qid, idx_cp,
-                                          file_blocks if x is None else 1 << 62)
+                    d = self._prefetched(q, f, idx_cp) if fname == "idx" else None
+                    if d is not None and x is None and len(d.space) > file_blocks:
+                        d = None  # the check reading it would make (a delta may shrink it)
+                    if d is None:
+                        d = qindex.read_index(f.pread, f.size(), q.qid, idx_cp,
+                                              file_blocks if x is None else 1 << 62)
+                    else:
+                        self._loads["prefetched_queues"] += 1
                 base_n = sum(len(k) for k in d.keys)
                 if x is not None:
                     qindex.apply_delta(d, x, file_blocks)
@@ -543,6 +555,16 @@ class QueueManagerStore:
             return True
         self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
         return False
+
+    def _prefetched(self, q: LocalQueue, f: VolumeFile,
+                    idx_cp: int) -> qindex.QueueIndexData | None:
+        """``q``'s index as a standby read it ahead, if the file ``f`` is still the one it
+        read (same header bytes) and names the expected incarnation and checkpoint."""
+        cache = self._index_cache
+        if cache is None:
+            return None
+        d = cache.take(q.name, f.pread(qindex.HEAD_SIZE, 0))
+        return d if d is not None and d.qid == q.qid and d.cp == idx_cp else None
 
     # ------------------------------------------------------------------ internals
     @property

@@ -241,3 +241,64 @@ def test_the_open_writes_a_delta_however_big_and_a_later_checkpoint_folds_it(
     assert s.recovery_stats["indexed_queues"] == 1 and s.recovery_stats["delta_queues"] == 0
     assert drain(s) == [*want, *((0, b"y%d" % i) for i in range(20))]
     s.close()
+
+
+def _wanted(data: PosixVolume) -> dict[str, tuple[int, int]]:
+    info = ckpt.read(data)
+    out = {n: (info.queues[n], cp) for n, cp in info.idx.items()}
+    out.update({n: (info.queues[n], v[0]) for n, v in info.idxd.items()})
+    return out
+
+
+def _open_with(st: Store, cache: qindex.IndexCache):  # type: ignore[no-untyped-def]
+    from miqm.store.qmstore import QueueManagerStore
+    from tests.unit.test_qindex import _GEN, SETTINGS
+
+    st.errors.clear()
+    return QueueManagerStore.open(
+        PosixVolume(str(st.data)), PosixVolume(str(st.root / "log")), "QM", SETTINGS,
+        st.tuning, generation=next(_GEN), background=False,
+        errlog=lambda n, t: st.errors.append((n, t)), index_cache=cache)
+
+
+def test_a_takeover_uses_what_the_standby_read_ahead_only_while_it_is_current(
+        tmp_path: Path) -> None:
+    """The standby's read-ahead (IndexCache) is used when the index file is still the one
+    it read, with the delta written since applied on top; a file replaced since (a new
+    index) is read again, never taken from the stale copy."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=12,
+                                     checkpoint_wait_len=1e9))
+    data = PosixVolume(str(st.data))
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == 1
+    assert cache.refresh(data, _wanted(data)) == 0  # unchanged: not read again
+    s.put("Q", b"after-read-ahead", persistent=True, priority=0)  # a delta on top
+    s.checkpoint()
+    crash(s)
+    s = _open_with(st, cache)
+    assert s.recovery_stats["prefetched_queues"] == 1
+    assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
+    u = s.begin()
+    got = []
+    while (m := s.get("Q", uow=u)) is not None:
+        got.append((m.priority, m.body))
+    assert got == [*want, (0, b"after-read-ahead")]
+    crash(s)  # the gets were never committed
+    # read ahead, then the index is written again (the delta outgrew its limit)
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == 1
+    s = st.open()
+    for i in range(20):
+        s.put("Q", b"z%d" % i, persistent=True, priority=0)
+    s.checkpoint()
+    s.checkpoint()
+    assert "Q" in ckpt.read(data).idx  # a new index
+    crash(s)
+    s = _open_with(st, cache)
+    assert s.recovery_stats["prefetched_queues"] == 0
+    assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
+    assert drain(s) == [*want, (0, b"after-read-ahead"), *((0, b"z%d" % i) for i in range(20))]
+    s.close()
