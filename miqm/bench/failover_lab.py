@@ -203,10 +203,11 @@ class _Bench:
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def recovery_seconds(self, host: _Host, after: int) -> float | None:
+    def recovery_seconds(self, host: _Host, after: int) -> tuple[float, dict[str, int]] | None:
         """``recovery_s`` of the first takeover ``host``'s instance recorded after the
         first ``after`` lines of its event file: from holding the master lock to serving
-        (the part of a takeover the lease does not decide)."""
+        (the part of a takeover the lease does not decide), with how its open loaded the
+        queues (the event's ``queues``)."""
         path = host.root / "events" / QMGR / f"{host.name}.jsonl"
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # events are written by a background thread
@@ -215,7 +216,7 @@ class _Bench:
                     with contextlib.suppress(ValueError):
                         ev = json.loads(line)
                         if ev.get("event") == "failover_end":
-                            return float(ev["recovery_s"])
+                            return float(ev["recovery_s"]), dict(ev.get("queues") or {})
             time.sleep(0.05)
         return None
 
@@ -227,11 +228,12 @@ class _Bench:
         except OSError:
             return 0
 
-    def kill_and_probe(self, old: _Host, new: _Host) -> tuple[float, float | None,
-                                                            float | None]:
+    def kill_and_probe(self, old: _Host, new: _Host
+                       ) -> tuple[float, float | None, tuple[float, dict[str, int]] | None]:
         """kill -9 the active on ``old``; (seconds until a persistent put to the deep
         queue succeeds on ``new``, the new active's RSS in MB, its seconds from holding
-        the lock to serving); ``old`` comes back as the standby."""
+        the lock to serving with how it loaded the queues); ``old`` comes back as the
+        standby."""
         from miqm.bench.failover import probe_put, rss_mb
 
         pid = self.pid(old)
@@ -361,22 +363,26 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                 for i in range(1, min(LOADED_QUEUES, queues - 1) + 1):
                     body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
                     bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
-                first, _rss, first_rec = bench.kill_and_probe(old, new)
+                first, _rss, got = bench.kill_and_probe(old, new)
+                first_rec = got[0] if got is not None else None
                 old, new = new, old
                 echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
                      + (f" (lock to serving {first_rec:.3f}s)" if first_rec is not None
                         else ""))
             took: list[float] = []
             recovery: list[float] = []
+            read_ahead = 0
             rss = None
             for i in range(cycles):
-                t, rss, rec = bench.kill_and_probe(old, new)
+                t, rss, got = bench.kill_and_probe(old, new)
                 old, new = new, old
                 took.append(t)
-                if rec is not None:
-                    recovery.append(rec)
+                if got is not None:
+                    recovery.append(got[0])
+                    read_ahead += 1 if got[1].get("prefetched_queues") else 0
                 echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
-                     + (f" (lock to serving {rec:.3f}s)" if rec is not None else ""))
+                     + (f" (lock to serving {got[0]:.3f}s; queues {got[1]})"
+                        if got is not None else ""))
             bench.stop()
             t0 = time.monotonic()
             open_store_at(bench.data_url(), QMGR).close()
@@ -397,7 +403,9 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
                "lock_to_serving_p50": round(statistics.median(recovery), 4)
                if recovery else None,
-               "first_lock_to_serving": None if first_rec is None else round(first_rec, 4)}
+               "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
+               # takeovers that used the standby's read-ahead of an index
+               "read_ahead_takeovers": read_ahead}
         rows.append(row)
         echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
              f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "

@@ -645,8 +645,12 @@ class Controller:
             self.takeover = {"kind": "switchover" if status.switchover else "failover",
                              "at": time.time(), "seconds": took}
             self.say("AMQ5975", host=self.host)
+            rs = self.store.recovery_stats if self.store is not None else {}
             self.event("failover_end", duration_s=round(took, 4),
-                       recovery_s=round(time.monotonic() - started, 4))
+                       recovery_s=round(time.monotonic() - started, 4),
+                       queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
+                                                  "delta_queues", "scanned_queues",
+                                                  "catalog_queues") if k in rs})
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
