@@ -141,9 +141,12 @@ def read_catalog(volume: Volume, seq: int
     for first in (CATALOG, CATALOG_COPY):
         for name in (first, first + ".new"):
             try:
-                return _catalog_file(volume, name, seq), "; ".join(whys)
+                found = _catalog_file(volume, name, seq)
             except _Unusable as exc:
                 whys.append(f"{name}: {exc}")
+                continue
+            # the first copy's ``.new`` after a crash before its rename is that copy
+            return found, "" if first == CATALOG else "; ".join(whys)
     return None, "; ".join(whys)
 
 

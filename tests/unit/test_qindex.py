@@ -409,3 +409,17 @@ def test_the_index_read_piece_by_piece_is_the_index(tmp_path: Path,
     bad[len(raw) // 3] ^= 1
     with pytest.raises(qindex.IndexInvalid, match="checksum"):
         qindex.read_index(lambda n, off: bytes(bad[off:off + n]), len(raw), qid, cp, 1 << 30)
+
+
+def test_a_catalog_found_under_its_new_name_is_no_damage(tmp_path: Path) -> None:
+    """A crash after the checkpoint file named the new catalog but before it was renamed:
+    it is read from ``amqalcat.fil.new`` and nothing is reported (the second copy is for
+    damage, not for this)."""
+    vol = PosixVolume(str(tmp_path))
+    (tmp_path / ckpt.CATALOG).write_bytes(ckpt.encode_catalog(8, {"OLD": (1, {})}))
+    (tmp_path / (ckpt.CATALOG + ".new")).write_bytes(ckpt.encode_catalog(9, {"NEW": (2, {})}))
+    assert ckpt.read_catalog(vol, 9) == ({"NEW": (2, {})}, "")
+    (tmp_path / (ckpt.CATALOG + ".new")).unlink()
+    (tmp_path / ckpt.CATALOG_COPY).write_bytes(ckpt.encode_catalog(9, {"NEW": (2, {})}))
+    found, why = ckpt.read_catalog(vol, 9)
+    assert found == {"NEW": (2, {})} and "of checkpoint 8" in why
