@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from miqm.config import Stanza, format_ini, parse_ini
 from miqm.errors import MiqmError
+from miqm.ha.runfile import alive
 
 #: Timings that make a failover watchable in seconds (all validated by config.HATuning).
 DEMO_TUNING = {
@@ -32,15 +33,6 @@ DEMO_TUNING = {
 
 class PairError(MiqmError):
     """A step of the two-instance driver failed (the command's own line is included)."""
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` still exists and is not a zombie (killed, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @dataclass
@@ -202,7 +194,7 @@ class LocalPair:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout
-        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     # -- cleanup --------------------------------------------------------------------

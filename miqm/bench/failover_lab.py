@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from miqm.bench.clients import client_of, seconds_until_new_active
+from miqm.ha.runfile import alive as _alive
 from miqm.lab import HOST_ADDR, LabError, NfsLab, lab_session, running_lab
 
 QMGR = "QMLAB"
@@ -53,14 +54,6 @@ class _Host:
         return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": self.name,
                 "MIQM_LISTENER_HOST": HOST_ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
                 "PYTHONUNBUFFERED": "1"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 class _Bench:
