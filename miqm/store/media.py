@@ -83,7 +83,7 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
     q = LocalQueue(queue, live.qid, img.attrs)
     try:
         for r in img.scan(int(meta["seq"]), aborted=aborted):
-            _k, prio, pers, t, mid, cid, body = img.read(r.block, r.body_len)
+            _k, prio, pers, t, mid, cid, body = img.read(r.block, r.stored)
             tmp.add_message(q, r.key, MemMessage(prio, pers, t, mid, cid, body))
     finally:
         img.close()

@@ -255,6 +255,7 @@ def _check(keys: list[array], blocks: list[array], lens: list[array],
 _DHEAD = struct.Struct("<4sIIIQQQQQQII")
 DMAGIC = b"MIQD"
 
+
 @dataclass
 class QueueIndexDelta:
     """The content of a delta file, decoded."""
@@ -498,9 +499,6 @@ class IndexCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_name: dict[str, tuple[bytes, QueueIndexData]] = {}
-
-    def __len__(self) -> int:
-        return len(self._by_name)
 
     def refresh(self, volume: Any, wanted: dict[str, tuple[int, int]],
                 stop: Callable[[], bool] = lambda: False) -> int:

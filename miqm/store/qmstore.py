@@ -527,10 +527,7 @@ class QueueManagerStore:
                             raise qindex.IndexInvalid(
                                 f"delta: deleted record {key} is not in the index")
                         ix.remove(*hit)
-            except qindex.IndexInvalid as exc:
-                whys.append(f"{fname}: {exc}")
-                continue
-            except LockFsError as exc:
+            except (qindex.IndexInvalid, LockFsError) as exc:
                 whys.append(f"{fname}: {exc}")
                 continue
             q.present = ix.count()
@@ -1679,14 +1676,14 @@ class QueueManagerStore:
             indexed = bool(deep and q.idx_cp and not fresh and not stale and limit > 0)
             if (indexed and dx is not None
                     and (self._opening or not (q.idx_fold or dx.too_big(limit)))):
-                # a few bytes per changed record. The checkpoint ending an open (a
-                # takeover) writes one however big (it holds what the log replayed):
-                # else the queue has no index until the next checkpoint, and a second
-                # crash before that means a scan; a big one is folded into a new index
-                # by the checkpoint thread a moment later.
-                if dirty:
-                    plan.deltas.append((q, q.idx_cp, dx.snapshot(qf.space)))
-                    q.dx_cp = seq
+                # a few bytes per changed record (the file changed: neither fresh nor
+                # only scanned, so dirty). The checkpoint ending an open (a takeover)
+                # writes one however big (it holds what the log replayed): else the
+                # queue has no index until the next checkpoint, and a second crash
+                # before that means a scan; a big one is folded into a new index by the
+                # checkpoint thread a moment later.
+                plan.deltas.append((q, q.idx_cp, dx.snapshot(qf.space)))
+                q.dx_cp = seq
                 if self._opening and dx.too_big(limit):
                     q.idx_fold = True
                     self._index_later = True

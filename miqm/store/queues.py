@@ -157,7 +157,7 @@ class FileRecord(NamedTuple):
     key: int
     block: int
     nblocks: int
-    body_len: int
+    stored: int  # the record's length as the index keeps it (RecordFormat)
     priority: int
     msgid: bytes
     correlid: bytes
@@ -184,11 +184,10 @@ class QueueFile:
         self.fmt = FORMATS[QFILE_VERSION]
 
     # -- open / header -------------------------------------------------------------
-    def create(self, qid: int, created_cp: int, attrs: dict[str, Any],
-               version: int | None = None) -> None:
-        """Make a fresh file (replacing any) with one header, in format ``version`` (the
-        current one unless given); not yet synced."""
-        self.fmt = FORMATS[version or QFILE_VERSION]
+    def create(self, qid: int, created_cp: int, attrs: dict[str, Any]) -> None:
+        """Make a fresh file (replacing any) with one header, in the current format; not
+        yet synced."""
+        self.fmt = FORMATS[QFILE_VERSION]
         self.volume.makedirs(self.path.rsplit("/", 1)[0])
         self.f = self.volume.open(self.path, create=True)
         self.f.truncate(0)
@@ -637,9 +636,9 @@ class LocalQueue:
             if not ks or ks[-1] < key:
                 ks.append(key)
                 blocks[prio].append(r.block)
-                lens[prio].append(r.body_len)
+                lens[prio].append(r.stored)
             else:
-                ix.add(key, prio, r.block, r.body_len)
+                ix.add(key, prio, r.block, r.stored)
             count += 1
             if generated(msgid) != key:
                 msgids[msgid] = key

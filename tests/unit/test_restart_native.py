@@ -160,7 +160,7 @@ def test_the_queue_scan_is_the_same_for_every_window_and_leaves_out_what_is_not_
     if damage:  # a live record's body no longer matches its checksum
         qf = QueueFile(vol, "Q")
         assert qf.open_existing()
-        victim = next(r for r in qf.scan(last) if r.body_len >= 300 and r.block > 40)
+        victim = next(r for r in qf.scan(last) if r.stored >= 300 and r.block > 40)
         fmt = qf.fmt
         qf.close()
         raw = bytearray(path.read_bytes())
