@@ -489,12 +489,7 @@ class Controller:
         def loop() -> None:
             while not stop.is_set():
                 try:
-                    info = ckpt.read(self.data)
-                    wanted = {n: (info.queues[n], cp) for n, cp in info.idx.items()
-                              if n in info.queues}
-                    wanted.update({n: (info.queues[n], int(v[0]))
-                                   for n, v in info.idxd.items() if n in info.queues})
-                    cache.refresh(self.data, wanted, stop.is_set)
+                    cache.refresh(self.data, ckpt.read(self.data).indexed(), stop.is_set)
                 except Exception:  # a read-ahead: the takeover reads what it must itself
                     pass
                 stop.wait(every)

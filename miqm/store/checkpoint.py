@@ -55,6 +55,18 @@ class CheckpointInfo:
     #: the checkpoint whose queue catalog (amqalcat.fil) is current; 0: none
     catalog: int = 0
 
+    def index_of(self, name: str) -> tuple[int, int]:
+        """(checkpoint of queue ``name``'s index file, of its delta file); 0 for none."""
+        pair = self.idxd.get(name)
+        if pair:
+            return int(pair[0]), int(pair[1])
+        return int(self.idx.get(name, 0)), 0
+
+    def indexed(self) -> dict[str, tuple[int, int]]:
+        """{queue: (qid, checkpoint of its index file)} of every queue that has one."""
+        return {n: (qid, base) for n, qid in self.queues.items()
+                if (base := self.index_of(n)[0])}
+
     def encode(self) -> bytes:
         """The file's bytes."""
         fields = dict(self.__dict__)

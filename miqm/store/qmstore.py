@@ -410,8 +410,7 @@ class QueueManagerStore:
                 q.header_dirty, q.file_qid = False, qid
                 self._loads["catalog_queues"] += 1
                 continue
-            base, delta = info.idxd.get(name) or (info.idx.get(name, 0), 0)
-            q, seen = self._load_queue(name, qid, info.seq, int(base), int(delta))
+            q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
             self._max_cp_seen = max(self._max_cp_seen, seen)
             st.queues[name] = q
 

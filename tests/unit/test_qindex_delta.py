@@ -244,10 +244,7 @@ def test_the_open_writes_a_delta_however_big_and_a_later_checkpoint_folds_it(
 
 
 def _wanted(data: PosixVolume) -> dict[str, tuple[int, int]]:
-    info = ckpt.read(data)
-    out = {n: (info.queues[n], cp) for n, cp in info.idx.items()}
-    out.update({n: (info.queues[n], v[0]) for n, v in info.idxd.items()})
-    return out
+    return ckpt.read(data).indexed()
 
 
 def _open_with(st: Store, cache: qindex.IndexCache):  # type: ignore[no-untyped-def]
