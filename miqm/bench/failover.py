@@ -271,17 +271,26 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             store.close()
             size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
             total = dir_bytes(pair.shared)
-        row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
-               "p50": round(statistics.median(took), 3),
-               "first_takeover": None if first is None else round(first, 3),
-               "fill_seconds": round(filled, 1), "restart_seconds": round(restart, 3),
-               "rss_mb_after": rss, "queue_dir_bytes": size, "store_bytes": total,
-               "bytes_per_message": round(size / depth, 1) if depth else None}
-        rows.append(row)
-        echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
-             f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
-             f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
+        rows.append(backlog_row(depth, queues, took, first, filled, restart, rss, size,
+                                total, echo))
     return {"cases": summarize_backlog(rows, echo), "cycles": cycles}
+
+
+def backlog_row(depth: int, queues: int, took: list[float], first: float | None,
+                filled: float, restart: float, rss: float | None, size: int, total: int,
+                echo: Callable[[str], None]) -> dict[str, Any]:
+    """One backlog case's figures (``size``: bytes of its queue files, ``total``: of its
+    data and log directories), with its line on the terminal."""
+    row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
+           "p50": round(statistics.median(took), 3),
+           "first_takeover": None if first is None else round(first, 3),
+           "fill_seconds": round(filled, 1), "restart_seconds": round(restart, 3),
+           "rss_mb_after": rss, "queue_dir_bytes": size, "store_bytes": total,
+           "bytes_per_message": round(size / depth, 1) if depth else None}
+    echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
+         f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
+         f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
+    return row
 
 
 def summarize_backlog(rows: list[dict[str, Any]],

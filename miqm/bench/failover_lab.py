@@ -331,6 +331,7 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
     from miqm.bench.failover import (
         LOADED_DEPTH,
         LOADED_QUEUES,
+        backlog_row,
         dir_bytes,
         fill_store,
         open_store_at,
@@ -386,23 +387,17 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
         finally:
             bench.stop()
             shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
-        row = {"depth": depth, "queues": queues, "takeover_seconds": sorted(took),
-               "p50": round(statistics.median(took), 3),
-               "first_takeover": None if first is None else round(first, 3),
-               "fill_seconds": round(filled, 1), "restart_seconds": round(restart, 3),
-               "rss_mb_after": rss, "queue_dir_bytes": size, "store_bytes": total,
-               "bytes_per_message": round(size / depth, 1) if depth else None,
-               # the lease decides most of a takeover on NFS: this is the rest
-               "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
-               "lock_to_serving_p50": round(statistics.median(recovery), 4)
-               if recovery else None,
-               "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
-               # takeovers that used the standby's read-ahead of an index
-               "read_ahead_takeovers": read_ahead}
+        row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
+                          echo)
+        row.update({
+            # the lease decides most of a takeover on NFS: this is the rest
+            "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+            "lock_to_serving_p50": round(statistics.median(recovery), 4)
+            if recovery else None,
+            "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
+            # takeovers that used the standby's read-ahead of an index
+            "read_ahead_takeovers": read_ahead})
         rows.append(row)
-        echo(f"depth {depth:>9,} queues {queues:>5}: takeover p50 {row['p50']:.3f}s "
-             f"(all {', '.join(f'{t:.3f}' for t in took)}), new active RSS {rss} MB, "
-             f"queue files {size / 1e6:.1f} MB, restart in process {restart:.3f}s")
     rows = summarize_backlog(rows, echo)
     base = rows[0].get("lock_to_serving_p50")
     for r in rows:
