@@ -1451,9 +1451,9 @@ class QueueManagerStore:
         return plan
 
     def _plan_catalog(self, plan: _CheckpointPlan) -> None:
-        """Under the lock, in step 1: the queue catalog of this checkpoint (queues whose
-        file holds no live record, with their definition as in its header); a new one is
-        written only when it differs from the last."""
+        """Under the lock, in step 1: the queue catalog of this checkpoint (the definition
+        of every queue that holds no live record: for one with no file, its only one); a
+        new one is written only when it differs from the last."""
         info = plan.info
         # a queue's attributes are replaced, never changed in place (alter_queue): the
         # catalog keeps the dicts themselves, and comparing with the last one mostly
