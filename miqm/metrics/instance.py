@@ -238,16 +238,21 @@ class InstanceCollector:
             f.gauge("miqm_restart_recovery_records", "Log records replayed by restart "
                     "recovery", rec.get("records", 0))
         damaged = set(getattr(store, "_damaged", {}) or {})
-        queues = [q for q in list(store.state.queues.values()) if q.name not in damaged]
-        queues.sort(key=lambda q: q.name)
+        # (depth, uncommitted, attributes) by name; read without the store lock, so
+        # without waking a queue the catalog still holds (it has no message)
+        table = store.state.queues
+        rows: dict[str, tuple[int, int, dict[str, Any]]] = {
+            n: (0, 0, a) for n, (_qid, a) in list(table.dormant().items())}
+        rows.update((q.name, (q.depth, len(q.uncommitted) + len(q.locked), q.attrs))
+                    for q in list(table.live()))
+        queues = sorted((n, r) for n, r in rows.items() if n not in damaged)
         f.gauge("miqm_queue_depth", "Messages on each local queue (CURDEPTH)",
-                samples=[({"queue": q.name}, q.depth) for q in queues])
+                samples=[({"queue": n}, r[0]) for n, r in queues])
         f.gauge("miqm_queue_uncommitted_messages", "Uncommitted puts and gets on each "
-                "local queue", samples=[({"queue": q.name}, len(q.uncommitted) + len(q.locked))
-                                        for q in queues])
+                "local queue", samples=[({"queue": n}, r[1]) for n, r in queues])
         f.gauge("miqm_queue_max_depth", "MAXDEPTH of each local queue",
-                samples=[({"queue": q.name}, float(q.attrs.get("MAXDEPTH", 0) or 0))
-                         for q in queues])
+                samples=[({"queue": n}, float(r[2].get("MAXDEPTH", 0) or 0))
+                         for n, r in queues])
 
     def _net(self, f: Families) -> None:
         ctl = self.ctl

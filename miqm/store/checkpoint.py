@@ -125,20 +125,27 @@ def encode_catalog(seq: int, queues: dict[str, tuple[int, dict[str, Any]]]) -> b
     once (``attrs``) and each queue names its set by number: thousands of queues defined
     together share one, which a takeover then parses once."""
     sets: dict[Any, int] = {}
-    rows: dict[str, list[int]] = {}
+    by_id: dict[int, int] = {}  # queues sharing one dict (the usual case): looked up once
     attrs: list[dict[str, Any]] = []
-    for n, (qid, a) in queues.items():
-        try:
-            key: Any = tuple(a.items())
-            hash(key)
-        except TypeError:  # an unhashable value: compared by its JSON text instead
-            key = json.dumps(a, sort_keys=True)
-        k = sets.get(key)
+    set_of: list[int] = []
+    for _qid, a in queues.values():
+        k = by_id.get(id(a))
         if k is None:
-            k = sets[key] = len(attrs)
-            attrs.append(a)
-        rows[n] = [qid, k]
-    body = json.dumps({"seq": seq, "attrs": attrs, "queues": rows},
+            try:
+                key: Any = tuple(a.items())
+                hash(key)
+            except TypeError:  # an unhashable value: compared by its JSON text instead
+                key = json.dumps(a, sort_keys=True)
+            k = sets.get(key)
+            if k is None:
+                k = sets[key] = len(attrs)
+                attrs.append(a)
+            by_id[id(a)] = k
+        set_of.append(k)
+    # three parallel lists, not an object per queue: a takeover parses them and builds
+    # its table without a Python step per queue
+    body = json.dumps({"seq": seq, "attrs": attrs, "names": list(queues),
+                       "qids": [e[0] for e in queues.values()], "sets": set_of},
                       separators=(",", ":")).encode()
     return _HDR.pack(_CMAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
@@ -184,13 +191,23 @@ def _catalog_file(volume: Volume, name: str, seq: int
             raise _Unusable(f"of checkpoint {obj['seq']}, not {seq}")
         if "attrs" not in obj:  # written before attribute sets were shared
             return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}
-        # shared by the queues naming them: never changed (a queue copies its own)
+        # shared by the queues naming them: never changed (a queue replaces its own)
         sets = [dict(a) for a in obj["attrs"]]
-        out = {}
-        for k, (qid, i) in obj["queues"].items():
-            if not 0 <= i < len(sets):
-                raise _Unusable(f"queue {k} names attribute set {i} of {len(sets)}")
-            out[str(k)] = (int(qid), sets[i])
-        return out
+        if "names" not in obj:  # an object per queue (written before the lists)
+            out = {}
+            for k, (qid, i) in obj["queues"].items():
+                if not 0 <= i < len(sets):
+                    raise _Unusable(f"queue {k} names attribute set {i} of {len(sets)}")
+                out[str(k)] = (int(qid), sets[i])
+            return out
+        names, qids, set_of = obj["names"], obj["qids"], obj["sets"]
+        if not len(names) == len(qids) == len(set_of):
+            raise _Unusable(f"{len(names)} names, {len(qids)} qids, {len(set_of)} sets")
+        if set_of and not (0 <= min(set_of) and max(set_of) < len(sets)):
+            raise _Unusable(f"a queue names an attribute set outside 0..{len(sets) - 1}")
+        if not set(map(type, names)) <= {str} or not set(map(type, qids)) <= {int}:
+            raise _Unusable("a queue name that is not text or a qid that is not a number")
+        return dict(zip(names, zip(qids, map(sets.__getitem__, set_of), strict=True),
+                        strict=True))
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise _Unusable(str(exc)) from exc

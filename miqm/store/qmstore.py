@@ -329,7 +329,7 @@ class QueueManagerStore:
                     self._close_files()
 
     def _close_files(self) -> None:
-        for q in self.state.queues.values():
+        for q in self.state.queues.live():
             if q.file is not None:
                 q.file.close()
 
@@ -387,7 +387,7 @@ class QueueManagerStore:
         oldest = st.uows.oldest_logged()
         if oldest is not None and oldest.first_lsn is not None:
             self._pin_threshold = oldest.first_lsn + self._pin_limit
-        for q in st.queues.values():
+        for q in st.queues.live():
             if q.file is not None and q.file.garbage:
                 if self._guard is not None:
                     self._guard()
@@ -401,14 +401,14 @@ class QueueManagerStore:
         file, or a scan of its queue file."""
         st = self.state
         self._max_cp_seen = 0
+        # no live record in its file: defined from the catalog, file not opened (the
+        # first checkpoint that writes to it makes a new file), object made on first use
+        dormant = {name: entry for name, qid in info.queues.items()
+                   if (entry := catalog.get(name)) is not None and entry[0] == qid}
+        st.queues.set_dormant(dormant)
+        self._loads["catalog_queues"] = len(dormant)
         for name, qid in sorted(info.queues.items()):
-            entry = catalog.get(name)
-            if entry is not None and entry[0] == qid:
-                # no live record in its file: defined from the catalog, file not opened
-                # (the first checkpoint that writes to it makes a new file)
-                q = st.queues[name] = LocalQueue(name, qid, entry[1])
-                q.header_dirty, q.file_qid = False, qid
-                self._loads["catalog_queues"] += 1
+            if name in dormant:
                 continue
             q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
             self._max_cp_seen = max(self._max_cp_seen, seen)
@@ -821,8 +821,8 @@ class QueueManagerStore:
         """Names of the queues whose attribute ``attr`` is ``value`` (a pass over the
         definitions only: no attribute copies, cheap with thousands of queues)."""
         with self._lock:
-            return sorted(n for n, q in self.state.queues.items()
-                          if q.attrs.get(attr) == value and n not in self._damaged)
+            return sorted(n for n, a in self.state.queues.definitions()
+                          if a.get(attr) == value and n not in self._damaged)
 
     def list_queues(self, pattern: str = "*") -> list[dict[str, Any]]:
         """Attributes of every queue whose name matches ``pattern`` (``*`` generic)."""
@@ -1422,7 +1422,7 @@ class QueueManagerStore:
         self._cp_wanted = False
         info = ckpt.CheckpointInfo(
             seq=seq, next_key=st.next_key, next_txid=st.uows.next_txid,
-            queues={n: q.qid for n, q in st.queues.items()},
+            queues=st.queues.qids(),
             uows=st.uows.snapshot(),
             qmgr={k: v for k, v in st.qmgr.items() if v is not None},  # deleted: dropped
             media=dict(self._media), authrecs=st.authrec_list())
@@ -1434,15 +1434,17 @@ class QueueManagerStore:
             self._records_since_cp = 0
             self._last_cp_time = self._clock()
             self._force(cp_lsn)  # write-ahead: every record these files reflect is durable
-            for q in st.queues.values():
+            # a dormant queue (never touched since the catalog defined it) has nothing to
+            # write: only the queues that are objects are visited
+            for q in st.queues.live():
                 if q.name in self._damaged:
                     continue
                 if self._guard is not None:  # a pause may have ended between queues
                     self._guard()
                 self._write_queue(q, seq, plan)
-            info.idx = {q.name: q.idx_cp for q in st.queues.values()
+            info.idx = {q.name: q.idx_cp for q in st.queues.live()
                         if q.idx_cp and not q.dx_cp and q.name not in self._damaged}
-            info.idxd = {q.name: [q.idx_cp, q.dx_cp] for q in st.queues.values()
+            info.idxd = {q.name: [q.idx_cp, q.dx_cp] for q in st.queues.live()
                          if q.idx_cp and q.dx_cp and q.name not in self._damaged}
             info.aborted = sorted(self._aborted)
             self._plan_catalog(plan)
@@ -1458,8 +1460,9 @@ class QueueManagerStore:
         # a queue's attributes are replaced, never changed in place (alter_queue): the
         # catalog keeps the dicts themselves, and comparing with the last one mostly
         # compares identities
-        cat = {q.name: (q.qid, q.attrs) for q in self.state.queues.values()
-               if q.present == 0 and q.name not in self._damaged}
+        cat = dict(self.state.queues.dormant())  # their entries: compared by identity
+        cat.update((q.name, (q.qid, q.attrs)) for q in self.state.queues.live()
+                   if q.present == 0 and q.name not in self._damaged)
         if self._catalog is not None and cat == self._catalog:
             info.catalog = self._catalog_cp
             return
@@ -1552,7 +1555,7 @@ class QueueManagerStore:
         for name in plan.unindexed:
             for fname in ("idx", "idx.new", "idx.d", "idx.d.new"):
                 self.data.unlink(f"queues/{name}/{fname}")
-        for q in st.queues.values():
+        for q in st.queues.live():
             if q.file is not None:
                 q.file.release_freed()
                 if q.file.shrink_if_oversized():

@@ -539,8 +539,11 @@ class LocalQueue:
     def __init__(self, name: str, qid: int, attrs: dict[str, Any]) -> None:
         self.name = name
         self.qid = qid
-        # replaced on ALTER, never changed in place (the queue catalog shares it)
-        self.attrs: dict[str, Any] = {**DEFAULT_ATTRS, **attrs}
+        # replaced on ALTER, never changed in place (the queue catalog shares it): a
+        # complete set (from the catalog) is kept as it is, so the checkpoint that
+        # compares the catalog with the last one compares identities
+        self.attrs: dict[str, Any] = (attrs if attrs.keys() >= DEFAULT_ATTRS.keys()
+                                      else {**DEFAULT_ATTRS, **attrs})
         # self.index (PriorityIndex) is made on first use (__getattr__): a takeover of
         # thousands of queues defines them all, most never see a message
         self.mem: dict[int, MemMessage] = {}  # key -> body in memory
@@ -738,3 +741,114 @@ class BodyWriter:
             i += 1
         self.next = i
         return start, bytes(run)
+
+
+class QueueTable:
+    """The local queues by name. A queue the queue catalog defines (it held nothing at
+    the last checkpoint) stays a dormant ``(qid, attrs)`` entry until something looks it
+    up: a takeover of a queue manager with thousands of queues makes objects for the few
+    it touches, and the checkpoint ending it visits only those (issue 22).
+
+    A dormant queue is exactly a :class:`LocalQueue` made from its catalog entry that no
+    operation has touched: no file, no message, nothing for a checkpoint to write.
+    Lookups (``get``, ``[]``, ``values()``, ``items()``) wake queues and so belong under
+    the store lock, as every change does; ``live()``, ``dormant()``, ``qids()``,
+    ``names()``, ``in`` and ``len`` never wake one, and read from any thread (a name is
+    put among the live ones before it leaves the dormant ones)."""
+
+    __slots__ = ("_dormant", "_live")
+
+    def __init__(self) -> None:
+        self._live: dict[str, LocalQueue] = {}
+        self._dormant: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def set_dormant(self, entries: dict[str, tuple[int, dict[str, Any]]]) -> None:
+        """Add catalog entries, name -> (qid, complete attributes never changed in place)."""
+        self._dormant.update(entries)
+
+    def get(self, name: str, default: LocalQueue | None = None) -> LocalQueue | None:
+        """The queue called ``name`` (woken if dormant), else ``default``."""
+        q = self._live.get(name)
+        if q is None:
+            entry = self._dormant.get(name)
+            if entry is None:
+                return default
+            q = self._wake(name, entry)
+        return q
+
+    def _wake(self, name: str, entry: tuple[int, dict[str, Any]]) -> LocalQueue:
+        qid, attrs = entry
+        q = LocalQueue(name, qid, attrs)
+        q.header_dirty, q.file_qid = False, qid  # the catalog holds its definition
+        self._live[name] = q
+        del self._dormant[name]
+        return q
+
+    def __getitem__(self, name: str) -> LocalQueue:
+        q = self.get(name)
+        if q is None:
+            raise KeyError(name)
+        return q
+
+    def __setitem__(self, name: str, q: LocalQueue) -> None:
+        self._live[name] = q
+        self._dormant.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        if self.pop(name, None) is None:
+            raise KeyError(name)
+
+    def pop(self, name: str, default: LocalQueue | None = None) -> LocalQueue | None:
+        """Remove the queue called ``name``; it (woken if it was dormant) or ``default``."""
+        q = self.get(name)
+        if q is None:
+            return default
+        del self._live[name]
+        return q
+
+    def __contains__(self, name: object) -> bool:
+        # dormant first: a queue being woken is live before it stops being dormant
+        return name in self._dormant or name in self._live
+
+    def __len__(self) -> int:
+        return len(self._live) + len(self._dormant)
+
+    def names(self) -> list[str]:
+        """Every queue's name (none woken)."""
+        return [*self._live, *self._dormant]
+
+    __iter__ = None  # type: ignore[assignment]  # say names() or values(): which wakes
+
+    def values(self) -> Iterable[LocalQueue]:
+        """Every queue, all woken (an administrator's listing: not for a takeover's path)."""
+        self._wake_all()
+        return self._live.values()
+
+    def items(self) -> Iterable[tuple[str, LocalQueue]]:
+        """(name, queue) of every queue, all woken."""
+        self._wake_all()
+        return self._live.items()
+
+    def _wake_all(self) -> None:
+        for name, entry in list(self._dormant.items()):
+            self._wake(name, entry)
+
+    def live(self) -> Iterable[LocalQueue]:
+        """The queues that are objects (woken or never dormant): the only ones a
+        checkpoint can have anything to write for."""
+        return self._live.values()
+
+    def dormant(self) -> dict[str, tuple[int, dict[str, Any]]]:
+        """The dormant entries, name -> (qid, attributes); read only."""
+        return self._dormant
+
+    def definitions(self) -> list[tuple[str, dict[str, Any]]]:
+        """(name, attributes) of every queue (none woken; attributes read only)."""
+        return [*((n, q.attrs) for n, q in self._live.items()),
+                *((n, e[1]) for n, e in self._dormant.items())]
+
+    def qids(self) -> dict[str, int]:
+        """name -> qid of every queue (none woken)."""
+        out = {n: e[0] for n, e in self._dormant.items()}
+        out.update((n, q.qid) for n, q in self._live.items())
+        return out

@@ -27,7 +27,7 @@ from typing import Any
 
 from miqm import amq
 from miqm.store import records as R
-from miqm.store.queues import LocalQueue, MemMessage
+from miqm.store.queues import LocalQueue, MemMessage, QueueTable
 from miqm.store.uow import ACTIVE, PREPARED, UnitOfWork, UowTable
 
 MSGID_PREFIX = b"MIQM"
@@ -44,7 +44,7 @@ class StoreState:
     """Queues, messages and units of work, with the operations that change them."""
 
     def __init__(self, next_key: int = 1, next_txid: int = 1) -> None:
-        self.queues: dict[str, LocalQueue] = {}
+        self.queues = QueueTable()
         self.uows = UowTable(next_txid)
         self.next_key = next_key
         self.qmgr: dict[str, Any] = {}

@@ -331,9 +331,21 @@ def test_the_catalog_writes_each_attribute_set_once_and_reads_the_older_form(
     write({"seq": 9, "queues": {"OLD": [3, {"DESCR": "older form"}]}})
     got, _why = ckpt.read_catalog(vol, 9)
     assert got == {"OLD": (3, {"DESCR": "older form"})}
+    write({"seq": 9, "attrs": [{"DESCR": "x"}], "queues": {"PER": [4, 0]}})
+    got, _why = ckpt.read_catalog(vol, 9)
+    assert got == {"PER": (4, {"DESCR": "x"})}  # an object per queue, shared sets
     write({"seq": 9, "attrs": [{}], "queues": {"BAD": [3, -1]}})
     got, why = ckpt.read_catalog(vol, 9)
     assert got is None and "attribute set -1" in why
+    # the lists: each inconsistency makes the copy unusable, never a wrong table
+    for bad, said in (({"names": ["A", "B"], "qids": [1], "sets": [0, 0]}, "2 names, 1 qids"),
+                      ({"names": ["A"], "qids": [1], "sets": [1]}, "outside 0..0"),
+                      ({"names": ["A"], "qids": [1], "sets": [-1]}, "outside 0..0"),
+                      ({"names": [5], "qids": [1], "sets": [0]}, "not text"),
+                      ({"names": ["A"], "qids": ["1"], "sets": [0]}, "not a number")):
+        write({"seq": 9, "attrs": [{}], **bad})
+        got, why = ckpt.read_catalog(vol, 9)
+        assert got is None and said in why, (bad, why)
 
 
 def test_queue_files_of_format_1_are_still_read_and_written(
