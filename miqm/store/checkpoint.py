@@ -72,8 +72,28 @@ class CheckpointInfo:
         fields = dict(self.__dict__)
         if not fields["authrecs"]:  # left out when empty: an older miqm reads the file
             del fields["authrecs"]
-        body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
+        queues = fields.pop("queues")
+        text = json.dumps(fields, separators=(",", ":"), sort_keys=True)
+        body = f'{text[:-1]},"queues":{_queues_json(queues)}}}'.encode()
         return _HDR.pack(_MAGIC, VERSION, 0, crc32c(body), len(body)) + body
+
+
+# the last queue table encoded, and its JSON: the store hands every checkpoint the same
+# dict until a queue comes or goes (QueueTable.qids), and with thousands of queues the
+# encoding was a millisecond of every checkpoint (the dict is held here, so its identity
+# cannot be reused by another)
+_last_queues: tuple[dict[str, int], str] | None = None
+
+
+def _queues_json(queues: dict[str, int]) -> str:
+    global _last_queues
+    last = _last_queues
+    if last is not None and last[0] is queues:
+        return last[1]
+    text = json.dumps(queues, separators=(",", ":"))
+    if len(queues) >= 64:
+        _last_queues = (queues, text)
+    return text
 
 
 def read(volume: Volume) -> CheckpointInfo:

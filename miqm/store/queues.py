@@ -756,15 +756,17 @@ class QueueTable:
     ``names()``, ``in`` and ``len`` never wake one, and read from any thread (a name is
     put among the live ones before it leaves the dormant ones)."""
 
-    __slots__ = ("_dormant", "_live")
+    __slots__ = ("_dormant", "_live", "_qids")
 
     def __init__(self) -> None:
         self._live: dict[str, LocalQueue] = {}
         self._dormant: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._qids: dict[str, int] | None = None  # qids() until a queue comes or goes
 
     def set_dormant(self, entries: dict[str, tuple[int, dict[str, Any]]]) -> None:
         """Add catalog entries, name -> (qid, complete attributes never changed in place)."""
         self._dormant.update(entries)
+        self._qids = None
 
     def get(self, name: str, default: LocalQueue | None = None) -> LocalQueue | None:
         """The queue called ``name`` (woken if dormant), else ``default``."""
@@ -793,6 +795,7 @@ class QueueTable:
     def __setitem__(self, name: str, q: LocalQueue) -> None:
         self._live[name] = q
         self._dormant.pop(name, None)
+        self._qids = None
 
     def __delitem__(self, name: str) -> None:
         if self.pop(name, None) is None:
@@ -804,6 +807,7 @@ class QueueTable:
         if q is None:
             return default
         del self._live[name]
+        self._qids = None
         return q
 
     def __contains__(self, name: object) -> bool:
@@ -848,7 +852,12 @@ class QueueTable:
                 *((n, e[1]) for n, e in self._dormant.items())]
 
     def qids(self) -> dict[str, int]:
-        """name -> qid of every queue (none woken)."""
-        out = {n: e[0] for n, e in self._dormant.items()}
-        out.update((n, q.qid) for n, q in self._live.items())
+        """name -> qid of every queue (none woken). The same dict until a queue is
+        defined or deleted (a queue's qid never changes): read only, so that each
+        checkpoint need not build it, nor encode it again (checkpoint.encode)."""
+        out = self._qids
+        if out is None:
+            out = {n: e[0] for n, e in self._dormant.items()}
+            out.update((n, q.qid) for n, q in self._live.items())
+            self._qids = out
         return out
