@@ -116,12 +116,39 @@ def read(volume: Volume) -> CheckpointInfo:
         raise StoreError(f"checkpoint file {where} has format version {ver}; this miqm "
                          f"reads version {VERSION}")
     try:
-        obj = json.loads(body)
+        obj = _decode(body)
         # fields a newer version added are left out (it keeps version 1 for them)
         known = CheckpointInfo.__dataclass_fields__
         return CheckpointInfo(**{k: v for k, v in obj.items() if k in known})
     except (ValueError, TypeError) as exc:
         raise StoreError(f"checkpoint file {where} is corrupt: {exc}") from exc
+
+
+_QUEUES_AT_END = b',"queues":{'
+
+
+def _decode(body: bytes) -> dict[str, Any]:
+    """The file's JSON. Written by :meth:`CheckpointInfo.encode`, the queue table comes
+    last: it is decoded on its own and its text kept as the one :func:`_queues_json`
+    last encoded, so the checkpoint ending this open does not encode it again. (The
+    text ``,"queues":{`` cannot occur inside a JSON string, whose quotes are escaped,
+    nor in the table after it, whose keys are queue names.)"""
+    global _last_queues
+    at = body.rfind(_QUEUES_AT_END)
+    if at > 0 and body.endswith(b"}}"):
+        try:
+            obj = json.loads(body[:at] + b"}")
+            text = body[at + len(_QUEUES_AT_END) - 1:-1].decode()
+            queues = json.loads(text)
+        except ValueError:  # not in that order (an older miqm sorted the keys)
+            pass
+        else:
+            if isinstance(obj, dict) and isinstance(queues, dict) and "queues" not in obj:
+                obj["queues"] = queues
+                if len(queues) >= 64:
+                    _last_queues = (queues, text)
+                return obj
+    return dict(json.loads(body))
 
 
 def write(volume: Volume, info: CheckpointInfo) -> None:

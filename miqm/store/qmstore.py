@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NoReturn
 
 from lockfs.errors import LockFsError
@@ -403,16 +404,20 @@ class QueueManagerStore:
         self._max_cp_seen = 0
         # no live record in its file: defined from the catalog, file not opened (the
         # first checkpoint that writes to it makes a new file), object made on first use
-        dormant = {name: entry for name, qid in info.queues.items()
-                   if (entry := catalog.get(name)) is not None and entry[0] == qid}
+        cat_qids = dict(zip(catalog, map(itemgetter(0), catalog.values()), strict=True))
+        if cat_qids.items() <= info.queues.items():  # the usual case, checked in C
+            dormant = catalog
+        else:
+            dormant = {name: entry for name, qid in info.queues.items()
+                       if (entry := catalog.get(name)) is not None and entry[0] == qid}
         st.queues.set_dormant(dormant)
         self._loads["catalog_queues"] = len(dormant)
-        for name, qid in sorted(info.queues.items()):
-            if name in dormant:
-                continue
+        for name in sorted(info.queues.keys() - dormant.keys()):
+            qid = info.queues[name]
             q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
             self._max_cp_seen = max(self._max_cp_seen, seen)
             st.queues[name] = q
+        st.queues.adopt_qids(info.queues)
 
     def _list_queue_dirs(self) -> list[str]:
         try:
@@ -821,8 +826,8 @@ class QueueManagerStore:
         """Names of the queues whose attribute ``attr`` is ``value`` (a pass over the
         definitions only: no attribute copies, cheap with thousands of queues)."""
         with self._lock:
-            return sorted(n for n, a in self.state.queues.definitions()
-                          if a.get(attr) == value and n not in self._damaged)
+            return sorted(n for n in self.state.queues.names_with(attr, value)
+                          if n not in self._damaged)
 
     def list_queues(self, pattern: str = "*") -> list[dict[str, Any]]:
         """Attributes of every queue whose name matches ``pattern`` (``*`` generic)."""

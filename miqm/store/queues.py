@@ -31,6 +31,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from crc32c import crc32c
@@ -846,10 +847,24 @@ class QueueTable:
         """The dormant entries, name -> (qid, attributes); read only."""
         return self._dormant
 
-    def definitions(self) -> list[tuple[str, dict[str, Any]]]:
-        """(name, attributes) of every queue (none woken; attributes read only)."""
-        return [*((n, q.attrs) for n, q in self._live.items()),
-                *((n, e[1]) for n, e in self._dormant.items())]
+    def names_with(self, attr: str, value: Any) -> list[str]:
+        """Names of the queues whose attribute ``attr`` is ``value`` (none woken). The
+        dormant queues share a few attribute dicts (the catalog's sets): each distinct
+        one is looked at once, and a takeover that looks for temporary dynamic queues
+        among 5,000 finds none without a Python step per queue."""
+        out = [n for n, q in self._live.items() if q.attrs.get(attr) == value]
+        dormant = self._dormant
+        sets = {id(a): a for a in map(itemgetter(1), dormant.values())}
+        hits = {i for i, a in sets.items() if a.get(attr) == value}
+        if hits:
+            out += [n for n, e in dormant.items() if id(e[1]) in hits]
+        return out
+
+    def adopt_qids(self, qids: dict[str, int]) -> None:
+        """Take ``qids`` (the checkpoint file's table, the one these queues were loaded
+        from: equal by construction) as :meth:`qids`: the checkpoint ending the open
+        then neither builds the table nor encodes it again."""
+        self._qids = qids
 
     def qids(self) -> dict[str, int]:
         """name -> qid of every queue (none woken). The same dict until a queue is

@@ -1,0 +1,167 @@
+"""The queue table: a queue the catalog defines stays a dormant entry until something
+uses it, so a takeover with thousands of queues makes objects for the few it touches
+and its checkpoint visits only those (issue 22). Whatever is dormant behaves exactly as
+a queue made from its catalog entry would; and the checkpoint file keeps its queue
+table's text for the next checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from miqm.store import checkpoint as ckpt
+from miqm.store.queues import DEFAULT_ATTRS, LocalQueue, QueueTable
+from tests.unit.test_qindex import Store, crash
+
+N = 300
+
+
+def test_a_dormant_queue_wakes_on_first_use_and_only_then() -> None:
+    shared = {**DEFAULT_ATTRS, "DESCR": "shared"}
+    t = QueueTable()
+    t.set_dormant({"A": (1, shared), "B": (2, shared)})
+    t["C"] = LocalQueue("C", 3, {})
+    assert len(t) == 3 and "A" in t and "C" in t and "Z" not in t
+    assert sorted(t.names()) == ["A", "B", "C"]
+    assert t.qids() == {"A": 1, "B": 2, "C": 3}
+    assert [q.name for q in t.live()] == ["C"]  # nothing woken by any of that
+    assert t.names_with("DESCR", "shared") == ["A", "B"] or \
+        sorted(t.names_with("DESCR", "shared")) == ["A", "B"]
+    assert [q.name for q in t.live()] == ["C"]
+    a = t.get("A")
+    assert a is not None and a.qid == 1 and a.attrs is shared  # the catalog's dict
+    assert not a.header_dirty and a.file_qid == 1 and a.present == 0
+    assert t.get("A") is a and t["A"] is a and "A" in t and len(t) == 3
+    assert sorted(q.name for q in t.live()) == ["A", "C"]
+    assert t.get("Z") is None
+    with pytest.raises(KeyError):
+        t["Z"]
+    with pytest.raises(TypeError):  # say which: names() or values()
+        iter(t)
+    assert t.pop("B") is not None and "B" not in t and t.qids() == {"A": 1, "C": 3}
+    del t["C"]
+    assert sorted(t.names()) == ["A"]
+    with pytest.raises(KeyError):
+        del t["C"]
+    assert [q.name for q in t.values()] == ["A"]
+
+
+def test_qids_is_one_dict_until_a_queue_comes_or_goes() -> None:
+    t = QueueTable()
+    t.set_dormant({f"Q{i}": (i, DEFAULT_ATTRS) for i in range(5)})
+    first = t.qids()
+    t.get("Q1")  # waking changes no qid
+    assert t.qids() is first
+    t["NEW"] = LocalQueue("NEW", 99, {})
+    assert t.qids() is not first and t.qids()["NEW"] == 99
+    second = t.qids()
+    t.pop("Q2")
+    assert "Q2" not in t.qids() and t.qids() is not second
+
+
+def _with_many_queues(tmp_path: Path) -> Store:
+    store = Store(tmp_path)
+    s = store.open()
+    for i in range(N):
+        s.define_queue(f"MANY.Q{i:03d}", DESCR="many")
+    s.define_queue("TEMP.Q", DEFTYPE="TEMPDYN")
+    s.put("MANY.Q007", b"seven", persistent=True)
+    s.close()
+    return store
+
+
+def test_a_takeover_makes_objects_only_for_the_queues_it_touches(tmp_path: Path) -> None:
+    store = _with_many_queues(tmp_path)
+    s = store.open()
+    try:
+        live = {q.name for q in s.state.queues.live()}
+        assert live == {"MANY.Q007"}, live  # the one with a message on file
+        assert s.recovery_stats["catalog_queues"] == N
+        assert s.queues_with("DEFTYPE", "TEMPDYN") == ["TEMP.Q"]
+        assert len(s.state.queues) == N + 1
+        s.checkpoint()
+        assert {q.name for q in s.state.queues.live()} == {"MANY.Q007"}
+        # used: woken, with what the catalog said
+        assert s.queue_attrs("MANY.Q100")["DESCR"] == "many"
+        s.put("MANY.Q200", b"two hundred", persistent=True)
+        s.alter_queue("MANY.Q201", DESCR="altered")
+        s.delete_queue("MANY.Q202")
+        with pytest.raises(Exception, match="2085"):
+            s.put("MANY.Q202", b"gone", persistent=True)
+        assert {q.name for q in s.state.queues.live()} == {
+            "MANY.Q007", "MANY.Q100", "MANY.Q200", "MANY.Q201"}
+        s.checkpoint()
+    finally:
+        crash(s)
+    s = store.open()
+    try:
+        assert len(s.state.queues) == N  # MANY.Q202 deleted
+        assert s.get("MANY.Q200").body == b"two hundred"
+        assert s.get("MANY.Q007").body == b"seven"
+        assert s.queue_attrs("MANY.Q201")["DESCR"] == "altered"
+        assert s.queue_attrs("MANY.Q299")["DESCR"] == "many"
+        assert "MANY.Q202" not in s.state.queues
+        assert len(s.list_queues("MANY.*")) == N - 1  # a listing wakes them all
+    finally:
+        s.close()
+
+
+def test_the_catalog_is_not_written_again_when_nothing_changed(tmp_path: Path) -> None:
+    """Compared with the last one by identity of the entries: a takeover that changes no
+    definition leaves the catalog files alone."""
+    store = _with_many_queues(tmp_path)
+    s = store.open()
+    s.close()
+    before = (store.data / ckpt.CATALOG).stat().st_mtime_ns
+    s = store.open()
+    s.put("MANY.Q007", b"more", persistent=True)  # a queue with a file: no catalog change
+    s.checkpoint()
+    s.close()
+    assert (store.data / ckpt.CATALOG).stat().st_mtime_ns == before
+
+
+def test_the_metrics_read_depths_without_waking_a_queue(tmp_path: Path) -> None:
+    from miqm.metrics.instance import InstanceCollector
+
+    store = _with_many_queues(tmp_path)
+    s = store.open()
+    try:
+        ctl = SimpleNamespace(store=s, qmgr="QM", host="h", mode="active")
+        collector = InstanceCollector(ctl)
+        depth = {}
+        for m in collector.collect():
+            if m.name == "miqm_queue_depth":
+                depth = {x.labels["queue"]: x.value for x in m.samples}
+        assert len(depth) == N + 1 and depth["MANY.Q007"] == 1 and depth["MANY.Q008"] == 0
+        assert {q.name for q in s.state.queues.live()} == {"MANY.Q007"}
+    finally:
+        s.close()
+
+
+def test_the_checkpoint_file_keeps_its_queue_table_text(tmp_path: Path) -> None:
+    """Written last, read on its own and reused by the next encode of the same table;
+    a file whose keys an older miqm sorted (the table in the middle) and text that looks
+    like the table's key inside a string both read as they are."""
+    from lockfs.posix import PosixVolume
+
+    vol = PosixVolume(str(tmp_path))
+    queues = {f"Q{i:03d}": i + 1 for i in range(100)}
+    info = ckpt.CheckpointInfo(seq=4, queues=queues, uows=[{"txid": 1}],
+                               qmgr={"DESCR": 'odd ,"queues":{"X":1} text}}'})
+    ckpt.write(vol, info)
+    got = ckpt.read(vol)
+    assert got.queues == queues and got.qmgr == info.qmgr and got.uows == [{"txid": 1}]
+    assert ckpt._last_queues is not None and ckpt._last_queues[0] is got.queues
+    assert ckpt.CheckpointInfo(seq=5, queues=got.queues).encode() == \
+        ckpt.CheckpointInfo(seq=5, queues=dict(queues)).encode()
+    # as an older miqm wrote it: keys sorted, "queues" before "restart_lsn", "seq", ...
+    body = json.dumps({**info.__dict__, "authrecs": []}, separators=(",", ":"),
+                      sort_keys=True).encode()
+    from crc32c import crc32c
+    (tmp_path / ckpt.NAME).write_bytes(
+        ckpt._HDR.pack(b"MIQK", ckpt.VERSION, 0, crc32c(body), len(body)) + body)
+    got = ckpt.read(vol)
+    assert got.queues == queues and got.seq == 4 and got.qmgr == info.qmgr
