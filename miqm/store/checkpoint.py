@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from crc32c import crc32c
 
@@ -96,8 +96,17 @@ def _queues_json(queues: dict[str, int]) -> str:
     return text
 
 
-def read(volume: Volume) -> CheckpointInfo:
-    """Read and check the checkpoint file; StoreError (one line naming it) if damaged."""
+class ReadAhead(Protocol):
+    """Files a standby decoded ahead of a takeover (:class:`miqm.store.qindex.IndexCache`)."""
+
+    def known_file(self, name: str, raw: bytes) -> Any: ...
+    def keep_file(self, name: str, raw: bytes, decoded: Any) -> None: ...
+    def take_file(self, name: str, raw: bytes) -> Any: ...
+
+
+def read(volume: Volume, ahead: ReadAhead | None = None) -> CheckpointInfo:
+    """Read and check the checkpoint file; StoreError (one line naming it) if damaged.
+    ``ahead``: what a standby decoded, used if the file is still exactly those bytes."""
     where = f"{volume.describe()}/{NAME}"
     try:
         data = volume.read_bytes(NAME)
@@ -106,6 +115,37 @@ def read(volume: Volume) -> CheckpointInfo:
                          "incomplete (recreate the queue manager or restore the file)") from exc
     except LockFsError as exc:
         raise StoreError(f"cannot read checkpoint file {where}: {exc}") from exc
+    if ahead is not None:
+        known = ahead.take_file(NAME, data)
+        if isinstance(known, CheckpointInfo):
+            return known
+    return decode(data, where)
+
+
+def read_ahead(volume: Volume, ahead: ReadAhead) -> CheckpointInfo:
+    """A standby's read of the checkpoint file and the catalog it names, decoded into
+    ``ahead`` unless ``ahead`` holds those very bytes already; the checkpoint file's
+    content (for the caller to read ahead the indexes it names). Only reads."""
+    raw = volume.read_bytes(NAME)
+    info = ahead.known_file(NAME, raw)
+    if not isinstance(info, CheckpointInfo):
+        info = decode(raw, f"{volume.describe()}/{NAME}")
+        ahead.keep_file(NAME, raw, info)
+    if info.catalog:
+        for name in CATALOGS:
+            try:
+                craw = volume.read_bytes(name)
+                if ahead.known_file(name, craw) is None:
+                    ahead.keep_file(name, craw, _decode_catalog(craw))
+                break
+            except (LockFsError, _Unusable):
+                continue
+    return info
+
+
+def decode(data: bytes, where: str) -> CheckpointInfo:
+    """The checkpoint file's content from its bytes ``data``; StoreError (one line
+    naming ``where``) if damaged."""
     if len(data) < _HDR.size:
         raise StoreError(f"checkpoint file {where} is corrupt: truncated")
     magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
@@ -197,7 +237,7 @@ def encode_catalog(seq: int, queues: dict[str, tuple[int, dict[str, Any]]]) -> b
     return _HDR.pack(_CMAGIC, VERSION, 0, crc32c(body), len(body)) + body
 
 
-def read_catalog(volume: Volume, seq: int
+def read_catalog(volume: Volume, seq: int, ahead: ReadAhead | None = None
                  ) -> tuple[dict[str, tuple[int, dict[str, Any]]] | None, str]:
     """The catalog of checkpoint ``seq`` from ``amqalcat.fil`` or, when the checkpoint
     completed before its rename, ``amqalcat.fil.new``, else from the second copy
@@ -207,7 +247,7 @@ def read_catalog(volume: Volume, seq: int
     for first in (CATALOG, CATALOG_COPY):
         for name in (first, first + ".new"):
             try:
-                found = _catalog_file(volume, name, seq)
+                found = _catalog_file(volume, name, seq, ahead)
             except _Unusable as exc:
                 whys.append(f"{name}: {exc}")
                 continue
@@ -220,12 +260,21 @@ class _Unusable(Exception):
     pass
 
 
-def _catalog_file(volume: Volume, name: str, seq: int
+def _catalog_file(volume: Volume, name: str, seq: int, ahead: ReadAhead | None = None
                   ) -> dict[str, tuple[int, dict[str, Any]]]:
     try:
         data = volume.read_bytes(name)
     except LockFsError as exc:
         raise _Unusable(str(exc)) from exc
+    known = ahead.take_file(name, data) if ahead is not None else None
+    file_seq, out = known if isinstance(known, tuple) else _decode_catalog(data)
+    if file_seq != seq:
+        raise _Unusable(f"of checkpoint {file_seq}, not {seq}")
+    return out
+
+
+def _decode_catalog(data: bytes) -> tuple[int, dict[str, tuple[int, dict[str, Any]]]]:
+    """(the checkpoint a catalog file's bytes ``data`` belong to, its queues)."""
     if len(data) < _HDR.size:
         raise _Unusable("truncated")
     magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
@@ -234,10 +283,10 @@ def _catalog_file(volume: Volume, name: str, seq: int
         raise _Unusable("bad checksum or header")
     try:
         obj = json.loads(body)
-        if int(obj["seq"]) != seq:
-            raise _Unusable(f"of checkpoint {obj['seq']}, not {seq}")
+        file_seq = int(obj["seq"])
         if "attrs" not in obj:  # written before attribute sets were shared
-            return {str(k): (int(v[0]), dict(v[1])) for k, v in obj["queues"].items()}
+            return file_seq, {str(k): (int(v[0]), dict(v[1]))
+                              for k, v in obj["queues"].items()}
         # shared by the queues naming them: never changed (a queue replaces its own)
         sets = [dict(a) for a in obj["attrs"]]
         if "names" not in obj:  # an object per queue (written before the lists)
@@ -246,7 +295,7 @@ def _catalog_file(volume: Volume, name: str, seq: int
                 if not 0 <= i < len(sets):
                     raise _Unusable(f"queue {k} names attribute set {i} of {len(sets)}")
                 out[str(k)] = (int(qid), sets[i])
-            return out
+            return file_seq, out
         names, qids, set_of = obj["names"], obj["qids"], obj["sets"]
         if not len(names) == len(qids) == len(set_of):
             raise _Unusable(f"{len(names)} names, {len(qids)} qids, {len(set_of)} sets")
@@ -254,7 +303,7 @@ def _catalog_file(volume: Volume, name: str, seq: int
             raise _Unusable(f"a queue names an attribute set outside 0..{len(sets) - 1}")
         if not set(map(type, names)) <= {str} or not set(map(type, qids)) <= {int}:
             raise _Unusable("a queue name that is not text or a qid that is not a number")
-        return dict(zip(names, zip(qids, map(sets.__getitem__, set_of), strict=True),
-                        strict=True))
+        return file_seq, dict(zip(names, zip(qids, map(sets.__getitem__, set_of),
+                                             strict=True), strict=True))
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise _Unusable(str(exc)) from exc

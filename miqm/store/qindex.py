@@ -499,6 +499,29 @@ class IndexCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_name: dict[str, tuple[bytes, QueueIndexData]] = {}
+        # the checkpoint file and the queue catalog, decoded: file name -> (its bytes,
+        # what they decode to); with thousands of queues each is a millisecond or two
+        # of JSON that a takeover need not decode again if the bytes are the same
+        self._files: dict[str, tuple[bytes, Any]] = {}
+
+    def known_file(self, name: str, raw: bytes) -> Any:
+        """What file ``name`` decodes to if decoded here from exactly ``raw`` (read only:
+        it is kept for the taker), else None."""
+        with self._lock:
+            entry = self._files.get(name)
+        return entry[1] if entry is not None and entry[0] == raw else None
+
+    def keep_file(self, name: str, raw: bytes, decoded: Any) -> None:
+        """Keep what file ``name``'s bytes ``raw`` decode to (never changed after)."""
+        with self._lock:
+            self._files[name] = (raw, decoded)
+
+    def take_file(self, name: str, raw: bytes) -> Any:
+        """What file ``name`` decodes to if it was decoded from exactly ``raw``, else
+        None; given away (the taker may keep and build on it)."""
+        with self._lock:
+            entry = self._files.pop(name, None)
+        return entry[1] if entry is not None and entry[0] == raw else None
 
     def refresh(self, volume: Any, wanted: dict[str, tuple[int, int]],
                 stop: Callable[[], bool] = lambda: False) -> int:

@@ -279,7 +279,7 @@ class QueueManagerStore:
             data.write_fence = write_guard
             if isinstance(log, Volume):
                 log.write_fence = write_guard
-        info = ckpt.read(data)
+        info = ckpt.read(data, index_cache)
         if recovery_log is None:
             from miqm.store.log import RecoveryLog
 
@@ -350,7 +350,7 @@ class QueueManagerStore:
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
         if info.catalog:
-            found, why = ckpt.read_catalog(self.data, info.catalog)
+            found, why = ckpt.read_catalog(self.data, info.catalog, self._index_cache)
             if found is None:
                 self._errlog("AMQ1131", amq.text("AMQ1131", why=why))
             elif why:  # from the copy: the next checkpoint writes both again

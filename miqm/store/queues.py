@@ -268,28 +268,31 @@ class QueueFile:
         self.max_cp_seen = max_cp = 0
         qid_here = self.qid
         unpack_rec, unpack_del = fmt.head.unpack_from, _DEL.unpack_from
-        split = fmt.split
+        split = fmt.split if fmt.version == 1 else None  # format 2's is inlined below
+        record = tuple.__new__  # FileRecord(...) without its Python-level __new__
         # a window of the file: buf holds blocks from buf_start; mv is a view of it (the
         # crc reads the body through it without copying)
         buf = b""
         mv = memoryview(buf)
-        buf_start = 0
+        buf_start = nbuf = 0  # nbuf: len(buf)
+        ones = _ONES
+        n_ones = len(ones)
         b = 0
         while b < nblocks:
             s = (b - buf_start) * blk
-            if s + fixed > len(buf):
+            if s + fixed > nbuf:
                 buf = pread(max(fixed, chunk), fmt.offset(b))
-                mv, buf_start, s = memoryview(buf), b, 0
-                if len(buf) < 4:
+                mv, buf_start, s, nbuf = memoryview(buf), b, 0, len(buf)
+                if nbuf < 4:
                     break
             if not buf.startswith(magic, s):
                 # free space: on to the next block that starts with the magic
                 j = buf.find(magic, s + 1)
                 while j > 0 and j % blk:
                     j = buf.find(magic, j + 1)
-                b = buf_start + (j // blk if j > 0 else max(1, len(buf) // blk))
+                b = buf_start + (j // blk if j > 0 else max(1, nbuf // blk))
                 continue
-            if s + fixed > len(buf):  # a short read at the end of the file
+            if s + fixed > nbuf:  # a short read at the end of the file
                 garbage.append(b)
                 b += 1
                 continue
@@ -304,10 +307,11 @@ class QueueFile:
                 b += 1
                 continue
             end = s + fixed + stored
-            if end > len(buf):
+            if end > nbuf:
                 buf = pread(max(fixed + stored, chunk), fmt.offset(b))
                 mv, buf_start, s, end = memoryview(buf), b, 0, fixed + stored
-            if end > len(buf) or crc32c(mv[s + stored_at:end],
+                nbuf = len(buf)
+            if end > nbuf or crc32c(mv[s + stored_at:end],
                                         crc32c(mv[s + 8:s + del_at])) != crc:
                 garbage.append(b)
                 b += 1
@@ -318,12 +322,19 @@ class QueueFile:
                 if del_cp <= completed_cp and crc32c(_DELKEY.pack(key, del_cp, qid)) == del_crc:
                     b += 1  # deleted: its blocks are free, later records may start inside
                     continue
-            space[b:b + n] = _ONES[n] if n < len(_ONES) else b"\x01" * n
+            space[b:b + n] = ones[n] if n < n_ones else b"\x01" * n
             if key > max_key:
                 max_key = key
-            self.max_key, self.max_cp_seen = max_key, max_cp
-            msgid, correlid, _body_at = split(buf, s, fields)
-            yield FileRecord(key, b, n, stored, prio, msgid, correlid)
+                self.max_key = key
+            if split is None:  # format 2: msgid after the mark, then a correlid if flagged
+                at = s + stored_at
+                msgid = buf[at:at + 24]
+                correlid = (buf[at + 24:at + 48] if fields[7] & FLAG_CORRELID
+                            else _NO_CORRELID)
+            else:
+                msgid, correlid, _body_at = split(buf, s, fields)
+            self.max_cp_seen = max_cp
+            yield record(FileRecord, (key, b, n, stored, prio, msgid, correlid))
             b += n
         self.max_key, self.max_cp_seen = max_key, max_cp
 

@@ -165,3 +165,59 @@ def test_the_checkpoint_file_keeps_its_queue_table_text(tmp_path: Path) -> None:
         ckpt._HDR.pack(b"MIQK", ckpt.VERSION, 0, crc32c(body), len(body)) + body)
     got = ckpt.read(vol)
     assert got.queues == queues and got.seq == 4 and got.qmgr == info.qmgr
+
+
+def test_a_takeover_uses_the_files_a_standby_decoded_only_while_they_are_current(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standby decodes the checkpoint file and the catalog ahead (read only); the
+    open takes them when the files are still exactly those bytes, and decodes the files
+    itself when the active wrote new ones since."""
+    from lockfs.posix import PosixVolume
+    from miqm.store import qindex
+    from tests.unit.test_qindex_delta import _open_with
+
+    store = _with_many_queues(tmp_path)
+    data = PosixVolume(str(store.data))
+    decoded: list[str] = []
+    real_decode, real_catalog = ckpt.decode, ckpt._decode_catalog
+
+    def counting_decode(raw: bytes, where: str) -> ckpt.CheckpointInfo:
+        decoded.append("checkpoint")
+        return real_decode(raw, where)
+
+    def counting_catalog(raw: bytes) -> tuple[int, dict]:  # type: ignore[type-arg]
+        decoded.append("catalog")
+        return real_catalog(raw)
+
+    monkeypatch.setattr(ckpt, "decode", counting_decode)
+    monkeypatch.setattr(ckpt, "_decode_catalog", counting_catalog)
+    cache = qindex.IndexCache()
+    info = ckpt.read_ahead(data, cache)
+    assert len(info.queues) == N + 1 and decoded == ["checkpoint", "catalog"]
+    ckpt.read_ahead(data, cache)
+    assert decoded == ["checkpoint", "catalog"]  # the same bytes: not decoded again
+    decoded.clear()
+    s = _open_with(store, cache)
+    try:
+        assert decoded == [], decoded  # both taken from the read-ahead
+        assert s.recovery_stats["catalog_queues"] == N
+        assert s.queue_attrs("MANY.Q123")["DESCR"] == "many"
+        assert s.get("MANY.Q007").body == b"seven"
+        s.define_queue("LATER.Q")  # the active changes both files after the read-ahead
+        s.put("MANY.Q008", b"eight", persistent=True)
+    finally:
+        s.close()
+    assert "LATER.Q" not in info.queues  # what the standby kept was never changed
+    cache = qindex.IndexCache()
+    ckpt.read_ahead(data, cache)
+    s = store.open()
+    s.define_queue("LATEST.Q")
+    s.close()
+    decoded.clear()
+    s = _open_with(store, cache)
+    try:
+        assert decoded == ["checkpoint", "catalog"], decoded  # stale: read anew
+        assert "LATEST.Q" in s.state.queues and "LATER.Q" in s.state.queues
+        assert s.get("MANY.Q008").body == b"eight"
+    finally:
+        s.close()
