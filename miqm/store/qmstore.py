@@ -64,6 +64,14 @@ _PARALLEL_FILES = 32
 # after a takeover, the checkpoint that writes the deep queues' indexes the open deferred
 # waits this long (the checkpoint thread looks at least once a second)
 _INDEX_DELAY = 1.0
+# queue definitions (DEFINE, ALTER, DELETE) are cheap to log and dear to replay (a JSON
+# record each, then a catalog to write): after this many since the last checkpoint, one
+# follows once they pause for _DEFINITION_PAUSE seconds, or _DEFINITION_WAIT after the
+# burst began, so a takeover after runmqsc defined thousands of queues reads them from
+# the catalog instead of replaying them (issue 22)
+_DEFINITION_BURST = 256
+_DEFINITION_PAUSE = 0.5
+_DEFINITION_WAIT = 5.0
 
 MQRC_BACKED_OUT = 2003
 MQRC_GET_INHIBITED = 2016
@@ -213,6 +221,9 @@ class QueueManagerStore:
         self._index_later = False
         self._index_cache: qindex.IndexCache | None = None
         self._index_due: float | None = None  # when the checkpoint thread writes them
+        self._definitions = 0  # since the last checkpoint began
+        self._burst_began: float | None = None  # of definitions: see _DEFINITION_BURST
+        self._definitions_due: float | None = None
         # the queue catalog last written: name -> (qid, attrs) of queues empty on file
         self._catalog: dict[str, tuple[int, dict[str, Any]]] | None = None
         self._catalog_cp = 0
@@ -652,6 +663,19 @@ class QueueManagerStore:
                 or (usage >= 0.5 and usage >= self._usage_after_cp + 0.1)):
             self._request_checkpoint()
 
+    def _note_definition(self) -> None:
+        """Under the lock: a queue was defined, altered or deleted (_DEFINITION_BURST)."""
+        self._definitions += 1
+        if self._definitions < _DEFINITION_BURST or self._cp_thread is None:
+            return
+        now = self._clock()
+        if self._burst_began is None:
+            self._burst_began = now
+        self._definitions_due = min(now + _DEFINITION_PAUSE,
+                                    self._burst_began + _DEFINITION_WAIT)
+        if self._definitions == _DEFINITION_BURST:
+            self._cp_kick.set()  # the checkpoint thread sets its clock by the due time
+
     def _request_checkpoint(self) -> None:
         """A trigger fired (under the lock): the checkpoint thread takes the checkpoint,
         so the operation that tripped it does not wait for it; without that thread
@@ -709,7 +733,9 @@ class QueueManagerStore:
         keep_thread_cpus()  # its encoding runs without the GIL: beside the producers
         tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
         while not self._stop.is_set():
-            self._cp_kick.wait(tick)
+            due = self._definitions_due  # read without the lock: a hint for the wait
+            self._cp_kick.wait(tick if due is None else
+                               min(tick, max(0.0, due - self._clock())))
             self._cp_kick.clear()
             if self._stop.is_set():
                 return
@@ -722,6 +748,9 @@ class QueueManagerStore:
                         and self._records_since_cp >= self.tuning.checkpoint_log_recd_min)
                     if self._index_due is not None and self._clock() >= self._index_due:
                         self._index_due = None
+                        wanted = True
+                    due = self._definitions_due
+                    if due is not None and self._clock() >= due:
                         wanted = True
                 if wanted:
                     self._checkpoint_unlocked()
@@ -767,6 +796,7 @@ class QueueManagerStore:
             # new incarnation's file replaces it even if it stays empty
             q.need_file = name in self._deleted_files
             self._damaged.pop(name, None)
+            self._note_definition()
             self._after_op()
         self._force(lsn)
 
@@ -782,6 +812,7 @@ class QueueManagerStore:
             lsn = self._append(R.encode_json(R.ALTER, {"name": name, "attrs": norm}))
             q.attrs = {**q.attrs, **norm}  # replaced, never changed: the catalog shares it
             q.header_dirty = True
+            self._note_definition()
             self._after_op()
         self._force(lsn)
 
@@ -806,6 +837,7 @@ class QueueManagerStore:
                 q.file.close()
             self._deleted_files.add(name)
             self._wake()
+            self._note_definition()
             self._after_op()
         self._force(lsn)
 
@@ -1437,6 +1469,7 @@ class QueueManagerStore:
             info.cp_lsn = cp_lsn
             info.restart_lsn = st.uows.restart_lsn(cp_lsn)
             self._records_since_cp = 0
+            self._definitions, self._burst_began, self._definitions_due = 0, None, None
             self._last_cp_time = self._clock()
             self._force(cp_lsn)  # write-ahead: every record these files reflect is durable
             # a dormant queue (never touched since the catalog defined it) has nothing to

@@ -780,6 +780,15 @@ class QueueTable:
         self._dormant.update(entries)
         self._qids = None
 
+    def define_dormant(self, name: str, qid: int, attrs: dict[str, Any]) -> None:
+        """Define queue ``name`` (replacing any of that name) as a dormant entry: for a
+        queue that holds nothing yet and has no file, the same as a new LocalQueue."""
+        if not attrs.keys() >= DEFAULT_ATTRS.keys():
+            attrs = {**DEFAULT_ATTRS, **attrs}
+        self._live.pop(name, None)
+        self._dormant[name] = (qid, attrs)
+        self._qids = None
+
     def get(self, name: str, default: LocalQueue | None = None) -> LocalQueue | None:
         """The queue called ``name`` (woken if dormant), else ``default``."""
         q = self._live.get(name)

@@ -221,7 +221,9 @@ class StoreState:
             if self.only is None or rec.queue == self.only:
                 old = self.queues.get(rec.queue)
                 if old is None or old.qid != rec.qid:
-                    self.queues[rec.queue] = LocalQueue(rec.queue, rec.qid, rec.attrs)
+                    # dormant, as the catalog's queues are: replaying thousands of
+                    # definitions makes objects only for the queues used after them
+                    self.queues.define_dormant(rec.queue, rec.qid, rec.attrs)
         elif t == R.ALTER:
             q = self._q(rec.queue)
             if q is not None:

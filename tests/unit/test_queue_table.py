@@ -221,3 +221,45 @@ def test_a_takeover_uses_the_files_a_standby_decoded_only_while_they_are_current
         assert s.get("MANY.Q008").body == b"eight"
     finally:
         s.close()
+
+
+def test_a_burst_of_definitions_is_followed_by_a_checkpoint_once_it_pauses(
+        tmp_path: Path) -> None:
+    """256 definitions since the last checkpoint: the checkpoint thread takes one half a
+    second (of the store's clock) after the last, so a takeover after runmqsc defined
+    thousands of queues loads them from the catalog instead of replaying them."""
+    import time
+
+    from lockfs.posix import PosixVolume
+    from miqm.store import qmstore
+    from tests.unit.test_qindex import _GEN, SETTINGS
+
+    store = Store(tmp_path)
+    now = [1000.0]
+    s = qmstore.QueueManagerStore.open(
+        PosixVolume(str(store.data)), PosixVolume(str(store.root / "log")), "QM", SETTINGS,
+        store.tuning, generation=next(_GEN), background=True, clock=lambda: now[0])
+    try:
+        first = s._completed_cp
+        for i in range(qmstore._DEFINITION_BURST - 1):
+            s.define_queue(f"BURST.Q{i:04d}")
+        now[0] += 60
+        time.sleep(1.2)  # more than the checkpoint thread's tick: it looked, and left it
+        assert s._completed_cp == first
+        s.define_queue("BURST.LAST")
+        now[0] += qmstore._DEFINITION_PAUSE / 2
+        time.sleep(0.3)
+        assert s._completed_cp == first  # the burst has not paused long enough yet
+        now[0] += qmstore._DEFINITION_PAUSE
+        deadline = time.monotonic() + 10
+        while s._completed_cp == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert s._completed_cp > first
+    finally:
+        crash(s)
+    s = store.open()
+    try:
+        assert s.recovery_stats["catalog_queues"] == qmstore._DEFINITION_BURST
+        assert s.recovery_stats["records"] < 10, s.recovery_stats  # nothing to replay
+    finally:
+        s.close()
