@@ -299,3 +299,16 @@ def test_a_takeover_uses_what_the_standby_read_ahead_only_while_it_is_current(
     assert s.recovery_stats["indexed_queues"] == 1 and not st.amq1130()
     assert drain(s) == [*want, (0, b"after-read-ahead"), *((0, b"z%d" % i) for i in range(20))]
     s.close()
+
+
+def test_blocks_in_use_is_the_map_without_its_free_tail() -> None:
+    """Found by looking at the end in growing pieces, never copying the whole map."""
+    import random
+
+    rng = random.Random(5)
+    for used in (0, 1, 7, 4095, 4096, 4097, 30_000):
+        for tail in (0, 1, 4096, 9_000, 70_000):
+            space = bytearray(rng.choice(b"\x01\x02") for _ in range(used)) + bytearray(tail)
+            if used > 2:
+                space[rng.randrange(used - 1)] = 0  # a free block inside: not the end
+            assert qindex._blocks_in_use(space) == len(space.rstrip(b"\x00")), (used, tail)
