@@ -215,14 +215,14 @@ def fit_lease(lease: float, ha: HATuning | None = None) -> tuple[HATuning, str]:
     ha = ha or HATuning(lease=max(lease, 31.0))
     if ha.verify_interval + ha.monitor_stall <= lease / 2:
         fitted = HATuning(ha.standby_poll, ha.verify_interval, ha.monitor_stall,
-                          ha.liveness_interval, lease)
+                          ha.liveness_interval, lease, ha.read_ahead)
         return fitted, (f"The filesystem's lease is {lease:g}s: VerifyInterval "
                         f"{fitted.verify_interval:g}s and MonitorStall "
                         f"{fitted.monitor_stall:g}s fit it.")
     verify = max(0.1, math.floor(lease / 6 * 10) / 10)
     stall = max(0.1, math.floor(lease / 3 * 10) / 10)
     fitted = HATuning(min(ha.standby_poll, verify), verify, stall, ha.liveness_interval,
-                      lease)
+                      lease, ha.read_ahead)
     return fitted, (f"The filesystem's lease is {lease:g}s: VerifyInterval={verify:g} and "
                     f"MonitorStall={stall:g} chosen in qm.ini (TuningParameters) so an "
                     "instance cut off from it stops before its lock can pass to another.")

@@ -352,7 +352,8 @@ class Controller:
                 raise
         self.mode, self.status = "standby", "Running as standby"
         self._prepare_for_takeover()
-        self._start_prefetch()
+        if self.cfg.ha.read_ahead:  # StandbyReadAhead=No: the standby's memory stays small
+            self._start_prefetch()
         self._write_standby_address()
         self._run_record()
         self.event("role", role="standby")

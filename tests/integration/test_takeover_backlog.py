@@ -5,6 +5,7 @@ at a million messages are `miqm bench failover --backlog` (docs/benchmarks.md)."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from miqm.bench.failover import BACKLOG_QUEUE, fill_backlog
 from miqm.localpair import LocalPair
-from tests.integration.test_multi_instance import TUNING, _errlog, created_pair
+from tests.integration.test_multi_instance import TUNING, _errlog, _events, created_pair
 
 pytestmark = pytest.mark.integration
 
@@ -40,9 +41,15 @@ def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) 
     # more after the last checkpoint: replayed from the log on top of the index
     pair.put(pair.host(active["host"]), BACKLOG_QUEUE, ["late-1", "late-2"])
     pair.put(pair.host(active["host"]), "BACKLOG.Q00007", ["on-an-empty-one"])
+    time.sleep(0.5)  # the standby reads ahead as it starts: a few ms for this index
     killed = pair.kill_active()
     new = pair.wait_active(not_host=killed["host"], timeout=60)
     host = pair.host(new["host"])
+    end = [e for e in _events(pair, new["host"]) if e["event"] == "failover_end"][-1]
+    # the index as the standby read it ahead, the delta of the late puts on top; the
+    # empty queues from the catalog
+    assert end["queues"]["prefetched_queues"] == 1, end
+    assert end["queues"]["catalog_queues"] >= QUEUES - 2, end
     got = pair.get_all(host, BACKLOG_QUEUE)
     # delivery order: priority 9 first, first in first out within a priority; the
     # late ones were put at the default priority 0
@@ -119,3 +126,26 @@ def test_kill_9_twice_under_load_with_a_deep_queue(pair: LocalPair) -> None:
     assert len(missing) <= ledger.gets_uncertain, sorted(missing)[:10]
     log = _errlog(pair)
     assert "AMQ1130" not in log and "AMQ1131" not in log, log[-3000:]
+
+
+@pytest.fixture
+def pair_without_read_ahead(request: pytest.FixtureRequest,
+                            tmp_path: Path) -> Iterator[LocalPair]:
+    yield from created_pair(request, tmp_path, {**TUNING, "StandbyReadAhead": "No"})
+
+
+def test_a_standby_told_not_to_read_ahead_reads_at_takeover(
+        pair_without_read_ahead: LocalPair) -> None:
+    """StandbyReadAhead=No (qm.ini): the standby holds nothing of the queues; the new
+    active reads the index itself, and every message is there."""
+    pair = pair_without_read_ahead
+    fill_backlog(pair, DEPTH, 2, body=_body)
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    time.sleep(1.5)  # longer than a read-ahead standby would need
+    killed = pair.kill_active()
+    new = pair.wait_active(not_host=killed["host"], timeout=60)
+    end = [e for e in _events(pair, new["host"]) if e["event"] == "failover_end"][-1]
+    assert end["queues"]["prefetched_queues"] == 0, end
+    assert end["queues"]["indexed_queues"] == 1, end
+    assert len(pair.get_all(pair.host(new["host"]), BACKLOG_QUEUE)) == DEPTH

@@ -116,3 +116,20 @@ def test_corrupt_mqs_ini_is_one_clear_error(tmp_path) -> None:
     (tmp_path / "mqs.ini").write_bytes(b"\xff\xfe garbage")
     with pytest.raises(ConfigError, match=r"mqs\.ini"):
         paths.load_registry(str(tmp_path))
+
+
+def test_standby_read_ahead_is_yes_unless_turned_off() -> None:
+    assert parse_qm_ini("").ha.read_ahead
+    off = parse_qm_ini("TuningParameters:\n   StandbyReadAhead=no\n")
+    assert not off.ha.read_ahead
+    assert parse_qm_ini("TuningParameters:\n   StandbyReadAhead=YES\n").ha.read_ahead
+    with pytest.raises(ConfigError, match="StandbyReadAhead=maybe is not valid: use Yes or No"):
+        parse_qm_ini("TuningParameters:\n   StandbyReadAhead=maybe\n", "QM1/qm.ini")
+    # kept through crtmqm's rendering and the lease fitting
+    text = render_qm_ini("QM1", LogSettings(), "/l", off.ha)
+    assert "StandbyReadAhead=No" in text and not parse_qm_ini(text).ha.read_ahead
+    assert "StandbyReadAhead" not in render_qm_ini("QM1", LogSettings(), "/l")
+    from miqm.autoconfig import fit_lease
+
+    assert not fit_lease(12.0, off.ha)[0].read_ahead
+    assert not fit_lease(400.0, off.ha)[0].read_ahead
