@@ -24,13 +24,15 @@ checkpoint is complete; on open either name is accepted when its checkpoint matc
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 import threading
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, islice
 from typing import Any
 
 from crc32c import crc32c
@@ -246,7 +248,8 @@ def _check(keys: list[array], blocks: list[array], lens: list[array],
 # Layout (little-endian): ``magic "MIQD", crc32c:u32`` (over everything after it),
 # ``version:u32, qid:u32, base_cp:u64, cp:u64, nadd:u64, ndel:u64, nrun:u64,
 # runbytes:u64, nmsgid:u32, ncorrelid:u32``; then the records added since ``base_cp``
-# (priorities ``b``, keys ``q``, blocks ``q``, lengths ``i``), the keys of records deleted
+# (priorities ``b``, keys ``q``, blocks ``q``, lengths ``i``; grouped by priority, see
+# delta_groups), the keys of records deleted
 # since then (``q``), the space map's changed runs (starts ``q``, lengths ``q``, then their
 # ``runbytes`` bytes as of ``cp``), and the added records' selectors as in the index.
 # Trusted only when the checkpoint file names (base_cp, cp) for the queue and both files
@@ -276,15 +279,20 @@ class QueueIndexDelta:
 
 class DeltaLog:
     """In memory: the changes to a queue file since its index file's checkpoint
-    (``base_cp``, ``base_n`` records), kept by the checkpoints that make them."""
+    (``base_cp``, ``base_n`` records), kept by the checkpoints that make them.
 
-    __slots__ = ("base_cp", "base_n", "blocks", "correlids", "deleted", "keys", "lens",
-                 "msgids", "prios", "touched")
+    The added records are kept per priority, each priority's in the order the
+    checkpoints wrote them (keys rising): the delta file then holds them grouped by
+    priority, and a takeover applies it by slices (:func:`apply_delta`) instead of a
+    Python step per record."""
+
+    __slots__ = ("base_cp", "base_n", "by_prio", "correlids", "deleted", "msgids",
+                 "touched")
 
     def __init__(self, base_cp: int, base_n: int) -> None:
         self.base_cp, self.base_n = base_cp, base_n
-        self.prios, self.keys = array("b"), array("q")
-        self.blocks, self.lens = array("q"), array("i")
+        #: priority -> (keys, blocks, lengths) of the records added since the base
+        self.by_prio: dict[int, tuple[array, array, array]] = {}
         self.deleted = array("q")
         self.touched: list[tuple[int, int]] = []  # (first block, blocks) of the space map
         self.msgids: dict[int, bytes] = {}
@@ -294,7 +302,8 @@ class DeltaLog:
     def from_file(cls, x: QueueIndexDelta, base_n: int) -> DeltaLog:
         """The log a loaded delta file describes (later deltas include it)."""
         log = cls(x.base_cp, base_n)
-        log.prios, log.keys, log.blocks, log.lens = x.prios, x.keys, x.blocks, x.lens
+        for p, ks, bs, ls in delta_groups(x):
+            log.by_prio[p] = (ks, bs, ls)
         log.deleted = x.deleted
         log.touched = list(zip(x.run_starts, x.run_lens, strict=True))
         log.msgids = dict(x.msgids)
@@ -304,10 +313,12 @@ class DeltaLog:
     def added(self, prio: int, key: int, block: int, length: int, nblocks: int,
               msgid: bytes | None, correlid: bytes | None) -> None:
         """A record written to the file."""
-        self.prios.append(prio)
-        self.keys.append(key)
-        self.blocks.append(block)
-        self.lens.append(length)
+        group = self.by_prio.get(prio)
+        if group is None:
+            group = self.by_prio[prio] = (array("q"), array("q"), array("i"))
+        group[0].append(key)
+        group[1].append(block)
+        group[2].append(length)
         self.touched.append((block, nblocks))
         if msgid is not None:
             self.msgids[key] = msgid
@@ -321,7 +332,7 @@ class DeltaLog:
 
     def size(self) -> int:
         """Records the delta file would hold."""
-        return len(self.keys) + len(self.deleted)
+        return sum(len(g[0]) for g in self.by_prio.values()) + len(self.deleted)
 
     def too_big(self, limit: int) -> bool:
         """Whether the index should be written again instead: a delta is rewritten whole
@@ -332,15 +343,16 @@ class DeltaLog:
 
     def _compact(self) -> None:
         """Forget records both added and deleted since the base; merge the space runs."""
-        if self.deleted and self.keys:
+        if self.deleted and self.by_prio:
             gone = set(self.deleted)
-            if not gone.isdisjoint(self.keys):
-                new = set(self.keys)
-                sel = [k not in gone for k in self.keys]
-                self.prios = array("b", compress(self.prios, sel))
-                self.blocks = array("q", compress(self.blocks, sel))
-                self.lens = array("i", compress(self.lens, sel))
-                self.keys = array("q", compress(self.keys, sel))
+            if any(not gone.isdisjoint(g[0]) for g in self.by_prio.values()):
+                new: set[int] = set()
+                for p, (ks, bs, ls) in list(self.by_prio.items()):
+                    new.update(ks)
+                    sel = [k not in gone for k in ks]
+                    self.by_prio[p] = (array("q", compress(ks, sel)),
+                                       array("q", compress(bs, sel)),
+                                       array("i", compress(ls, sel)))
                 self.deleted = array("q", (k for k in self.deleted if k not in new))
                 for k in gone:
                     self.msgids.pop(k, None)
@@ -360,13 +372,20 @@ class DeltaLog:
         as free, as in :func:`snapshot`."""
         self._compact()
         starts = array("q", (s for s, _n in self.touched))
-        lens = array("q", (n for _s, n in self.touched))
+        lens_runs = array("q", (n for _s, n in self.touched))
         raw = b"".join(bytes(space[s:s + n]).ljust(n, b"\x00") for s, n in self.touched)
         raw = raw.replace(b"\x02", b"\x00")
         sel = b"".join([*(_SEL.pack(k, m) for k, m in self.msgids.items()),
                         *(_SEL.pack(k, c) for k, c in self.correlids.items())])
-        pieces = [_le(self.prios), _le(self.keys), _le(self.blocks), _le(self.lens),
-                  _le(self.deleted), _le(starts), _le(lens), raw, sel]
+        groups = sorted(self.by_prio.items())  # grouped by priority, in write order
+        prios = array("b", b"".join(bytes([p]) * len(g[0]) for p, g in groups))
+        keys, blocks, lens = array("q"), array("q"), array("i")
+        for _p, (ks, bs, ls) in groups:
+            keys += ks
+            blocks += bs
+            lens += ls
+        pieces = [_le(prios), _le(keys), _le(blocks), _le(lens),
+                  _le(self.deleted), _le(starts), _le(lens_runs), raw, sel]
         return pieces, len(self.msgids), len(self.correlids), len(raw)
 
 
@@ -446,6 +465,37 @@ def _blocks_in_use(space: bytearray) -> int:
     return 0
 
 
+def _rising(keys: array) -> bool:
+    """Whether ``keys`` rise strictly (one pass without a Python step per key)."""
+    return all(map(operator.lt, keys, islice(keys, 1, None)))
+
+
+def delta_groups(x: QueueIndexDelta) -> list[tuple[int, array, array, array]]:
+    """The delta's added records by priority: (priority, keys, blocks, lengths), each in
+    the order the file holds them. A file written by :class:`DeltaLog` holds them grouped
+    by priority, each group sliced out without a Python step per record (a delta may hold
+    a sixteenth of the index: 600,000 records at ten million messages); one written
+    before that is grouped record by record."""
+    prios, n = x.prios, len(x.prios)
+    bounds: list[tuple[int, int, int]] = []
+    start = 0
+    while start < n:
+        p = prios[start]
+        end = bisect_right(prios, p, start)  # right if grouped and ascending: checked
+        if end <= start or prios[start:end].count(p) != end - start or (
+                bounds and bounds[-1][0] >= p):
+            break
+        bounds.append((p, start, end))
+        start = end
+    if start == n:
+        return [(p, x.keys[i:j], x.blocks[i:j], x.lens[i:j]) for p, i, j in bounds]
+    rows: dict[int, list[int]] = {}
+    for i, p in enumerate(prios):
+        rows.setdefault(p, []).append(i)
+    return [(p, array("q", (x.keys[i] for i in idx)), array("q", (x.blocks[i] for i in idx)),
+             array("i", (x.lens[i] for i in idx))) for p, idx in sorted(rows.items())]
+
+
 def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None:
     """Bring an index's arrays and space map (``d``, changed in place) to the delta's
     checkpoint; the deleted keys are left to the caller (it tombstones them in its
@@ -464,34 +514,32 @@ def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None
     if len(space) > file_blocks:
         del space[file_blocks:]  # free blocks past the end of the file
     n = len(space)
-    for b in x.blocks:
-        if not 0 <= b < n or not space[b]:
-            raise IndexInvalid("delta: an added record starts in a free block")
+    if x.blocks and (min(x.blocks) < 0 or max(x.blocks) >= n
+                     or 0 in map(space.__getitem__, x.blocks)):
+        raise IndexInvalid("delta: an added record starts in a free block")
     if x.lens and min(x.lens) < 0:
         raise IndexInvalid("delta: an added record has a negative length")
-    by_prio: dict[int, list[int]] = {}
-    for i, p in enumerate(x.prios):
-        by_prio.setdefault(p, []).append(i)
-    for p, idxs in by_prio.items():
-        idxs.sort(key=x.keys.__getitem__)
-        ak = array("q", (x.keys[i] for i in idxs))
-        ab = array("q", (x.blocks[i] for i in idxs))
-        al = array("i", (x.lens[i] for i in idxs))
+    for p, ak, ab, al in delta_groups(x):
+        if not _rising(ak):  # rare: not in key order
+            rows = sorted(zip(ak, ab, al, strict=True))
+            ak = array("q", (r[0] for r in rows))
+            ab = array("q", (r[1] for r in rows))
+            al = array("i", (r[2] for r in rows))
+            if not _rising(ak):
+                raise IndexInvalid(f"delta: keys of priority {p} repeat")
         ks = d.keys[p]
-        if not ks or ks[-1] < ak[0]:
-            tail = len(ak) + (1 if ks else 0)  # the added keys and the one before them
+        if not ks or ks[-1] < ak[0]:  # the usual case: every added key after the index's
             ks.extend(ak)
             d.blocks[p].extend(ab)
             d.lens[p].extend(al)
-        else:  # rare: an added key below one of the index's (merged in key order)
-            rows = sorted([*zip(ks, d.blocks[p], d.lens[p], strict=True),
-                           *zip(ak, ab, al, strict=True)])
-            d.keys[p] = array("q", (r[0] for r in rows))
-            d.blocks[p] = array("q", (r[1] for r in rows))
-            d.lens[p] = array("i", (r[2] for r in rows))
-            tail = len(rows)
-        ks = d.keys[p][-tail:]
-        if any(map(int.__ge__, ks, ks[1:])):
+            continue
+        # rare: an added key below one of the index's (merged in key order)
+        rows = sorted([*zip(ks, d.blocks[p], d.lens[p], strict=True),
+                       *zip(ak, ab, al, strict=True)])
+        d.keys[p] = array("q", (r[0] for r in rows))
+        d.blocks[p] = array("q", (r[1] for r in rows))
+        d.lens[p] = array("i", (r[2] for r in rows))
+        if not _rising(d.keys[p]):
             raise IndexInvalid(f"delta: keys of priority {p} repeat or are out of order")
     d.msgids.extend(x.msgids)
     d.correlids.extend(x.correlids)

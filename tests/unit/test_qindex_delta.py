@@ -312,3 +312,49 @@ def test_blocks_in_use_is_the_map_without_its_free_tail() -> None:
             if used > 2:
                 space[rng.randrange(used - 1)] = 0  # a free block inside: not the end
             assert qindex._blocks_in_use(space) == len(space.rstrip(b"\x00")), (used, tail)
+
+
+def _flat_delta(prios: list[int], keys: list[int]) -> qindex.QueueIndexDelta:
+    n = len(keys)
+    return qindex.QueueIndexDelta(
+        1, 2, array("b", prios), array("q", keys), array("q", [100 + k for k in keys]),
+        array("i", [10] * n), array("q"), array("q", [0]), array("q", [200]),
+        b"\x01" * 200, [], [])
+
+
+def test_a_delta_is_written_grouped_by_priority_and_applied_by_slices() -> None:
+    """DeltaLog keeps the added records per priority: the file holds them grouped (each
+    group in write order) and apply_delta slices them; a file with the priorities
+    interleaved (as written before) gives the same result record by record."""
+    log = qindex.DeltaLog(3, 100)
+    for i, (prio, key) in enumerate([(5, 20), (0, 21), (5, 22), (9, 23), (0, 24), (5, 25)]):
+        log.added(prio, key, 10 + i, 8, 1, None, None)
+    log.removed(22, 12, 1)  # added, then deleted before the snapshot: forgotten
+    raw = b"".join(qindex.encode_delta(9, 3, 5, log.snapshot(bytearray(b"\x01" * 20))))
+    x = qindex.decode_delta(raw, 9, 3, 5)
+    assert list(x.prios) == [0, 0, 5, 5, 9] and list(x.keys) == [21, 24, 20, 25, 23]
+    groups = qindex.delta_groups(x)
+    assert [(p, list(k), list(b)) for p, k, b, _l in groups] == [
+        (0, [21, 24], [11, 14]), (5, [20, 25], [10, 15]), (9, [23], [13])]
+    again = qindex.DeltaLog.from_file(x, 100)  # a later delta starts from this one
+    assert {p: list(g[0]) for p, g in again.by_prio.items()} == {0: [21, 24], 5: [20, 25],
+                                                                  9: [23]}
+    assert again.size() == 5
+    # interleaved (an older file), and one that only looks grouped at first
+    for prios, keys in (([5, 0, 5, 9, 0], [20, 21, 25, 23, 24]),
+                        ([0, 0, 5, 0], [21, 24, 20, 30])):
+        by_prio: dict[int, list[int]] = {}
+        for p, k in zip(prios, keys, strict=True):
+            by_prio.setdefault(p, []).append(k)
+        got = {p: list(k) for p, k, _b, _l in qindex.delta_groups(_flat_delta(prios, keys))}
+        assert got == by_prio
+    d = _index([1, 5, 9])
+    qindex.apply_delta(d, _flat_delta([4, 2, 4], [30, 31, 40]), file_blocks=200)
+    assert list(d.keys[4]) == [1, 5, 9, 30, 40] and list(d.keys[2]) == [31]
+    # within a group out of key order: put in order; a key twice: refused
+    d = _index([1, 5, 9])
+    qindex.apply_delta(d, _flat_delta([4, 4, 4], [40, 30, 35]), file_blocks=200)
+    assert list(d.keys[4]) == [1, 5, 9, 30, 35, 40]
+    assert list(d.blocks[4])[-3:] == [130, 135, 140]
+    with pytest.raises(qindex.IndexInvalid, match="repeat"):
+        qindex.apply_delta(_index([1, 5, 9]), _flat_delta([4, 4], [30, 30]), file_blocks=200)
