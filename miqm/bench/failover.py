@@ -3,6 +3,8 @@ the fault to the new active instance serving a client request."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import statistics
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm.bench.clients import client_of, seconds_until_new_active
-from miqm.localpair import LocalPair
+from miqm.localpair import Host, LocalPair
 
 
 def _wait_serving(pair: LocalPair, old_host: str, t0: float, timeout: float = 120.0) -> float:
@@ -215,18 +217,70 @@ def rss_mb(pid: int) -> float | None:
         return None
 
 
-def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None]:
+def host_events(root: str, qmgr: str, host: str, after: int = 0) -> list[dict[str, Any]]:
+    """The events of ``host``'s instances of ``qmgr`` after the first ``after`` lines of
+    its host-local event file (``<root>/events/<qmgr>/<host>.jsonl``)."""
+    try:
+        with open(os.path.join(root, "events", qmgr, f"{host}.jsonl"), "rb") as f:
+            lines = f.read().splitlines()[after:]
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+def event_lines(root: str, qmgr: str, host: str) -> int:
+    """Lines in ``host``'s event file so far."""
+    try:
+        with open(os.path.join(root, "events", qmgr, f"{host}.jsonl"), "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:
+        return 0
+
+
+def wait_event(root: str, qmgr: str, host: str, name: str, after: int,
+               timeout: float) -> dict[str, Any] | None:
+    """The first event ``name`` of ``host`` after line ``after`` of its event file, waited
+    for up to ``timeout`` seconds (events are written by a background thread)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for ev in host_events(root, qmgr, host, after):
+            if ev.get("event") == name:
+                return ev
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def start_standby(pair: LocalPair, host: Host, read_ahead_wait: float = 300.0) -> bool:
+    """Start ``host``'s instance as the standby and wait until it has read ahead what
+    the active's last checkpoint names (its first ``readahead`` event): a standby that
+    has been up a while has. False if it did not say so within ``read_ahead_wait``."""
+    seen = event_lines(host.root, pair.qmgr, host.name)
+    pair.start(host)
+    return wait_event(host.root, pair.qmgr, host.name, "readahead", seen,
+                      read_ahead_wait) is not None
+
+
+def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None, dict[str, Any]]:
     """kill -9 the active; (seconds until a put to the deep queue succeeds on the other
-    instance, the new active's RSS in MB); the killed host comes back as the standby."""
+    instance, the new active's RSS in MB, its ``failover_end`` event or {}); the killed
+    host comes back as the standby, and has read ahead before this returns."""
     before = pair.active() or pair.wait_active()
     pid = int(before["pid"])
+    other = pair.b if before["host"] == pair.a.name else pair.a
+    seen = event_lines(other.root, pair.qmgr, other.name)
     t0 = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     took = _probe_put(pair, before["host"], t0)
     new = pair.wait_active(not_host=before["host"], timeout=300, poll=0.01)
     rss = rss_mb(int(new["pid"]))
-    pair.start(pair.host(before["host"]))  # back as the standby
-    return took, rss
+    end = wait_event(other.root, pair.qmgr, other.name, "failover_end", seen, 10.0) or {}
+    start_standby(pair, pair.host(before["host"]))
+    return took, rss, end
 
 
 def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
@@ -238,11 +292,12 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
     The deep queue is filled through the store before the instances start. In a case
     of several queues the others are defined on the running active (one runmqsc) and
     ten of them get 100 messages each; the takeover right after that, before any
-    checkpoint has recorded them, is reported apart (``first_takeover``). After the
-    cycles both instances are killed and the store is opened in this process: the
-    restart time, and the bytes the data and log directories hold after that open's
-    checkpoint (``store_bytes``; circular log extents are preallocated, so what grows
-    per message is the queue files)."""
+    checkpoint has recorded them, is reported apart (``first_takeover``). Before each
+    kill the standby has read ahead (its first ``readahead`` event), as one that has
+    waited a while would have. After the cycles both instances are killed and the store
+    is opened in this process: the restart time, and the bytes the data and log
+    directories hold after that open's checkpoint (``store_bytes``; circular log extents
+    are preallocated, so what grows per message is the queue files)."""
     rows = []
     for depth, queues in cases:
         echo(f"depth {depth:,}, {queues:,} queue(s): filling ...")
@@ -252,18 +307,26 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             fill_backlog(pair, depth, 1, echo=echo)
             filled = time.monotonic() - t_fill
             pair.start(pair.a)
-            pair.start(pair.b)
+            start_standby(pair, pair.b)
             first = None
             if queues > 1:
                 define_on_active(pair, queues)
-                first, _rss = _kill_and_probe(pair)
+                first, _rss, _end = _kill_and_probe(pair)
                 echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s")
             took: list[float] = []
+            recovery: list[float] = []
+            read_ahead = 0
             rss = None
             for i in range(cycles):
-                t, rss = _kill_and_probe(pair)
+                t, rss, end = _kill_and_probe(pair)
                 took.append(t)
-                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s")
+                if "recovery_s" in end:
+                    recovery.append(float(end["recovery_s"]))
+                loaded = end.get("queues") or {}
+                read_ahead += 1 if loaded.get("prefetched_queues") else 0
+                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
+                     + (f" (lock to serving {end['recovery_s']:.3f}s; queues {loaded})"
+                        if "recovery_s" in end else ""))
             pair.kill_all()
             t0 = time.monotonic()
             store = _open_store(pair)
@@ -271,9 +334,17 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             store.close()
             size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
             total = dir_bytes(pair.shared)
-        rows.append(backlog_row(depth, queues, took, first, filled, restart, rss, size,
-                                total, echo))
-    return {"cases": summarize_backlog(rows, echo), "cycles": cycles}
+        row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
+                          echo)
+        row.update({
+            "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+            "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery
+            else None,
+            # takeovers whose deep queue came from the standby's read-ahead of its index
+            "read_ahead_takeovers": read_ahead})
+        rows.append(row)
+    return {"cases": summarize_backlog(rows, echo), "cycles": cycles,
+            "standby_read_ahead": "waited for before each kill"}
 
 
 def backlog_row(depth: int, queues: int, took: list[float], first: float | None,

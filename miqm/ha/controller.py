@@ -490,12 +490,20 @@ class Controller:
         every = max(1.0, 5 * self.cfg.ha.standby_poll)
 
         def loop() -> None:
+            first = True
             while not stop.is_set():
+                t0 = time.monotonic()
                 try:
-                    cache.refresh(self.data, ckpt.read_ahead(self.data, cache).indexed(),
-                                  stop.is_set)
+                    info = ckpt.read_ahead(self.data, cache)
+                    read = cache.refresh(self.data, info.indexed(), stop.is_set)
                 except Exception:  # a read-ahead: the takeover reads what it must itself
-                    pass
+                    read = None
+                if read is not None and (first or read) and not stop.is_set():
+                    # what it has read so far (a benchmark waits for the first one: a
+                    # standby up for a while has read everything)
+                    self.event("readahead", files=read,
+                               seconds=round(time.monotonic() - t0, 4))
+                    first = False
                 stop.wait(every)
 
         threading.Thread(target=loop, name="index-prefetch", daemon=True).start()

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from miqm.bench.failover import BACKLOG_QUEUE, fill_backlog
+from miqm.bench.failover import (
+    BACKLOG_QUEUE,
+    event_lines,
+    fill_backlog,
+    host_events,
+    wait_event,
+)
 from miqm.localpair import LocalPair
 from tests.integration.test_multi_instance import TUNING, _errlog, _events, created_pair
 
@@ -36,12 +42,15 @@ def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) 
     assert (data / "queues" / BACKLOG_QUEUE / "idx").exists()
     assert (data / "amqalcat.fil").exists()
     assert "started using" in pair.start(pair.a)
+    seen = event_lines(pair.b.root, pair.qmgr, pair.b.name)
     assert "standby instance" in pair.start(pair.b)
     active = pair.wait_active()
     # more after the last checkpoint: replayed from the log on top of the index
     pair.put(pair.host(active["host"]), BACKLOG_QUEUE, ["late-1", "late-2"])
     pair.put(pair.host(active["host"]), "BACKLOG.Q00007", ["on-an-empty-one"])
-    time.sleep(0.5)  # the standby reads ahead as it starts: a few ms for this index
+    # the standby reads ahead as it starts (a few ms for this index) and says so
+    ahead = wait_event(pair.b.root, pair.qmgr, pair.b.name, "readahead", seen, 30)
+    assert ahead is not None and ahead["files"] >= 1, ahead
     killed = pair.kill_active()
     new = pair.wait_active(not_host=killed["host"], timeout=60)
     host = pair.host(new["host"])
@@ -141,8 +150,11 @@ def test_a_standby_told_not_to_read_ahead_reads_at_takeover(
     pair = pair_without_read_ahead
     fill_backlog(pair, DEPTH, 2, body=_body)
     assert "started using" in pair.start(pair.a)
+    seen = event_lines(pair.b.root, pair.qmgr, pair.b.name)
     assert "standby instance" in pair.start(pair.b)
     time.sleep(1.5)  # longer than a read-ahead standby would need
+    assert not [e for e in host_events(pair.b.root, pair.qmgr, pair.b.name, seen)
+                if e["event"] == "readahead"]
     killed = pair.kill_active()
     new = pair.wait_active(not_host=killed["host"], timeout=60)
     end = [e for e in _events(pair, new["host"]) if e["event"] == "failover_end"][-1]
