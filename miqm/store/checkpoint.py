@@ -62,10 +62,11 @@ class CheckpointInfo:
             return int(pair[0]), int(pair[1])
         return int(self.idx.get(name, 0)), 0
 
-    def indexed(self) -> dict[str, tuple[int, int]]:
-        """{queue: (qid, checkpoint of its index file)} of every queue that has one."""
-        return {n: (qid, base) for n, qid in self.queues.items()
-                if (base := self.index_of(n)[0])}
+    def indexed(self) -> dict[str, tuple[int, int, int]]:
+        """{queue: (qid, checkpoint of its index file, of its delta file or 0)} of every
+        queue that has an index file."""
+        return {n: (qid, *pair) for n, qid in self.queues.items()
+                if (pair := self.index_of(n))[0]}
 
     def encode(self) -> bytes:
         """The file's bytes."""

@@ -496,6 +496,26 @@ def delta_groups(x: QueueIndexDelta) -> list[tuple[int, array, array, array]]:
              array("i", (x.lens[i] for i in idx))) for p, idx in sorted(rows.items())]
 
 
+def fit_space(d: QueueIndexData, file_blocks: int) -> None:
+    """Check that the space map ``d.space`` uses no block past the queue file's end
+    (``file_blocks``) and cut the free blocks past it."""
+    used = _blocks_in_use(d.space)
+    if used > file_blocks:
+        raise IndexInvalid(f"its space map covers {used} blocks, the queue file has "
+                           f"{file_blocks}")
+    if len(d.space) > file_blocks:
+        del d.space[file_blocks:]  # free blocks past the end of the file
+
+
+def appends_only(d: QueueIndexData, x: QueueIndexDelta) -> bool:
+    """Whether every record ``x`` adds comes after the index's last of its priority, in
+    key order (the usual case): applying it then only appends, and can be undone."""
+    for p, ak, _ab, _al in delta_groups(x):
+        if not _rising(ak) or (d.keys[p] and d.keys[p][-1] >= ak[0]):
+            return False
+    return True
+
+
 def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None:
     """Bring an index's arrays and space map (``d``, changed in place) to the delta's
     checkpoint; the deleted keys are left to the caller (it tombstones them in its
@@ -507,12 +527,7 @@ def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None
             space.extend(bytes(s + n - len(space)))
         space[s:s + n] = x.run_bytes[pos:pos + n]
         pos += n
-    used = _blocks_in_use(space)
-    if used > file_blocks:
-        raise IndexInvalid(f"its space map covers {used} blocks, the queue file has "
-                           f"{file_blocks}")
-    if len(space) > file_blocks:
-        del space[file_blocks:]  # free blocks past the end of the file
+    fit_space(d, file_blocks)
     n = len(space)
     if x.blocks and (min(x.blocks) < 0 or max(x.blocks) >= n
                      or 0 in map(space.__getitem__, x.blocks)):
@@ -548,6 +563,63 @@ def apply_delta(d: QueueIndexData, x: QueueIndexDelta, file_blocks: int) -> None
 # ------------------------------------------------------------------ standby's read-ahead
 #: bytes of an index file's header (its crc, qid, checkpoint and counts)
 HEAD_SIZE = _HEAD.size
+#: bytes of a delta file's header (likewise)
+DHEAD_SIZE = _DHEAD.size
+
+
+class IndexAhead:
+    """What a standby read ahead for one queue: its index (``head``: the header bytes it
+    was read under) and, when the checkpoint names a delta, the delta decoded (``dhead``:
+    its header bytes) and, if it only appends, already applied to the index, in a way
+    that can be undone when a newer delta on the same index replaces it."""
+
+    __slots__ = ("_undo", "applied", "base_n", "data", "delta", "dhead", "head")
+
+    def __init__(self, head: bytes, data: QueueIndexData) -> None:
+        self.head, self.data = head, data
+        self.base_n = sum(len(k) for k in data.keys)  # records of the index itself
+        self.dhead: bytes | None = None
+        self.delta: QueueIndexDelta | None = None
+        self.applied = False
+        self._undo: tuple[list[int], int, int, int, list[tuple[int, bytes]]] | None = None
+
+    def use_delta(self, dhead: bytes, x: QueueIndexDelta) -> None:
+        """Hold ``x`` (read under header ``dhead``) instead of any delta held before, and
+        apply it to the index when it only appends."""
+        self.drop_delta()
+        self.dhead, self.delta = dhead, x
+        d = self.data
+        if not appends_only(d, x):
+            return  # rare: the takeover merges it itself
+        space = d.space
+        saved = [(s, bytes(space[s:s + n])) for s, n in zip(x.run_starts, x.run_lens,
+                                                              strict=True)]
+        self._undo = ([len(k) for k in d.keys], len(space), len(d.msgids),
+                      len(d.correlids), saved)
+        try:
+            apply_delta(d, x, 1 << 62)  # the queue file's size is checked at takeover
+        except IndexInvalid:
+            self.drop_delta()
+            self.dhead = dhead  # known bad: not read again; the takeover finds out itself
+            return
+        self.applied = True
+
+    def drop_delta(self) -> None:
+        """The index as its file holds it again (any delta held is forgotten)."""
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            lens, nspace, nmsg, ncor, saved = undo
+            d = self.data
+            for p, n in enumerate(lens):
+                del d.keys[p][n:]
+                del d.blocks[p][n:]
+                del d.lens[p][n:]
+            for s, orig in reversed(saved):
+                d.space[s:s + len(orig)] = orig
+            del d.space[nspace:]
+            del d.msgids[nmsg:]
+            del d.correlids[ncor:]
+        self.applied, self.dhead, self.delta = False, None, None
 
 
 class IndexCache:
@@ -561,7 +633,7 @@ class IndexCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_name: dict[str, tuple[bytes, QueueIndexData]] = {}
+        self._by_name: dict[str, IndexAhead] = {}
         # the checkpoint file and the queue catalog, decoded: file name -> (its bytes,
         # what they decode to); with thousands of queues each is a millisecond or two
         # of JSON that a takeover need not decode again if the bytes are the same
@@ -586,36 +658,62 @@ class IndexCache:
             entry = self._files.pop(name, None)
         return entry[1] if entry is not None and entry[0] == raw else None
 
-    def refresh(self, volume: Any, wanted: dict[str, tuple[int, int]],
+    def refresh(self, volume: Any, wanted: dict[str, tuple[int, int, int]],
                 stop: Callable[[], bool] = lambda: False) -> int:
         """Read the index (``queues/<name>/idx``) of each queue in ``wanted`` ({name: (qid,
-        checkpoint of its index)}) whose file changed since it was last read; forget the
-        others. Files that cannot be read or checked are skipped (the takeover reads
-        them itself). Returns how many were read."""
+        checkpoint of its index, checkpoint of its delta or 0)}) whose file changed since
+        it was last read, and its delta (``idx.d``) likewise; forget the others. Files
+        that cannot be read or checked are skipped (the takeover reads them itself).
+        Returns how many files were read."""
         with self._lock:
             for name in [n for n in self._by_name if n not in wanted]:
                 del self._by_name[name]
         read = 0
-        for name, (qid, cp) in wanted.items():
+        for name, (qid, cp, dcp) in wanted.items():
             if stop():
                 break
+            # out of the table while it changes: a takeover meanwhile reads for itself
+            with self._lock:
+                known = self._by_name.pop(name, None)
             try:
                 with volume.open(f"queues/{name}/idx") as f:
                     head = f.pread(HEAD_SIZE, 0)
-                    known = self._by_name.get(name)
-                    if known is not None and known[0] == head:
-                        continue
-                    data = read_index(f.pread, f.size(), qid, cp, 1 << 62, stop)
-            except Exception:  # whatever it is, the takeover reads the file itself
-                continue
+                    if known is None or known.head != head:
+                        known = None
+                        known = IndexAhead(head, read_index(f.pread, f.size(), qid, cp,
+                                                            1 << 62, stop))
+                        read += 1
+                if dcp:
+                    read += self._follow_delta(volume, name, qid, cp, dcp, known)
+                else:
+                    known.drop_delta()
+            except Exception:  # whatever it is, the takeover reads the files itself
+                if known is None:
+                    continue
+                known.drop_delta()
             with self._lock:
-                self._by_name[name] = (head, data)
-            read += 1
+                self._by_name[name] = known
         return read
 
-    def take(self, name: str, head: bytes) -> QueueIndexData | None:
-        """The decoded index of queue ``name`` if it was read from a file whose header is
-        ``head``; the entry is given away (its arrays become the queue's)."""
+    @staticmethod
+    def _follow_delta(volume: Any, name: str, qid: int, cp: int, dcp: int,
+                      known: IndexAhead) -> int:
+        """Bring ``known`` to the delta file of checkpoint ``dcp``; 1 if it was read."""
+        with volume.open(f"queues/{name}/idx.d") as f:
+            if known.dhead is not None and f.pread(_DHEAD.size, 0) == known.dhead:
+                return 0
+            raw = f.pread(f.size(), 0)
+        known.drop_delta()
+        try:
+            x = decode_delta(raw, qid, cp, dcp)
+        except IndexInvalid:
+            return 1
+        known.use_delta(raw[:_DHEAD.size], x)
+        return 1
+
+    def take(self, name: str, head: bytes) -> IndexAhead | None:
+        """What was read ahead for queue ``name`` if its index was read from a file whose
+        header is ``head``; given away (its arrays become the queue's)."""
         with self._lock:
             entry = self._by_name.pop(name, None)
-        return entry[1] if entry is not None and entry[0] == head else None
+        return entry if entry is not None and entry.head == head else None

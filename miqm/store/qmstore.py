@@ -504,8 +504,16 @@ class QueueManagerStore:
             self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
             return False
         whys: list[str] = []
+        # what the standby read ahead, if the index file is still the one it read
+        ahead = self._prefetched(q, idx_cp)
         x = None
-        if dx_cp:
+        if dx_cp and ahead is not None and ahead.delta is not None:
+            if (ahead.delta.base_cp, ahead.delta.cp) == (idx_cp, dx_cp) and \
+                    self._delta_head(q) == ahead.dhead:
+                x = ahead.delta  # the same file (same header): decoded, maybe applied
+        if ahead is not None and x is None:
+            ahead.drop_delta()  # the index alone; the delta is read below
+        if dx_cp and x is None:
             for fname in ("idx.d", "idx.d.new"):
                 try:
                     x = qindex.decode_delta(self.data.read_bytes(f"queues/{q.name}/{fname}"),
@@ -521,19 +529,26 @@ class QueueManagerStore:
             path = f"queues/{q.name}/{fname}"
             ix = q.index = PriorityIndex()
             try:
-                # with a delta, the index's space map may be longer than the file now
-                with self.data.open(path) as f:
-                    d = self._prefetched(q, f, idx_cp) if fname == "idx" else None
-                    if d is not None and x is None and len(d.space) > file_blocks:
+                d = None
+                if fname == "idx" and ahead is not None:
+                    d, base_n = ahead.data, ahead.base_n
+                    if x is None and len(d.space) > file_blocks:
                         d = None  # the check reading it would make (a delta may shrink it)
-                    if d is None:
+                    elif ahead.applied:
+                        qindex.fit_space(d, file_blocks)  # the rest was checked ahead
+                    elif x is not None:
+                        qindex.apply_delta(d, x, file_blocks)
+                    if d is not None:
+                        self._loads["prefetched_queues"] += 1
+                    ahead = None  # used (or not usable) once
+                if d is None:
+                    # with a delta, the index's space map may be longer than the file now
+                    with self.data.open(path) as f:
                         d = qindex.read_index(f.pread, f.size(), q.qid, idx_cp,
                                               file_blocks if x is None else 1 << 62)
-                    else:
-                        self._loads["prefetched_queues"] += 1
-                base_n = sum(len(k) for k in d.keys)
-                if x is not None:
-                    qindex.apply_delta(d, x, file_blocks)
+                    base_n = sum(len(k) for k in d.keys)
+                    if x is not None:
+                        qindex.apply_delta(d, x, file_blocks)
                 ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
                 if x is not None:
                     for key in x.deleted:
@@ -568,15 +583,29 @@ class QueueManagerStore:
         self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
         return False
 
-    def _prefetched(self, q: LocalQueue, f: VolumeFile,
-                    idx_cp: int) -> qindex.QueueIndexData | None:
-        """``q``'s index as a standby read it ahead, if the file ``f`` is still the one it
-        read (same header bytes) and names the expected incarnation and checkpoint."""
+    def _prefetched(self, q: LocalQueue, idx_cp: int) -> qindex.IndexAhead | None:
+        """What the standby read ahead for ``q``, if its index file ``idx`` is still the
+        one it read (same header bytes) and names the expected incarnation and
+        checkpoint."""
         cache = self._index_cache
         if cache is None:
             return None
-        d = cache.take(q.name, f.pread(qindex.HEAD_SIZE, 0))
-        return d if d is not None and d.qid == q.qid and d.cp == idx_cp else None
+        try:
+            with self.data.open(f"queues/{q.name}/idx") as f:
+                head = f.pread(qindex.HEAD_SIZE, 0)
+        except LockFsError:
+            return None
+        got = cache.take(q.name, head)
+        return got if got is not None and got.data.qid == q.qid and \
+            got.data.cp == idx_cp else None
+
+    def _delta_head(self, q: LocalQueue) -> bytes | None:
+        """The header bytes of ``q``'s delta file ``idx.d`` (None if it cannot be read)."""
+        try:
+            with self.data.open(f"queues/{q.name}/idx.d") as f:
+                return f.pread(qindex.DHEAD_SIZE, 0)
+        except LockFsError:
+            return None
 
     # ------------------------------------------------------------------ internals
     @property

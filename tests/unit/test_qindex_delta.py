@@ -243,7 +243,7 @@ def test_the_open_writes_a_delta_however_big_and_a_later_checkpoint_folds_it(
     s.close()
 
 
-def _wanted(data: PosixVolume) -> dict[str, tuple[int, int]]:
+def _wanted(data: PosixVolume) -> dict[str, tuple[int, int, int]]:
     return ckpt.read(data).indexed()
 
 
@@ -284,9 +284,10 @@ def test_a_takeover_uses_what_the_standby_read_ahead_only_while_it_is_current(
         got.append((m.priority, m.body))
     assert got == [*want, (0, b"after-read-ahead")]
     crash(s)  # the gets were never committed
-    # read ahead, then the index is written again (the delta outgrew its limit)
+    # read ahead (the index and its delta), then the index is written again (the delta
+    # outgrew its limit)
     cache = qindex.IndexCache()
-    assert cache.refresh(data, _wanted(data)) == 1
+    assert cache.refresh(data, _wanted(data)) == 2
     s = st.open()
     for i in range(20):
         s.put("Q", b"z%d" % i, persistent=True, priority=0)
@@ -358,3 +359,112 @@ def test_a_delta_is_written_grouped_by_priority_and_applied_by_slices() -> None:
     assert list(d.blocks[4])[-3:] == [130, 135, 140]
     with pytest.raises(qindex.IndexInvalid, match="repeat"):
         qindex.apply_delta(_index([1, 5, 9]), _flat_delta([4, 4], [30, 30]), file_blocks=200)
+
+
+def _same_index(a: qindex.QueueIndexData, b: qindex.QueueIndexData) -> bool:
+    return (a.keys, a.blocks, a.lens, bytes(a.space).rstrip(b"\0"), a.msgids,
+            a.correlids) == (b.keys, b.blocks, b.lens, bytes(b.space).rstrip(b"\0"),
+                             b.msgids, b.correlids)
+
+
+def test_a_standby_applies_the_delta_ahead_and_undoes_it_for_a_newer_one(
+        tmp_path: Path) -> None:
+    """The standby reads the delta with the index and applies it when it only appends; a
+    newer delta on the same index is applied in its place (the first undone exactly, the
+    index not read again); the takeover then applies nothing itself, and every message,
+    with the gets the deltas recorded, is where it should be."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
+                                     checkpoint_wait_len=1e9))
+    data = PosixVolume(str(st.data))
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    assert "Q" in ckpt.read(data).idx
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == 1  # the index alone
+    entry = cache._by_name["Q"]
+    assert entry.delta is None and not entry.applied
+    pristine = qindex.read_index(data.open("queues/Q/idx").pread,
+                                 data.stat("queues/Q/idx").size, entry.data.qid,
+                                 entry.data.cp, 1 << 62)
+    s.put("Q", b"a1", persistent=True, priority=3, msgid=b"mine-a1")
+    s.checkpoint()
+    assert cache.refresh(data, _wanted(data)) == 1  # the delta only
+    assert cache._by_name["Q"] is entry and entry.applied
+    assert sum(map(len, entry.data.keys)) == entry.base_n + 1
+    m = s.get("Q")  # the first of the highest priority: a delete in the next delta
+    assert m is not None and (m.priority, m.body) == want.pop(0)
+    s.put("Q", b"a2", persistent=True, priority=3, correlid=b"corr-a2")
+    s.checkpoint()
+    assert cache.refresh(data, _wanted(data)) == 1  # the newer delta, the index kept
+    assert entry.applied and sum(map(len, entry.data.keys)) == entry.base_n + 2
+    assert entry.delta is not None and len(entry.delta.deleted) == 1
+    assert cache.refresh(data, _wanted(data)) == 0  # nothing changed: nothing read
+    entry.drop_delta()  # undone: the index exactly as its file holds it
+    assert _same_index(entry.data, pristine)
+    assert cache.refresh(data, _wanted(data)) == 1  # applied again
+    assert entry.applied
+    crash(s)
+    s = _open_with(st, cache)
+    assert s.recovery_stats["prefetched_queues"] == 1
+    assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
+    m = s.get("Q", msgid=b"mine-a1")
+    assert m is not None and m.body == b"a1"
+    m = s.get("Q", correlid=b"corr-a2")
+    assert m is not None and m.body == b"a2"
+    assert drain(s) == want
+    s.close()
+
+
+def test_a_delta_changed_after_the_read_ahead_is_read_by_the_takeover(
+        tmp_path: Path) -> None:
+    """A delta written after the standby's last pass (a newer header) is not taken from
+    the read-ahead: the takeover undoes the one applied ahead and applies the file's."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
+                                     checkpoint_wait_len=1e9))
+    data = PosixVolume(str(st.data))
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    s.put("Q", b"b1", persistent=True, priority=0)
+    s.checkpoint()
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == 2
+    assert cache._by_name["Q"].applied
+    s.put("Q", b"b2", persistent=True, priority=0)
+    s.checkpoint()  # after the standby's pass
+    crash(s)
+    s = _open_with(st, cache)
+    assert s.recovery_stats["prefetched_queues"] == 1
+    assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
+    assert drain(s) == [*want, (0, b"b1"), (0, b"b2")]
+    s.close()
+
+
+def test_a_delta_that_does_not_only_append_is_held_and_applied_at_takeover() -> None:
+    """A delta with a key below the index's last of its priority (possible for records
+    written out of key order) is kept decoded but not applied ahead; nothing changes."""
+    d = qindex.QueueIndexData(1, 1, [array("q", [5, 9]) if p == 0 else array("q")
+                                     for p in range(10)],
+                              [array("q", [0, 1]) if p == 0 else array("q")
+                               for p in range(10)],
+                              [array("i", [3, 3]) if p == 0 else array("i")
+                               for p in range(10)],
+                              bytearray(b"\x01\x01\x01"), [], [])
+    x = qindex.QueueIndexDelta(1, 2, array("b", [0]), array("q", [7]), array("q", [2]),
+                               array("i", [3]), array("q"), array("q"), array("q"), b"",
+                               [], [])
+    assert not qindex.appends_only(d, x)
+    ahead = qindex.IndexAhead(b"h", d)
+    ahead.use_delta(b"dh", x)
+    assert ahead.delta is x and not ahead.applied
+    assert list(d.keys[0]) == [5, 9]
+    y = qindex.QueueIndexDelta(1, 2, array("b", [0]), array("q", [12]), array("q", [2]),
+                               array("i", [3]), array("q"), array("q", [2]),
+                               array("q", [2]), b"\x01\x01", [(12, b"m" * 24)], [])
+    assert qindex.appends_only(d, y)
+    ahead.use_delta(b"dh2", y)
+    assert ahead.applied and list(d.keys[0]) == [5, 9, 12] and len(d.space) == 4
+    ahead.drop_delta()
+    assert list(d.keys[0]) == [5, 9] and d.space == bytearray(b"\x01\x01\x01")
+    assert d.msgids == [] and ahead.delta is None
