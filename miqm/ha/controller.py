@@ -656,8 +656,9 @@ class Controller:
             self.event("failover_end", duration_s=round(took, 4),
                        recovery_s=round(time.monotonic() - started, 4),
                        queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
-                                                  "delta_queues", "scanned_queues",
-                                                  "catalog_queues") if k in rs})
+                                                  "delta_queues", "second_delta_queues",
+                                                  "scanned_queues", "catalog_queues")
+                               if k in rs})
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()

@@ -5,7 +5,8 @@ object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``que
 {name: qid}, ``uows`` (the in-flight table), ``qmgr`` attributes, ``media`` {name: lsn},
 ``authrecs`` [{objtype, profile, principal, auths}]: the authority records,
 ``idx`` {name: checkpoint of its index file}, ``idxd`` {name: [checkpoint of its index
-file, checkpoint of its delta file]}, ``aborted`` [checkpoints never completed],
+file, checkpoint of its delta file]}, ``idxd2`` {name: [the same, checkpoint of its
+second delta file]}, ``aborted`` [checkpoints never completed],
 ``catalog`` (the checkpoint of the queue catalog, below)).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
@@ -49,30 +50,39 @@ class CheckpointInfo:
     #: per queue whose index file has a delta file: [checkpoint of the index, checkpoint
     #: of the delta] (such a queue is not in ``idx``: an older miqm scans its file)
     idxd: dict[str, list[int]] = field(default_factory=dict)
+    #: per queue whose delta file has a second one (``idx.d2``): [checkpoint of the index,
+    #: of the delta, of the second delta] (such a queue is in neither ``idx`` nor
+    #: ``idxd``: an older miqm scans its file)
+    idxd2: dict[str, list[int]] = field(default_factory=dict)
     #: checkpoints that started writing queue files and never completed (their records
     #: may still be in files loaded from an index: a scan must never take them as live)
     aborted: list[int] = field(default_factory=list)
     #: the checkpoint whose queue catalog (amqalcat.fil) is current; 0: none
     catalog: int = 0
 
-    def index_of(self, name: str) -> tuple[int, int]:
-        """(checkpoint of queue ``name``'s index file, of its delta file); 0 for none."""
+    def index_of(self, name: str) -> tuple[int, int, int]:
+        """(checkpoint of queue ``name``'s index file, of its delta file, of its second
+        delta file); 0 for none."""
+        trio = self.idxd2.get(name)
+        if trio:
+            return int(trio[0]), int(trio[1]), int(trio[2])
         pair = self.idxd.get(name)
         if pair:
-            return int(pair[0]), int(pair[1])
-        return int(self.idx.get(name, 0)), 0
+            return int(pair[0]), int(pair[1]), 0
+        return int(self.idx.get(name, 0)), 0, 0
 
     def indexed(self) -> dict[str, tuple[int, int, int]]:
         """{queue: (qid, checkpoint of its index file, of its delta file or 0)} of every
         queue that has an index file."""
-        return {n: (qid, *pair) for n, qid in self.queues.items()
-                if (pair := self.index_of(n))[0]}
+        return {n: (qid, *trio[:2]) for n, qid in self.queues.items()
+                if (trio := self.index_of(n))[0]}
 
     def encode(self) -> bytes:
         """The file's bytes."""
         fields = dict(self.__dict__)
-        if not fields["authrecs"]:  # left out when empty: an older miqm reads the file
-            del fields["authrecs"]
+        for name in ("authrecs", "idxd2"):  # left out when empty
+            if not fields[name]:
+                del fields[name]
         queues = fields.pop("queues")
         text = json.dumps(fields, separators=(",", ":"), sort_keys=True)
         body = f'{text[:-1]},"queues":{_queues_json(queues)}}}'.encode()

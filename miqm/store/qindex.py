@@ -310,6 +310,21 @@ class DeltaLog:
         log.correlids = dict(x.correlids)
         return log
 
+    def merge(self, x: QueueIndexDelta) -> None:
+        """Add the changes of a later delta file (a second delta on top of this one's)."""
+        for p, ks, bs, ls in delta_groups(x):
+            group = self.by_prio.get(p)
+            if group is None:
+                self.by_prio[p] = (ks, bs, ls)
+                continue
+            group[0].extend(ks)
+            group[1].extend(bs)
+            group[2].extend(ls)
+        self.deleted = self.deleted + x.deleted  # a new array: x's may be in use
+        self.touched.extend(zip(x.run_starts, x.run_lens, strict=True))
+        self.msgids.update(x.msgids)
+        self.correlids.update(x.correlids)
+
     def added(self, prio: int, key: int, block: int, length: int, nblocks: int,
               msgid: bytes | None, correlid: bytes | None) -> None:
         """A record written to the file."""

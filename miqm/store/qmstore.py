@@ -126,6 +126,8 @@ class _CheckpointPlan:
     # delta files to write: (queue, checkpoint of its index, DeltaLog.snapshot() taken
     # under the lock)
     deltas: list[tuple[LocalQueue, int, tuple[Any, ...]]] = field(default_factory=list)
+    # second delta files to write: (queue, checkpoint of its delta, snapshot)
+    tops: list[tuple[LocalQueue, int, tuple[Any, ...]]] = field(default_factory=list)
     unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
     catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
@@ -357,6 +359,7 @@ class QueueManagerStore:
         # indexed_queues counts those loaded with a delta file too (delta_queues)
         # of the indexed ones, prefetched_queues came from what a standby read ahead
         self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0,
+                       "second_delta_queues": 0,
                        "delta_queues": 0, "prefetched_queues": 0}
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -444,11 +447,12 @@ class QueueManagerStore:
             return int(fn)
         return 0
 
-    def _load_queue(self, name: str, qid: int, completed: int,
-                    idx_cp: int = 0, dx_cp: int = 0) -> tuple[LocalQueue, int]:
+    def _load_queue(self, name: str, qid: int, completed: int, idx_cp: int = 0,
+                    dx_cp: int = 0, d2_cp: int = 0) -> tuple[LocalQueue, int]:
         """Rebuild a queue's index (as of checkpoint ``completed``) from its index file
         when the checkpoint file names one (``idx_cp``, with the delta file of checkpoint
-        ``dx_cp`` if not 0) and they check out, else from its queue file."""
+        ``dx_cp`` and the second delta file of ``d2_cp`` if not 0) and they check out,
+        else from its queue file."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
         try:
@@ -481,9 +485,10 @@ class QueueManagerStore:
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
-        if idx_cp and self._load_index(q, qf, idx_cp, dx_cp):
+        if idx_cp and self._load_index(q, qf, idx_cp, dx_cp, d2_cp):
             self._loads["indexed_queues"] += 1
             self._loads["delta_queues"] += 1 if dx_cp else 0
+            self._loads["second_delta_queues"] += 1 if d2_cp else 0
             return q, 0
         self._loads["scanned_queues"] += 1
         q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
@@ -492,11 +497,13 @@ class QueueManagerStore:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
 
-    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int, dx_cp: int) -> bool:
+    def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int, dx_cp: int,
+                    d2_cp: int = 0) -> bool:
         """Load ``q``'s messages from its index file (``idx``, or ``idx.new`` when the
         checkpoint that wrote it completed before the rename) and, if ``dx_cp``, its delta
-        file (``idx.d`` or ``idx.d.new`` likewise); False, with an AMQ1130 line in the
-        error log, when they cannot be trusted (the caller scans)."""
+        file (``idx.d`` or ``idx.d.new`` likewise), and, if ``d2_cp``, the second delta
+        file on top of that (``idx.d2`` or ``idx.d2.new``); False, with an AMQ1130 line in
+        the error log, when they cannot be trusted (the caller scans)."""
         assert qf.f is not None
         try:
             file_blocks = max(0, (qf.f.size() - DATA_START) // qf.fmt.block)
@@ -514,17 +521,17 @@ class QueueManagerStore:
         if ahead is not None and x is None:
             ahead.drop_delta()  # the index alone; the delta is read below
         if dx_cp and x is None:
-            for fname in ("idx.d", "idx.d.new"):
-                try:
-                    x = qindex.decode_delta(self.data.read_bytes(f"queues/{q.name}/{fname}"),
-                                            q.qid, idx_cp, dx_cp)
-                    break
-                except (qindex.IndexInvalid, LockFsError) as exc:
-                    whys.append(f"{fname}: {exc}")
+            x = self._read_delta(q, "idx.d", idx_cp, dx_cp)
             if x is None:
-                self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(whys)))
                 return False
-            whys.clear()
+        x2 = None
+        if d2_cp:
+            x2 = self._read_delta(q, "idx.d2", dx_cp, d2_cp)
+            if x2 is None:
+                return False
+        # all but the last delta are applied before the queue file's size is known to fit
+        # (a later delta may free blocks past its end)
+        fits = 1 << 62 if x2 is not None else file_blocks
         for fname in ("idx", "idx.new"):
             path = f"queues/{q.name}/{fname}"
             ix = q.index = PriorityIndex()
@@ -535,9 +542,10 @@ class QueueManagerStore:
                     if x is None and len(d.space) > file_blocks:
                         d = None  # the check reading it would make (a delta may shrink it)
                     elif ahead.applied:
-                        qindex.fit_space(d, file_blocks)  # the rest was checked ahead
+                        if x2 is None:
+                            qindex.fit_space(d, file_blocks)  # the rest was checked ahead
                     elif x is not None:
-                        qindex.apply_delta(d, x, file_blocks)
+                        qindex.apply_delta(d, x, fits)
                     if d is not None:
                         self._loads["prefetched_queues"] += 1
                     ahead = None  # used (or not usable) once
@@ -548,10 +556,12 @@ class QueueManagerStore:
                                               file_blocks if x is None else 1 << 62)
                     base_n = sum(len(k) for k in d.keys)
                     if x is not None:
-                        qindex.apply_delta(d, x, file_blocks)
+                        qindex.apply_delta(d, x, fits)
+                if x2 is not None:
+                    qindex.apply_delta(d, x2, file_blocks)
                 ix.keys, ix.blocks, ix.lens = d.keys, d.blocks, d.lens
-                if x is not None:
-                    for key in x.deleted:
+                for xd in (x, x2):
+                    for key in xd.deleted if xd is not None else ():
                         hit = ix.find(key)
                         if hit is None:
                             raise qindex.IndexInvalid(
@@ -572,9 +582,13 @@ class QueueManagerStore:
             qf.max_key = max((k[-1] for k in d.keys if k), default=0)
             if qf.max_key >= self.state.next_key:
                 self.state.next_key = qf.max_key + 1
-            q.idx_cp, q.dx_cp = idx_cp, dx_cp
+            q.idx_cp, q.dx_cp, q.d2_cp = idx_cp, dx_cp, d2_cp
             q.dx = (qindex.DeltaLog(idx_cp, base_n) if x is None
                     else qindex.DeltaLog.from_file(x, base_n))
+            q.dx2 = (qindex.DeltaLog(dx_cp, 0) if x2 is None
+                     else qindex.DeltaLog.from_file(x2, 0))
+            if x2 is not None:
+                q.dx.merge(x2)
             if q.dx.too_big(self.tuning.index_delta_records):
                 # written by the open of a takeover: folded into a new index soon
                 q.idx_fold = True
@@ -598,6 +612,21 @@ class QueueManagerStore:
         got = cache.take(q.name, head)
         return got if got is not None and got.data.qid == q.qid and \
             got.data.cp == idx_cp else None
+
+    def _read_delta(self, q: LocalQueue, name: str, base_cp: int,
+                    cp: int) -> qindex.QueueIndexDelta | None:
+        """``q``'s delta file ``name`` (or ``name.new``, whose checkpoint completed before
+        the rename) describing checkpoints ``base_cp``..``cp``; None, with an AMQ1130
+        line in the error log, when neither can be used."""
+        tried: list[str] = []
+        for fname in (name, f"{name}.new"):
+            try:
+                return qindex.decode_delta(self.data.read_bytes(f"queues/{q.name}/{fname}"),
+                                           q.qid, base_cp, cp)
+            except (qindex.IndexInvalid, LockFsError) as exc:
+                tried.append(f"{fname}: {exc}")
+        self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why="; ".join(tried)))
+        return None
 
     def _delta_head(self, q: LocalQueue) -> bytes | None:
         """The header bytes of ``q``'s delta file ``idx.d`` (None if it cannot be read)."""
@@ -1512,7 +1541,11 @@ class QueueManagerStore:
             info.idx = {q.name: q.idx_cp for q in st.queues.live()
                         if q.idx_cp and not q.dx_cp and q.name not in self._damaged}
             info.idxd = {q.name: [q.idx_cp, q.dx_cp] for q in st.queues.live()
-                         if q.idx_cp and q.dx_cp and q.name not in self._damaged}
+                         if q.idx_cp and q.dx_cp and not q.d2_cp
+                         and q.name not in self._damaged}
+            info.idxd2 = {q.name: [q.idx_cp, q.dx_cp, q.d2_cp] for q in st.queues.live()
+                          if q.idx_cp and q.dx_cp and q.d2_cp
+                          and q.name not in self._damaged}
             info.aborted = sorted(self._aborted)
             self._plan_catalog(plan)
         except BaseException as exc:
@@ -1556,6 +1589,9 @@ class QueueManagerStore:
             files += [(f"queues/{q.name}/idx.d.new",
                        qindex.encode_delta(q.qid, base, seq, snap))
                       for q, base, snap in plan.deltas]
+            files += [(f"queues/{q.name}/idx.d2.new",
+                       qindex.encode_delta(q.qid, base, seq, snap))
+                      for q, base, snap in plan.tops]
             for path, pieces in files:
                 if self._guard is not None:
                     self._guard()
@@ -1617,10 +1653,14 @@ class QueueManagerStore:
         for q, _snap in plan.indexes:
             self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
             self.data.unlink(f"queues/{q.name}/idx.d")  # of the previous index
+            self.data.unlink(f"queues/{q.name}/idx.d2")
         for q, _base, _snap in plan.deltas:
             self.data.rename(f"queues/{q.name}/idx.d.new", f"queues/{q.name}/idx.d")
+            self.data.unlink(f"queues/{q.name}/idx.d2")  # of the previous delta
+        for q, _base, _snap in plan.tops:
+            self.data.rename(f"queues/{q.name}/idx.d2.new", f"queues/{q.name}/idx.d2")
         for name in plan.unindexed:
-            for fname in ("idx", "idx.new", "idx.d", "idx.d.new"):
+            for fname in ("idx", "idx.new", "idx.d", "idx.d.new", "idx.d2", "idx.d2.new"):
                 self.data.unlink(f"queues/{name}/{fname}")
         for q in st.queues.live():
             if q.file is not None:
@@ -1709,6 +1749,8 @@ class QueueManagerStore:
             qf.free_later(block, n)
             if dx is not None:
                 dx.removed(key, block, n)
+                if q.dx2 is not None:
+                    q.dx2.removed(key, block, n)
             dirty = True
         q.to_delete.clear()
         mem = q.mem
@@ -1726,10 +1768,13 @@ class QueueManagerStore:
             if dx is not None:
                 chosen = q.msgids.get
                 blocks_for = qf.fmt.blocks_for
+                logs = [dx] if q.dx2 is None else [dx, q.dx2]
                 for b, k, m, stored in w.planned:
-                    dx.added(m.priority, k, b, stored, blocks_for(stored),
-                             m.msgid if chosen(m.msgid) == k else None,
-                             m.correlid if m.correlid.strip(b"\0") else None)
+                    msgid = m.msgid if chosen(m.msgid) == k else None
+                    correlid = m.correlid if m.correlid.strip(b"\0") else None
+                    for log in logs:
+                        log.added(m.priority, k, b, stored, blocks_for(stored), msgid,
+                                  correlid)
             plan.encoders.append((qf.f, w, runs))
             q.in_flight = mem
             plan.in_flight.append(q)
@@ -1751,8 +1796,18 @@ class QueueManagerStore:
                 # queue has no index until the next checkpoint, and a second crash
                 # before that means a scan; a big one is folded into a new index by the
                 # checkpoint thread a moment later.
-                plan.deltas.append((q, q.idx_cp, dx.snapshot(qf.space)))
-                q.dx_cp = seq
+                top = self.tuning.index_top_min
+                dx2 = q.dx2
+                if (q.dx_cp and dx2 is not None and top > 0 and dx.size() >= top
+                        and 4 * dx2.size() <= dx.size()):
+                    # a few changes on a big delta: a second delta file of what changed
+                    # since it (cumulative too), the big one left as it is
+                    plan.tops.append((q, q.dx_cp, dx2.snapshot(qf.space)))
+                    q.d2_cp = seq
+                else:
+                    plan.deltas.append((q, q.idx_cp, dx.snapshot(qf.space)))
+                    q.dx_cp, q.d2_cp = seq, 0
+                    q.dx2 = qindex.DeltaLog(seq, 0)
                 if self._opening and dx.too_big(limit):
                     q.idx_fold = True
                     self._index_later = True
@@ -1765,10 +1820,11 @@ class QueueManagerStore:
                 if deep and not q.idx_stale:
                     plan.indexes.append((q, qindex.snapshot(q.index, qf.space, q.msgids,
                                                             q.correlids)))
-                    q.idx_cp, q.dx_cp = seq, 0
+                    q.idx_cp, q.dx_cp, q.d2_cp = seq, 0, 0
                     q.dx = qindex.DeltaLog(seq, q.present - len(q.mem))
+                    q.dx2 = None
                 elif q.idx_cp and (dirty or fresh):
-                    q.idx_cp, q.dx_cp, q.dx = 0, 0, None
+                    q.idx_cp, q.dx_cp, q.dx, q.d2_cp, q.dx2 = 0, 0, None, 0, None
                     plan.unindexed.append(q.name)
         if fresh:
             plan.replaced.append(q)

@@ -585,6 +585,10 @@ class LocalQueue:
         # an index) and the checkpoint of the delta file describing them (0: none)
         self.dx: DeltaLog | None = None
         self.dx_cp = 0
+        # changes since delta file dx_cp, when a second delta file (idx.d2) of checkpoint
+        # d2_cp records them (0: none; dx2 is kept whenever dx is)
+        self.dx2: DeltaLog | None = None
+        self.d2_cp = 0
         self.idx_fold = False  # the delta outgrew its limit: the next checkpoint (not an
         # open's) writes the index again
 

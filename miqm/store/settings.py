@@ -112,6 +112,11 @@ class StoreTuning:
     #: many, or a sixteenth of the index's records if that is more; else the index
     #: again. 0: no delta files (every change writes the index again)
     index_delta_records: int = 4096
+    #: a delta file of at least this many records is left as it is by a checkpoint whose
+    #: changes since it number at most a quarter of it: those go to a second, small
+    #: delta file (``idx.d2``), so that a checkpoint (a takeover's above all) does not
+    #: rewrite a big delta for a few changes. 0: never
+    index_top_min: int = 8192
 
     def __post_init__(self) -> None:
         if not GATHER_AUTO <= self.group_commit_cpu < MAX_CPUS:

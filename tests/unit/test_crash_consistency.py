@@ -43,8 +43,11 @@ SETTINGS = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
 # load the queue from it; the others scan (a shallower queue, the index dropped).
 # index_delta_records: a checkpoint records up to 40 changes since the index in its delta
 # file, beyond that it writes the index again, so restarts meet both
+# index_top_min: a delta of 8 records or more is followed by second delta files while the
+# changes since it are at most a quarter of it, so restarts meet those too
 TUNING = StoreTuning(checkpoint_log_recd_max=150, checkpoint_log_recd_min=1,
-                     checkpoint_wait_len=1e9, index_min_records=30, index_delta_records=40)
+                     checkpoint_wait_len=1e9, index_min_records=30, index_delta_records=40,
+                     index_top_min=8)
 POINTS = int(os.environ.get("MIQM_CRASH_POINTS", "1000"))
 INF = 1 << 62
 
@@ -290,6 +293,7 @@ def test_recovery_at_random_crash_points(tmp_path: Path) -> None:
     # queue catalog (its file held no live record)
     assert loads["indexed_queues"] > POINTS // 4 and loads["scanned_queues"] > 0, loads
     assert POINTS // 10 < loads["delta_queues"] < loads["indexed_queues"], loads
+    assert 0 < loads["second_delta_queues"] < loads["delta_queues"], loads
     assert loads["catalog_queues"] > 0, loads
     print(f"{POINTS} crash points over {n_ops} recorded operations in "
           f"{time.monotonic() - t0:.1f}s; queues loaded {dict(loads)}")

@@ -468,3 +468,100 @@ def test_a_delta_that_does_not_only_append_is_held_and_applied_at_takeover() -> 
     ahead.drop_delta()
     assert list(d.keys[0]) == [5, 9] and d.space == bytearray(b"\x01\x01\x01")
     assert d.msgids == [] and ahead.delta is None
+
+
+def _top_store(tmp_path: Path) -> Store:
+    return Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
+                                       checkpoint_wait_len=1e9, index_top_min=20))
+
+
+def test_a_few_changes_on_a_big_delta_go_to_a_second_delta_file(tmp_path: Path) -> None:
+    """Once the delta holds index_top_min records, a checkpoint whose changes since it are
+    at most a quarter of it writes them to idx.d2 and leaves idx.d as it is; the queue
+    opens from all three (with and without the standby's read-ahead), and more changes
+    than that rewrite the delta and drop the second one."""
+    st = _top_store(tmp_path)
+    data = PosixVolume(str(st.data))
+    qdir = st.data / "queues" / "Q"
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    for i in range(30):
+        s.put("Q", b"d1-%d" % i, persistent=True, priority=i % 10)
+    s.checkpoint()  # the first delta: 30 records
+    info = ckpt.read(data)
+    assert info.idxd["Q"][1] == info.seq and not info.idxd2
+    d1_bytes = (qdir / "idx.d").read_bytes()
+    m = s.get("Q")  # the first of the highest priority
+    assert m is not None and (m.priority, m.body) == want.pop(0)
+    s.put("Q", b"top-1", persistent=True, priority=9, msgid=b"top-msgid")
+    s.put("Q", b"top-2", persistent=True, priority=0, correlid=b"top-corr")
+    s.checkpoint()
+    info = ckpt.read(data)
+    d1_cp = info.idxd2["Q"][1]
+    assert info.idxd2["Q"] == [info.idxd2["Q"][0], d1_cp, info.seq], info
+    assert "Q" not in info.idxd and "Q" not in info.idx  # an older miqm scans it
+    assert (qdir / "idx.d").read_bytes() == d1_bytes  # left as it was
+    assert (qdir / "idx.d2").stat().st_size < len(d1_bytes)
+    added = [(i % 10, b"d1-%d" % i) for i in range(30)]
+    expect = sorted([*want, *added, (9, b"top-1"), (0, b"top-2")], key=lambda pb: -pb[0])
+    # the standby's read-ahead applies the delta; the second one is read at takeover
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == 2
+    crash(s)
+    s = _open_with(st, cache)
+    stats = s.recovery_stats
+    assert stats["prefetched_queues"] == stats["second_delta_queues"] == 1, stats
+    assert not st.amq1130()
+    m = s.get("Q", msgid=b"top-msgid")
+    assert m is not None and m.body == b"top-1"
+    m = s.get("Q", correlid=b"top-corr")
+    assert m is not None and m.body == b"top-2"
+    crash(s)  # the two gets (outside syncpoint) are committed: replayed from the log
+    s = st.open()  # without a read-ahead
+    assert s.recovery_stats["second_delta_queues"] == 1 and not st.amq1130()
+    expect = [pb for pb in expect if pb[1] not in (b"top-1", b"top-2")]
+    u = s.begin()
+    got = []
+    while (m := s.get("Q", uow=u)) is not None:
+        got.append((m.priority, m.body))
+    assert got == expect
+    s.backout(u)
+    # many more changes: the delta is written again, the second one dropped
+    for i in range(40):
+        s.put("Q", b"more-%d" % i, persistent=True, priority=5)
+    s.checkpoint()
+    info = ckpt.read(data)
+    assert "Q" in info.idxd and not info.idxd2 and not (qdir / "idx.d2").exists()
+    crash(s)
+    s = st.open()
+    assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
+    expect = sorted([*expect, *((5, b"more-%d" % i) for i in range(40))],
+                    key=lambda pb: -pb[0])
+    assert drain(s) == expect
+    s.close()
+
+
+def test_a_damaged_second_delta_is_reported_and_the_queue_scanned(tmp_path: Path) -> None:
+    st = _top_store(tmp_path)
+    qdir = st.data / "queues" / "Q"
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    for i in range(30):
+        s.put("Q", b"d1-%d" % i, persistent=True, priority=3)
+    s.checkpoint()
+    s.put("Q", b"top", persistent=True, priority=3)
+    s.checkpoint()
+    assert (qdir / "idx.d2").exists()
+    crash(s)
+    raw = bytearray((qdir / "idx.d2").read_bytes())
+    raw[-1] ^= 0xFF
+    (qdir / "idx.d2").write_bytes(bytes(raw))
+    s = st.open()
+    assert s.recovery_stats["scanned_queues"] == 1
+    assert any("idx.d2" in t for t in st.amq1130()), st.errors
+    expect = sorted([*want, *((3, b"d1-%d" % i) for i in range(30)), (3, b"top")],
+                    key=lambda pb: -pb[0])
+    assert drain(s) == expect
+    s.close()
