@@ -235,6 +235,9 @@ class RecoveryLog:
         self._ready = False
         self._end: int | None = None  # append point, once records() has reached the end
         self._cleanup: list[tuple[int, int]] = []  # (extent, page index in file) to zero
+        # sealed pages whose only readable image is in a slot of the extent appends go on
+        # in: (extent, page, image), written in place before a slot is written again
+        self._rescue: list[tuple[int, int, bytes]] = []
         self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
         self._slot_next: dict[int, int] = {}
         # TripleWrite: the page whose newest forced image is a partial one at its own place
@@ -503,6 +506,30 @@ class RecoveryLog:
                 seed_slot = src
         self._cleanup = cleanup
         self._tail_seed = (end_page, seed_data, seed_slot)
+        self._rescue = self._slot_only_pages(reader, end_page)
+
+    def _slot_only_pages(self, reader: _PageReader, end_page: int
+                         ) -> list[tuple[int, int, bytes]]:
+        """Sealed pages before ``end_page`` whose newest valid image is in a slot of the
+        extent appends continue in. A force writes a sealed page to a slot and syncs it
+        before writing it in place; a crash between the two leaves the slot the page's
+        only readable copy. The tail seed and the forces after it write those slots, so
+        such a page is first written in place (else a second crash finds it missing,
+        with later pages readable: corruption)."""
+        k = self.extent_of_page(end_page)
+        if k not in self._files:
+            return []
+        out = []
+        for s in range(SLOTS):
+            info = reader.slot(k, s)
+            if info is None or not info.sealed or info.page_no >= end_page or \
+                    self.extent_of_page(info.page_no) != k:
+                continue
+            best = reader.page(info.page_no)
+            if best is not None and best[2] == s:
+                raw, off = reader.last_raw
+                out.append((k, info.page_no, bytes(raw[off:off + PAGE])))
+        return out
 
     def _check_later(self, g_stop: int, stop_pos: int, info: F.PageInfo) -> None:
         """A valid page after where reading stopped: a stale writer's, or proof that the
@@ -551,6 +578,12 @@ class RecoveryLog:
             page[F.PAGE_HEADER:F.PAGE_HEADER + len(seed)] = seed
             k_end = self.extent_of_page(end_page)
             try:
+                if self._rescue:
+                    self._guard_call()
+                    for k, g, image in self._rescue:
+                        self._files[k].pwrite(image, self._offset(g))
+                    for k in sorted({k for k, _g, _i in self._rescue}):
+                        self._files[k].fdatasync()
                 touched: set[int] = set()
                 if self._cleanup:
                     self._guard_call()
@@ -574,6 +607,7 @@ class RecoveryLog:
             if slot >= 0:
                 self._slot_next[k_end] = 1 - slot
             self._cleanup = []
+            self._rescue = []
             self._ready = True
 
     def _write_tail_seed(self, k: int, g: int, page: bytearray, used: int, slot: int,

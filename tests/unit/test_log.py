@@ -145,6 +145,48 @@ def test_torn_tail_is_the_end_and_appends_continue(tmp_path: Path) -> None:
     log.close()
 
 
+def test_a_sealed_page_readable_only_from_a_slot_is_kept_by_the_restart_after(
+        tmp_path: Path) -> None:
+    """A force writes a sealed page to a slot and syncs it before writing it in place; a
+    crash between the two leaves the slot the page's only readable copy. The restart that
+    follows writes that page in place before its tail seed and later forces reuse the
+    slots: a second crash then still reads every record (it used to find the page
+    missing, with later pages readable, and refuse the log as corrupt)."""
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    kept = [(log.append_and_force(payload(i, 900)), payload(i, 900)) for i in range(40)]
+    tail = F.lsn_page(log._durable)
+    log.close()
+    per_extent = SMALL.file_pages - SLOTS
+    assert tail % per_extent >= 2, "the test needs the sealed page in the tail's extent"
+    path = tmp_path / "log" / f"S{tail // per_extent:07d}.LOG"
+    raw = bytearray(path.read_bytes())
+    sealed = tail - 1
+    at = (SLOTS + sealed % per_extent) * PAGE
+    image = bytes(raw[at:at + PAGE])
+    assert F.check_page(image, 0, sealed) is not None
+    # the slot the restart's tail seed goes to: the one not holding the tail's newest
+    # image (slot 0 when that image is in place)
+    in_place = F.check_page(raw, (SLOTS + tail % per_extent) * PAGE, tail)
+    newest, newest_slot = in_place, -1
+    for s in range(SLOTS):
+        info = F.check_page(raw, s * PAGE, tail)
+        if info is not None and (newest is None or info.order() > newest.order()):
+            newest, newest_slot = info, s
+    target = 1 - newest_slot if newest_slot >= 0 else 0
+    raw[target * PAGE:(target + 1) * PAGE] = image  # the sealed page's only copy ...
+    raw[at:at + PAGE] = bytes(PAGE)  # ... its write in place lost with the crash
+    path.write_bytes(bytes(raw))
+    log, recs = reopen(vol, 2)
+    assert recs == kept  # read from the slot
+    more = [(log.append_and_force(payload(100 + i, 300)), payload(100 + i, 300))
+            for i in range(3)]  # the tail seed and forces that write both slots
+    log.close()
+    log, recs = reopen(vol, 3)
+    assert recs == kept + more
+    log.close()
+
+
 def _forced_extent(tmp_path: Path) -> tuple[PosixVolume, Path, bytearray]:
     """A log with 60 forced 700-byte records (pages sealed well before the tail): its
     volume, its first extent's path and that extent's bytes."""
