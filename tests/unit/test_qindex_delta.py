@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,6 +244,18 @@ def test_the_open_writes_a_delta_however_big_and_a_later_checkpoint_folds_it(
     s.close()
 
 
+def _indexed(tmp_path: Path, delta_records: int, top_min: int = 0
+             ) -> tuple[Store, PosixVolume, Any, list[tuple[int, bytes]]]:
+    """A store whose queue Q holds fill()'s messages, indexed by a checkpoint: (store
+    maker, its data volume, the open store, what a drain returns)."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=delta_records,
+                                     checkpoint_wait_len=1e9, index_top_min=top_min))
+    s = st.open()
+    want = fill(s)
+    s.checkpoint()
+    return st, PosixVolume(str(st.data)), s, want
+
+
 def _wanted(data: PosixVolume) -> dict[str, tuple[int, int, int]]:
     return ckpt.read(data).indexed()
 
@@ -263,12 +276,7 @@ def test_a_takeover_uses_what_the_standby_read_ahead_only_while_it_is_current(
     """The standby's read-ahead (IndexCache) is used when the index file is still the one
     it read, with the delta written since applied on top; a file replaced since (a new
     index) is read again, never taken from the stale copy."""
-    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=12,
-                                     checkpoint_wait_len=1e9))
-    data = PosixVolume(str(st.data))
-    s = st.open()
-    want = fill(s)
-    s.checkpoint()
+    st, data, s, want = _indexed(tmp_path, 12)
     cache = qindex.IndexCache()
     assert cache.refresh(data, _wanted(data)) == 1
     assert cache.refresh(data, _wanted(data)) == 0  # unchanged: not read again
@@ -373,12 +381,7 @@ def test_a_standby_applies_the_delta_ahead_and_undoes_it_for_a_newer_one(
     newer delta on the same index is applied in its place (the first undone exactly, the
     index not read again); the takeover then applies nothing itself, and every message,
     with the gets the deltas recorded, is where it should be."""
-    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
-                                     checkpoint_wait_len=1e9))
-    data = PosixVolume(str(st.data))
-    s = st.open()
-    want = fill(s)
-    s.checkpoint()
+    st, data, s, want = _indexed(tmp_path, 1000)
     assert "Q" in ckpt.read(data).idx
     cache = qindex.IndexCache()
     assert cache.refresh(data, _wanted(data)) == 1  # the index alone
@@ -420,12 +423,7 @@ def test_a_delta_changed_after_the_read_ahead_is_read_by_the_takeover(
         tmp_path: Path) -> None:
     """A delta written after the standby's last pass (a newer header) is not taken from
     the read-ahead: the takeover undoes the one applied ahead and applies the file's."""
-    st = Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
-                                     checkpoint_wait_len=1e9))
-    data = PosixVolume(str(st.data))
-    s = st.open()
-    want = fill(s)
-    s.checkpoint()
+    st, data, s, want = _indexed(tmp_path, 1000)
     s.put("Q", b"b1", persistent=True, priority=0)
     s.checkpoint()
     cache = qindex.IndexCache()
@@ -470,22 +468,13 @@ def test_a_delta_that_does_not_only_append_is_held_and_applied_at_takeover() -> 
     assert d.msgids == [] and ahead.delta is None
 
 
-def _top_store(tmp_path: Path) -> Store:
-    return Store(tmp_path, StoreTuning(index_min_records=10, index_delta_records=1000,
-                                       checkpoint_wait_len=1e9, index_top_min=20))
-
-
 def test_a_few_changes_on_a_big_delta_go_to_a_second_delta_file(tmp_path: Path) -> None:
     """Once the delta holds index_top_min records, a checkpoint whose changes since it are
     at most a quarter of it writes them to idx.d2 and leaves idx.d as it is; the queue
     opens from all three (with and without the standby's read-ahead), and more changes
     than that rewrite the delta and drop the second one."""
-    st = _top_store(tmp_path)
-    data = PosixVolume(str(st.data))
+    st, data, s, want = _indexed(tmp_path, 1000, top_min=20)
     qdir = st.data / "queues" / "Q"
-    s = st.open()
-    want = fill(s)
-    s.checkpoint()
     for i in range(30):
         s.put("Q", b"d1-%d" % i, persistent=True, priority=i % 10)
     s.checkpoint()  # the first delta: 30 records
@@ -543,11 +532,8 @@ def test_a_few_changes_on_a_big_delta_go_to_a_second_delta_file(tmp_path: Path) 
 
 
 def test_a_damaged_second_delta_is_reported_and_the_queue_scanned(tmp_path: Path) -> None:
-    st = _top_store(tmp_path)
+    st, _data, s, want = _indexed(tmp_path, 1000, top_min=20)
     qdir = st.data / "queues" / "Q"
-    s = st.open()
-    want = fill(s)
-    s.checkpoint()
     for i in range(30):
         s.put("Q", b"d1-%d" % i, persistent=True, priority=3)
     s.checkpoint()
