@@ -201,25 +201,17 @@ class _Bench:
         first ``after`` lines of its event file: from holding the master lock to serving
         (the part of a takeover the lease does not decide), with how its open loaded the
         queues (the event's ``queues``)."""
-        path = host.root / "events" / QMGR / f"{host.name}.jsonl"
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:  # events are written by a background thread
-            with contextlib.suppress(OSError):
-                for line in path.read_text().splitlines()[after:]:
-                    with contextlib.suppress(ValueError):
-                        ev = json.loads(line)
-                        if ev.get("event") == "failover_end":
-                            return float(ev["recovery_s"]), dict(ev.get("queues") or {})
-            time.sleep(0.05)
-        return None
+        from miqm.bench.failover import wait_event
+
+        ev = wait_event(str(host.root), QMGR, host.name, "failover_end", after, 5.0)
+        return None if ev is None else (float(ev["recovery_s"]),
+                                        dict(ev.get("queues") or {}))
 
     def event_lines(self, host: _Host) -> int:
         """Lines in ``host``'s event file so far."""
-        try:
-            return len((host.root / "events" / QMGR / f"{host.name}.jsonl")
-                       .read_text().splitlines())
-        except OSError:
-            return 0
+        from miqm.bench.failover import event_lines
+
+        return event_lines(str(host.root), QMGR, host.name)
 
     def kill_and_probe(self, old: _Host, new: _Host
                        ) -> tuple[float, float | None, tuple[float, dict[str, int]] | None]:
