@@ -302,12 +302,7 @@ class DeltaLog:
     def from_file(cls, x: QueueIndexDelta, base_n: int) -> DeltaLog:
         """The log a loaded delta file describes (later deltas include it)."""
         log = cls(x.base_cp, base_n)
-        for p, ks, bs, ls in delta_groups(x):
-            log.by_prio[p] = (ks, bs, ls)
-        log.deleted = x.deleted
-        log.touched = list(zip(x.run_starts, x.run_lens, strict=True))
-        log.msgids = dict(x.msgids)
-        log.correlids = dict(x.correlids)
+        log.merge(x)
         return log
 
     def merge(self, x: QueueIndexDelta) -> None:
@@ -588,15 +583,20 @@ class IndexAhead:
     its header bytes) and, if it only appends, already applied to the index, in a way
     that can be undone when a newer delta on the same index replaces it."""
 
-    __slots__ = ("_undo", "applied", "base_n", "data", "delta", "dhead", "head")
+    __slots__ = ("_undo", "base_n", "data", "delta", "dhead", "head")
 
     def __init__(self, head: bytes, data: QueueIndexData) -> None:
         self.head, self.data = head, data
         self.base_n = sum(len(k) for k in data.keys)  # records of the index itself
         self.dhead: bytes | None = None
         self.delta: QueueIndexDelta | None = None
-        self.applied = False
+        # how to undo the delta applied to ``data`` (None: none is)
         self._undo: tuple[list[int], int, int, int, list[tuple[int, bytes]]] | None = None
+
+    @property
+    def applied(self) -> bool:
+        """Whether ``delta`` is applied to ``data``."""
+        return self._undo is not None
 
     def use_delta(self, dhead: bytes, x: QueueIndexDelta) -> None:
         """Hold ``x`` (read under header ``dhead``) instead of any delta held before, and
@@ -616,8 +616,6 @@ class IndexAhead:
         except IndexInvalid:
             self.drop_delta()
             self.dhead = dhead  # known bad: not read again; the takeover finds out itself
-            return
-        self.applied = True
 
     def drop_delta(self) -> None:
         """The index as its file holds it again (any delta held is forgotten)."""
@@ -634,7 +632,7 @@ class IndexAhead:
             del d.space[nspace:]
             del d.msgids[nmsg:]
             del d.correlids[ncor:]
-        self.applied, self.dhead, self.delta = False, None, None
+        self.dhead, self.delta = None, None
 
 
 class IndexCache:
