@@ -311,8 +311,9 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             first = None
             if queues > 1:
                 define_on_active(pair, queues)
-                first, _rss, _end = _kill_and_probe(pair)
-                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s")
+                first, _rss, end = _kill_and_probe(pair)
+                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
+                     + _served(end))
             took: list[float] = []
             recovery: list[float] = []
             read_ahead = 0
@@ -324,9 +325,7 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
                     recovery.append(float(end["recovery_s"]))
                 loaded = end.get("queues") or {}
                 read_ahead += 1 if loaded.get("prefetched_queues") else 0
-                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
-                     + (f" (lock to serving {end['recovery_s']:.3f}s; queues {loaded})"
-                        if "recovery_s" in end else ""))
+                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s" + _served(end))
             pair.kill_all()
             t0 = time.monotonic()
             store = _open_store(pair)
@@ -345,6 +344,16 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
         rows.append(row)
     return {"cases": summarize_backlog(rows, echo), "cycles": cycles,
             "standby_read_ahead": "waited for before each kill"}
+
+
+def _served(end: dict[str, Any]) -> str:
+    """What a ``failover_end`` event says of lock-to-serving, for a progress line."""
+    if "recovery_s" not in end:
+        return ""
+    phases = " ".join(f"{k} {v:.3f}" for k, v in (end.get("phases") or {}).items())
+    loaded = {k: v for k, v in (end.get("queues") or {}).items() if v}
+    return (f" (lock to serving {end['recovery_s']:.3f}s"
+            + (f": {phases}" if phases else "") + f"; queues {loaded})")
 
 
 def backlog_row(depth: int, queues: int, took: list[float], first: float | None,

@@ -607,6 +607,7 @@ class Controller:
 
         self._prefetch_stop.set()  # it reads nothing more; what it read is used below
         cache, self._index_cache = self._index_cache, None
+        opening = time.monotonic()
         try:
             self.store = QueueManagerStore.open(
                 self.data, self.log_volume, self.qmgr, self.cfg.log, self.cfg.tuning,
@@ -620,6 +621,7 @@ class Controller:
             self.release_locks()
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
+        opened = time.monotonic()
         self.service = QueueService(self.store, self.qmgr, host_name=self.host,
                                     errlog=self.say)
         self._auto_mqsc()
@@ -653,8 +655,14 @@ class Controller:
                              "at": time.time(), "seconds": took}
             self.say("AMQ5975", host=self.host)
             rs = self.store.recovery_stats if self.store is not None else {}
+            now = time.monotonic()
             self.event("failover_end", duration_s=round(took, 4),
-                       recovery_s=round(time.monotonic() - started, 4),
+                       recovery_s=round(now - started, 4),
+                       # where lock-to-serving went: before the store's open, the open,
+                       # and starting the service, listener and monitors after it
+                       phases={"lock": round(opening - started, 4),
+                               "open": round(opened - opening, 4),
+                               "serve": round(now - opened, 4)},
                        queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
                                                   "delta_queues", "second_delta_queues",
                                                   "scanned_queues", "catalog_queues")
