@@ -347,9 +347,11 @@ class DeltaLog:
     def too_big(self, limit: int) -> bool:
         """Whether the index should be written again instead: a delta is rewritten whole
         at every checkpoint that changes the queue, so past ``limit`` records or a
-        sixteenth of the index's (whichever is more) it costs more than it saves; 0
-        turns deltas off."""
-        return limit <= 0 or self.size() > max(limit, self.base_n // 16)
+        sixteenth of the index's (whichever is more) it costs more than it saves, and so
+        does one with more records than the index (a small queue's); 0 turns deltas
+        off."""
+        return limit <= 0 or self.size() > min(max(limit, self.base_n // 16),
+                                                max(self.base_n, 1))
 
     def _compact(self) -> None:
         """Forget records both added and deleted since the base; merge the space runs."""

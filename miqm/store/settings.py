@@ -105,12 +105,15 @@ class StoreTuning:
     uow_log_space_limit: float = 0.8
     group_commit_cpu: int = GATHER_NONE
     #: a checkpoint writes a queue's index file (miqm/store/qindex.py) when its queue
-    #: file holds at least this many records; smaller queues are scanned on open
-    index_min_records: int = 1024
+    #: file holds at least this many records; smaller queues are scanned on open. Low:
+    #: a takeover that scans ten queues of 100 messages each costs as much as the rest
+    #: of the open, while a standby reads their indexes ahead
+    index_min_records: int = 64
     #: a checkpoint that changes an indexed queue writes a delta file of the records
     #: added and deleted since the index (qindex.DeltaLog) while it holds at most this
-    #: many, or a sixteenth of the index's records if that is more; else the index
-    #: again. 0: no delta files (every change writes the index again)
+    #: many, or a sixteenth of the index's records if that is more, and no more records
+    #: than the index has; else the index again. 0: no delta files (every change writes
+    #: the index again)
     index_delta_records: int = 4096
     #: a delta file of at least this many records is left as it is by a checkpoint whose
     #: changes since it number at most a quarter of it: those go to a second, small

@@ -516,8 +516,9 @@ def test_a_few_changes_on_a_big_delta_go_to_a_second_delta_file(tmp_path: Path) 
         got.append((m.priority, m.body))
     assert got == expect
     s.backout(u)
-    # many more changes: the delta is written again, the second one dropped
-    for i in range(40):
+    # many more changes (but fewer than the index's 60 records): the delta is written
+    # again, the second one dropped
+    for i in range(20):
         s.put("Q", b"more-%d" % i, persistent=True, priority=5)
     s.checkpoint()
     info = ckpt.read(data)
@@ -525,7 +526,7 @@ def test_a_few_changes_on_a_big_delta_go_to_a_second_delta_file(tmp_path: Path) 
     crash(s)
     s = st.open()
     assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
-    expect = sorted([*expect, *((5, b"more-%d" % i) for i in range(40))],
+    expect = sorted([*expect, *((5, b"more-%d" % i) for i in range(20))],
                     key=lambda pb: -pb[0])
     assert drain(s) == expect
     s.close()
@@ -551,3 +552,23 @@ def test_a_damaged_second_delta_is_reported_and_the_queue_scanned(tmp_path: Path
                     key=lambda pb: -pb[0])
     assert drain(s) == expect
     s.close()
+
+
+def _grown(base_n: int, records: int) -> qindex.DeltaLog:
+    log = qindex.DeltaLog(1, base_n)
+    for k in range(records):
+        log.added(k % 10, 1_000_000 + k, k, 40, 1, None, None)
+    return log
+
+
+def test_a_delta_bigger_than_its_index_is_too_big() -> None:
+    """A delta is worth writing while it is smaller than limit, or a sixteenth of a big
+    index, and never once it holds more records than the index itself (a small queue's:
+    rewriting the whole delta every checkpoint would cost more than the index)."""
+    assert not _grown(100, 100).too_big(4096)
+    assert _grown(100, 101).too_big(4096)
+    assert not _grown(1_000_000, 62_500).too_big(4096)  # a sixteenth of the index
+    assert _grown(1_000_000, 62_501).too_big(4096)
+    assert not _grown(20_000, 4096).too_big(4096)
+    assert _grown(20_000, 4097).too_big(4096)
+    assert _grown(100, 1).too_big(0)  # 0: no deltas
