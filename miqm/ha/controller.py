@@ -665,7 +665,8 @@ class Controller:
                                "serve": round(now - opened, 4)},
                        queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
                                                   "delta_queues", "second_delta_queues",
-                                                  "scanned_queues", "catalog_queues")
+                                                  "scanned_queues", "catalog_queues",
+                                                  "filed_queues")
                                if k in rs})
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()

@@ -7,7 +7,8 @@ object (``seq``, ``cp_lsn``, ``restart_lsn``, ``next_key``, ``next_txid``, ``que
 ``idx`` {name: checkpoint of its index file}, ``idxd`` {name: [checkpoint of its index
 file, checkpoint of its delta file]}, ``idxd2`` {name: [the same, checkpoint of its
 second delta file]}, ``aborted`` [checkpoints never completed],
-``catalog`` (the checkpoint of the queue catalog, below)).
+``catalog`` (the checkpoint of the queue catalog, below), ``filed`` [queues of that
+catalog which hold records in their files now]).
 It is replaced with write-temp + fdatasync + rename, so a crash leaves the old or the new
 file, never a mix; the checksum catches any other damage, reported as one line.
 """
@@ -27,6 +28,11 @@ from miqm.errors import StoreError
 
 NAME = "amqalchk.fil"
 VERSION = 1
+#: the version of a file whose ``filed`` list is not empty: an older miqm, which would
+#: take those queues as empty (the catalog defines them) and so lose their messages,
+#: refuses it with one line instead
+VERSION_FILED = 2
+VERSIONS = (VERSION, VERSION_FILED)
 _HDR = struct.Struct("<4sHHII")
 _MAGIC = b"MIQK"
 
@@ -59,6 +65,10 @@ class CheckpointInfo:
     aborted: list[int] = field(default_factory=list)
     #: the checkpoint whose queue catalog (amqalcat.fil) is current; 0: none
     catalog: int = 0
+    #: queues that catalog defines but that hold records in their files now: loaded from
+    #: their files. A few queues that came to hold messages since the catalog was
+    #: written are named here instead of writing the whole catalog (both copies) again
+    filed: list[str] = field(default_factory=list)
 
     def index_of(self, name: str) -> tuple[int, int, int]:
         """(checkpoint of queue ``name``'s index file, of its delta file, of its second
@@ -80,13 +90,14 @@ class CheckpointInfo:
     def encode(self) -> bytes:
         """The file's bytes."""
         fields = dict(self.__dict__)
-        for name in ("authrecs", "idxd2"):  # left out when empty
+        for name in ("authrecs", "idxd2", "filed"):  # left out when empty
             if not fields[name]:
                 del fields[name]
         queues = fields.pop("queues")
         text = json.dumps(fields, separators=(",", ":"), sort_keys=True)
         body = f'{text[:-1]},"queues":{_queues_json(queues)}}}'.encode()
-        return _HDR.pack(_MAGIC, VERSION, 0, crc32c(body), len(body)) + body
+        version = VERSION_FILED if self.filed else VERSION
+        return _HDR.pack(_MAGIC, version, 0, crc32c(body), len(body)) + body
 
 
 # the last queue table encoded, and its JSON: the store hands every checkpoint the same
@@ -163,9 +174,9 @@ def decode(data: bytes, where: str) -> CheckpointInfo:
     body = data[_HDR.size:_HDR.size + n]
     if magic != _MAGIC or len(body) != n or crc32c(body) != crc:
         raise StoreError(f"checkpoint file {where} is corrupt: bad checksum or header")
-    if ver != VERSION:
+    if ver not in VERSIONS:
         raise StoreError(f"checkpoint file {where} has format version {ver}; this miqm "
-                         f"reads version {VERSION}")
+                         f"reads versions {', '.join(map(str, VERSIONS))}")
     try:
         obj = _decode(body)
         # fields a newer version added are left out (it keeps version 1 for them)

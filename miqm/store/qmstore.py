@@ -69,6 +69,9 @@ _INDEX_DELAY = 1.0
 # follows once they pause for _DEFINITION_PAUSE seconds, or _DEFINITION_WAIT after the
 # burst began, so a takeover after runmqsc defined thousands of queues reads them from
 # the catalog instead of replaying them (issue 22)
+#: queues of the last catalog that hold records now, named in the checkpoint file rather
+#: than writing the catalog again: this many, or a sixteenth of the catalog if more
+_FILED_MIN = 64
 _DEFINITION_BURST = 256
 _DEFINITION_PAUSE = 0.5
 _DEFINITION_WAIT = 5.0
@@ -359,7 +362,7 @@ class QueueManagerStore:
         # indexed_queues counts those loaded with a delta file too (delta_queues)
         # of the indexed ones, prefetched_queues came from what a standby read ahead
         self._loads = {"indexed_queues": 0, "scanned_queues": 0, "catalog_queues": 0,
-                       "second_delta_queues": 0,
+                       "second_delta_queues": 0, "filed_queues": 0,
                        "delta_queues": 0, "prefetched_queues": 0}
         max_cp = info.seq
         catalog: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -373,6 +376,12 @@ class QueueManagerStore:
             else:
                 catalog = found
                 self._catalog, self._catalog_cp = dict(catalog), info.catalog
+            if info.filed and catalog:
+                # defined by the catalog, but with records in their files: loaded from them
+                catalog = dict(catalog)
+                for name in info.filed:
+                    if catalog.pop(name, None) is not None:
+                        self._loads["filed_queues"] += 1
         # thousands of queues allocate hundreds of thousands of objects and free none:
         # the cyclic collector would rescan them again and again (as in replay)
         collecting = gc.isenabled()
@@ -1563,9 +1572,15 @@ class QueueManagerStore:
         cat = dict(self.state.queues.dormant())  # their entries: compared by identity
         cat.update((q.name, (q.qid, q.attrs)) for q in self.state.queues.live()
                    if q.present == 0 and q.name not in self._damaged)
-        if self._catalog is not None and cat == self._catalog:
-            info.catalog = self._catalog_cp
-            return
+        last = self._catalog
+        if last is not None and cat.items() <= last.items():
+            # the last catalog, but for queues that hold records now: while they are few,
+            # named in the checkpoint file (``filed``) instead of a new catalog, which with
+            # thousands of queues is two files of hundreds of kilobytes
+            filed = last.keys() - cat.keys()
+            if len(filed) <= max(_FILED_MIN, len(last) // 16):
+                info.catalog, info.filed = self._catalog_cp, sorted(filed)
+                return
         plan.catalog = ckpt.encode_catalog(info.seq, cat)
         self._catalog, self._catalog_cp = cat, info.seq
         info.catalog = info.seq

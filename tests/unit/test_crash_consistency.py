@@ -295,6 +295,8 @@ def test_recovery_at_random_crash_points(tmp_path: Path) -> None:
     assert POINTS // 10 < loads["delta_queues"] < loads["indexed_queues"], loads
     assert 0 < loads["second_delta_queues"] < loads["delta_queues"], loads
     assert loads["catalog_queues"] > 0, loads
+    # and E named by the checkpoint file as holding records, the catalog left as it was
+    assert loads["filed_queues"] > 0, loads
     print(f"{POINTS} crash points over {n_ops} recorded operations in "
           f"{time.monotonic() - t0:.1f}s; queues loaded {dict(loads)}")
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from lockfs.posix import PosixVolume
 from miqm.store import checkpoint as ckpt
 from miqm.store.queues import DEFAULT_ATTRS, LocalQueue, QueueTable
 from tests.unit.test_qindex import Store, crash
@@ -121,6 +122,74 @@ def test_the_catalog_is_not_written_again_when_nothing_changed(tmp_path: Path) -
     s.checkpoint()
     s.close()
     assert (store.data / ckpt.CATALOG).stat().st_mtime_ns == before
+
+
+def _header_version(store: Store) -> int:
+    return int(ckpt._HDR.unpack_from((store.data / ckpt.NAME).read_bytes())[1])
+
+
+def test_queues_that_come_to_hold_messages_are_named_not_the_catalog_rewritten(
+        tmp_path: Path) -> None:
+    """A few catalog queues that now hold records are listed in the checkpoint file
+    (``filed``, version 2, which an older miqm refuses instead of taking them as empty)
+    and the catalog files are left alone; they load from their files, and once they are
+    empty again the list and the version go back. Past the limit, a new catalog."""
+    store = _with_many_queues(tmp_path)
+    catalog = store.data / ckpt.CATALOG
+    s = store.open()
+    s.close()
+    before = catalog.read_bytes()
+    s = store.open()
+    for i in (10, 11, 12):
+        s.put(f"MANY.Q{i:03d}", b"m%d" % i, persistent=True)
+    s.checkpoint()
+    info = ckpt.read(PosixVolume(str(store.data)))
+    assert info.filed == ["MANY.Q010", "MANY.Q011", "MANY.Q012"], info.filed
+    assert catalog.read_bytes() == before and _header_version(store) == 2
+    crash(s)
+    s = store.open()
+    try:
+        assert s.recovery_stats["filed_queues"] == 3, s.recovery_stats
+        for i in (10, 11, 12):  # from their files, not taken as empty from the catalog
+            m = s.get(f"MANY.Q{i:03d}")
+            assert m is not None and m.body == b"m%d" % i
+        s.checkpoint()  # empty again: exactly the catalog as it was
+        info = ckpt.read(PosixVolume(str(store.data)))
+        assert info.filed == [] and catalog.read_bytes() == before
+        assert _header_version(store) == 1
+        for i in range(100, 100 + ckpt_limit(N)):
+            s.put(f"MANY.Q{i:03d}", b"x", persistent=True)
+        s.checkpoint()  # one more than the limit: a new catalog, nothing named
+        info = ckpt.read(PosixVolume(str(store.data)))
+        assert info.filed == [] and catalog.read_bytes() != before
+        assert info.catalog == info.seq
+    finally:
+        crash(s)
+    s = store.open()
+    try:
+        assert s.recovery_stats["filed_queues"] == 0
+        assert s.get("MANY.Q100") is not None and s.get("MANY.Q007") is not None
+    finally:
+        s.close()
+
+
+def ckpt_limit(catalog_size: int) -> int:
+    """One more queue than a checkpoint names instead of writing the catalog again."""
+    from miqm.store import qmstore
+
+    return max(qmstore._FILED_MIN, catalog_size // 16) + 1
+
+
+def test_a_checkpoint_file_of_an_unknown_version_is_one_clear_error(tmp_path: Path) -> None:
+    from crc32c import crc32c
+
+    from miqm.errors import StoreError
+
+    body = b'{"seq":1,"queues":{}}'
+    (tmp_path / ckpt.NAME).write_bytes(
+        ckpt._HDR.pack(b"MIQK", 3, 0, crc32c(body), len(body)) + body)
+    with pytest.raises(StoreError, match="format version 3; this miqm reads versions 1, 2"):
+        ckpt.read(PosixVolume(str(tmp_path)))
 
 
 def test_the_metrics_read_depths_without_waking_a_queue(tmp_path: Path) -> None:
