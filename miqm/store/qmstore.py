@@ -1480,6 +1480,7 @@ class QueueManagerStore:
             plan = self._checkpoint_plan()
             self._checkpoint_sync(plan)
             self._checkpoint_finish(plan)
+            self._put_index_files(plan)
         finally:
             self._end_checkpoint()
 
@@ -1502,6 +1503,7 @@ class QueueManagerStore:
             self._checkpoint_sync(plan)
             with self._lock:
                 self._checkpoint_finish(plan)
+            self._put_index_files(plan)
         finally:
             with self._lock:
                 self._end_checkpoint()
@@ -1665,18 +1667,6 @@ class QueueManagerStore:
         if plan.catalog is not None:
             for name in ckpt.CATALOGS:
                 self.data.rename(name + ".new", name)
-        for q, _snap in plan.indexes:
-            self.data.rename(f"queues/{q.name}/idx.new", f"queues/{q.name}/idx")
-            self.data.unlink(f"queues/{q.name}/idx.d")  # of the previous index
-            self.data.unlink(f"queues/{q.name}/idx.d2")
-        for q, _base, _snap in plan.deltas:
-            self.data.rename(f"queues/{q.name}/idx.d.new", f"queues/{q.name}/idx.d")
-            self.data.unlink(f"queues/{q.name}/idx.d2")  # of the previous delta
-        for q, _base, _snap in plan.tops:
-            self.data.rename(f"queues/{q.name}/idx.d2.new", f"queues/{q.name}/idx.d2")
-        for name in plan.unindexed:
-            for fname in ("idx", "idx.new", "idx.d", "idx.d.new", "idx.d2", "idx.d2.new"):
-                self.data.unlink(f"queues/{name}/{fname}")
         for q in st.queues.live():
             if q.file is not None:
                 q.file.release_freed()
@@ -1696,6 +1686,35 @@ class QueueManagerStore:
         self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
         self.checkpoint_seconds.observe(time.perf_counter() - plan.started)
+
+    def _put_index_files(self, plan: _CheckpointPlan) -> None:
+        """Step three's renames of the index files the checkpoint wrote (and removal of
+        those they replace), after the store lock is let go: the checkpoint is complete,
+        nothing in this process reads them, an open takes ``idx.new`` (and so on) where a
+        crash left it, and with many small indexed queues these renames held commits
+        back for tens of milliseconds. Another checkpoint waits for them (it cannot
+        start before this one ends)."""
+        def index(name: str) -> None:
+            self.data.rename(f"queues/{name}/idx.new", f"queues/{name}/idx")
+            self.data.unlink(f"queues/{name}/idx.d")  # of the previous index
+            self.data.unlink(f"queues/{name}/idx.d2")
+
+        def delta(name: str) -> None:
+            self.data.rename(f"queues/{name}/idx.d.new", f"queues/{name}/idx.d")
+            self.data.unlink(f"queues/{name}/idx.d2")  # of the previous delta
+
+        def top(name: str) -> None:
+            self.data.rename(f"queues/{name}/idx.d2.new", f"queues/{name}/idx.d2")
+
+        def unindexed(name: str) -> None:
+            for fname in ("idx", "idx.new", "idx.d", "idx.d.new", "idx.d2", "idx.d2.new"):
+                self.data.unlink(f"queues/{name}/{fname}")
+
+        jobs = [*((index, q.name) for q, _snap in plan.indexes),
+                *((delta, q.name) for q, _base, _snap in plan.deltas),
+                *((top, q.name) for q, _base, _snap in plan.tops),
+                *((unindexed, name) for name in plan.unindexed)]
+        self._each_file(lambda job: job[0](job[1]), jobs)
 
     def _each_file(self, fn: Callable[[Any], None], items: list[Any]) -> None:
         """``fn(item)`` for every item (a file to sync, a queue file to rename into
