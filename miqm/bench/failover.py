@@ -308,10 +308,11 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             filled = time.monotonic() - t_fill
             pair.start(pair.a)
             start_standby(pair, pair.b)
-            first = None
+            first = first_serving = None
             if queues > 1:
                 define_on_active(pair, queues)
                 first, _rss, end = _kill_and_probe(pair)
+                first_serving = end.get("recovery_s")
                 echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
                      + _served(end))
             took: list[float] = []
@@ -340,7 +341,8 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
             "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery
             else None,
             # takeovers whose deep queue came from the standby's read-ahead of its index
-            "read_ahead_takeovers": read_ahead})
+            "read_ahead_takeovers": read_ahead,
+            "first_lock_to_serving": first_serving})
         rows.append(row)
     return {"cases": summarize_backlog(rows, echo), "cycles": cycles,
             "standby_read_ahead": "waited for before each kill"}
