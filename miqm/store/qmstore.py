@@ -112,24 +112,6 @@ class Message:
     put_time: _dt.datetime
 
 
-# an open reads the first bytes of this many queues' files or more in threads (over NFS
-# each file is several round trips: ten indexed queues cost a 5,000-queue takeover 25 ms)
-_PARALLEL_OPEN_MIN = 4
-
-
-@dataclass
-class _QueueHeads:
-    """What loading one queue reads first, read for many queues at once before they are
-    loaded one by one: its queue file opened (or why not), and with a standby's
-    read-ahead the first bytes of its index and delta files."""
-
-    qf: QueueFile
-    exists: bool = False
-    error: StoreError | None = None
-    idx: bytes | None = None
-    delta: bytes | None = None
-
-
 @dataclass
 class _CheckpointPlan:
     """What a checkpoint decided under the store lock, for the part done without it."""
@@ -243,8 +225,6 @@ class QueueManagerStore:
         self._opening = False
         self._index_later = False
         self._index_cache: qindex.IndexCache | None = None
-        # while the open loads queues: what _read_heads read ahead for each
-        self._heads: dict[str, _QueueHeads] = {}
         self._index_due: float | None = None  # when the checkpoint thread writes them
         self._definitions = 0  # since the last checkpoint began
         self._burst_began: float | None = None  # of definitions: see _DEFINITION_BURST
@@ -455,47 +435,12 @@ class QueueManagerStore:
                        if (entry := catalog.get(name)) is not None and entry[0] == qid}
         st.queues.set_dormant(dormant)
         self._loads["catalog_queues"] = len(dormant)
-        names = sorted(info.queues.keys() - dormant.keys())
-        if len(names) >= _PARALLEL_OPEN_MIN and self.data.concurrent_syncs:
-            self._heads = self._read_heads(names, info)
-        try:
-            for name in names:
-                qid = info.queues[name]
-                q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
-                self._heads.pop(name, None)
-                self._max_cp_seen = max(self._max_cp_seen, seen)
-                st.queues[name] = q
-        finally:
-            for left in self._heads.values():  # not loaded: a failure above
-                left.qf.close()
-            self._heads = {}
+        for name in sorted(info.queues.keys() - dormant.keys()):
+            qid = info.queues[name]
+            q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
+            self._max_cp_seen = max(self._max_cp_seen, seen)
+            st.queues[name] = q
         st.queues.adopt_qids(info.queues)
-
-    def _read_heads(self, names: list[str], info: ckpt.CheckpointInfo
-                    ) -> dict[str, _QueueHeads]:
-        """For each queue in ``names``, in threads: its queue file opened and, with a
-        standby's read-ahead, the heads of its index files (what ``_load_queue`` would
-        read first, one round trip after another). Only this open touches these files."""
-        cache = self._index_cache
-        heads: dict[str, _QueueHeads] = {}
-
-        def read(name: str) -> None:
-            qf, exists, error = self._open_queue_file(name, info.queues[name], info.seq)
-            h = _QueueHeads(qf, exists, error)
-            idx_cp, dx_cp, _d2 = info.index_of(name)
-            if cache is not None and idx_cp and exists:
-                h.idx = self._read_head(f"queues/{name}/idx", qindex.HEAD_SIZE)
-                if dx_cp:
-                    h.delta = self._read_head(f"queues/{name}/idx.d", qindex.DHEAD_SIZE)
-            heads[name] = h  # one key per thread: a dict store is atomic
-
-        try:
-            self._each_file(read, names, _PARALLEL_OPEN_MIN)
-        except BaseException:
-            for h in heads.values():
-                h.qf.close()
-            raise
-        return heads
 
     def _list_queue_dirs(self) -> list[str]:
         try:
@@ -517,14 +462,25 @@ class QueueManagerStore:
         when the checkpoint file names one (``idx_cp``, with the delta file of checkpoint
         ``dx_cp`` and the second delta file of ``d2_cp`` if not 0) and they check out,
         else from its queue file."""
-        heads = self._heads.get(name)
-        if heads is not None:
-            qf, exists, error = heads.qf, heads.exists, heads.error
-        else:
-            qf, exists, error = self._open_queue_file(name, qid, completed)
-        if error is not None:
-            self._damaged[name] = str(error)
-            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {error}")
+        qf = QueueFile(self.data, name)
+        newer = QueueFile(self.data, name, f"queues/{name}/q.new")
+        try:
+            if newer.open_existing():
+                # a replacement file written by a checkpoint: current once that completed
+                if newer.qid == qid and newer.created_cp <= completed:
+                    newer.close()
+                    self.data.rename(newer.path, qf.path)
+                else:
+                    newer.close()
+                    self.data.unlink(newer.path)
+        except StoreError:
+            newer.close()
+            self.data.unlink(newer.path)
+        try:
+            exists = qf.open_existing()
+        except StoreError as exc:
+            self._damaged[name] = str(exc)
+            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {exc}")
             return LocalQueue(name, qid, {}), 0
         if not exists or qf.qid != qid:
             qf.close()
@@ -549,31 +505,6 @@ class QueueManagerStore:
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
-
-    def _open_queue_file(self, name: str, qid: int, completed: int
-                         ) -> tuple[QueueFile, bool, StoreError | None]:
-        """Queue ``name``'s file opened after putting a checkpoint's replacement in place
-        (``q.new``, current once checkpoint ``completed`` names it): (the file, whether it
-        exists, the error that makes it unreadable or None)."""
-        qf = QueueFile(self.data, name)
-        newer = QueueFile(self.data, name, f"queues/{name}/q.new")
-        try:
-            if newer.open_existing():
-                # a replacement file written by a checkpoint: current once that completed
-                if newer.qid == qid and newer.created_cp <= completed:
-                    newer.close()
-                    self.data.rename(newer.path, qf.path)
-                else:
-                    newer.close()
-                    self.data.unlink(newer.path)
-        except StoreError:
-            newer.close()
-            self.data.unlink(newer.path)
-        try:
-            return qf, qf.open_existing(), None
-        except StoreError as exc:
-            qf.close()
-            return qf, False, exc
 
     def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int, dx_cp: int,
                     d2_cp: int = 0) -> bool:
@@ -682,10 +613,10 @@ class QueueManagerStore:
         cache = self._index_cache
         if cache is None:
             return None
-        heads = self._heads.get(q.name)
-        head = heads.idx if heads is not None else \
-            self._read_head(f"queues/{q.name}/idx", qindex.HEAD_SIZE)
-        if head is None:
+        try:
+            with self.data.open(f"queues/{q.name}/idx") as f:
+                head = f.pread(qindex.HEAD_SIZE, 0)
+        except LockFsError:
             return None
         got = cache.take(q.name, head)
         return got if got is not None and got.data.qid == q.qid and \
@@ -708,16 +639,9 @@ class QueueManagerStore:
 
     def _delta_head(self, q: LocalQueue) -> bytes | None:
         """The header bytes of ``q``'s delta file ``idx.d`` (None if it cannot be read)."""
-        heads = self._heads.get(q.name)
-        if heads is not None:
-            return heads.delta
-        return self._read_head(f"queues/{q.name}/idx.d", qindex.DHEAD_SIZE)
-
-    def _read_head(self, path: str, size: int) -> bytes | None:
-        """The first ``size`` bytes of file ``path`` (None if it cannot be read)."""
         try:
-            with self.data.open(path) as f:
-                return f.pread(size, 0)
+            with self.data.open(f"queues/{q.name}/idx.d") as f:
+                return f.pread(qindex.DHEAD_SIZE, 0)
         except LockFsError:
             return None
 
@@ -1792,13 +1716,12 @@ class QueueManagerStore:
                 *((unindexed, name) for name in plan.unindexed)]
         self._each_file(lambda job: job[0](job[1]), jobs)
 
-    def _each_file(self, fn: Callable[[Any], None], items: list[Any],
-                   parallel_min: int = _PARALLEL_MIN) -> None:
+    def _each_file(self, fn: Callable[[Any], None], items: list[Any]) -> None:
         """``fn(item)`` for every item (a file to sync, a queue file to rename into
         place), in threads when there are many and the data volume allows it: one at a
         time, the first checkpoint after defining 5,000 queues waited for the journal
         10,000 times (issue 22). Returns once all are done; raises the first failure."""
-        if len(items) < parallel_min or not self.data.concurrent_syncs:
+        if len(items) < _PARALLEL_MIN or not self.data.concurrent_syncs:
             for item in items:
                 fn(item)
             return
@@ -1808,7 +1731,7 @@ class QueueManagerStore:
             for item in chunk:
                 fn(item)
 
-        n = min(_PARALLEL_FILES, len(items))
+        n = _PARALLEL_FILES
         with ThreadPoolExecutor(max_workers=n, thread_name_prefix="checkpoint-files") as pool:
             futures = [pool.submit(each, items[i::n]) for i in range(n)]
         for future in futures:
