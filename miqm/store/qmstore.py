@@ -1731,7 +1731,7 @@ class QueueManagerStore:
             for item in chunk:
                 fn(item)
 
-        n = _PARALLEL_FILES
+        n = min(_PARALLEL_FILES, len(items))  # a thread per item at most
         with ThreadPoolExecutor(max_workers=n, thread_name_prefix="checkpoint-files") as pool:
             futures = [pool.submit(each, items[i::n]) for i in range(n)]
         for future in futures:
