@@ -267,6 +267,11 @@ class Volume(ABC):
         with self.open(path) as f:
             return f.pread(f.size(), 0)
 
+    def read_head(self, path: str, size: int) -> bytes:
+        """The first ``size`` bytes of a file (all of it if it is shorter)."""
+        with self.open(path) as f:
+            return f.pread(size, 0)
+
     def write_atomic(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` durably: write a temporary file, sync, rename."""
         tmp = f"{path}.tmp"

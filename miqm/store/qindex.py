@@ -691,13 +691,15 @@ class IndexCache:
             with self._lock:
                 known = self._by_name.pop(name, None)
             try:
-                with volume.open(f"queues/{name}/idx") as f:
-                    head = f.pread(HEAD_SIZE, 0)
-                    if known is None or known.head != head:
-                        known = None
+                # the head alone first (cheap over NFS: no connection of its own)
+                head = volume.read_head(f"queues/{name}/idx", HEAD_SIZE)
+                if known is None or known.head != head:
+                    known = None
+                    with volume.open(f"queues/{name}/idx") as f:
+                        head = f.pread(HEAD_SIZE, 0)
                         known = IndexAhead(head, read_index(f.pread, f.size(), qid, cp,
                                                             1 << 62, stop))
-                        read += 1
+                    read += 1
                 if dcp:
                     read += self._follow_delta(volume, name, qid, cp, dcp, known)
                 else:
@@ -714,10 +716,10 @@ class IndexCache:
     def _follow_delta(volume: Any, name: str, qid: int, cp: int, dcp: int,
                       known: IndexAhead) -> int:
         """Bring ``known`` to the delta file of checkpoint ``dcp``; 1 if it was read."""
-        with volume.open(f"queues/{name}/idx.d") as f:
-            if known.dhead is not None and f.pread(_DHEAD.size, 0) == known.dhead:
-                return 0
-            raw = f.pread(f.size(), 0)
+        if known.dhead is not None and \
+                volume.read_head(f"queues/{name}/idx.d", _DHEAD.size) == known.dhead:
+            return 0
+        raw = volume.read_bytes(f"queues/{name}/idx.d")
         known.drop_delta()
         try:
             x = decode_delta(raw, qid, cp, dcp)

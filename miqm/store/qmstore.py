@@ -614,8 +614,7 @@ class QueueManagerStore:
         if cache is None:
             return None
         try:
-            with self.data.open(f"queues/{q.name}/idx") as f:
-                head = f.pread(qindex.HEAD_SIZE, 0)
+            head = self.data.read_head(f"queues/{q.name}/idx", qindex.HEAD_SIZE)
         except LockFsError:
             return None
         got = cache.take(q.name, head)
@@ -640,8 +639,7 @@ class QueueManagerStore:
     def _delta_head(self, q: LocalQueue) -> bytes | None:
         """The header bytes of ``q``'s delta file ``idx.d`` (None if it cannot be read)."""
         try:
-            with self.data.open(f"queues/{q.name}/idx.d") as f:
-                return f.pread(qindex.DHEAD_SIZE, 0)
+            return self.data.read_head(f"queues/{q.name}/idx.d", qindex.DHEAD_SIZE)
         except LockFsError:
             return None
 

@@ -64,6 +64,40 @@ def test_volume_round_trip(nfs_lab: lab.NfsLab) -> None:
         vol.close()
 
 
+def test_small_reads_share_one_context_and_survive_its_trouble(nfs_lab: lab.NfsLab) -> None:
+    """read_bytes and read_head open, read and close in one shared context (no connection
+    per file); a missing file or a directory is one clear error without spoiling it, a
+    file replaced by a longer one is read whole, a big one in pieces, and after the
+    context's client state ran out (idle past the lease) the read still succeeds."""
+    sub = _name("rd")
+    vol = open_volume(nfs_lab.url(sub))
+    try:
+        vol.makedirs("d")
+        vol.write_atomic("d/small", b"0123456789")
+        big = os.urandom((1 << 20) + 4096 * 3 + 5)  # past one READ of 1 MiB
+        (nfs_lab.export_dir / sub / "d" / "big").write_bytes(big)
+        assert vol.read_bytes("d/small") == b"0123456789"
+        assert vol.read_head("d/small", 4) == b"0123"
+        assert vol.read_head("d/small", 100) == b"0123456789"
+        assert vol.read_bytes("d/big") == big
+        assert vol.read_head("d/big", 70000) == big[:70000]
+        first = vol._reader  # type: ignore[attr-defined]
+        with pytest.raises(VolumeNotFound):
+            vol.read_bytes("d/missing")
+        with pytest.raises(VolumeIOError, match="is a directory"):
+            vol.read_head("d", 4)
+        assert vol.read_bytes("d/small") == b"0123456789"
+        assert vol._reader is first  # type: ignore[attr-defined]  # one context for all
+        vol.write_atomic("d/small", b"a longer content than before" * 300)
+        assert vol.read_bytes("d/small") == b"a longer content than before" * 300
+        time.sleep(nfs_lab.lease + 1)  # its client state expires at the server
+        assert vol.read_head("d/big", 10) == big[:10]
+        assert vol._reader is not first  # type: ignore[attr-defined]
+    finally:
+        vol.remove_tree("d")
+        vol.close()
+
+
 def test_lease_is_read_from_the_server(nfs_lab: lab.NfsLab) -> None:
     plain = nfs_lab.url("").split("?")[0]
     for url, lease, source in ((plain, nfs_lab.lease, "server"),
