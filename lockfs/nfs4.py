@@ -1033,6 +1033,8 @@ class Nfs4File(VolumeFile):
 class Nfs4Volume(Volume):
     """A volume rooted at a directory of an NFSv4 export, reached through libnfs."""
 
+    concurrent_opens = True  # each open file is a context of its own
+
     #: seconds between attempts to ask the server its lease while it does not answer
     LEASE_PROBE_RETRY = 5.0
 

@@ -185,6 +185,7 @@ class PosixVolume(Volume):
 
     #: the kernel serialises what must be: fsync and rename of different files in parallel
     concurrent_syncs = True
+    concurrent_opens = True
 
     def __init__(self, root: str, *, lease_seconds: float | None = None) -> None:
         if not root:

@@ -217,6 +217,10 @@ class Volume(ABC):
     #: once (a checkpoint after thousands of new queues then waits for the filesystem's
     #: journal a few times, not once per file). Off unless the backend says so.
     concurrent_syncs: bool = False
+    #: Whether several threads may open *different* files of this volume at once (an
+    #: open over NFS is a connection and a client of its own, about a millisecond: a
+    #: takeover with many queues holding messages opens their files side by side).
+    concurrent_opens: bool = False
     #: Test-only pause point (:mod:`lockfs.faults`, kind ``stop``): called by the backend
     #: as ``before_send(op, path, offset, data)`` just before a write goes on the wire,
     #: after every check the backend makes.

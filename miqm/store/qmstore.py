@@ -112,6 +112,10 @@ class Message:
     put_time: _dt.datetime
 
 
+# an open opens this many queue files or more side by side (``Volume.concurrent_opens``)
+_PARALLEL_OPEN_MIN = 4
+
+
 @dataclass
 class _CheckpointPlan:
     """What a checkpoint decided under the store lock, for the part done without it."""
@@ -435,11 +439,30 @@ class QueueManagerStore:
                        if (entry := catalog.get(name)) is not None and entry[0] == qid}
         st.queues.set_dormant(dormant)
         self._loads["catalog_queues"] = len(dormant)
-        for name in sorted(info.queues.keys() - dormant.keys()):
-            qid = info.queues[name]
-            q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name))
-            self._max_cp_seen = max(self._max_cp_seen, seen)
-            st.queues[name] = q
+        names = sorted(info.queues.keys() - dormant.keys())
+        opened: dict[str, tuple[QueueFile, bool, StoreError | None]] = {}
+        if len(names) >= _PARALLEL_OPEN_MIN and self.data.concurrent_opens:
+            # side by side (over NFS an open is about a millisecond of round trips); only
+            # this open touches these files, and each is loaded below as before
+            def open_one(name: str) -> None:
+                opened[name] = self._open_queue_file(name, info.queues[name], info.seq)
+
+            try:
+                self._each_file(open_one, names, _PARALLEL_OPEN_MIN, self.data.concurrent_opens)
+            except BaseException:
+                for qf, _exists, _error in opened.values():
+                    qf.close()
+                raise
+        try:
+            for name in names:
+                qid = info.queues[name]
+                q, seen = self._load_queue(name, qid, info.seq, *info.index_of(name),
+                                           opened=opened.pop(name, None))
+                self._max_cp_seen = max(self._max_cp_seen, seen)
+                st.queues[name] = q
+        finally:
+            for qf, _exists, _error in opened.values():  # not loaded: a failure above
+                qf.close()
         st.queues.adopt_qids(info.queues)
 
     def _list_queue_dirs(self) -> list[str]:
@@ -457,30 +480,17 @@ class QueueManagerStore:
         return 0
 
     def _load_queue(self, name: str, qid: int, completed: int, idx_cp: int = 0,
-                    dx_cp: int = 0, d2_cp: int = 0) -> tuple[LocalQueue, int]:
+                    dx_cp: int = 0, d2_cp: int = 0, *,
+                    opened: tuple[QueueFile, bool, StoreError | None] | None = None
+                    ) -> tuple[LocalQueue, int]:
         """Rebuild a queue's index (as of checkpoint ``completed``) from its index file
         when the checkpoint file names one (``idx_cp``, with the delta file of checkpoint
         ``dx_cp`` and the second delta file of ``d2_cp`` if not 0) and they check out,
         else from its queue file."""
-        qf = QueueFile(self.data, name)
-        newer = QueueFile(self.data, name, f"queues/{name}/q.new")
-        try:
-            if newer.open_existing():
-                # a replacement file written by a checkpoint: current once that completed
-                if newer.qid == qid and newer.created_cp <= completed:
-                    newer.close()
-                    self.data.rename(newer.path, qf.path)
-                else:
-                    newer.close()
-                    self.data.unlink(newer.path)
-        except StoreError:
-            newer.close()
-            self.data.unlink(newer.path)
-        try:
-            exists = qf.open_existing()
-        except StoreError as exc:
-            self._damaged[name] = str(exc)
-            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {exc}")
+        qf, exists, error = opened or self._open_queue_file(name, qid, completed)
+        if error is not None:
+            self._damaged[name] = str(error)
+            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {error}")
             return LocalQueue(name, qid, {}), 0
         if not exists or qf.qid != qid:
             qf.close()
@@ -505,6 +515,31 @@ class QueueManagerStore:
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
+
+    def _open_queue_file(self, name: str, qid: int, completed: int
+                         ) -> tuple[QueueFile, bool, StoreError | None]:
+        """Queue ``name``'s file opened, after a checkpoint's replacement (``q.new``,
+        current once checkpoint ``completed`` names it) is put in place: (the file,
+        whether it exists, why it cannot be read or None)."""
+        qf = QueueFile(self.data, name)
+        newer = QueueFile(self.data, name, f"queues/{name}/q.new")
+        try:
+            if newer.open_existing():
+                # a replacement file written by a checkpoint: current once that completed
+                if newer.qid == qid and newer.created_cp <= completed:
+                    newer.close()
+                    self.data.rename(newer.path, qf.path)
+                else:
+                    newer.close()
+                    self.data.unlink(newer.path)
+        except StoreError:
+            newer.close()
+            self.data.unlink(newer.path)
+        try:
+            return qf, qf.open_existing(), None
+        except StoreError as exc:
+            qf.close()
+            return qf, False, exc
 
     def _load_index(self, q: LocalQueue, qf: QueueFile, idx_cp: int, dx_cp: int,
                     d2_cp: int = 0) -> bool:
@@ -1714,12 +1749,14 @@ class QueueManagerStore:
                 *((unindexed, name) for name in plan.unindexed)]
         self._each_file(lambda job: job[0](job[1]), jobs)
 
-    def _each_file(self, fn: Callable[[Any], None], items: list[Any]) -> None:
+    def _each_file(self, fn: Callable[[Any], None], items: list[Any],
+                   parallel_min: int = _PARALLEL_MIN, parallel: bool | None = None) -> None:
         """``fn(item)`` for every item (a file to sync, a queue file to rename into
         place), in threads when there are many and the data volume allows it: one at a
         time, the first checkpoint after defining 5,000 queues waited for the journal
         10,000 times (issue 22). Returns once all are done; raises the first failure."""
-        if len(items) < _PARALLEL_MIN or not self.data.concurrent_syncs:
+        allowed = self.data.concurrent_syncs if parallel is None else parallel
+        if len(items) < parallel_min or not allowed:
             for item in items:
                 fn(item)
             return
@@ -1730,7 +1767,7 @@ class QueueManagerStore:
                 fn(item)
 
         n = min(_PARALLEL_FILES, len(items))  # a thread per item at most
-        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="checkpoint-files") as pool:
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="store-files") as pool:
             futures = [pool.submit(each, items[i::n]) for i in range(n)]
         for future in futures:
             future.result()

@@ -43,7 +43,7 @@ def test_the_first_checkpoint_after_many_defines_puts_every_file_in_place(
     monkeypatch.setattr(PosixFile, "fdatasync", noting)
     s = store.open()
     try:
-        assert any(t.startswith("checkpoint-files") for t in threads), threads
+        assert any(t.startswith("store-files") for t in threads), threads
         for i in range(QUEUES):
             d = store.data / "queues" / f"MANY.Q{i:03d}"
             assert (d / "q").is_file() and not (d / "q.new").exists()

@@ -572,3 +572,59 @@ def test_a_delta_bigger_than_its_index_is_too_big() -> None:
     assert not _grown(20_000, 4096).too_big(4096)
     assert _grown(20_000, 4097).too_big(4096)
     assert _grown(100, 1).too_big(0)  # 0: no deltas
+
+
+def test_an_open_with_several_queues_to_load_opens_their_files_side_by_side(
+        tmp_path: Path) -> None:
+    """With several queues that hold messages, an open opens their files in threads
+    (over NFS each open is about a millisecond) and then loads them one by one as
+    before: from the standby's read-ahead, a damaged file reported and the others
+    intact, a checkpoint's replacement file (``q.new``) put in place."""
+    import threading
+
+    from miqm.store import qmstore
+
+    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    s = st.open()
+    names = [f"Q{i}" for i in range(qmstore._PARALLEL_OPEN_MIN + 3)]
+    for name in names:
+        s.define_queue(name, MAXDEPTH=100000)
+        for k in range(20):
+            s.put(name, b"%s-%d" % (name.encode(), k), persistent=True)
+    s.checkpoint()
+    s.put(names[0], b"after", persistent=True)  # replayed from the log
+    data = PosixVolume(str(st.data))
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == len(names)
+    crash(s)
+    qdir = st.data / "queues"
+    # a checkpoint that completed before its new file was renamed into place
+    (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
+    (qdir / names[2] / "q").write_bytes(b"garbage" * 200)  # no readable header
+    real = qmstore.QueueManagerStore._open_queue_file
+    threads = set()
+
+    def recording(self, name, qid, completed):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return real(self, name, qid, completed)
+
+    qmstore.QueueManagerStore._open_queue_file = recording  # type: ignore[method-assign]
+    try:
+        s = _open_with(st, cache)
+    finally:
+        qmstore.QueueManagerStore._open_queue_file = real  # type: ignore[method-assign]
+    try:
+        assert threads and all(t.startswith("store-files") for t in threads), threads
+        assert s.recovery_stats["prefetched_queues"] == len(names) - 1, s.recovery_stats
+        assert any(n == "AMQ7472" and names[2] in t for n, t in st.errors), st.errors
+        assert (qdir / names[1] / "q").exists() and not (qdir / names[1] / "q.new").exists()
+        for name in names:
+            if name == names[2]:
+                continue
+            got = []
+            while (m := s.get(name)) is not None:
+                got.append(m.body)
+            want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
+            assert got == want + ([b"after"] if name == names[0] else []), name
+    finally:
+        s.close()
