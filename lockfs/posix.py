@@ -185,7 +185,7 @@ class PosixVolume(Volume):
 
     #: the kernel serialises what must be: fsync and rename of different files in parallel
     concurrent_syncs = True
-    concurrent_opens = True
+    # an open is microseconds here: threads would cost more than they overlap
 
     def __init__(self, root: str, *, lease_seconds: float | None = None) -> None:
         if not root:

@@ -217,9 +217,10 @@ class Volume(ABC):
     #: once (a checkpoint after thousands of new queues then waits for the filesystem's
     #: journal a few times, not once per file). Off unless the backend says so.
     concurrent_syncs: bool = False
-    #: Whether several threads may open *different* files of this volume at once (an
-    #: open over NFS is a connection and a client of its own, about a millisecond: a
-    #: takeover with many queues holding messages opens their files side by side).
+    #: Whether several threads should open *different* files of this volume at once: an
+    #: open over NFS is a connection and a client of its own, about a millisecond, so a
+    #: takeover with many queues holding messages opens their files side by side (a
+    #: local open takes microseconds: not worth a thread).
     concurrent_opens: bool = False
     #: Test-only pause point (:mod:`lockfs.faults`, kind ``stop``): called by the backend
     #: as ``before_send(op, path, offset, data)`` just before a write goes on the wire,

@@ -575,14 +575,17 @@ def test_a_delta_bigger_than_its_index_is_too_big() -> None:
 
 
 def test_an_open_with_several_queues_to_load_opens_their_files_side_by_side(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With several queues that hold messages, an open opens their files in threads
-    (over NFS each open is about a millisecond) and then loads them one by one as
-    before: from the standby's read-ahead, a damaged file reported and the others
-    intact, a checkpoint's replacement file (``q.new``) put in place."""
+    where the volume asks for it (nfs4: each open is about a millisecond; here a local
+    directory told to) and then loads them one by one as before: from the standby's
+    read-ahead, a damaged file reported and the others intact, a checkpoint's
+    replacement file (``q.new``) put in place."""
     import threading
 
     from miqm.store import qmstore
+
+    monkeypatch.setattr(PosixVolume, "concurrent_opens", True)
 
     st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
     s = st.open()
