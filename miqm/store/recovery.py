@@ -324,8 +324,9 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
     returns how many records were read."""
     n = 0
     decode = R.decode
-    put = R.PUT
+    put, commit = R.PUT, R.COMMIT
     redo_put, forget = _put_redo(state)
+    units = state.uows.units
     first_redo = -1 if cp_lsn is None else cp_lsn
     # Replay allocates millions of objects and frees none: the cyclic collector would
     # rescan them all again and again (a quarter of the time) while finding nothing.
@@ -335,12 +336,20 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
         for batch in batches:
             n += len(batch)
             for lsn, _gen, payload, _next in batch:
-                if payload[0] == put and lsn >= first_redo:
+                kind = payload[0]
+                if kind == put and lsn >= first_redo:
                     try:
                         if redo_put(payload, lsn):
                             continue
                     except (IndexError, ValueError, UnicodeDecodeError, struct.error):
                         pass  # the general decoder reports it properly
+                elif kind == commit and lsn >= first_redo and len(payload) == 9:
+                    # as StoreState.redo does with a COMMIT, without building a Record;
+                    # a commit changes no queue object, so the put lookups stay cached
+                    u = units.get(int.from_bytes(payload[1:9], "little"))
+                    if u is not None:
+                        state.apply_commit(u)
+                    continue
                 rec = decode(payload, lsn)
                 if rec.type != put:
                     forget()  # a DEFINE, DELETE, ... may have replaced a queue object
