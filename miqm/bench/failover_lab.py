@@ -196,16 +196,15 @@ class _Bench:
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def recovery_seconds(self, host: _Host, after: int) -> tuple[float, dict[str, int]] | None:
+    def recovery_seconds(self, host: _Host, after: int) -> tuple[float, dict[str, Any]] | None:
         """``recovery_s`` of the first takeover ``host``'s instance recorded after the
         first ``after`` lines of its event file: from holding the master lock to serving
-        (the part of a takeover the lease does not decide), with how its open loaded the
-        queues (the event's ``queues``)."""
+        (the part of a takeover the lease does not decide), with the whole
+        ``failover_end`` event (how its open loaded the queues, where the time went)."""
         from miqm.bench.failover import wait_event
 
         ev = wait_event(str(host.root), QMGR, host.name, "failover_end", after, 5.0)
-        return None if ev is None else (float(ev["recovery_s"]),
-                                        dict(ev.get("queues") or {}))
+        return None if ev is None else (float(ev["recovery_s"]), ev)
 
     def event_lines(self, host: _Host) -> int:
         """Lines in ``host``'s event file so far."""
@@ -218,8 +217,9 @@ class _Bench:
         """kill -9 the active on ``old``; (seconds until a persistent put to the deep
         queue succeeds on ``new``, the new active's RSS in MB, its seconds from holding
         the lock to serving with how it loaded the queues); ``old`` comes back as the
-        standby."""
-        from miqm.bench.failover import probe_put, rss_mb
+        standby once the new active has settled, and has read ahead before this
+        returns."""
+        from miqm.bench.failover import probe_put, rss_mb, settle_after_takeover, wait_event
 
         pid = self.pid(old)
         if pid is None or not _alive(pid):
@@ -232,8 +232,12 @@ class _Bench:
         rss = rss_mb(new_pid) if new_pid else None
         while _alive(pid):
             time.sleep(0.01)
+        recovered = self.recovery_seconds(new, seen)
+        settle_after_takeover(t0 + took)
+        before = self.event_lines(old)
         self.start(old, "standby")
-        return took, rss, self.recovery_seconds(new, seen)
+        wait_event(str(old.root), QMGR, old.name, "readahead", before, 300.0)
+        return took, rss, recovered
 
 
 def bench_failover_lab(cycles: int, fault: str, *, lab_dir: str | None = None,
@@ -327,6 +331,7 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
         dir_bytes,
         fill_store,
         open_store_at,
+        served_line,
         summarize_backlog,
     )
 
@@ -353,8 +358,7 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                 first_rec = got[0] if got is not None else None
                 old, new = new, old
                 echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
-                     + (f" (lock to serving {first_rec:.3f}s)" if first_rec is not None
-                        else ""))
+                     + (served_line(got[1]) if got is not None else ""))
             took: list[float] = []
             recovery: list[float] = []
             read_ahead = 0
@@ -365,10 +369,10 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                 took.append(t)
                 if got is not None:
                     recovery.append(got[0])
-                    read_ahead += 1 if got[1].get("prefetched_queues") else 0
+                    read_ahead += 1 if (got[1].get("queues") or {}).get("prefetched_queues") \
+                        else 0
                 echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
-                     + (f" (lock to serving {got[0]:.3f}s; queues {got[1]})"
-                        if got is not None else ""))
+                     + (served_line(got[1]) if got is not None else ""))
             bench.stop()
             t0 = time.monotonic()
             open_store_at(bench.data_url(), QMGR).close()
