@@ -120,6 +120,12 @@ class StoreState:
         if self.last_uow is u:
             self.last_uow = None
 
+    def redo_commit(self, txid: int) -> None:
+        """Replay the COMMIT of ``txid`` (nothing if the unit is not in the table)."""
+        u = self.uows.units.get(txid)
+        if u is not None:
+            self.apply_commit(u)
+
     def apply_backout(self, u: UnitOfWork, state: str = "ended") -> None:
         """Undo every operation still in effect, newest first."""
         for i in range(len(u.ops) - 1, -1, -1):
@@ -208,9 +214,7 @@ class StoreState:
             if q is not None and q.index.find(rec.key) is not None:
                 q.locked[rec.key] = rec.txid
         elif t == R.COMMIT:
-            u = self.uows.units.get(rec.txid)
-            if u is not None:
-                self.apply_commit(u)
+            self.redo_commit(rec.txid)
         elif t == R.BACKOUT:
             u = self.uows.units.get(rec.txid)
             if u is not None:
@@ -326,7 +330,7 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
     decode = R.decode
     put, commit = R.PUT, R.COMMIT
     redo_put, forget = _put_redo(state)
-    units = state.uows.units
+    redo_commit = state.redo_commit
     first_redo = -1 if cp_lsn is None else cp_lsn
     # Replay allocates millions of objects and frees none: the cyclic collector would
     # rescan them all again and again (a quarter of the time) while finding nothing.
@@ -344,11 +348,9 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
                     except (IndexError, ValueError, UnicodeDecodeError, struct.error):
                         pass  # the general decoder reports it properly
                 elif kind == commit and lsn >= first_redo and len(payload) == 9:
-                    # as StoreState.redo does with a COMMIT, without building a Record;
-                    # a commit changes no queue object, so the put lookups stay cached
-                    u = units.get(int.from_bytes(payload[1:9], "little"))
-                    if u is not None:
-                        state.apply_commit(u)
+                    # without building a Record; a commit changes no queue object, so
+                    # the put lookups stay cached
+                    redo_commit(int.from_bytes(payload[1:9], "little"))
                     continue
                 rec = decode(payload, lsn)
                 if rec.type != put:
