@@ -265,6 +265,10 @@ def start_standby(pair: LocalPair, host: Host, read_ahead_wait: float = 300.0) -
                       read_ahead_wait) is not None
 
 
+#: seconds after the deferred index checkpoint is due, for it to be written
+SETTLE_MARGIN = 0.5
+
+
 def settle_after_takeover(took_at: float) -> None:
     """Wait until the new active has written what its takeover deferred: the index files
     of queues it had to scan or replay go to a checkpoint :data:`qmstore._INDEX_DELAY`
@@ -276,10 +280,6 @@ def settle_after_takeover(took_at: float) -> None:
     left = took_at + qmstore._INDEX_DELAY + SETTLE_MARGIN - time.monotonic()
     if left > 0:
         time.sleep(left)
-
-
-#: seconds after the deferred index checkpoint is due, for it to be written
-SETTLE_MARGIN = 0.5
 
 
 def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None, dict[str, Any]]:

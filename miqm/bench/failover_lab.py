@@ -196,15 +196,14 @@ class _Bench:
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def recovery_seconds(self, host: _Host, after: int) -> tuple[float, dict[str, Any]] | None:
-        """``recovery_s`` of the first takeover ``host``'s instance recorded after the
-        first ``after`` lines of its event file: from holding the master lock to serving
-        (the part of a takeover the lease does not decide), with the whole
-        ``failover_end`` event (how its open loaded the queues, where the time went)."""
+    def failover_end(self, host: _Host, after: int) -> dict[str, Any] | None:
+        """The ``failover_end`` event ``host``'s instance recorded after the first
+        ``after`` lines of its event file: ``recovery_s``, from holding the master lock
+        to serving (the part of a takeover the lease does not decide), where that time
+        went and how its open loaded the queues."""
         from miqm.bench.failover import wait_event
 
-        ev = wait_event(str(host.root), QMGR, host.name, "failover_end", after, 5.0)
-        return None if ev is None else (float(ev["recovery_s"]), ev)
+        return wait_event(str(host.root), QMGR, host.name, "failover_end", after, 5.0)
 
     def event_lines(self, host: _Host) -> int:
         """Lines in ``host``'s event file so far."""
@@ -213,10 +212,10 @@ class _Bench:
         return event_lines(str(host.root), QMGR, host.name)
 
     def kill_and_probe(self, old: _Host, new: _Host
-                       ) -> tuple[float, float | None, tuple[float, dict[str, int]] | None]:
+                       ) -> tuple[float, float | None, dict[str, Any] | None]:
         """kill -9 the active on ``old``; (seconds until a persistent put to the deep
-        queue succeeds on ``new``, the new active's RSS in MB, its seconds from holding
-        the lock to serving with how it loaded the queues); ``old`` comes back as the
+        queue succeeds on ``new``, the new active's RSS in MB, its ``failover_end``
+        event); ``old`` comes back as the
         standby once the new active has settled, and has read ahead before this
         returns."""
         from miqm.bench.failover import probe_put, rss_mb, settle_after_takeover, wait_event
@@ -232,12 +231,12 @@ class _Bench:
         rss = rss_mb(new_pid) if new_pid else None
         while _alive(pid):
             time.sleep(0.01)
-        recovered = self.recovery_seconds(new, seen)
+        ended = self.failover_end(new, seen)
         settle_after_takeover(t0 + took)
         before = self.event_lines(old)
         self.start(old, "standby")
         wait_event(str(old.root), QMGR, old.name, "readahead", before, 300.0)
-        return took, rss, recovered
+        return took, rss, ended
 
 
 def bench_failover_lab(cycles: int, fault: str, *, lab_dir: str | None = None,
@@ -355,10 +354,10 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                     body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
                     bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
                 first, _rss, got = bench.kill_and_probe(old, new)
-                first_rec = got[0] if got is not None else None
+                first_rec = float(got["recovery_s"]) if got is not None else None
                 old, new = new, old
                 echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
-                     + (served_line(got[1]) if got is not None else ""))
+                     + (served_line(got) if got is not None else ""))
             took: list[float] = []
             recovery: list[float] = []
             read_ahead = 0
@@ -368,11 +367,11 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
                 old, new = new, old
                 took.append(t)
                 if got is not None:
-                    recovery.append(got[0])
-                    read_ahead += 1 if (got[1].get("queues") or {}).get("prefetched_queues") \
+                    recovery.append(float(got["recovery_s"]))
+                    read_ahead += 1 if (got.get("queues") or {}).get("prefetched_queues") \
                         else 0
                 echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
-                     + (served_line(got[1]) if got is not None else ""))
+                     + (served_line(got) if got is not None else ""))
             bench.stop()
             t0 = time.monotonic()
             open_store_at(bench.data_url(), QMGR).close()
