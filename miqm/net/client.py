@@ -38,9 +38,11 @@ from miqm.net.protocol import (
     MQRC_Q_MGR_NOT_AVAILABLE,
     MQRC_STANDBY_Q_MGR,
     PROTOCOL_VERSION,
+    READ_TIMEOUT,
     FrameReader,
     PeerClosed,
     encode,
+    set_deadlines,
 )
 
 #: Ops a reconnecting client resends after a failover: they read state and change
@@ -243,6 +245,8 @@ class Connection:
         self.endpoint: Endpoint | None = None
         self.server_host = ""
         self._sock: socket.socket | None = None
+        self._deadline_now: float | None = None  # the socket's read deadline, seconds
+        self._quiet = False
         self._reader: FrameReader | None = None
         self._wbuf: list[bytes] = []
         self._wsize = 0
@@ -320,6 +324,9 @@ class Connection:
             is_standby = reply.get("mqrc") == MQRC_STANDBY_Q_MGR
             if reply.get("ok") or (is_standby and self.allow_standby):
                 self._sock, self._reader, self.endpoint = sock, reader, ep
+                self._deadline_now = None
+                # a listener that says so answers a pipelined request only if it fails
+                self._quiet = "quiet" in (reply.get("features") or ())
                 self.server_host = str(reply.get("host", ""))
                 self.standby = is_standby
                 self.generation += 1
@@ -397,7 +404,17 @@ class Connection:
             self._pushes.setdefault(int(sub), deque()).append(frame)
             return {"_push": True}
         rid = frame.get("id")
-        pending = self._pending.pop(rid, None) if isinstance(rid, int) else None
+        if not isinstance(rid, int):
+            return frame
+        waiting = self._pending
+        while waiting:
+            # replies come in request order: a quiet request older than this reply
+            # succeeded (a quiet request is answered only when it fails)
+            first = next(iter(waiting))
+            if first >= rid:
+                break
+            del waiting[first]
+        pending = waiting.pop(rid, None)
         if pending is not None:
             op, callback = pending
             if not frame.get("ok") and self.async_error is None:
@@ -417,9 +434,21 @@ class Connection:
                                mqrc=MQRC_CONNECTION_BROKEN)
             return frame
 
+    def _deadline(self, seconds: float) -> None:
+        """Reads (and sends) on the socket give up after ``seconds``; a system call only
+        when that changes (a plain socket gets SO_RCVTIMEO, not a poll per read)."""
+        if seconds == self._deadline_now:
+            return
+        assert self._sock is not None
+        if self.tls is None:
+            set_deadlines(self._sock, seconds)
+        else:
+            self._sock.settimeout(seconds)
+        self._deadline_now = seconds
+
     def _roundtrip(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         assert self._sock is not None
-        self._sock.settimeout(self.call_timeout + wait)
+        self._deadline(self.call_timeout + wait)
         self._write(request, True)
         return self._await(request["id"])
 
@@ -446,7 +475,11 @@ class Connection:
         syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
         self._before(op, syncpoint)
         rid = next(self._ids)
-        request = {"id": rid, "op": op, "async": 1, **fields}
+        # a put under syncpoint is answered only if it fails (where the listener can):
+        # the unit's commit or backout, which always has a reply, settles it. Not an ack,
+        # which a consumer may send for hours with no other call to settle it.
+        quiet = 2 if self._quiet and syncpoint and on_reply is None else 1
+        request = {"id": rid, "op": op, "async": quiet, **fields}
         try:
             self._write(request, flush)
         except OSError as exc:
@@ -523,10 +556,10 @@ class Connection:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self._sock.settimeout(remaining)
+            self._deadline(remaining)
             try:
                 frame = self._read_one()
-            except TimeoutError:
+            except READ_TIMEOUT:
                 return None
             if "_push" in frame:
                 queue = self._pushes.get(sub)

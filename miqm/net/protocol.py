@@ -229,6 +229,32 @@ class FrameReader:
         return obj
 
 
+#: What a read past its deadline raises: TimeoutError on a socket with a Python timeout,
+#: BlockingIOError (EAGAIN) on a blocking one with SO_RCVTIMEO (see set_deadlines).
+READ_TIMEOUT = (TimeoutError, BlockingIOError)
+
+_TIMEVAL = struct.Struct("@ll")
+
+
+def set_deadlines(sock: socket.socket, seconds: float | None) -> None:
+    """Make ``sock`` blocking, with reads and writes that give up after ``seconds``
+    (None or 0: never) through SO_RCVTIMEO/SO_SNDTIMEO, and so raise
+    :data:`READ_TIMEOUT`.
+
+    A Python timeout does the same with a ``poll`` before every ``recv`` and ``send``:
+    two system calls, and the interpreter lock dropped twice, per read. On a busy
+    listener that doubles the thread switches per request. Not for TLS sockets, whose
+    reads need the Python timeout to retry a partial record."""
+    if sock.gettimeout() is not None:
+        sock.settimeout(None)
+    secs = 0.0 if not seconds or seconds <= 0 else float(seconds)
+    tv = _TIMEVAL.pack(int(secs), int((secs - int(secs)) * 1e6) if secs else 0)
+    if secs and tv == _TIMEVAL.pack(0, 0):
+        tv = _TIMEVAL.pack(0, 1)  # below a microsecond: still a deadline, not "never"
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
 def read_frame(sock: socket.socket) -> dict[str, Any]:
     """Read one frame without buffering past it (a reader that owns the socket should
     use :class:`FrameReader`)."""

@@ -41,6 +41,7 @@ from miqm.net.protocol import (
     MQRC_SSL_INITIALIZATION_ERROR,
     MQRC_UNEXPECTED_ERROR,
     PROTOCOL_VERSION,
+    READ_TIMEOUT,
     FrameReader,
     NetError,
     OldProtocol,
@@ -49,6 +50,7 @@ from miqm.net.protocol import (
     encode_v1,
     error_reply,
     is_tls_hello,
+    set_deadlines,
 )
 
 Handler = Callable[[dict[str, Any], "Session"], dict[str, Any]]
@@ -57,6 +59,12 @@ _session_ids = itertools.count(1)
 
 #: Replies held back while more pipelined requests are buffered, at most this many bytes.
 _COALESCE = 256 * 1024
+
+#: What this listener does beyond protocol version 2, named in its hello reply so that a
+#: client uses it only where it is there (the instances of a queue manager may run
+#: different miqm releases during an upgrade). ``quiet``: a request with ``"async": 2``
+#: is answered only if it fails.
+FEATURES = ("quiet",)
 
 
 class Session:
@@ -76,6 +84,10 @@ class Session:
         self.closed = False
         #: streams that keep a silent connection alive (a consumer waiting for messages)
         self.streams = 0
+        #: requests read whose replies have not been sent yet (its thread counts them):
+        #: Listener.stop lets them go out (endmqm's "end" is answered just before the
+        #: instance stops its listener)
+        self.unanswered = 0
 
     def on_close(self, callback: Callable[[Session], None]) -> None:
         """Run ``callback(session)`` when the session closes (at once if already closed)."""
@@ -153,10 +165,6 @@ class Listener:
         self._conns: dict[int, tuple[socket.socket, Session, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        # requests read whose replies have not been sent yet: stop() lets them go out
-        # (endmqm's "end" is answered just before the instance stops its listener)
-        self._unanswered = 0
-        self._answered = threading.Condition(self._lock)
         #: connections refused or dropped for bad input, by reason (for status/metrics)
         self.rejected: dict[str, int] = {}
 
@@ -299,7 +307,10 @@ class Listener:
                               "plain-TCP listener; configure the client without TLS or the "
                               "listener with SSLCertFile/SSLKeyFile")
                     return
-            conn.settimeout(self.idle_timeout or None)
+            if self.tls is None:
+                set_deadlines(conn, self.idle_timeout)
+            else:
+                conn.settimeout(self.idle_timeout or None)
             self._loop(conn, reader, session)
         finally:
             if conn is not None:
@@ -317,21 +328,19 @@ class Listener:
                 self._conns.pop(session.id, None)
 
     def _loop(self, conn: socket.socket, reader: FrameReader, session: Session) -> None:
-        unanswered = [0]  # requests read here whose replies have not been sent
         try:
-            self._serve_requests(conn, reader, session, unanswered)
+            self._serve_requests(conn, reader, session)
         finally:
-            if unanswered[0]:
-                self._done_answering(unanswered[0])
+            session.unanswered = 0
 
-    def _serve_requests(self, conn: socket.socket, reader: FrameReader, session: Session,
-                        unanswered: list[int]) -> None:
+    def _serve_requests(self, conn: socket.socket, reader: FrameReader,
+                        session: Session) -> None:
         out: list[bytes] = []
         size = 0
         while not self._stopping.is_set():
             try:
                 request = reader.read()
-            except TimeoutError:
+            except READ_TIMEOUT:
                 if session.streams > 0 and session.principal is not None:
                     continue  # a consumer waiting for messages is not idle
                 self._count("idle")
@@ -360,45 +369,43 @@ class Listener:
                 return
             except (NetError, OSError):
                 return
-            with self._lock:
-                self._unanswered += 1
-            unanswered[0] += 1
+            session.unanswered += 1
             close_after = False
             if session.principal is None:
                 reply, close_after = self._authenticate(request, session)
+                if reply is None:
+                    reply = self._dispatch(request, session)
+                    if request.get("op") == "hello" and reply.get("ok"):
+                        reply["features"] = list(FEATURES)
             else:
-                reply = None
-            if reply is None:
                 reply = self._dispatch(request, session)
-            if "id" in request:
-                reply["id"] = request["id"]
-            try:
-                data = encode(reply)
-            except (ValueError, TypeError, NetError) as exc:
-                # an unserialisable reply is a bug in a handler: say so, keep serving
-                data = encode(error_reply(MQRC_UNEXPECTED_ERROR,
-                                          f"unserialisable reply: {exc}"))
-            if not close_after and reader.buffered() and size + len(data) < _COALESCE:
+            data: bytes | None
+            if request.get("async") == 2 and reply.get("ok") is True:
+                data = None  # a quiet pipelined request: only a failure is answered
+            else:
+                if "id" in request:
+                    reply["id"] = request["id"]
+                try:
+                    data = encode(reply)
+                except (ValueError, TypeError, NetError) as exc:
+                    # an unserialisable reply is a bug in a handler: say so, keep serving
+                    data = encode(error_reply(MQRC_UNEXPECTED_ERROR,
+                                              f"unserialisable reply: {exc}"))
                 out.append(data)
                 size += len(data)
+            if not close_after and size < _COALESCE and reader.buffered():
                 continue
-            out.append(data)
             try:
-                session.send(b"".join(out) if len(out) > 1 else data)
+                if out:
+                    session.send(b"".join(out) if len(out) > 1 else out[0])
             except OSError:
                 return
             finally:
-                self._done_answering(unanswered[0])
-                unanswered[0] = 0
+                session.unanswered = 0
             out.clear()
             size = 0
             if close_after:
                 return
-
-    def _done_answering(self, n: int) -> None:
-        with self._lock:
-            self._unanswered -= n
-            self._answered.notify_all()
 
     def _authenticate(self, request: dict[str, Any],
                       session: Session) -> tuple[dict[str, Any] | None, bool]:
@@ -438,7 +445,8 @@ class Listener:
             self._log(f"request {request.get('op')!r} failed: {type(exc).__name__}: {exc}")
             return error_reply(getattr(exc, "mqrc", MQRC_UNEXPECTED_ERROR),
                                f"{type(exc).__name__}: {exc}")
-        return dict(reply) if isinstance(reply, dict) else {"ok": True, "result": reply}
+        # handlers make a new dict per reply: the id is set on it without a copy
+        return reply if isinstance(reply, dict) else {"ok": True, "result": reply}
 
     def sessions(self) -> list[Session]:
         """The sessions open now."""
@@ -459,12 +467,16 @@ class Listener:
                 self._sock.close()
             except OSError:
                 pass
-        with self._lock:
-            # replies already being made go out first (a short grace: a handler stuck in a
-            # long get-wait is not waited for here)
-            self._answered.wait_for(lambda: self._unanswered <= 0,
-                                    timeout=min(0.5, max(0.0, timeout)))
-            conns = list(self._conns.values())
+        # replies already being made go out first (a short grace: a handler stuck in a
+        # long get-wait is not waited for here). Polled: a lock and a wake-up per request
+        # to count them would cost every request for the sake of the last one.
+        grace = time.monotonic() + min(0.5, max(0.0, timeout))
+        while True:
+            with self._lock:
+                conns = list(self._conns.values())
+            if all(s.unanswered <= 0 for _c, s, _t in conns) or time.monotonic() >= grace:
+                break
+            time.sleep(0.002)
         for conn, _session, _thread in conns:
             try:
                 conn.shutdown(socket.SHUT_RDWR)

@@ -234,6 +234,8 @@ class QueueService:
                 self._note_handle(session, queue, "OUTPUT")
         with self._count_lock:
             self.messages_put += 1
+        if req.get("async") == 2:
+            return {"ok": True}  # a quiet put: its reply is not sent (server.py, FEATURES)
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
 
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:

@@ -504,3 +504,83 @@ def test_open_handles_counted_and_reopened_after_a_reconnect(served) -> None:
         assert (attrs["IPPROCS"], attrs["OPPROCS"]) == (1, 0)
         qm.close_queue("Q1")
         assert qm.inquire("Q1")["IPPROCS"] == 0
+
+
+def _frames_within(s: socket.socket, seconds: float) -> list[dict]:
+    """Every frame the server sends on ``s`` until it is quiet for ``seconds``."""
+    reader = protocol.FrameReader(s)
+    frames = []
+    s.settimeout(seconds)
+    try:
+        while True:
+            frames.append(reader.read())
+    except TimeoutError:
+        return frames
+
+
+def test_quiet_puts_are_answered_only_when_they_fail(served) -> None:
+    host, port = served.listener.address
+    with socket.create_connection((host, port)) as s:
+        s.sendall(protocol.encode({"v": 2, "id": 0, "op": "hello", "qmgr": "QMC"}))
+        hello = protocol.read_frame(s)
+        assert hello["ok"] and "quiet" in hello["features"]
+        put = {"op": "put", "queue": "Q1", "syncpoint": True, "persistent": True}
+        s.sendall(b"".join([
+            protocol.encode({**put, "id": 1, "async": 2}, b"one"),
+            protocol.encode({**put, "id": 2, "async": 2, "queue": "NOPE"}, b"two"),
+            protocol.encode({**put, "id": 3, "async": 2}, b"three"),
+            protocol.encode({"id": 4, "op": "commit"})]))
+        frames = _frames_within(s, 1.0)
+        # the failed put (2085) and the commit it doomed (2003): nothing for the others
+        assert [(f["id"], f["ok"], f.get("mqrc")) for f in frames] == [
+            (2, False, 2085), (4, False, 2003)]
+        s.sendall(b"".join([
+            protocol.encode({**put, "id": 5, "async": 2}, b"four"),
+            protocol.encode({**put, "id": 6, "async": 1}, b"five"),
+            protocol.encode({"id": 7, "op": "commit"})]))
+        frames = _frames_within(s, 1.0)
+        # a request without async 2 is still answered (what an older client sends)
+        assert [(f["id"], f["ok"]) for f in frames] == [(6, True), (7, True)]
+    with mq.connect("QMC") as qm:
+        assert [qm.get("Q1").body for _ in range(2)] == [b"four", b"five"]
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_pipelined_puts_with_and_without_a_quiet_listener(served, monkeypatch, quiet) -> None:
+    from miqm.net import server
+
+    if not quiet:  # a listener of an earlier release answers every request
+        monkeypatch.setattr(server, "FEATURES", ())
+    with mq.connect("QMC") as qm:
+        conn = qm._conn
+        assert conn._quiet is quiet
+        for round_ in range(3):
+            for i in range(50):
+                qm.put("Q1", f"{round_}-{i}".encode(), syncpoint=True)
+            qm.commit()
+            assert conn._pending == {}  # every pipelined put settled by the commit's reply
+        qm.put("Q1", b"bad", syncpoint=True, priority=42)
+        qm.put("Q1", b"after", syncpoint=True)
+        with pytest.raises(mq.BackedOut) as info:
+            qm.commit()
+        assert "2050" in str(info.value) or "priority" in str(info.value)
+        assert conn._pending == {}
+        got = [qm.get("Q1").body for _ in range(150)]
+        assert got == [f"{r}-{i}".encode() for r in range(3) for i in range(50)]
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(served) -> None:
+    served.listener.idle_timeout = 0.5
+    host, port = served.listener.address
+    with socket.create_connection((host, port)) as s:
+        s.sendall(protocol.encode({"v": 2, "id": 0, "op": "hello", "qmgr": "QMC"}))
+        assert protocol.read_frame(s)["ok"]
+        s.settimeout(10)
+        t0 = time.monotonic()
+        assert s.recv(10) == b""  # the listener hung up on the silent, authenticated client
+        assert 0.3 < time.monotonic() - t0 < 8
+    assert served.listener.rejected.get("idle") == 1
+    with mq.connect("QMC") as good:
+        _good_client_works(good)
