@@ -465,6 +465,8 @@ class PriorityIndex:
         """(priority, index) of a present key."""
         for p in range(9, -1, -1) if prio is None else (prio,):
             ks = self.keys[p]
+            if not ks:  # most queues use one or two priorities
+                continue
             i = bisect_left(ks, key, self.head[p])
             if i < len(ks) and ks[i] == key and self.blocks[p][i] != -2:
                 return p, i
