@@ -6,7 +6,9 @@ One run, one scratch queue manager (1 KiB persistent messages):
   8 threads in this process calling the store directly, put+commit each (the reference
   the network path is compared with, as the mean of both);
 * ``put_commit_1`` / ``put_commit_8``: 1 and 8 client processes over the listener
-  (loopback), put under syncpoint + commit per message;
+  (loopback), put under syncpoint + commit per message; ``put_commit_8_cpu``: the CPU
+  microseconds per message the server process and the client processes spent in it
+  (what caps the rate when nine processes share two CPUs);
 * ``batch_100``: one client, 100 puts per commit;
 * ``consume``: one streaming consumer (prefetch 200) of the persistent messages left by
   the runs above, outside syncpoint.
@@ -127,6 +129,7 @@ def _producer(conname: str, n: int, per_commit: int, out: Any,
 
     with connect(QMGR, conname=conname, credential=credential, reconnect=False) as qm:
         out.put(("ready", 0.0))
+        c0 = time.process_time()  # this process's CPU, to the nanosecond (os.times: ticks)
         t0 = time.perf_counter()
         if per_commit == 0:  # non-persistent, outside syncpoint
             for _ in range(n):
@@ -137,29 +140,47 @@ def _producer(conname: str, n: int, per_commit: int, out: Any,
                 if (i + 1) % per_commit == 0:
                     qm.commit()
             qm.commit()
-        out.put(("done", time.perf_counter() - t0))
+        elapsed = time.perf_counter() - t0
+        out.put(("done", elapsed, time.process_time() - c0))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` (all its threads) has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _run_clients(conname: str, clients: int, n: int, per_commit: int,
-                 credential: str | None = None) -> float:
+                 credential: str | None = None, server_pid: int | None = None,
+                 cpu: dict[str, float] | None = None) -> float:
     """Messages per second for ``clients`` producer processes, ``n`` messages each
     (wall time from the first start to the last finish); ``per_commit`` 0: non-persistent
-    puts outside syncpoint."""
+    puts outside syncpoint. With ``cpu`` (and ``server_pid``), fills in the CPU
+    microseconds per message the clients and the server spent meanwhile."""
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_producer, args=(conname, n, per_commit, q, credential))
              for _ in range(clients)]
     for p in procs:
         p.start()
+    early = [q.get(timeout=120) for _ in procs]  # a quick client may be done already
+    server0 = _cpu_seconds(server_pid) if server_pid is not None else 0.0
     t0 = time.perf_counter()
-    for _ in procs:
-        q.get(timeout=120)
-    t0 = time.perf_counter()
-    for _ in procs:
-        q.get(timeout=600)
+    done = [d for d in early if d[0] == "done"]
+    while len(done) < len(procs):
+        d = q.get(timeout=600)
+        if d[0] == "done":
+            done.append(d)
     elapsed = time.perf_counter() - t0
     for p in procs:
         p.join(30)
+    if cpu is not None:
+        total = clients * n
+        cpu["clients_us_per_msg"] = round(sum(d[2] for d in done) / total * 1e6, 1)
+        if server_pid is not None:
+            cpu["server_us_per_msg"] = round(
+                (_cpu_seconds(server_pid) - server0) / total * 1e6, 1)
     return clients * n / elapsed
 
 
@@ -216,7 +237,10 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
             echo("1 connection, put+commit ...")
             results["put_commit_1"] = round(_run_clients(conname, 1, messages, 1), 1)
             echo("8 connections, put+commit ...")
-            results["put_commit_8"] = round(_run_clients(conname, 8, messages, 1), 1)
+            cpu: dict[str, float] = {}
+            results["put_commit_8"] = round(_run_clients(conname, 8, messages, 1,
+                                                         server_pid=server.pid, cpu=cpu), 1)
+            results["put_commit_8_cpu"] = cpu
             echo("1 connection, 100 puts per commit ...")
             results["batch_100"] = round(_run_clients(conname, 1, messages * 5, 100), 1)
             total = messages * (1 + 8 + 5)
@@ -239,6 +263,9 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
                 "inprocess_8_after"):
         echo(f"  {key:<18} {results[key]:>10,.0f} msgs/s")
     echo(f"  8 connections / in-process store: {results['ratio_to_inprocess']:.0%}")
+    cpu = results["put_commit_8_cpu"]
+    echo(f"  8 connections, CPU per message: server {cpu.get('server_us_per_msg', 0):.0f} µs, "
+         f"clients {cpu.get('clients_us_per_msg', 0):.0f} µs")
     return results
 
 

@@ -146,3 +146,15 @@ def test_bench_net_authrecs_runs_both_sides_and_reports_the_ratio() -> None:
     for name in ("put_commit_8", "put_np_1"):
         assert len(out[f"{name}_off"]) == len(out[f"{name}_on"]) == 1
         assert out[f"ratio_{name}"] > 0
+
+
+def test_bench_net_reports_rates_and_the_cpu_per_message_of_both_sides() -> None:
+    from miqm.bench.net import bench_net
+
+    out = bench_net(messages=150, echo=lambda s: None)
+    for key in ("inprocess_8", "put_commit_1", "put_commit_8", "batch_100", "consume"):
+        assert out[key] > 0, key
+    cpu = out["put_commit_8_cpu"]
+    # both sides did work for every message: more than a microsecond each, not zero
+    assert cpu["server_us_per_msg"] > 1 and cpu["clients_us_per_msg"] > 1
+    assert 0 < out["ratio_to_inprocess"]
