@@ -387,8 +387,8 @@ class Connection:
             assert self._sock is not None
             self._sock.sendall(data)
 
-    def _write(self, request: dict[str, Any], flush: bool) -> None:
-        data = encode(request)
+    def _write(self, request: dict[str, Any], flush: bool, body: bytes | None = None) -> None:
+        data = encode(request, body)
         self._wbuf.append(data)
         self._wsize += len(data)
         if flush or self._wsize >= 64 * 1024:
@@ -479,9 +479,16 @@ class Connection:
         # the unit's commit or backout, which always has a reply, settles it. Not an ack,
         # which a consumer may send for hours with no other call to settle it.
         quiet = 2 if self._quiet and syncpoint and on_reply is None else 1
+        body = fields.get("body")
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            del fields["body"]  # it travels raw after the header, not copied into it
+        else:
+            body = None
         request = {"id": rid, "op": op, "async": quiet, **fields}
+        if body is not None:
+            request["_b"] = 1
         try:
-            self._write(request, flush)
+            self._write(request, flush, body)
         except OSError as exc:
             self._broken(op, syncpoint, exc)
         self._pending[rid] = (op, on_reply)
