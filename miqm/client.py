@@ -26,7 +26,7 @@ from typing import Any
 
 from miqm.errors import MiqmError, NetError, QMgrNotFound
 from miqm.net import client as _net
-from miqm.net.protocol import MAX_MESSAGE, b64, unb64
+from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 
 __all__ = [
     "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "MQError", "Message",
@@ -438,8 +438,15 @@ class Consumer:
         self._batch = None
         self._empty = False
         self._sub += 1
+        # the listener's features (of the last connection: a reconnect inside the call
+        # may reach another release, which ignores the field; _take reads either format)
+        packed = "packed" in self._conn.features
+        fields: dict[str, Any] = {"queue": self.queue, "prefetch": self.prefetch,
+                                  "sub": self._sub}
+        if packed:
+            fields["packed"] = 1
         try:
-            self._conn.call("consume", queue=self.queue, prefetch=self.prefetch, sub=self._sub)
+            self._conn.call("consume", **fields)
         except MiqmError as exc:
             raise _error(exc) from None
         self._generation = self._conn.generation
@@ -462,12 +469,24 @@ class Consumer:
     def _take(self, frame: dict[str, Any]) -> None:
         """Unpack a pushed batch (see :func:`miqm.net.streaming.encode_batch`)."""
         data = frame.get("body") or b""
-        lens = frame.get("len") or []
-        prios, pers, ts = frame["prio"], frame["pers"], frame["ts"]
         bcs = frame.get("bc") or {}
+        if "n" in frame:  # packed: a table of per-message fields, then ids and bodies
+            count = int(frame["n"])
+            size = PACKED_ENTRY.size * count
+            if count < 0 or size > len(data):
+                raise ValueError("a packed batch shorter than its table")
+            table = list(PACKED_ENTRY.iter_unpack(memoryview(data)[:size]))
+            lens = [e[0] for e in table]
+            prios = [e[1] for e in table]
+            pers = [e[2] for e in table]
+            ts = [e[3] / 1_000_000 for e in table]
+            pos = size
+        else:
+            lens = frame.get("len") or []
+            prios, pers, ts = frame["prio"], frame["pers"], frame["ts"]
+            pos = 0
         suspect = self._suspect
         msgs = []
-        pos = 0
         for i, n in enumerate(lens):
             mid = data[pos:pos + 24]
             end = pos + 48 + n

@@ -247,6 +247,7 @@ class Connection:
         self._sock: socket.socket | None = None
         self._deadline_now: float | None = None  # the socket's read deadline, seconds
         self._quiet = False
+        self.features: frozenset[str] = frozenset()
         self._reader: FrameReader | None = None
         self._wbuf: list[bytes] = []
         self._wsize = 0
@@ -325,8 +326,10 @@ class Connection:
             if reply.get("ok") or (is_standby and self.allow_standby):
                 self._sock, self._reader, self.endpoint = sock, reader, ep
                 self._deadline_now = None
+                #: what this listener does beyond protocol version 2 (server.FEATURES)
+                self.features = frozenset(str(f) for f in reply.get("features") or ())
                 # a listener that says so answers a pipelined request only if it fails
-                self._quiet = "quiet" in (reply.get("features") or ())
+                self._quiet = "quiet" in self.features
                 self.server_host = str(reply.get("host", ""))
                 self.standby = is_standby
                 self.generation += 1

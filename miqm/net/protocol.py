@@ -43,6 +43,10 @@ MAX_FRAME = MAX_MESSAGE + 1024 * 1024
 #: Largest JSON header (ids, queue names, an MQSC command, a push's message list).
 MAX_HEADER = 16 * 1024 * 1024
 
+#: A packed streaming batch's per-message table entry (miqm/net/streaming.py): body
+#: length, priority, persistence (0/1), put time in microseconds since the epoch.
+PACKED_ENTRY = struct.Struct(">IBBq")
+
 _LEN = struct.Struct(">I")
 _HDR = struct.Struct(">II")
 

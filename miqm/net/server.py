@@ -63,8 +63,9 @@ _COALESCE = 256 * 1024
 #: What this listener does beyond protocol version 2, named in its hello reply so that a
 #: client uses it only where it is there (the instances of a queue manager may run
 #: different miqm releases during an upgrade). ``quiet``: a request with ``"async": 2``
-#: is answered only if it fails.
-FEATURES = ("quiet",)
+#: is answered only if it fails. ``packed``: a consumer may ask for batches whose
+#: per-message fields are a binary table (miqm/net/streaming.py, encode_batch).
+FEATURES = ("quiet", "packed")
 
 
 class Session:

@@ -314,7 +314,7 @@ class QueueService:
             return error_reply(MQRC_OPTIONS_ERROR, f"consumer {sub_id} is already running")
         prefetch = max(1, min(int(req.get("prefetch") or 100), 10_000))
         sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts,
-                           on_got=self._count_got)
+                           on_got=self._count_got, packed=bool(req.get("packed")))
         subs[sub_id] = sub
         self._hook(session)
         sub.start()

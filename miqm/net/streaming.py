@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm.errors import MiqmError
-from miqm.net.protocol import MQRC_UNEXPECTED_ERROR, b64
+from miqm.net.protocol import MQRC_UNEXPECTED_ERROR, PACKED_ENTRY, b64
 
 #: Messages per pushed batch at most (one frame, one unit of work, one log force).
 BATCH_MAX = 64
@@ -47,6 +47,10 @@ class BackoutCounts:
     def get(self, msgid: bytes) -> int:
         """The count for ``msgid`` (0 if never backed out)."""
         return self._counts.get(msgid, 0)
+
+    def __len__(self) -> int:
+        """How many messages have a count (so an empty table is false)."""
+        return len(self._counts)
 
     def bump(self, msgids: list[bytes]) -> None:
         """Count one more backout for each of ``msgids``."""
@@ -96,28 +100,50 @@ def _epoch(put_time: Any) -> float:
     return 0.0
 
 
-def encode_batch(sub: int, batch: int, msgs: list[Any],
-                 counts: BackoutCounts) -> tuple[dict[str, Any], bytes]:
-    """A push frame for ``msgs``: the header holds per-message lists (lengths,
-    priorities, persistence, put times as epoch seconds, non-zero backout counts by
-    position); the binary part holds, per message, its 24-byte msgid, 24-byte correlid
-    and body, back to back."""
+def encode_batch(sub: int, batch: int, msgs: list[Any], counts: BackoutCounts,
+                 packed: bool = False) -> tuple[dict[str, Any], bytes]:
+    """A push frame for ``msgs``. The binary part holds, per message, its 24-byte msgid,
+    24-byte correlid and body, back to back; non-zero backout counts go in the header by
+    position (``bc``).
+
+    The other fields: ``packed`` (a client that asked for it) puts them in a table of
+    :data:`PACKED_ENTRY` at the start of the binary part, one entry per message, and the
+    header says how many (``n``); otherwise they are per-message lists in the header
+    (``len``, ``prio``, ``pers``, ``ts`` as epoch seconds), which an older client reads.
+    A JSON list of floats costs more to write and to read than the whole table."""
     parts: list[bytes] = []
+    table: list[bytes] = []
+    lens: list[int] = []
+    prios: list[int] = []
+    pers: list[int] = []
+    ts: list[float] = []
     bc: dict[str, int] = {}
+    counted = counts.get if counts else None  # no backout counted: no lookups
+    entry = PACKED_ENTRY.pack
     for i, m in enumerate(msgs):
-        parts.append(_id24(m.msgid))
-        parts.append(_id24(m.correlid))
-        parts.append(bytes(m.body))
-        n = counts.get(m.msgid)
-        if n:
-            bc[str(i)] = n
-    header: dict[str, Any] = {
-        "push": sub, "batch": batch,
-        "len": [len(m.body) for m in msgs],
-        "prio": [m.priority for m in msgs],
-        "pers": [1 if m.persistent else 0 for m in msgs],
-        "ts": [round(_epoch(getattr(m, "put_time", None)), 6) for m in msgs],
-    }
+        mid, cid, body = m.msgid, m.correlid, m.body
+        parts.append(mid if len(mid) == _ID_LEN else _id24(mid))
+        parts.append(cid if len(cid) == _ID_LEN else _id24(cid))
+        parts.append(body if isinstance(body, bytes) else bytes(body))
+        if counted is not None:
+            n = counted(m.msgid)
+            if n:
+                bc[str(i)] = n
+        put_time = _epoch(getattr(m, "put_time", None))
+        if packed:
+            table.append(entry(len(body), m.priority, 1 if m.persistent else 0,
+                               round(put_time * 1_000_000)))
+        else:
+            lens.append(len(body))
+            prios.append(m.priority)
+            pers.append(1 if m.persistent else 0)
+            ts.append(round(put_time, 6))
+    header: dict[str, Any] = {"push": sub, "batch": batch}
+    if packed:
+        header["n"] = len(msgs)
+        parts[:0] = table
+    else:
+        header.update({"len": lens, "prio": prios, "pers": pers, "ts": ts})
     if bc:
         header["bc"] = bc
     return header, b"".join(parts)
@@ -127,8 +153,11 @@ class Subscription:
     """One streaming consumer on one session (see the module docstring)."""
 
     def __init__(self, store: Any, session: Any, sub_id: int, queue: str, prefetch: int,
-                 counts: BackoutCounts, on_got: Callable[[int], None] | None = None) -> None:
+                 counts: BackoutCounts, on_got: Callable[[int], None] | None = None,
+                 packed: bool = False) -> None:
         self.store = store
+        #: the client reads packed batches (encode_batch)
+        self.packed = packed
         #: told how many messages each committed batch took off the queue (the metrics)
         self._on_got = on_got
         self.session = session
@@ -186,7 +215,7 @@ class Subscription:
                     self._batches[bid] = (uow, [m.msgid for m in msgs])
                     self._outstanding += len(msgs)
                 said_empty = False
-                header, body = encode_batch(self.id, bid, msgs, self.counts)
+                header, body = encode_batch(self.id, bid, msgs, self.counts, self.packed)
                 self.session.push(header, body)
         except OSError:
             return  # the connection is gone; the close hook backs the batches out

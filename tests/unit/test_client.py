@@ -584,3 +584,65 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout(served) -> None:
     assert served.listener.rejected.get("idle") == 1
     with mq.connect("QMC") as good:
         _good_client_works(good)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_consumer_reads_packed_batches_and_the_older_lists(served, monkeypatch,
+                                                           packed) -> None:
+    from miqm.net import server, streaming
+
+    if not packed:  # a listener of an earlier release pushes per-message lists
+        monkeypatch.setattr(server, "FEATURES", ("quiet",))
+    formats: list[bool] = []
+    encode = streaming.encode_batch
+
+    def spy(*args, **kwargs):
+        formats.append(bool(args[4] if len(args) > 4 else kwargs.get("packed")))
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "encode_batch", spy)
+    with mq.connect("QMC") as qm:
+        sent = []
+        for i in range(150):
+            body = f"b{i}".encode() * (i % 7)  # empty bodies too
+            sent.append((body, 9 - i % 10, i % 3 != 0))
+            qm.put("Q1", body, priority=9 - i % 10, persistent=i % 3 != 0,
+                   correlid=b"c%d" % i, syncpoint=True)
+        qm.commit()
+        before = time.time()
+        browsed = qm.browse("Q1")
+        got = list(qm.consume("Q1", prefetch=40, wait=0.5))
+    assert formats and set(formats) == {packed}
+    # the same messages, in priority order, with every field the get path gives
+    want = sorted(sent, key=lambda m: -m[1])
+    assert [(m.body, m.priority, m.persistent) for m in got] == want
+    assert got[0].msgid == browsed.msgid and got[0].correlid == browsed.correlid
+    assert all(abs(m.put_time.timestamp() - before) < 60 for m in got)
+    assert got[0].put_time == browsed.put_time
+
+
+def test_packed_batch_round_trip_keeps_every_field() -> None:
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from miqm.net.streaming import BackoutCounts, encode_batch
+
+    t = dt.datetime(2026, 11, 26, 21, 0, 1, 123456, tzinfo=dt.UTC)
+    msgs = [SimpleNamespace(msgid=bytes([i]) * 24, correlid=b"c".ljust(24, b"\0"),
+                            body=b"x" * i, priority=i % 10, persistent=bool(i % 2),
+                            put_time=t) for i in range(70)]
+    counts = BackoutCounts()
+    counts.bump([msgs[3].msgid])
+    seen = []
+    for packed in (True, False):
+        header, body = encode_batch(7, 2, msgs, counts, packed)
+        consumer = mq.Consumer.__new__(mq.Consumer)
+        consumer._suspect, consumer._batch = {}, None
+        consumer._take({**header, "body": body})
+        assert consumer._batch is not None and consumer._batch[0] == 2
+        seen.append([(m.body, m.msgid, m.correlid, m.priority, m.persistent,
+                      m.put_time, m.backout_count) for m in consumer._batch[1]])
+    assert seen[0] == seen[1]
+    assert seen[0][3][6] == 1 and seen[0][4][6] == 0 and seen[0][5][5] == t
+    with pytest.raises(ValueError):  # a table longer than the data
+        consumer._take({"push": 7, "batch": 3, "n": 5, "body": b"\0" * 10})
