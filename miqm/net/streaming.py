@@ -84,6 +84,8 @@ _NO_ID = bytes(_ID_LEN)
 
 
 def _id24(value: bytes | None) -> bytes:
+    if type(value) is bytes and len(value) == _ID_LEN:
+        return value  # the store's ids, as they are
     return _NO_ID if not value else bytes(value).ljust(_ID_LEN, b"\0")[:_ID_LEN]
 
 
@@ -122,9 +124,9 @@ def encode_batch(sub: int, batch: int, msgs: list[Any], counts: BackoutCounts,
     entry = PACKED_ENTRY.pack
     for i, m in enumerate(msgs):
         mid, cid, body = m.msgid, m.correlid, m.body
-        parts.append(mid if len(mid) == _ID_LEN else _id24(mid))
-        parts.append(cid if len(cid) == _ID_LEN else _id24(cid))
-        parts.append(body if isinstance(body, bytes) else bytes(body))
+        parts.append(_id24(mid))
+        parts.append(_id24(cid))
+        parts.append(body if type(body) is bytes else bytes(body))
         if counted is not None:
             n = counted(m.msgid)
             if n:

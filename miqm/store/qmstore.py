@@ -1315,6 +1315,34 @@ class QueueManagerStore:
             raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
         return Message(body, mid, cid, prio, pers, _dt.datetime.fromtimestamp(t, _dt.UTC))
 
+    def _read_many(self, q: LocalQueue, picked: list[tuple[int, int, int]]) -> list[Message]:
+        """:meth:`_read` of each (key, priority, index) in ``picked``; the ones only in
+        the queue file read together (QueueFile.read_many)."""
+        out: list[Message | None] = []
+        places: list[tuple[int, int]] = []
+        at: list[int] = []
+        for k, p, i in picked:
+            m = q.mem.get(k)
+            if m is None and q.in_flight is not None:
+                m = q.in_flight.get(k)
+            if m is not None:
+                out.append(Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
+                                   _dt.datetime.fromtimestamp(m.put_time, _dt.UTC)))
+                continue
+            at.append(len(out))
+            out.append(None)
+            places.append((q.index.blocks[p][i], q.index.lens[p][i]))
+        if places:
+            assert q.file is not None
+            try:
+                records = q.file.read_many(places)
+            except LockFsError as exc:
+                raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
+            for slot, (_k, prio, pers, t, mid, cid, body) in zip(at, records, strict=True):
+                out[slot] = Message(body, mid, cid, prio, pers,
+                                    _dt.datetime.fromtimestamp(t, _dt.UTC))
+        return out  # type: ignore[return-value]
+
     def get(self, queue: str, *, msgid: bytes | None = None, correlid: bytes | None = None,
             wait: float = 0.0, browse: bool = False,
             uow: UnitOfWork | None = None) -> Message | None:
@@ -1393,6 +1421,10 @@ class QueueManagerStore:
             now = self._wallclock()
             idx = q.index
             locked, uncommitted = q.locked, q.uncommitted
+            # choose first, then read them all (one read per run of records in the queue
+            # file), then take them: a bad record fails the batch before any is taken
+            picked: list[tuple[int, int, int]] = []
+            room = limit - len(uow.ops)
             for p in range(9, -1, -1):
                 ks, bl = idx.keys[p], idx.blocks[p]
                 for i in range(idx.head[p], len(ks)):
@@ -1401,22 +1433,23 @@ class QueueManagerStore:
                     k = ks[i]
                     if k in locked or k in uncommitted:
                         continue
-                    if len(uow.ops) >= limit:
-                        if out:
+                    if len(picked) >= room:
+                        if picked:
                             break
                         raise MessagingError("MAXUMSGS reached for this unit of work "
                                              "(MQRC 2024)", mqrc=MQRC_SYNCPOINT_LIMIT_REACHED)
-                    msg = self._read(q, k, p, i)
-                    if msg.persistent:
-                        self._append(R.encode_get(uow.txid, queue, k), uow)
-                    locked[k] = uow.txid
-                    uow.ops.append(("G", queue, k, msg.persistent))
-                    q.stats.got(now, msg.put_time.timestamp())
-                    out.append(msg)
-                    if len(out) >= n:
+                    picked.append((k, p, i))
+                    if len(picked) >= n:
                         break
-                if len(out) >= n or (out and len(uow.ops) >= limit):
+                if len(picked) >= n or (picked and len(picked) >= room):
                     break
+            for (k, _p, _i), msg in zip(picked, self._read_many(q, picked), strict=True):
+                if msg.persistent:
+                    self._append(R.encode_get(uow.txid, queue, k), uow)
+                locked[k] = uow.txid
+                uow.ops.append(("G", queue, k, msg.persistent))
+                q.stats.got(now, msg.put_time.timestamp())
+                out.append(msg)
             if out:
                 self._after_op()
         return out

@@ -597,3 +597,58 @@ def test_a_unit_begun_late_in_an_extent_is_rolled_back_before_the_log_fills(
     assert e.value.mqrc == 2003
     assert any(a == "AMQ7469" for a, _ in lines)
     store.close()
+
+
+def test_get_many_reads_runs_of_file_records_and_checks_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockfs.posix import PosixFile
+
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=10000)
+    bodies = [b"%d-" % i + b"y" * (i * 37 % 3000) for i in range(120)]
+    bodies.append(b"z" * (1 << 20))  # past a run's size: read on its own
+    bodies.append(b"tail")
+    mids = [s.put("Q", b, correlid=b"c" if len(b) % 2 else None) for b in bodies]
+    s.checkpoint()
+    # gaps: every fifth message gone, its blocks free between the others
+    for mid in mids[::5]:
+        assert s.get("Q", msgid=mid) is not None
+    s.checkpoint()
+    assert not s.state.queues["Q"].mem  # every body is in the queue file now
+    want = [b for i, b in enumerate(bodies) if i % 5]
+    reads: list[int] = []
+    real = PosixFile.pread
+
+    def counted(self: PosixFile, n: int, offset: int) -> bytes:
+        if "/queues/" in self.path:
+            reads.append(n)
+        return real(self, n, offset)
+
+    monkeypatch.setattr(PosixFile, "pread", counted)
+    got: list[bytes] = []
+    uow = s.begin()
+    while batch := s.get_many("Q", 64, uow):
+        got.extend(m.body for m in batch)
+        assert all(m.persistent for m in batch)
+    s.commit(uow)
+    assert got == want
+    assert len(reads) <= 8  # 97 records: a few runs, not one read each
+    # a damaged record in the middle of a run fails the batch, and takes none of it
+    monkeypatch.setattr(PosixFile, "pread", real)
+    for b in bodies[:10]:
+        s.put("Q", b)
+    s.checkpoint()
+    q = s.state.queues["Q"]
+    p = next(p for p in range(10) if q.index.keys[p] and q.index.head[p] < len(q.index.keys[p]))
+    block = q.index.blocks[p][q.index.head[p] + 4]
+    path = tmp_path / "queues/Q/q"
+    raw = bytearray(path.read_bytes())
+    at = q.file.fmt.offset(block) + q.file.fmt.fixed + 2
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    uow = s.begin()
+    with pytest.raises(StoreError, match=r"queues/Q/q is corrupt"):
+        s.get_many("Q", 64, uow)
+    assert not uow.ops and not q.locked
+    s.backout(uow)
