@@ -48,6 +48,11 @@ from miqm.net.protocol import (
 #: Ops a reconnecting client resends after a failover: they read state and change
 #: nothing, so a second execution cannot differ from the first.
 RETRY_SAFE_OPS = frozenset({"hello", "ping", "status", "logger_dump", "in_doubt"})
+#: the ops a ``syncpoint`` field puts under a unit of work
+_UOW_OPS = frozenset({"put", "get"})
+#: what _read_one returns for a frame it queued (a push) or settled (a pipelined reply)
+_PUSHED: dict[str, Any] = {"_push": True}
+_SETTLED: dict[str, Any] = {"_settled": True}
 
 _CONNAME_RE = re.compile(r"^\s*([^()\s,]+)\s*\(\s*(\d{1,5})\s*\)\s*$")
 
@@ -405,7 +410,7 @@ class Connection:
         sub = frame.get("push")
         if sub is not None:
             self._pushes.setdefault(int(sub), deque()).append(frame)
-            return {"_push": True}
+            return _PUSHED
         rid = frame.get("id")
         if not isinstance(rid, int):
             return frame
@@ -424,13 +429,13 @@ class Connection:
                 self.async_error = (op, frame)
             if callback is not None:
                 callback(frame)
-            return {"_settled": True}
+            return _SETTLED
         return frame
 
     def _await(self, rid: int) -> dict[str, Any]:
         while True:
             frame = self._read_one()
-            if "_push" in frame or "_settled" in frame:
+            if frame is _PUSHED or frame is _SETTLED:
                 continue
             if frame.get("id") not in (None, rid):
                 raise NetError("a reply did not match its request",
@@ -451,7 +456,8 @@ class Connection:
 
     def _roundtrip(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         assert self._sock is not None
-        self._deadline(self.call_timeout + wait)
+        if self._deadline_now != self.call_timeout + wait:
+            self._deadline(self.call_timeout + wait)
         self._write(request, True)
         return self._await(request["id"])
 
@@ -475,8 +481,9 @@ class Connection:
         """Pipeline ``op`` (no wait for its reply; see the class docstring);
         ``on_reply(reply)`` runs when its reply is read. Unless ``flush``, the request
         may wait in the send buffer until the next call that needs a reply."""
-        syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
-        self._before(op, syncpoint)
+        syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
+        if self._uow_lost or self._sock is None or op == "backout":
+            self._before(op, syncpoint)
         rid = next(self._ids)
         # a put under syncpoint is answered only if it fails (where the listener can):
         # the unit's commit or backout, which always has a reply, settles it. Not an ack,
@@ -531,8 +538,9 @@ class Connection:
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
-        syncpoint = bool(fields.get("syncpoint")) and op in ("put", "get")
-        self._before(op, syncpoint)
+        syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
+        if self._uow_lost or self._sock is None or op == "backout":
+            self._before(op, syncpoint)
         request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
         try:
@@ -571,11 +579,11 @@ class Connection:
                 frame = self._read_one()
             except READ_TIMEOUT:
                 return None
-            if "_push" in frame:
+            if frame is _PUSHED:
                 queue = self._pushes.get(sub)
                 if queue:
                     return queue.popleft()
-            elif "_settled" not in frame:
+            elif frame is not _SETTLED:
                 raise NetError("an unexpected reply arrived", mqrc=MQRC_CONNECTION_BROKEN)
 
     def close(self) -> None:

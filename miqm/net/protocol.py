@@ -141,17 +141,18 @@ def encode(obj: dict[str, Any], body: bytes | bytearray | memoryview | None = No
             obj["_b"] = 1
             body = raw
     header = _dumps(obj).encode("utf-8")
+    hlen = len(header)
     blen = 0 if body is None else len(body)
-    total = 4 + len(header) + blen
+    total = 4 + hlen + blen
     if total > MAX_FRAME:
         raise ProtocolError(f"a frame of {total} bytes exceeds the {MAX_FRAME} limit",
                             mqrc=MQRC_DATA_LENGTH_ERROR)
-    if len(header) > MAX_HEADER:
-        raise ProtocolError(f"a frame header of {len(header)} bytes exceeds the "
+    if hlen > MAX_HEADER:
+        raise ProtocolError(f"a frame header of {hlen} bytes exceeds the "
                             f"{MAX_HEADER} limit", mqrc=MQRC_DATA_LENGTH_ERROR)
     if not blen:
-        return _HDR.pack(total, len(header)) + header
-    return b"".join((_HDR.pack(total, len(header)), header, body))  # type: ignore[arg-type]
+        return _HDR.pack(total, hlen) + header
+    return b"".join((_HDR.pack(total, hlen), header, body))  # type: ignore[arg-type]
 
 
 def decode_header(header: bytes | memoryview) -> dict[str, Any]:
@@ -240,26 +241,35 @@ class FrameReader:
     def read(self) -> dict[str, Any]:
         """The next frame; PeerClosed at a clean end of stream, ProtocolError on garbage
         (OldProtocol for a version 1 frame, with the stream still in step)."""
-        self._fill(4, True)
-        (length,) = _LEN.unpack_from(self._buf, self._pos)
+        # every request and reply passes here: the checks a frame already buffered needs
+        # come first, inline, and _fill only when more must be read
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            self._fill(4, True)
+            buf, pos = self._buf, self._pos
+        (length,) = _LEN.unpack_from(buf, pos)
         if length > self.max_frame:
             raise ProtocolError(f"the peer announced a frame of {length} bytes (limit "
                                 f"{self.max_frame})", mqrc=MQRC_DATA_LENGTH_ERROR)
-        self._fill(4 + length, False)
-        start = self._pos + 4
-        self._pos = start + length
-        if length and self._buf[start] == 0x7B:  # "{"
+        if len(buf) - pos < 4 + length:
+            self._fill(4 + length, False)
+            buf, pos = self._buf, self._pos
+        start = pos + 4
+        end = start + length
+        self._pos = end
+        if length and buf[start] == 0x7B:  # "{"
             raise OldProtocol("the peer speaks protocol version 1 (JSON frames)")
         if length < 4:
             raise ProtocolError("a frame is shorter than its header length")
-        (hlen,) = _LEN.unpack_from(self._buf, start)
+        (hlen,) = _LEN.unpack_from(buf, start)
         if hlen > length - 4:
             raise ProtocolError("a frame header is longer than its frame")
-        obj = decode_header(memoryview(self._buf)[start + 4:start + 4 + hlen])
-        if obj.pop("_b", None) or length > 4 + hlen:
-            obj["body"] = bytes(self._buf[start + 4 + hlen:start + length])
-        if self._pos == len(self._buf):
-            self._buf.clear()
+        body_at = start + 4 + hlen
+        obj = decode_header(memoryview(buf)[start + 4:body_at])
+        if obj.pop("_b", None) or end > body_at:
+            obj["body"] = bytes(buf[body_at:end])
+        if end == len(buf):
+            buf.clear()
             self._pos = 0
         return obj
 
