@@ -24,6 +24,7 @@ import datetime as _dt
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from queue import SimpleQueue
 from typing import Any
 
 from miqm.errors import MiqmError
@@ -33,6 +34,9 @@ from miqm.net.protocol import MQRC_UNEXPECTED_ERROR, PACKED_ENTRY, b64
 BATCH_MAX = 64
 #: How long one wait for a message lasts before the thread checks for a stop.
 WAIT_SLICE = 0.5
+#: Threads per stream that commit its acknowledged batches (each commit waits for a log
+#: force, which the commits of other batches and streams share).
+COMMITTERS = 2
 
 
 class BackoutCounts:
@@ -172,6 +176,10 @@ class Subscription:
         self._batches: dict[int, tuple[Any, list[bytes]]] = {}
         self._next_batch = 1
         self._stopped = False
+        # acknowledged batches waiting to be committed, and the threads committing them
+        self._to_commit: SimpleQueue[tuple[int, Any, list[bytes]] | None] = (
+            SimpleQueue())
+        self._committers: list[threading.Thread] = []
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"miqm-consume-{session.id}-{sub_id}")
 
@@ -263,9 +271,22 @@ class Subscription:
             self._outstanding -= len(msgids)
             self._cond.notify_all()
         # the commit waits for a log force: off the session thread, so the next ack is
-        # read at once and commits of several batches share forces
-        threading.Thread(target=self._commit, args=(batch, uow, msgids), daemon=True,
-                         name=f"miqm-commit-{self.session.id}-{self.id}").start()
+        # read at once and commits of several batches share forces. A few threads kept
+        # for the stream take them in turn (starting a thread per batch cost the server
+        # about 1.5 µs of CPU per message)
+        self._to_commit.put((batch, uow, msgids))
+        with self._cond:
+            if len(self._committers) < COMMITTERS and not self._stopped:
+                t = threading.Thread(target=self._commit_loop, daemon=True,
+                                     name=f"miqm-commit-{self.session.id}-{self.id}")
+                self._committers.append(t)
+                t.start()
+
+    def _commit_loop(self) -> None:
+        """A committer: commit acknowledged batches until stop() says there are no more
+        (its None comes after every batch acknowledged before it)."""
+        while (item := self._to_commit.get()) is not None:
+            self._commit(*item)
 
     def _commit(self, batch: int, uow: Any, msgids: list[bytes]) -> None:
         """Commit an acknowledged batch, then tell the client it is durable (until then
@@ -294,6 +315,9 @@ class Subscription:
             self._stopped = True
             batches, self._batches = self._batches, {}
             self._cond.notify_all()
+            for _ in self._committers:  # after the batches already acknowledged
+                self._to_commit.put(None)
+            self._committers = []
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(WAIT_SLICE * 4)
         with self._cond:  # a batch the thread added while stopping

@@ -115,6 +115,10 @@ def test_streaming_consumer_delivers_everything_once_and_close_returns_the_rest(
     service = served.listener.handler.__self__
     wait_until(lambda: service.messages_got == 600,
                f"messages_got == 600 (it is {service.messages_got})", 10)
+    # the threads that committed the streams' batches ended with the streams
+    wait_until(lambda: not [t for t in threading.enumerate()
+                            if t.name.startswith("miqm-commit")],
+               "no committer thread left", 10)
 
 
 def test_consumer_resumes_when_its_listener_is_replaced(served) -> None:
