@@ -456,8 +456,7 @@ class Connection:
 
     def _roundtrip(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
         assert self._sock is not None
-        if self._deadline_now != self.call_timeout + wait:
-            self._deadline(self.call_timeout + wait)
+        self._deadline(self.call_timeout + wait)
         self._write(request, True)
         return self._await(request["id"])
 

@@ -380,10 +380,8 @@ class Listener:
                         reply["features"] = list(FEATURES)
             else:
                 reply = self._dispatch(request, session)
-            data: bytes | None
-            if request.get("async") == 2 and reply.get("ok") is True:
-                data = None  # a quiet pipelined request: only a failure is answered
-            else:
+            # a quiet pipelined request ("async": 2) is answered only if it failed
+            if not (request.get("async") == 2 and reply.get("ok") is True):
                 if "id" in request:
                     reply["id"] = request["id"]
                 try:

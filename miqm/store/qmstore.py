@@ -112,6 +112,24 @@ class Message:
     put_time: _dt.datetime
 
 
+def _memory_message(q: LocalQueue, key: int) -> Message | None:
+    """Message ``key`` of ``q`` from memory (its body not yet, or still, in flight to the
+    queue file); None if only the queue file has it."""
+    m = q.mem.get(key)
+    if m is None and q.in_flight is not None:
+        m = q.in_flight.get(key)
+    if m is None:
+        return None
+    return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
+                   _dt.datetime.fromtimestamp(m.put_time, _dt.UTC))
+
+
+def _record_message(rec: tuple[int, int, bool, float, bytes, bytes, bytes]) -> Message:
+    """A message from a queue-file record (QueueFile.read)."""
+    _key, prio, pers, t, mid, cid, body = rec
+    return Message(body, mid, cid, prio, pers, _dt.datetime.fromtimestamp(t, _dt.UTC))
+
+
 # an open opens this many queue files or more side by side (``Volume.concurrent_opens``)
 _PARALLEL_OPEN_MIN = 4
 
@@ -1301,19 +1319,15 @@ class QueueManagerStore:
         return None
 
     def _read(self, q: LocalQueue, key: int, p: int, i: int) -> Message:
-        m = q.mem.get(key)
-        if m is None and q.in_flight is not None:
-            m = q.in_flight.get(key)
-        if m is not None:
-            return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
-                           _dt.datetime.fromtimestamp(m.put_time, _dt.UTC))
+        msg = _memory_message(q, key)
+        if msg is not None:
+            return msg
         assert q.file is not None
         try:
-            _k, prio, pers, t, mid, cid, body = q.file.read(q.index.blocks[p][i],
-                                                            q.index.lens[p][i])
+            rec = q.file.read(q.index.blocks[p][i], q.index.lens[p][i])
         except LockFsError as exc:
             raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
-        return Message(body, mid, cid, prio, pers, _dt.datetime.fromtimestamp(t, _dt.UTC))
+        return _record_message(rec)
 
     def _read_many(self, q: LocalQueue, picked: list[tuple[int, int, int]]) -> list[Message]:
         """:meth:`_read` of each (key, priority, index) in ``picked``; the ones only in
@@ -1322,25 +1336,19 @@ class QueueManagerStore:
         places: list[tuple[int, int]] = []
         at: list[int] = []
         for k, p, i in picked:
-            m = q.mem.get(k)
-            if m is None and q.in_flight is not None:
-                m = q.in_flight.get(k)
-            if m is not None:
-                out.append(Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
-                                   _dt.datetime.fromtimestamp(m.put_time, _dt.UTC)))
-                continue
-            at.append(len(out))
-            out.append(None)
-            places.append((q.index.blocks[p][i], q.index.lens[p][i]))
+            msg = _memory_message(q, k)
+            if msg is None:
+                at.append(len(out))
+                places.append((q.index.blocks[p][i], q.index.lens[p][i]))
+            out.append(msg)
         if places:
             assert q.file is not None
             try:
                 records = q.file.read_many(places)
             except LockFsError as exc:
                 raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
-            for slot, (_k, prio, pers, t, mid, cid, body) in zip(at, records, strict=True):
-                out[slot] = Message(body, mid, cid, prio, pers,
-                                    _dt.datetime.fromtimestamp(t, _dt.UTC))
+            for slot, rec in zip(at, records, strict=True):
+                out[slot] = _record_message(rec)
         return out  # type: ignore[return-value]
 
     def get(self, queue: str, *, msgid: bytes | None = None, correlid: bytes | None = None,

@@ -358,19 +358,8 @@ class QueueFile:
         """(key, priority, persistent, put_time, msgid, correlid, body) of the record at
         ``block`` whose index length is ``stored``."""
         assert self.f is not None
-        fmt = self.fmt
-        data = self.f.pread(fmt.fixed + stored, fmt.offset(block))
-        fields = fmt.head.unpack_from(data, 0) if len(data) >= fmt.head.size else None
-        if (fields is None or fields[0] != fmt.magic or fields[5] != stored
-                or len(data) != fmt.fixed + stored
-                or crc32c(data[fmt.del_at + _DEL.size:],
-                          crc32c(data[8:fmt.del_at])) != fields[1]):
-            raise StoreError(
-                f"queue file {self.volume.describe()}/{self.path} is corrupt at offset "
-                f"{fmt.offset(block)} (restore it with rcrmqobj)")
-        msgid, correlid, body_at = fmt.split(data, 0, fields)
-        return (fields[2], fields[6], bool(fields[7] & FLAG_PERSISTENT), fields[9], msgid,
-                correlid, data[body_at:])
+        return self._parse(self.f.pread(self.fmt.fixed + stored, self.fmt.offset(block)),
+                           0, block, stored)
 
     def read_many(self, places: list[tuple[int, int]]
                   ) -> list[tuple[int, int, bool, float, bytes, bytes, bytes]]:
@@ -407,8 +396,8 @@ class QueueFile:
 
     def _parse(self, data: bytes, at: int, block: int, stored: int
                ) -> tuple[int, int, bool, float, bytes, bytes, bytes]:
-        """The record at ``data[at:]`` (the one at ``block``), checked as :meth:`read`
-        checks it."""
+        """The record at ``data[at:]`` (the one at ``block``, ``stored`` long): its
+        magic, length and CRC checked (StoreError naming the offset if one is wrong)."""
         fmt = self.fmt
         size = fmt.fixed + stored
         fields = (fmt.head.unpack_from(data, at) if len(data) - at >= fmt.head.size
