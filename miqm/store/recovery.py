@@ -248,6 +248,7 @@ class StoreState:
 
 
 _ZERO24 = bytes(24)
+_ZERO8 = bytes(8)
 
 
 
@@ -267,7 +268,12 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
     def forget() -> None:
         found.clear()
 
-    def redo(payload: bytes, lsn: int) -> bool:
+    uows = state.uows
+
+    def redo(payload: bytes, lsn: int, committed: bool = False) -> bool:
+        """``committed``: the unit's COMMIT follows this put at once and the unit has
+        nothing else (the caller checked): the put is redone as committed, without a
+        unit of work to make and end (most of a busy log is such units)."""
         n = payload[9] | (payload[10] << 8)
         layout = layouts.get(n) or R.put_layout(n)
         _t, txid, _n, raw_name, key, prio, t, msgid, correlid, blen = \
@@ -280,7 +286,11 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
                 return False
             hit = found[raw_name] = (name, q0)
         name, q = hit
-        if txid:
+        if committed:
+            if txid >= uows.next_txid:
+                uows.next_txid = txid + 1  # never handed out again
+            txid = 0
+        elif txid:
             u = state.last_uow
             if u is None or u.txid != txid:
                 u = state.last_uow = state.uows.get_or_make(txid)
@@ -336,14 +346,27 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
     # rescan them all again and again (a quarter of the time) while finding nothing.
     collecting = gc.isenabled()
     gc.disable()
+    units = state.uows.units
     try:
         for batch in batches:
             n += len(batch)
-            for lsn, _gen, payload, _next in batch:
+            i, count = 0, len(batch)
+            while i < count:
+                lsn, _gen, payload, _next = batch[i]
+                i += 1
                 kind = payload[0]
                 if kind == put and lsn >= first_redo:
+                    # a unit of one put, its COMMIT next (MQPUT under syncpoint, MQCMIT)
+                    fused = False
+                    if i < count:
+                        after = batch[i][2]
+                        if after[0] == commit and len(after) == 9 and \
+                                after[1:9] == payload[1:9] and after[1:9] != _ZERO8 and \
+                                int.from_bytes(after[1:9], "little") not in units:
+                            fused = True
                     try:
-                        if redo_put(payload, lsn):
+                        if redo_put(payload, lsn, fused):
+                            i += fused  # its COMMIT is applied with it
                             continue
                     except (IndexError, ValueError, UnicodeDecodeError, struct.error):
                         pass  # the general decoder reports it properly
