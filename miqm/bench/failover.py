@@ -373,8 +373,9 @@ def served_line(end: dict[str, Any]) -> str:
         return ""
     phases = " ".join(f"{k} {v:.3f}" for k, v in (end.get("phases") or {}).items())
     loaded = {k: v for k, v in (end.get("queues") or {}).items() if v}
+    checkpoint = f"; checkpoint {end['checkpoint']}" if end.get("checkpoint") else ""
     return (f" (lock to serving {end['recovery_s']:.3f}s"
-            + (f": {phases}" if phases else "") + f"; queues {loaded})")
+            + (f": {phases}" if phases else "") + f"; queues {loaded}{checkpoint})")
 
 
 def backlog_row(depth: int, queues: int, took: list[float], first: float | None,

@@ -612,7 +612,9 @@ class Controller:
             self.store = QueueManagerStore.open(
                 self.data, self.log_volume, self.qmgr, self.cfg.log, self.cfg.tuning,
                 generation=generation, write_guard=self.ownership.guard, errlog=errlog,
-                on_event=lambda name, **f: self.event(name, **f), index_cache=cache)
+                on_event=lambda name, **f: self.event(name, **f), index_cache=cache,
+                # a takeover serves first; its checkpoint follows a moment later
+                defer_checkpoint=failover_from is not None)
         except MiqmError as exc:
             if failover_from is not None and _no_space(exc):
                 raise _NoSpace(exc) from exc  # the standby waits for space (_take_over)
@@ -663,6 +665,9 @@ class Controller:
                        phases={"lock": round(opening - started, 4),
                                "open": round(opened - opening, 4),
                                "serve": round(now - opened, 4)},
+                       # the open's checkpoint: "taken" within it, or "deferred" to the
+                       # checkpoint thread a moment after serving began
+                       checkpoint=rs.get("checkpoint"),
                        queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
                                                   "delta_queues", "second_delta_queues",
                                                   "scanned_queues", "catalog_queues",

@@ -62,8 +62,17 @@ _WRITE_BACK_STEP = 1 << 20
 _PARALLEL_MIN = 16
 _PARALLEL_FILES = 32
 # after a takeover, the checkpoint that writes the deep queues' indexes the open deferred
-# waits this long (the checkpoint thread looks at least once a second)
+# (or the whole checkpoint a takeover's open leaves to the thread) waits this long (the
+# checkpoint thread looks at least once a second)
 _INDEX_DELAY = 1.0
+# a takeover's open leaves its checkpoint to the checkpoint thread only while the log is
+# less full than this (else the room the checkpoint frees is wanted at once) ...
+_DEFER_LOG_USAGE = 0.5
+# ... and once this many bytes could be written to the data volume (a probe file, never
+# synced, removed at once): a full filesystem fails the open as before, and the standby
+# stays the standby until space returns
+SPACE_PROBE = "amqalspc.tmp"
+_SPACE_PROBE_BYTES = 256 << 10
 # queue definitions (DEFINE, ALTER, DELETE) are cheap to log and dear to replay (a JSON
 # record each, then a catalog to write): after this many since the last checkpoint, one
 # follows once they pause for _DEFINITION_PAUSE seconds, or _DEFINITION_WAIT after the
@@ -303,10 +312,15 @@ class QueueManagerStore:
              wallclock: Callable[[], float] = time.time,
              background: bool = True,
              recovery_log: Any = None,
-             index_cache: qindex.IndexCache | None = None) -> QueueManagerStore:
+             index_cache: qindex.IndexCache | None = None,
+             defer_checkpoint: bool = False) -> QueueManagerStore:
         """Open the store: restart recovery, then a checkpoint.
 
         ``index_cache``: index files a standby read ahead (used where still current).
+        ``defer_checkpoint`` (a takeover): the checkpoint is left to the checkpoint
+        thread, a moment later, when the log has room and the data volume can be
+        written (:meth:`_may_defer_checkpoint`); ``recovery_stats["checkpoint"]`` says
+        which ("deferred" or "taken").
 
         ``recovery_log`` substitutes an already-open log (tests); ``background`` starts
         the thread that takes CheckPointWaitLen checkpoints.
@@ -329,9 +343,16 @@ class QueueManagerStore:
         try:
             store._index_cache = index_cache
             store._recover(info)
-            store._opening = True
-            store.checkpoint()
-            store._opening = False
+            # Deferring changes nothing recovery relies on: the undo of units in flight
+            # is already in the log (CLRs, BACKOUT, forced), and until a checkpoint
+            # completes a crash replays from the same restart point as this open did,
+            # through what this instance logs after it.
+            deferred = defer_checkpoint and background and store._may_defer_checkpoint()
+            store.recovery_stats["checkpoint"] = "deferred" if deferred else "taken"
+            if not deferred:
+                store._opening = True
+                store.checkpoint()
+                store._opening = False
         except BaseException:
             try:
                 recovery_log.close()
@@ -343,11 +364,30 @@ class QueueManagerStore:
             store._cp_thread = threading.Thread(target=store._cp_loop, name="checkpoint",
                                                 daemon=True)
             store._cp_thread.start()
-            if store._index_later:
-                # the deferred indexes: a checkpoint in the background, a moment after the
-                # takeover (not competing with its first requests for the disk and the lock)
+            if store._index_later or deferred:
+                # the deferred indexes (or the whole checkpoint): in the background, a
+                # moment after the takeover (not competing with its first requests for the
+                # disk and the lock)
                 store._index_due = clock() + _INDEX_DELAY
         return store
+
+    def _may_defer_checkpoint(self) -> bool:
+        """Whether the open may leave its checkpoint to the checkpoint thread: the log
+        is less than half full, and the data volume takes a write (a full filesystem
+        then fails the open's own checkpoint, which a standby treats as "wait for
+        space"; one that fills in the next second stops the active as any failed
+        checkpoint does)."""
+        if self._failed is not None or self._log_usage() >= _DEFER_LOG_USAGE:
+            return False
+        try:
+            try:
+                with self.data.open(SPACE_PROBE, create=True) as f:
+                    f.pwrite(bytes(_SPACE_PROBE_BYTES), 0)
+            finally:
+                self.data.unlink(SPACE_PROBE)
+        except LockFsError:
+            return False
+        return True
 
     def close(self) -> None:
         """Shutdown checkpoint, then close the log and the queue files."""
@@ -851,7 +891,9 @@ class QueueManagerStore:
         keep_thread_cpus()  # its encoding runs without the GIL: beside the producers
         tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
         while not self._stop.is_set():
-            due = self._definitions_due  # read without the lock: a hint for the wait
+            # read without the lock: hints for the wait (the first due of the two)
+            due = min((d for d in (self._definitions_due, self._index_due) if d is not None),
+                      default=None)
             self._cp_kick.wait(tick if due is None else
                                min(tick, max(0.0, due - self._clock())))
             self._cp_kick.clear()

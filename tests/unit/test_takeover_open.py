@@ -1,0 +1,172 @@
+"""A takeover's open (issue 22): it serves before its checkpoint, which the checkpoint
+thread takes a moment later, and a crash in between loses nothing; the log has room
+and the data volume takes a write first, else the open checkpoints as before; replay
+redoes a unit of one put and its COMMIT as one committed put. Real log and data
+directories."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.store import checkpoint as ckpt
+from miqm.store import qmstore
+from miqm.store.qmstore import QueueManagerStore
+from miqm.store.settings import LogSettings, StoreTuning
+from tests.waiting import wait_until
+
+SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
+
+
+def _create(root: Path) -> None:
+    (root / "data").mkdir(parents=True)
+    (root / "log").mkdir()
+    QueueManagerStore.create(PosixVolume(str(root / "data")), PosixVolume(str(root / "log")),
+                             "QM", SETTINGS)
+
+
+def _open(root: Path, generation: int, *, background: bool = False,
+          defer: bool = False) -> QueueManagerStore:
+    return QueueManagerStore.open(
+        PosixVolume(str(root / "data")), PosixVolume(str(root / "log")), "QM", SETTINGS,
+        StoreTuning(checkpoint_log_recd_max=1_000_000), generation=generation,
+        background=background, defer_checkpoint=defer)
+
+
+def _crash(store: QueueManagerStore) -> None:
+    """kill -9 as far as the files are concerned: the log forced to its end, no
+    shutdown checkpoint, and the checkpoint thread (if any) stopped before it takes one."""
+    store.log.force(store.log.end_lsn())
+    store._stop.set()
+    store._cp_kick.set()
+    if store._cp_thread is not None:
+        store._cp_thread.join(10)
+    store._closed = True
+    store._close_files()
+
+
+def _checkpoint_seq(root: Path) -> int:
+    return ckpt.read(PosixVolume(str(root / "data"))).seq
+
+
+def _drain(store: QueueManagerStore, queue: str = "Q") -> list[bytes]:
+    out = []
+    while (m := store.get(queue)) is not None:
+        out.append(m.body)
+    return out
+
+
+def _committed(store: QueueManagerStore, bodies: list[bytes], queue: str = "Q") -> None:
+    for body in bodies:
+        uow = store.begin()
+        store.put(queue, body, persistent=True, uow=uow)
+        store.commit(uow)
+
+
+def test_a_takeover_serves_before_its_checkpoint_and_a_crash_then_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qmstore, "_INDEX_DELAY", 3600.0)  # the deferred one never comes
+    _create(tmp_path)
+    s1 = _open(tmp_path, 1)
+    s1.define_queue("Q", MAXDEPTH=1000)
+    bodies = [b"m%02d" % i for i in range(30)]
+    _committed(s1, bodies[:20])
+    s1.checkpoint()
+    _committed(s1, bodies[20:])  # in the log only
+    inflight = s1.begin()
+    assert s1.get("Q", uow=inflight).body == b"m00"  # locked, then backed out by restart
+    s1.put("Q", b"never", persistent=True, uow=inflight)
+    _crash(s1)
+    seq = _checkpoint_seq(tmp_path)
+
+    s2 = _open(tmp_path, 2, background=True, defer=True)
+    assert s2.recovery_stats["checkpoint"] == "deferred"
+    assert _checkpoint_seq(tmp_path) == seq  # serving, with no checkpoint written
+    assert not os.path.exists(tmp_path / "data" / qmstore.SPACE_PROBE)
+    again = s2.begin()
+    assert again.txid > inflight.txid  # a txid of the log is never handed out again
+    assert s2.get("Q", uow=again).body == b"m00"  # the backed-out get's message
+    s2.commit(again)
+    _committed(s2, [b"after"])
+    _crash(s2)  # before its checkpoint: the next open replays both instances' records
+
+    s3 = _open(tmp_path, 3)
+    assert s3.recovery_stats["checkpoint"] == "taken"
+    assert _drain(s3) == [*bodies[1:], b"after"]
+    s3.close()
+
+
+def test_the_deferred_checkpoint_is_taken_by_the_checkpoint_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qmstore, "_INDEX_DELAY", 0.05)
+    _create(tmp_path)
+    s1 = _open(tmp_path, 1)
+    s1.define_queue("Q")
+    _committed(s1, [b"a", b"b"])
+    _crash(s1)
+    seq = _checkpoint_seq(tmp_path)
+    s2 = _open(tmp_path, 2, background=True, defer=True)
+    assert s2.recovery_stats["checkpoint"] == "deferred"
+    wait_until(lambda: _checkpoint_seq(tmp_path) > seq, "the deferred checkpoint", 30)
+    _crash(s2)
+    s3 = _open(tmp_path, 3)
+    assert s3.recovery_stats["records"] <= 2  # replayed from the deferred checkpoint on
+    assert _drain(s3) == [b"a", b"b"]
+    s3.close()
+
+
+def test_the_open_checkpoints_itself_when_the_log_is_full_or_the_volume_refuses_a_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _create(tmp_path)
+    s = _open(tmp_path, 1)
+    s.define_queue("Q")
+    _committed(s, [b"a"])
+    _crash(s)
+    seq = _checkpoint_seq(tmp_path)
+    monkeypatch.setattr(qmstore, "_DEFER_LOG_USAGE", 0.0)  # "the log is half full"
+    s = _open(tmp_path, 2, background=True, defer=True)
+    assert s.recovery_stats["checkpoint"] == "taken" and _checkpoint_seq(tmp_path) > seq
+    _crash(s)
+    monkeypatch.undo()
+    # the probe cannot be written (its directory does not exist): as on a full volume
+    monkeypatch.setattr(qmstore, "SPACE_PROBE", "no-such-directory/probe")
+    seq = _checkpoint_seq(tmp_path)
+    s = _open(tmp_path, 3, background=True, defer=True)
+    assert s.recovery_stats["checkpoint"] == "taken" and _checkpoint_seq(tmp_path) > seq
+    s.close()
+    s = _open(tmp_path, 4, background=False, defer=True)  # no thread to take it later
+    assert s.recovery_stats["checkpoint"] == "taken"
+    assert _drain(s) == [b"a"]
+    s.close()
+
+
+def test_replay_redoes_one_put_units_as_committed_and_the_rest_as_before(
+        tmp_path: Path) -> None:
+    _create(tmp_path)
+    s = _open(tmp_path, 1)
+    s.define_queue("Q", MAXDEPTH=1000)
+    s.define_queue("R")
+    s.checkpoint()
+    inflight = s.begin()  # the lowest txid; its record comes last
+    _committed(s, [b"one%d" % i for i in range(50)])
+    two = s.begin()  # two puts, one COMMIT: not a unit of one put
+    s.put("Q", b"two-a", persistent=True, uow=two)
+    s.put("R", b"two-b", persistent=True, uow=two)
+    s.commit(two)
+    backed = s.begin()
+    s.put("Q", b"backed", persistent=True, uow=backed)
+    s.backout(backed)
+    last = s.begin()  # the highest txid, a unit of one put
+    s.put("Q", b"last", persistent=True, uow=last)
+    s.commit(last)
+    s.put("Q", b"inflight", persistent=True, uow=inflight)
+    _crash(s)
+    s = _open(tmp_path, 2)
+    assert s.recovery_stats["rolled_back"] == 1
+    assert s.begin().txid > last.txid  # never handed out again
+    assert _drain(s) == [b"one%d" % i for i in range(50)] + [b"two-a", b"last"]
+    assert _drain(s, "R") == [b"two-b"]
+    s.close()
