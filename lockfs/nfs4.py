@@ -188,6 +188,12 @@ class _NfsStat64(ctypes.Structure):
         "atime", "mtime", "ctime", "atime_nsec", "mtime_nsec", "ctime_nsec", "used")]
 
 
+class _NfsStatvfs64(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "bsize", "frsize", "blocks", "bfree", "bavail", "files", "ffree", "favail", "fsid",
+        "flag", "namemax")]
+
+
 class _Nfs4Flock(ctypes.Structure):
     _fields_ = [("l_type", ctypes.c_int), ("l_whence", ctypes.c_int),
                 ("l_pid", ctypes.c_uint32), ("l_start", ctypes.c_uint64),
@@ -353,6 +359,7 @@ def _libnfs() -> ctypes.CDLL:
             "nfs_fstat64": (i, [vp, vp, ctypes.POINTER(_NfsStat64)]),
             "nfs_ftruncate": (i, [vp, vp, u64]),
             "nfs_stat64": (i, [vp, cp, ctypes.POINTER(_NfsStat64)]),
+            "nfs_statvfs64": (i, [vp, cp, ctypes.POINTER(_NfsStatvfs64)]),
             "nfs_opendir": (i, [vp, cp, ctypes.POINTER(vp)]),
             "nfs_readdir": (ctypes.POINTER(_NfsDirent), [vp, vp]),
             "nfs_closedir": (None, [vp, vp]),
@@ -1235,6 +1242,16 @@ class Nfs4Volume(Volume):
         self._meta_call(f"stat {full}", full, "nfs_stat64", full.encode(), ctypes.byref(st))
         return FileStat(size=int(st.size), mtime=st.mtime + st.mtime_nsec / 1e9,
                         is_dir=stat_mod.S_ISDIR(st.mode))
+
+    def available_bytes(self) -> int | None:
+        full = self._p("")
+        st = _NfsStatvfs64()
+        try:  # the server's figures for the export (GETATTR space_avail)
+            self._meta_call(f"statvfs {full}", full, "nfs_statvfs64", full.encode(),
+                            ctypes.byref(st))
+        except LockFsError:
+            return None
+        return int(st.bavail) * int(st.frsize or st.bsize)
 
     def listdir(self, path: str = "") -> list[str]:
         full = self._p(path)

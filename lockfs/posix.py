@@ -199,6 +199,13 @@ class PosixVolume(Volume):
             raise BadLocation(f"path {path!r} escapes the volume {self.root}")
         return os.path.join(self.root, path) if path else self.root
 
+    def available_bytes(self) -> int | None:
+        try:
+            st = os.statvfs(self.root)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
+
     def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> VolumeFile:
         flags = os.O_RDWR | os.O_CLOEXEC
         if create:

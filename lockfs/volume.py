@@ -300,6 +300,11 @@ class Volume(ABC):
         if path:
             self.rmdir(path)
 
+    def available_bytes(self) -> int | None:
+        """Bytes an unprivileged writer could still write to the filesystem (statvfs
+        ``f_bavail * f_frsize``); ``None`` where the backend cannot tell."""
+        return None
+
     def reachability(self) -> Reachability:
         """The filesystem as this volume's metadata calls last found it: ``SUSPECT`` after
         a call stalled or the connection broke, until a later call succeeds; else ``OK``.

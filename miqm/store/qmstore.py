@@ -68,9 +68,12 @@ _INDEX_DELAY = 1.0
 # a takeover's open leaves its checkpoint to the checkpoint thread only while the log is
 # less full than this (else the room the checkpoint frees is wanted at once) ...
 _DEFER_LOG_USAGE = 0.5
-# ... and once this many bytes could be written to the data volume (a probe file, never
-# synced, removed at once): a full filesystem fails the open as before, and the standby
-# stays the standby until space returns
+# ... and while the data volume has room for what that checkpoint writes: at least this
+# many bytes, and twice the log the open replayed, free by statvfs (a full filesystem
+# then fails the open's own checkpoint, and the standby stays the standby until space
+# returns); a backend that cannot tell must take a probe write of _SPACE_PROBE_BYTES (a
+# file never synced, removed at once)
+_SPACE_MIN = 4 << 20
 SPACE_PROBE = "amqalspc.tmp"
 _SPACE_PROBE_BYTES = 256 << 10
 # queue definitions (DEFINE, ALTER, DELETE) are cheap to log and dear to replay (a JSON
@@ -257,6 +260,7 @@ class QueueManagerStore:
         self._index_later = False
         self._index_cache: qindex.IndexCache | None = None
         self._index_due: float | None = None  # when the checkpoint thread writes them
+        self._replayed_bytes = 0  # of log, by the open's restart
         self._definitions = 0  # since the last checkpoint began
         self._burst_began: float | None = None  # of definitions: see _DEFINITION_BURST
         self._definitions_due: float | None = None
@@ -373,12 +377,14 @@ class QueueManagerStore:
 
     def _may_defer_checkpoint(self) -> bool:
         """Whether the open may leave its checkpoint to the checkpoint thread: the log
-        is less than half full, and the data volume takes a write (a full filesystem
-        then fails the open's own checkpoint, which a standby treats as "wait for
-        space"; one that fills in the next second stops the active as any failed
-        checkpoint does)."""
+        is less than half full, and the data volume has room (a full filesystem then
+        fails the open's own checkpoint, which a standby treats as "wait for space"; one
+        that fills in the next second stops the active as any failed checkpoint does)."""
         if self._failed is not None or self._log_usage() >= _DEFER_LOG_USAGE:
             return False
+        free = self.data.available_bytes()
+        if free is not None:  # a statvfs: over NFS one call on a context already open
+            return free >= _SPACE_MIN + 2 * self._replayed_bytes
         try:
             try:
                 with self.data.open(SPACE_PROBE, create=True) as f:
@@ -463,6 +469,8 @@ class QueueManagerStore:
         t0 = time.perf_counter()
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
         stats["seconds"] = time.perf_counter() - t0
+        end = getattr(self.log, "end_lsn", None)
+        self._replayed_bytes = max(0, int(end()) - start) if callable(end) else 0
         stats.update(self._loads)
         if st.max_cp_seq > info.seq:
             # checkpoints after the completed one that never completed: what they wrote

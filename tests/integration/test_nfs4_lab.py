@@ -60,6 +60,12 @@ def test_volume_round_trip(nfs_lab: lab.NfsLab) -> None:
         vol.unlink("q/data2")  # already gone: no error
         vol.remove_tree("q")
         assert vol.listdir("") == []
+        # the server's free space for the export, as statvfs of the exported directory
+        # gives it (the two are read moments apart on a machine that writes meanwhile)
+        local = os.statvfs(nfs_lab.export_dir)
+        free = vol.available_bytes()
+        assert free is not None
+        assert abs(free - local.f_bavail * local.f_frsize) < 256 << 20
     finally:
         vol.close()
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lockfs.faults import FaultyVolume
 from lockfs.posix import PosixVolume
+from lockfs.volume import Volume
 from miqm.store import checkpoint as ckpt
 from miqm.store import qmstore
 from miqm.store.qmstore import QueueManagerStore
@@ -118,26 +120,41 @@ def test_the_deferred_checkpoint_is_taken_by_the_checkpoint_thread(
     s3.close()
 
 
-def test_the_open_checkpoints_itself_when_the_log_is_full_or_the_volume_refuses_a_write(
+def test_the_open_checkpoints_itself_when_the_log_is_full_or_the_volume_has_no_room(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _create(tmp_path)
     s = _open(tmp_path, 1)
     s.define_queue("Q")
     _committed(s, [b"a"])
     _crash(s)
-    seq = _checkpoint_seq(tmp_path)
-    monkeypatch.setattr(qmstore, "_DEFER_LOG_USAGE", 0.0)  # "the log is half full"
-    s = _open(tmp_path, 2, background=True, defer=True)
-    assert s.recovery_stats["checkpoint"] == "taken" and _checkpoint_seq(tmp_path) > seq
-    _crash(s)
-    monkeypatch.undo()
-    # the probe cannot be written (its directory does not exist): as on a full volume
-    monkeypatch.setattr(qmstore, "SPACE_PROBE", "no-such-directory/probe")
-    seq = _checkpoint_seq(tmp_path)
-    s = _open(tmp_path, 3, background=True, defer=True)
-    assert s.recovery_stats["checkpoint"] == "taken" and _checkpoint_seq(tmp_path) > seq
-    s.close()
-    s = _open(tmp_path, 4, background=False, defer=True)  # no thread to take it later
+
+    def reopen(generation: int, data: Volume | None = None) -> QueueManagerStore:
+        seq = _checkpoint_seq(tmp_path)
+        store = QueueManagerStore.open(
+            data or PosixVolume(str(tmp_path / "data")), PosixVolume(str(tmp_path / "log")),
+            "QM", SETTINGS, StoreTuning(), generation=generation, background=True,
+            defer_checkpoint=True)
+        taken = store.recovery_stats["checkpoint"] == "taken"
+        assert taken == (_checkpoint_seq(tmp_path) > seq)
+        _crash(store)
+        return store
+
+    with monkeypatch.context() as m:
+        m.setattr(qmstore, "_DEFER_LOG_USAGE", 0.0)  # "the log is half full"
+        assert reopen(2).recovery_stats["checkpoint"] == "taken"
+    with monkeypatch.context() as m:
+        m.setattr(qmstore, "_SPACE_MIN", 1 << 62)  # more than statvfs finds free
+        assert reopen(3).recovery_stats["checkpoint"] == "taken"
+    # a backend that cannot tell its free space: the probe write decides
+    unknown = FaultyVolume(PosixVolume(str(tmp_path / "data")), [])
+    assert unknown.available_bytes() is None
+    assert reopen(4, unknown).recovery_stats["checkpoint"] == "deferred"
+    assert not os.path.exists(tmp_path / "data" / qmstore.SPACE_PROBE)
+    with monkeypatch.context() as m:  # the probe cannot be written: its directory is gone
+        m.setattr(qmstore, "SPACE_PROBE", "no-such-directory/probe")
+        assert reopen(5, unknown).recovery_stats["checkpoint"] == "taken"
+    assert reopen(6).recovery_stats["checkpoint"] == "deferred"
+    s = _open(tmp_path, 7, background=False, defer=True)  # no thread to take it later
     assert s.recovery_stats["checkpoint"] == "taken"
     assert _drain(s) == [b"a"]
     s.close()
