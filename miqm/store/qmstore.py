@@ -507,14 +507,18 @@ class QueueManagerStore:
         self._loads["catalog_queues"] = len(dormant)
         names = sorted(info.queues.keys() - dormant.keys())
         opened: dict[str, tuple[QueueFile, bool, StoreError | None]] = {}
-        if len(names) >= _PARALLEL_OPEN_MIN and self.data.concurrent_opens:
+        # a queue with an index: its file's header and size read, the file opened at its
+        # first use (QueueFile.open_existing(later=True)); the rest are scanned now
+        to_scan = [name for name in names if not info.index_of(name)[0]]
+        if len(to_scan) >= _PARALLEL_OPEN_MIN and self.data.concurrent_opens:
             # side by side (over NFS an open is about a millisecond of round trips); only
             # this open touches these files, and each is loaded below as before
             def open_one(name: str) -> None:
                 opened[name] = self._open_queue_file(name, info.queues[name], info.seq)
 
             try:
-                self._each_file(open_one, names, _PARALLEL_OPEN_MIN, self.data.concurrent_opens)
+                self._each_file(open_one, to_scan, _PARALLEL_OPEN_MIN,
+                                self.data.concurrent_opens)
             except BaseException:
                 for qf, _exists, _error in opened.values():
                     qf.close()
@@ -553,7 +557,8 @@ class QueueManagerStore:
         when the checkpoint file names one (``idx_cp``, with the delta file of checkpoint
         ``dx_cp`` and the second delta file of ``d2_cp`` if not 0) and they check out,
         else from its queue file."""
-        qf, exists, error = opened or self._open_queue_file(name, qid, completed)
+        qf, exists, error = opened or self._open_queue_file(name, qid, completed,
+                                                            later=bool(idx_cp))
         if error is not None:
             self._damaged[name] = str(error)
             self._errlog("AMQ7472", f"Object {name}, type queue damaged: {error}")
@@ -582,11 +587,12 @@ class QueueManagerStore:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
 
-    def _open_queue_file(self, name: str, qid: int, completed: int
+    def _open_queue_file(self, name: str, qid: int, completed: int, later: bool = False
                          ) -> tuple[QueueFile, bool, StoreError | None]:
-        """Queue ``name``'s file opened, after a checkpoint's replacement (``q.new``,
-        current once checkpoint ``completed`` names it) is put in place: (the file,
-        whether it exists, why it cannot be read or None)."""
+        """Queue ``name``'s file opened (``later``: at its first use), after a
+        checkpoint's replacement (``q.new``, current once checkpoint ``completed`` names
+        it) is put in place: (the file, whether it exists, why it cannot be read or
+        None)."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
         try:
@@ -602,7 +608,7 @@ class QueueManagerStore:
             newer.close()
             self.data.unlink(newer.path)
         try:
-            return qf, qf.open_existing(), None
+            return qf, qf.open_existing(later), None
         except StoreError as exc:
             qf.close()
             return qf, False, exc
@@ -614,9 +620,8 @@ class QueueManagerStore:
         file (``idx.d`` or ``idx.d.new`` likewise), and, if ``d2_cp``, the second delta
         file on top of that (``idx.d2`` or ``idx.d2.new``); False, with an AMQ1130 line in
         the error log, when they cannot be trusted (the caller scans)."""
-        assert qf.f is not None
         try:
-            file_blocks = max(0, (qf.f.size() - DATA_START) // qf.fmt.block)
+            file_blocks = max(0, (qf.size() - DATA_START) // qf.fmt.block)
         except LockFsError as exc:
             self._errlog("AMQ1130", amq.text("AMQ1130", queue=q.name, why=str(exc)))
             return False

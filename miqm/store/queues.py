@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
@@ -169,6 +170,9 @@ class FileRecord(NamedTuple):
     correlid: bytes
 
 
+_OPEN_LATER_LOCK = threading.Lock()
+
+
 class QueueFile:
     """One queue file: header slots, record I/O and the space map."""
 
@@ -176,7 +180,10 @@ class QueueFile:
         self.volume = volume
         self.name = name
         self.path = path or f"queues/{name}/q"
-        self.f: VolumeFile | None = None
+        self._f: VolumeFile | None = None
+        # opened at first use (open_existing(later=True)): see the property
+        self._open_later = False
+        self._known_size: int | None = None
         self.hseq = 0
         self.qid = 0
         self.created_cp = 0
@@ -190,6 +197,32 @@ class QueueFile:
         self.fmt = FORMATS[QFILE_VERSION]
 
     # -- open / header -------------------------------------------------------------
+    @property
+    def f(self) -> VolumeFile | None:
+        """The open file; one that :meth:`open_existing` left for later is opened here,
+        on its first use (a get of a body only on file, the checkpoint's writes)."""
+        if self._open_later:
+            with _OPEN_LATER_LOCK:  # the checkpoint thread and a getter may meet here
+                if self._open_later:
+                    self._f = self.volume.open(self.path)
+                    self._open_later = False
+                    self._known_size = None
+        return self._f
+
+    @f.setter
+    def f(self, value: VolumeFile | None) -> None:
+        self._f = value
+        self._open_later = False
+        self._known_size = None
+
+    def size(self) -> int:
+        """The file's size in bytes (a file not opened yet: as its header was read)."""
+        if self._open_later and self._known_size is not None:
+            return self._known_size
+        f = self.f
+        assert f is not None
+        return f.size()
+
     def create(self, qid: int, created_cp: int, attrs: dict[str, Any]) -> None:
         """Make a fresh file (replacing any) with one header, in the current format; not
         yet synced."""
@@ -201,14 +234,24 @@ class QueueFile:
         self.space = bytearray()
         self.write_header(attrs)
 
-    def open_existing(self) -> bool:
-        """Open and read the header; False if the file does not exist."""
+    def open_existing(self, later: bool = False) -> bool:
+        """Open and read the header; False if the file does not exist. ``later``: read
+        the header and the size without opening it (over NFSv4 an open is a client of
+        its own, about a millisecond, and a takeover that loads a queue from its index
+        may never need the file before the checkpoint after it); it is opened at its
+        first use (:attr:`f`)."""
         try:
-            self.f = self.volume.open(self.path)
+            if later:
+                self._known_size = self.volume.stat(self.path).size
+                raw = self.volume.read_head(self.path, DATA_START)
+                self._f, self._open_later = None, True
+            else:
+                self.f = self.volume.open(self.path)
+                raw = self.f.pread(DATA_START, 0)
         except VolumeNotFound:
+            self._open_later, self._known_size = False, None
             return False
         best = None
-        raw = self.f.pread(DATA_START, 0)
         for slot in (0, HDR_SLOT):
             part = raw[slot:slot + HDR_SLOT]
             if len(part) < _QHDR.size:
@@ -452,26 +495,28 @@ class QueueFile:
 
     def shrink_if_oversized(self) -> bool:
         """Truncate free tail blocks when they exceed both 1% of the file and 16 KiB."""
-        assert self.f is not None
         used = len(self.space)
         while used > 0 and self.space[used - 1] == 0:
             used -= 1
-        size = self.f.size()
+        size = self.size()  # a file not opened yet stays so unless it must shrink
         want = self.fmt.offset(used)
         if size - want > 16384 and size - want > size // 100:
-            self.f.truncate(want)
+            f = self.f
+            assert f is not None
+            f.truncate(want)
             del self.space[used:]
             return True
         return False
 
     def close(self) -> None:
-        """Close the file."""
-        if self.f is not None:
+        """Close the file (one never opened stays unopened)."""
+        f, self._f = self._f, None
+        self._open_later, self._known_size = False, None
+        if f is not None:
             try:
-                self.f.close()
+                f.close()
             except LockFsError:
                 pass
-            self.f = None
 
 
 class PriorityIndex:

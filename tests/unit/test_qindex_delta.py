@@ -574,22 +574,71 @@ def test_a_delta_bigger_than_its_index_is_too_big() -> None:
     assert _grown(100, 1).too_big(0)  # 0: no deltas
 
 
-def test_an_open_with_several_queues_to_load_opens_their_files_side_by_side(
+def test_an_open_with_several_queues_to_scan_opens_their_files_side_by_side(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With several queues that hold messages, an open opens their files in threads
+    """With several queues to scan (no index), an open opens their files in threads
     where the volume asks for it (nfs4: each open is about a millisecond; here a local
-    directory told to) and then loads them one by one as before: from the standby's
-    read-ahead, a damaged file reported and the others intact, a checkpoint's
-    replacement file (``q.new``) put in place."""
+    directory told to) and then loads them one by one as before: a damaged file
+    reported and the others intact, a checkpoint's replacement file (``q.new``) put in
+    place."""
     import threading
 
     from miqm.store import qmstore
 
     monkeypatch.setattr(PosixVolume, "concurrent_opens", True)
 
-    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    st = Store(tmp_path, StoreTuning(index_min_records=10**9, checkpoint_wait_len=1e9))
     s = st.open()
     names = [f"Q{i}" for i in range(qmstore._PARALLEL_OPEN_MIN + 3)]
+    for name in names:
+        s.define_queue(name, MAXDEPTH=100000)
+        for k in range(20):
+            s.put(name, b"%s-%d" % (name.encode(), k), persistent=True)
+    s.checkpoint()
+    s.put(names[0], b"after", persistent=True)  # replayed from the log
+    crash(s)
+    qdir = st.data / "queues"
+    # a checkpoint that completed before its new file was renamed into place
+    (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
+    (qdir / names[2] / "q").write_bytes(b"garbage" * 200)  # no readable header
+    real = qmstore.QueueManagerStore._open_queue_file
+    threads = set()
+
+    def recording(self, name, qid, completed, later=False):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return real(self, name, qid, completed, later)
+
+    qmstore.QueueManagerStore._open_queue_file = recording  # type: ignore[method-assign]
+    try:
+        s = _open_with(st, qindex.IndexCache())
+    finally:
+        qmstore.QueueManagerStore._open_queue_file = real  # type: ignore[method-assign]
+    try:
+        assert threads and all(t.startswith("store-files") for t in threads), threads
+        assert s.recovery_stats["scanned_queues"] == len(names) - 1, s.recovery_stats
+        assert any(n == "AMQ7472" and names[2] in t for n, t in st.errors), st.errors
+        assert (qdir / names[1] / "q").exists() and not (qdir / names[1] / "q.new").exists()
+        for name in names:
+            if name == names[2]:
+                continue
+            got = []
+            while (m := s.get(name)) is not None:
+                got.append(m.body)
+            want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
+            assert got == want + ([b"after"] if name == names[0] else []), name
+    finally:
+        s.close()
+
+
+def test_an_open_loads_indexed_queues_without_opening_their_files(
+        tmp_path: Path) -> None:
+    """A queue loaded from its index has its file's header and size read (over NFSv4
+    through the shared reader context) and is opened at its first use: a get of a body
+    only on file, or the checkpoint's writes. A damaged header is still reported, a
+    ``q.new`` still put in place, and nothing is lost across the next crash."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    s = st.open()
+    names = [f"Q{i}" for i in range(5)]
     for name in names:
         s.define_queue(name, MAXDEPTH=100000)
         for k in range(20):
@@ -601,33 +650,32 @@ def test_an_open_with_several_queues_to_load_opens_their_files_side_by_side(
     assert cache.refresh(data, _wanted(data)) == len(names)
     crash(s)
     qdir = st.data / "queues"
-    # a checkpoint that completed before its new file was renamed into place
     (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
     (qdir / names[2] / "q").write_bytes(b"garbage" * 200)  # no readable header
-    real = qmstore.QueueManagerStore._open_queue_file
-    threads = set()
-
-    def recording(self, name, qid, completed):  # type: ignore[no-untyped-def]
-        threads.add(threading.current_thread().name)
-        return real(self, name, qid, completed)
-
-    qmstore.QueueManagerStore._open_queue_file = recording  # type: ignore[method-assign]
+    s = _open_with(st, cache)
     try:
-        s = _open_with(st, cache)
-    finally:
-        qmstore.QueueManagerStore._open_queue_file = real  # type: ignore[method-assign]
-    try:
-        assert threads and all(t.startswith("store-files") for t in threads), threads
         assert s.recovery_stats["prefetched_queues"] == len(names) - 1, s.recovery_stats
         assert any(n == "AMQ7472" and names[2] in t for n, t in st.errors), st.errors
         assert (qdir / names[1] / "q").exists() and not (qdir / names[1] / "q.new").exists()
-        for name in names:
-            if name == names[2]:
-                continue
+        live = [n for n in names if n != names[2]]
+        files = {n: s.state.queues[n].file for n in live}
+        # the open's checkpoint wrote names[0]'s replayed put: only that file is open
+        assert [n for n, f in files.items() if f is not None and f._f is not None] == \
+            [names[0]]
+        assert all(f is not None and f._open_later for n, f in files.items()
+                   if n != names[0])
+        for name in live:
             got = []
             while (m := s.get(name)) is not None:
                 got.append(m.body)
             want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
             assert got == want + ([b"after"] if name == names[0] else []), name
+            assert files[name]._f is not None  # opened by the first get
+        s.put(names[3], b"late", persistent=True)
+        s.checkpoint()
+        crash(s)
+        s = st.open()
+        assert [m.body for m in iter(lambda: s.get(names[3]), None)] == [b"late"]
+        assert s.get(names[4]) is None
     finally:
         s.close()
