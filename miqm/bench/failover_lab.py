@@ -331,6 +331,7 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
         fill_store,
         open_store_at,
         served_line,
+        settle_fill,
         summarize_backlog,
     )
 
@@ -343,6 +344,7 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
             bench.create_qmgr()
             fill_store(open_store_at(bench.data_url(), QMGR), depth, 1, echo=echo)
             filled = time.monotonic() - t_fill
+            settle_fill(depth, echo)
             old, new = bench.hosts["a"], bench.hosts["b"]
             bench.start(old, "started")
             bench.start(new, "standby")
