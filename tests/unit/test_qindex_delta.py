@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,6 +18,9 @@ from miqm.store import checkpoint as ckpt
 from miqm.store import qindex
 from miqm.store.settings import StoreTuning
 from tests.unit.test_qindex import Store, crash, drain, fill
+
+if TYPE_CHECKING:
+    from miqm.store.qmstore import QueueManagerStore
 
 
 def churn(s, rounds: int = 3) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
@@ -574,6 +577,36 @@ def test_a_delta_bigger_than_its_index_is_too_big() -> None:
     assert _grown(100, 1).too_big(0)  # 0: no deltas
 
 
+def _twenty_each(s: QueueManagerStore, count: int) -> list[str]:
+    """``count`` queues of twenty persistent messages each, checkpointed, and one more on
+    the first that only the log holds; their names."""
+    names = [f"Q{i}" for i in range(count)]
+    for name in names:
+        s.define_queue(name, MAXDEPTH=100000)
+        for k in range(20):
+            s.put(name, b"%s-%d" % (name.encode(), k), persistent=True)
+    s.checkpoint()
+    s.put(names[0], b"after", persistent=True)  # replayed from the log
+    return names
+
+
+def _replaced_and_damaged(st: Store, names: list[str]) -> Path:
+    """The second queue's file left as a checkpoint's replacement (``q.new``, that
+    checkpoint completed), the third's without a readable header; the queues directory."""
+    qdir = st.data / "queues"
+    (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
+    (qdir / names[2] / "q").write_bytes(b"garbage" * 200)
+    return qdir
+
+
+def _all_twenty(s: QueueManagerStore, names: list[str], name: str) -> None:
+    got = []
+    while (m := s.get(name)) is not None:
+        got.append(m.body)
+    want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
+    assert got == want + ([b"after"] if name == names[0] else []), name
+
+
 def test_an_open_with_several_queues_to_scan_opens_their_files_side_by_side(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With several queues to scan (no index), an open opens their files in threads
@@ -589,18 +622,9 @@ def test_an_open_with_several_queues_to_scan_opens_their_files_side_by_side(
 
     st = Store(tmp_path, StoreTuning(index_min_records=10**9, checkpoint_wait_len=1e9))
     s = st.open()
-    names = [f"Q{i}" for i in range(qmstore._PARALLEL_OPEN_MIN + 3)]
-    for name in names:
-        s.define_queue(name, MAXDEPTH=100000)
-        for k in range(20):
-            s.put(name, b"%s-%d" % (name.encode(), k), persistent=True)
-    s.checkpoint()
-    s.put(names[0], b"after", persistent=True)  # replayed from the log
+    names = _twenty_each(s, qmstore._PARALLEL_OPEN_MIN + 3)
     crash(s)
-    qdir = st.data / "queues"
-    # a checkpoint that completed before its new file was renamed into place
-    (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
-    (qdir / names[2] / "q").write_bytes(b"garbage" * 200)  # no readable header
+    qdir = _replaced_and_damaged(st, names)
     real = qmstore.QueueManagerStore._open_queue_file
     threads = set()
 
@@ -619,13 +643,8 @@ def test_an_open_with_several_queues_to_scan_opens_their_files_side_by_side(
         assert any(n == "AMQ7472" and names[2] in t for n, t in st.errors), st.errors
         assert (qdir / names[1] / "q").exists() and not (qdir / names[1] / "q.new").exists()
         for name in names:
-            if name == names[2]:
-                continue
-            got = []
-            while (m := s.get(name)) is not None:
-                got.append(m.body)
-            want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
-            assert got == want + ([b"after"] if name == names[0] else []), name
+            if name != names[2]:
+                _all_twenty(s, names, name)
     finally:
         s.close()
 
@@ -638,20 +657,12 @@ def test_an_open_loads_indexed_queues_without_opening_their_files(
     ``q.new`` still put in place, and nothing is lost across the next crash."""
     st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
     s = st.open()
-    names = [f"Q{i}" for i in range(5)]
-    for name in names:
-        s.define_queue(name, MAXDEPTH=100000)
-        for k in range(20):
-            s.put(name, b"%s-%d" % (name.encode(), k), persistent=True)
-    s.checkpoint()
-    s.put(names[0], b"after", persistent=True)  # replayed from the log
+    names = _twenty_each(s, 5)
     data = PosixVolume(str(st.data))
     cache = qindex.IndexCache()
     assert cache.refresh(data, _wanted(data)) == len(names)
     crash(s)
-    qdir = st.data / "queues"
-    (qdir / names[1] / "q").rename(qdir / names[1] / "q.new")
-    (qdir / names[2] / "q").write_bytes(b"garbage" * 200)  # no readable header
+    qdir = _replaced_and_damaged(st, names)
     s = _open_with(st, cache)
     try:
         assert s.recovery_stats["prefetched_queues"] == len(names) - 1, s.recovery_stats
@@ -665,11 +676,7 @@ def test_an_open_loads_indexed_queues_without_opening_their_files(
         assert all(f is not None and f._open_later for n, f in files.items()
                    if n != names[0])
         for name in live:
-            got = []
-            while (m := s.get(name)) is not None:
-                got.append(m.body)
-            want = [b"%s-%d" % (name.encode(), k) for k in range(20)]
-            assert got == want + ([b"after"] if name == names[0] else []), name
+            _all_twenty(s, names, name)
             assert files[name]._f is not None  # opened by the first get
         s.put(names[3], b"late", persistent=True)
         s.checkpoint()

@@ -17,17 +17,9 @@ from lockfs.volume import Volume
 from miqm.store import checkpoint as ckpt
 from miqm.store import qmstore
 from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import StoreTuning
+from tests.unit.test_checkpoint_concurrency import SETTINGS, _create, _drain, _put_committed
 from tests.waiting import wait_until
-
-SETTINGS = LogSettings(file_pages=256, primary_files=3, secondary_files=2)
-
-
-def _create(root: Path) -> None:
-    (root / "data").mkdir(parents=True)
-    (root / "log").mkdir()
-    QueueManagerStore.create(PosixVolume(str(root / "data")), PosixVolume(str(root / "log")),
-                             "QM", SETTINGS)
 
 
 def _open(root: Path, generation: int, *, background: bool = False,
@@ -54,20 +46,6 @@ def _checkpoint_seq(root: Path) -> int:
     return ckpt.read(PosixVolume(str(root / "data"))).seq
 
 
-def _drain(store: QueueManagerStore, queue: str = "Q") -> list[bytes]:
-    out = []
-    while (m := store.get(queue)) is not None:
-        out.append(m.body)
-    return out
-
-
-def _committed(store: QueueManagerStore, bodies: list[bytes], queue: str = "Q") -> None:
-    for body in bodies:
-        uow = store.begin()
-        store.put(queue, body, persistent=True, uow=uow)
-        store.commit(uow)
-
-
 def test_a_takeover_serves_before_its_checkpoint_and_a_crash_then_loses_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(qmstore, "_INDEX_DELAY", 3600.0)  # the deferred one never comes
@@ -75,9 +53,9 @@ def test_a_takeover_serves_before_its_checkpoint_and_a_crash_then_loses_nothing(
     s1 = _open(tmp_path, 1)
     s1.define_queue("Q", MAXDEPTH=1000)
     bodies = [b"m%02d" % i for i in range(30)]
-    _committed(s1, bodies[:20])
+    _put_committed(s1, "Q", bodies[:20])
     s1.checkpoint()
-    _committed(s1, bodies[20:])  # in the log only
+    _put_committed(s1, "Q", bodies[20:])  # in the log only
     inflight = s1.begin()
     assert s1.get("Q", uow=inflight).body == b"m00"  # locked, then backed out by restart
     s1.put("Q", b"never", persistent=True, uow=inflight)
@@ -92,12 +70,12 @@ def test_a_takeover_serves_before_its_checkpoint_and_a_crash_then_loses_nothing(
     assert again.txid > inflight.txid  # a txid of the log is never handed out again
     assert s2.get("Q", uow=again).body == b"m00"  # the backed-out get's message
     s2.commit(again)
-    _committed(s2, [b"after"])
+    _put_committed(s2, "Q", [b"after"])
     _crash(s2)  # before its checkpoint: the next open replays both instances' records
 
     s3 = _open(tmp_path, 3)
     assert s3.recovery_stats["checkpoint"] == "taken"
-    assert _drain(s3) == [*bodies[1:], b"after"]
+    assert _drain(s3, "Q") == [*bodies[1:], b"after"]
     s3.close()
 
 
@@ -107,7 +85,7 @@ def test_the_deferred_checkpoint_is_taken_by_the_checkpoint_thread(
     _create(tmp_path)
     s1 = _open(tmp_path, 1)
     s1.define_queue("Q")
-    _committed(s1, [b"a", b"b"])
+    _put_committed(s1, "Q", [b"a", b"b"])
     _crash(s1)
     seq = _checkpoint_seq(tmp_path)
     s2 = _open(tmp_path, 2, background=True, defer=True)
@@ -116,7 +94,7 @@ def test_the_deferred_checkpoint_is_taken_by_the_checkpoint_thread(
     _crash(s2)
     s3 = _open(tmp_path, 3)
     assert s3.recovery_stats["records"] <= 2  # replayed from the deferred checkpoint on
-    assert _drain(s3) == [b"a", b"b"]
+    assert _drain(s3, "Q") == [b"a", b"b"]
     s3.close()
 
 
@@ -125,7 +103,7 @@ def test_the_open_checkpoints_itself_when_the_log_is_full_or_the_volume_has_no_r
     _create(tmp_path)
     s = _open(tmp_path, 1)
     s.define_queue("Q")
-    _committed(s, [b"a"])
+    _put_committed(s, "Q", [b"a"])
     _crash(s)
 
     def reopen(generation: int, data: Volume | None = None) -> QueueManagerStore:
@@ -156,7 +134,7 @@ def test_the_open_checkpoints_itself_when_the_log_is_full_or_the_volume_has_no_r
     assert reopen(6).recovery_stats["checkpoint"] == "deferred"
     s = _open(tmp_path, 7, background=False, defer=True)  # no thread to take it later
     assert s.recovery_stats["checkpoint"] == "taken"
-    assert _drain(s) == [b"a"]
+    assert _drain(s, "Q") == [b"a"]
     s.close()
 
 
@@ -168,7 +146,7 @@ def test_replay_redoes_one_put_units_as_committed_and_the_rest_as_before(
     s.define_queue("R")
     s.checkpoint()
     inflight = s.begin()  # the lowest txid; its record comes last
-    _committed(s, [b"one%d" % i for i in range(50)])
+    _put_committed(s, "Q", [b"one%d" % i for i in range(50)])
     two = s.begin()  # two puts, one COMMIT: not a unit of one put
     s.put("Q", b"two-a", persistent=True, uow=two)
     s.put("R", b"two-b", persistent=True, uow=two)
@@ -184,6 +162,6 @@ def test_replay_redoes_one_put_units_as_committed_and_the_rest_as_before(
     s = _open(tmp_path, 2)
     assert s.recovery_stats["rolled_back"] == 1
     assert s.begin().txid > last.txid  # never handed out again
-    assert _drain(s) == [b"one%d" % i for i in range(50)] + [b"two-a", b"last"]
+    assert _drain(s, "Q") == [b"one%d" % i for i in range(50)] + [b"two-a", b"last"]
     assert _drain(s, "R") == [b"two-b"]
     s.close()
