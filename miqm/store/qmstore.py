@@ -322,9 +322,9 @@ class QueueManagerStore:
 
         ``index_cache``: index files a standby read ahead (used where still current).
         ``defer_checkpoint`` (a takeover): the checkpoint is left to the checkpoint
-        thread, a moment later, when the log has room and the data volume can be
-        written (:meth:`_may_defer_checkpoint`); ``recovery_stats["checkpoint"]`` says
-        which ("deferred" or "taken").
+        thread, a moment later, when the log and the data volume both have room
+        (:meth:`_may_defer_checkpoint`); ``recovery_stats["checkpoint"]`` says which
+        ("deferred" or "taken").
 
         ``recovery_log`` substitutes an already-open log (tests); ``background`` starts
         the thread that takes CheckPointWaitLen checkpoints.
