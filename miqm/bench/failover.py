@@ -384,6 +384,9 @@ def served_line(end: dict[str, Any]) -> str:
     if "recovery_s" not in end:
         return ""
     phases = " ".join(f"{k} {v:.3f}" for k, v in (end.get("phases") or {}).items())
+    inner = end.get("open_phases") or {}
+    if inner:  # where the open went: loading the queues, replaying the log
+        phases += " (" + " ".join(f"{k} {v:.3f}" for k, v in inner.items()) + ")"
     loaded = {k: v for k, v in (end.get("queues") or {}).items() if v}
     checkpoint = f"; checkpoint {end['checkpoint']}" if end.get("checkpoint") else ""
     return (f" (lock to serving {end['recovery_s']:.3f}s"

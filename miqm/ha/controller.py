@@ -665,6 +665,9 @@ class Controller:
                        phases={"lock": round(opening - started, 4),
                                "open": round(opened - opening, 4),
                                "serve": round(now - opened, 4)},
+                       # of the open: loading the queues, then replaying the log
+                       open_phases={"load": round(rs.get("load_seconds", 0.0), 4),
+                                    "replay": round(rs.get("seconds", 0.0), 4)},
                        # the open's checkpoint: "taken" within it, or "deferred" to the
                        # checkpoint thread a moment after serving began
                        checkpoint=rs.get("checkpoint"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lockfs.posix import PosixVolume
 from miqm.bench.failover import (
     BACKLOG_QUEUE,
     event_lines,
@@ -19,6 +20,7 @@ from miqm.bench.failover import (
     wait_event,
 )
 from miqm.localpair import LocalPair
+from miqm.store import checkpoint as ckpt
 from tests.integration.test_multi_instance import TUNING, _errlog, _events, created_pair
 
 pytestmark = pytest.mark.integration
@@ -36,6 +38,10 @@ def _body(i: int) -> bytes:
     return b"deep-%06d" % i
 
 
+def _checkpoint_seq(data: Path) -> int:
+    return ckpt.read(PosixVolume(str(data))).seq
+
+
 def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) -> None:
     fill_backlog(pair, DEPTH, QUEUES, body=_body)
     data = Path(pair.data_dir())
@@ -51,10 +57,21 @@ def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) 
     # the standby reads ahead as it starts (a few ms for this index) and says so
     ahead = wait_event(pair.b.root, pair.qmgr, pair.b.name, "readahead", seen, 30)
     assert ahead is not None and ahead["files"] >= 1, ahead
+    before = _checkpoint_seq(data)
     killed = pair.kill_active()
     new = pair.wait_active(not_host=killed["host"], timeout=60)
     host = pair.host(new["host"])
     end = [e for e in _events(pair, new["host"]) if e["event"] == "failover_end"][-1]
+    # it served before its checkpoint, which the checkpoint thread took a moment later
+    assert end["checkpoint"] == "deferred", end
+    assert set(end["phases"]) == {"lock", "open", "serve"}, end
+    inner = end["open_phases"]
+    assert set(inner) == {"load", "replay"} and \
+        inner["load"] + inner["replay"] <= end["phases"]["open"], end
+    deadline = time.monotonic() + 30
+    while _checkpoint_seq(data) == before:
+        assert time.monotonic() < deadline, "the deferred checkpoint was never taken"
+        time.sleep(0.05)
     # the index as the standby read it ahead, the delta of the late puts on top; the
     # empty queues from the catalog
     assert end["queues"]["prefetched_queues"] == 1, end
