@@ -632,10 +632,12 @@ class QueueManagerStore:
         # what the standby read ahead, if the index file is still the one it read
         ahead = self._prefetched(q, idx_cp)
         x = None
+        dlog = None  # the DeltaLog of x the standby built, if x is its delta
         if dx_cp and ahead is not None and ahead.delta is not None:
             if (ahead.delta.base_cp, ahead.delta.cp) == (idx_cp, dx_cp) and \
                     self._delta_head(q) == ahead.dhead:
                 x = ahead.delta  # the same file (same header): decoded, maybe applied
+                dlog = ahead.dlog
         if ahead is not None and x is None:
             ahead.drop_delta()  # the index alone; the delta is read below
         if dx_cp and x is None:
@@ -701,8 +703,12 @@ class QueueManagerStore:
             if qf.max_key >= self.state.next_key:
                 self.state.next_key = qf.max_key + 1
             q.idx_cp, q.dx_cp, q.d2_cp = idx_cp, dx_cp, d2_cp
-            q.dx = (qindex.DeltaLog(idx_cp, base_n) if x is None
-                    else qindex.DeltaLog.from_file(x, base_n))
+            if x is None:
+                q.dx = qindex.DeltaLog(idx_cp, base_n)
+            elif dlog is not None and dlog.base_n == base_n:
+                q.dx = dlog  # built ahead from the same delta over the same index
+            else:
+                q.dx = qindex.DeltaLog.from_file(x, base_n)
             q.dx2 = (qindex.DeltaLog(dx_cp, 0) if x2 is None
                      else qindex.DeltaLog.from_file(x2, 0))
             if x2 is not None:
