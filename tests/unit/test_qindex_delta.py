@@ -378,6 +378,14 @@ def _same_index(a: qindex.QueueIndexData, b: qindex.QueueIndexData) -> bool:
                              b.msgids, b.correlids)
 
 
+def _same_delta_log(a: qindex.DeltaLog, b: qindex.DeltaLog) -> None:
+    assert (a.base_cp, a.base_n) == (b.base_cp, b.base_n)
+    assert {p: tuple(map(list, g)) for p, g in a.by_prio.items()} == \
+        {p: tuple(map(list, g)) for p, g in b.by_prio.items()}
+    assert list(a.deleted) == list(b.deleted) and a.touched == b.touched
+    assert (a.msgids, a.correlids) == (b.msgids, b.correlids)
+
+
 def test_a_standby_applies_the_delta_ahead_and_undoes_it_for_a_newer_one(
         tmp_path: Path) -> None:
     """The standby reads the delta with the index and applies it when it only appends; a
@@ -410,10 +418,15 @@ def test_a_standby_applies_the_delta_ahead_and_undoes_it_for_a_newer_one(
     assert _same_index(entry.data, pristine)
     assert cache.refresh(data, _wanted(data)) == 1  # applied again
     assert entry.applied
+    # the active's log of that delta, built ahead as the takeover would build it
+    built = entry.dlog
+    assert built is not None and entry.delta is not None
+    _same_delta_log(built, qindex.DeltaLog.from_file(entry.delta, entry.base_n))
     crash(s)
     s = _open_with(st, cache)
     assert s.recovery_stats["prefetched_queues"] == 1
     assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
+    assert s.state.queues["Q"].dx is built  # taken, not built again
     m = s.get("Q", msgid=b"mine-a1")
     assert m is not None and m.body == b"a1"
     m = s.get("Q", correlid=b"corr-a2")
@@ -434,8 +447,10 @@ def test_a_delta_changed_after_the_read_ahead_is_read_by_the_takeover(
     assert cache._by_name["Q"].applied
     s.put("Q", b"b2", persistent=True, priority=0)
     s.checkpoint()  # after the standby's pass
+    stale = cache._by_name["Q"].dlog
     crash(s)
     s = _open_with(st, cache)
+    assert stale is not None and s.state.queues["Q"].dx is not stale
     assert s.recovery_stats["prefetched_queues"] == 1
     assert s.recovery_stats["delta_queues"] == 1 and not st.amq1130()
     assert drain(s) == [*want, (0, b"b1"), (0, b"b2")]
