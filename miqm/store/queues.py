@@ -181,9 +181,10 @@ class QueueFile:
         self.name = name
         self.path = path or f"queues/{name}/q"
         self._f: VolumeFile | None = None
-        # opened at first use (open_existing(later=True)): see the property
+        # opened at first use (open_existing(later=True)): see the property; its size
+        # then is the one read with the header (only this process writes the file)
         self._open_later = False
-        self._known_size: int | None = None
+        self._known_size = 0
         self.hseq = 0
         self.qid = 0
         self.created_cp = 0
@@ -206,18 +207,16 @@ class QueueFile:
                 if self._open_later:
                     self._f = self.volume.open(self.path)
                     self._open_later = False
-                    self._known_size = None
         return self._f
 
     @f.setter
     def f(self, value: VolumeFile | None) -> None:
         self._f = value
         self._open_later = False
-        self._known_size = None
 
     def size(self) -> int:
         """The file's size in bytes (a file not opened yet: as its header was read)."""
-        if self._open_later and self._known_size is not None:
+        if self._open_later:
             return self._known_size
         f = self.f
         assert f is not None
@@ -249,7 +248,7 @@ class QueueFile:
                 self.f = self.volume.open(self.path)
                 raw = self.f.pread(DATA_START, 0)
         except VolumeNotFound:
-            self._open_later, self._known_size = False, None
+            self._open_later = False
             return False
         best = None
         for slot in (0, HDR_SLOT):
@@ -511,7 +510,7 @@ class QueueFile:
     def close(self) -> None:
         """Close the file (one never opened stays unopened)."""
         f, self._f = self._f, None
-        self._open_later, self._known_size = False, None
+        self._open_later = False
         if f is not None:
             try:
                 f.close()

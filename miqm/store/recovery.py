@@ -248,7 +248,6 @@ class StoreState:
 
 
 _ZERO24 = bytes(24)
-_ZERO8 = bytes(8)
 
 
 
@@ -287,8 +286,7 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
             hit = found[raw_name] = (name, q0)
         name, q = hit
         if committed:
-            if txid >= uows.next_txid:
-                uows.next_txid = txid + 1  # never handed out again
+            uows.seen(txid)
             txid = 0
         elif txid:
             u = state.last_uow
@@ -361,9 +359,9 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
                     if i < count:
                         after = batch[i][2]
                         if after[0] == commit and len(after) == 9 and \
-                                after[1:9] == payload[1:9] and after[1:9] != _ZERO8 and \
-                                int.from_bytes(after[1:9], "little") not in units:
-                            fused = True
+                                after[1:9] == payload[1:9]:
+                            txid = int.from_bytes(after[1:9], "little")
+                            fused = txid != 0 and txid not in units
                     try:
                         if redo_put(payload, lsn, fused):
                             i += fused  # its COMMIT is applied with it

@@ -73,8 +73,13 @@ class UowTable:
         if u is None:
             u = UnitOfWork(txid)
             self.units[txid] = u
-            self.next_txid = max(self.next_txid, txid + 1)
+            self.seen(txid)
         return u
+
+    def seen(self, txid: int) -> None:
+        """Recovery met ``txid`` in the log: it is never handed out again."""
+        if txid >= self.next_txid:
+            self.next_txid = txid + 1
 
     def end(self, u: UnitOfWork, state: str = ENDED) -> None:
         """Forget a finished unit."""
