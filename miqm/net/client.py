@@ -462,6 +462,10 @@ class Connection:
 
     # -- calls -----------------------------------------------------------------------
     def _before(self, op: str, syncpoint: bool) -> None:
+        """Before a request: a unit of work lost with a broken connection fails the
+        operations under it, and a closed connection is opened again."""
+        if not (self._uow_lost or self._sock is None or op == "backout"):
+            return  # the usual case, on every request
         if op == "backout":
             self._uow_lost = False  # the application has ended the lost unit of work
         if self._uow_lost and (syncpoint or op == "commit"):
@@ -481,8 +485,7 @@ class Connection:
         ``on_reply(reply)`` runs when its reply is read. Unless ``flush``, the request
         may wait in the send buffer until the next call that needs a reply."""
         syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
-        if self._uow_lost or self._sock is None or op == "backout":
-            self._before(op, syncpoint)
+        self._before(op, syncpoint)
         rid = next(self._ids)
         # a put under syncpoint is answered only if it fails (where the listener can):
         # the unit's commit or backout, which always has a reply, settles it. Not an ack,
@@ -538,8 +541,7 @@ class Connection:
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
         syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
-        if self._uow_lost or self._sock is None or op == "backout":
-            self._before(op, syncpoint)
+        self._before(op, syncpoint)
         request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
         try:
