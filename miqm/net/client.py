@@ -252,6 +252,7 @@ class Connection:
         self._sock: socket.socket | None = None
         self._deadline_now: float | None = None  # the socket's read deadline, seconds
         self._quiet = False
+        self._putcommit = False
         self.features: frozenset[str] = frozenset()
         self._reader: FrameReader | None = None
         self._wbuf: list[bytes] = []
@@ -263,6 +264,8 @@ class Connection:
         self._ids = itertools.count(1)
         self._in_uow = False
         self._uow_lost = False
+        #: a unit of work's first put under syncpoint, not written yet: (request, body)
+        self._lone_put: tuple[dict[str, Any], bytes | None] | None = None
         self.reconnects = 0
         #: bumped on every new connection: a consumer resubscribes when it changes
         self.generation = 0
@@ -335,6 +338,7 @@ class Connection:
                 self.features = frozenset(str(f) for f in reply.get("features") or ())
                 # a listener that says so answers a pipelined request only if it fails
                 self._quiet = "quiet" in self.features
+                self._putcommit = "putcommit" in self.features
                 self.server_host = str(reply.get("host", ""))
                 self.standby = is_standby
                 self.generation += 1
@@ -378,6 +382,7 @@ class Connection:
         self._reader = None
         self._wbuf.clear()
         self._wsize = 0
+        self._lone_put = None
         self._pending.clear()
         self._pushes.clear()
 
@@ -388,6 +393,8 @@ class Connection:
 
     # -- frames ----------------------------------------------------------------------
     def _flush(self) -> None:
+        if self._lone_put is not None:
+            self._release_lone_put()
         if self._wbuf:
             data = b"".join(self._wbuf) if len(self._wbuf) > 1 else self._wbuf[0]
             self._wbuf.clear()
@@ -395,7 +402,19 @@ class Connection:
             assert self._sock is not None
             self._sock.sendall(data)
 
+    def _release_lone_put(self) -> None:
+        """Something other than its commit follows a unit's first put: it goes as it is."""
+        assert self._lone_put is not None
+        request, body = self._lone_put
+        self._lone_put = None
+        data = encode(request, body)
+        self._wbuf.append(data)
+        self._wsize += len(data)
+        self._pending[request["id"]] = ("put", None)
+
     def _write(self, request: dict[str, Any], flush: bool, body: bytes | None = None) -> None:
+        if self._lone_put is not None:
+            self._release_lone_put()
         data = encode(request, body)
         self._wbuf.append(data)
         self._wsize += len(data)
@@ -499,6 +518,12 @@ class Connection:
         request = {"id": rid, "op": op, "async": quiet, **fields}
         if body is not None:
             request["_b"] = 1
+        if quiet == 2 and op == "put" and not self._in_uow and self._putcommit:
+            # a unit's first put waits here: if the commit comes next, both go as one
+            # request (server.FEATURES "putcommit"); anything else sends it first
+            self._lone_put = (request, body)
+            self._in_uow = True
+            return
         try:
             self._write(request, flush, body)
         except OSError as exc:
@@ -542,7 +567,18 @@ class Connection:
         """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
         syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
         self._before(op, syncpoint)
-        request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
+        lone = self._lone_put
+        if op == "commit" and lone is not None and not fields:
+            # the unit is one put: the put and its commit as one request, answered once
+            # the put is durable (or 2003 if it failed, as the commit would be)
+            self._lone_put = None
+            request = {k: v for k, v in lone[0].items() if k not in ("async", "_b")}
+            request["v"] = PROTOCOL_VERSION
+            request["commit"] = True
+            if lone[1] is not None:
+                request["body"] = lone[1]
+        else:
+            request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
         try:
             reply = self._roundtrip(request, wait)

@@ -65,7 +65,9 @@ _COALESCE = 256 * 1024
 #: different miqm releases during an upgrade). ``quiet``: a request with ``"async": 2``
 #: is answered only if it fails. ``packed``: a consumer may ask for batches whose
 #: per-message fields are a binary table (miqm/net/streaming.py, encode_batch).
-FEATURES = ("quiet", "packed")
+#: ``putcommit``: a put under syncpoint with ``"commit": true`` is a unit of work of that
+#: one put, committed (the service's ``_put``).
+FEATURES = ("quiet", "packed", "putcommit")
 
 
 class Session:

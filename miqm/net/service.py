@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm import amq, mqsc
-from miqm.errors import MessagingError, MiqmError, ObjectError
+from miqm.errors import LogFullError, MessagingError, MiqmError, ObjectError
 from miqm.net.authorize import Authorizer
 from miqm.net.protocol import (
     MQRC_BACKED_OUT,
@@ -220,23 +220,52 @@ class QueueService:
         body = req.get("body") or b""
         if isinstance(body, str):
             raise ValueError("the body must travel as the frame's binary part")
+        one_put_unit = bool(req.get("commit"))
+        if one_put_unit:
+            if not req.get("syncpoint"):
+                return error_reply(MQRC_OPTIONS_ERROR, "a put with commit must be under "
+                                   "syncpoint (MQRC 2046)")
+            if session is not None and ("uow" in session.state
+                                        or "uow_failed" in session.state):
+                return self._put_then_commit(req, session)
         priority = req.get("priority")
-        msgid, queue = self._on_queue(
-            self.store.put, str(req["queue"]), "PUT", body,
-            persistent=req.get("persistent"),
-            priority=None if priority is None else int(priority),
-            msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
-            uow=self._uow(session) if req.get("syncpoint") else None,
-        )
+        try:
+            # a unit of work of one put is committed as that put outside syncpoint: the
+            # same record reaches the log and is forced before the reply, the message is
+            # visible from then on, and no unit of work is made and ended for it
+            msgid, queue = self._on_queue(
+                self.store.put, str(req["queue"]), "PUT", body,
+                persistent=req.get("persistent"),
+                priority=None if priority is None else int(priority),
+                msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
+                uow=self._uow(session) if req.get("syncpoint") and not one_put_unit else None,
+            )
+        except (MessagingError, ObjectError, LogFullError) as exc:
+            if not one_put_unit:
+                raise
+            # refused before anything was logged: what the commit after a failed put says
+            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one "
+                               f"of its calls failed: put failed with MQRC "
+                               f"{getattr(exc, 'mqrc', MQRC_UNKNOWN_OBJECT_NAME)}: {exc} "
+                               "(MQRC 2003)")
         if session is not None:
             handles = session.state.get("handles")
             if handles is None or "OUTPUT" not in handles.get(queue, ()):
                 self._note_handle(session, queue, "OUTPUT")
         with self._count_lock:
             self.messages_put += 1
-        if req.get("async") == 2:
-            return {"ok": True}  # a quiet put: its reply is not sent (server.py, FEATURES)
+        if req.get("async") == 2 or one_put_unit:
+            # a quiet put's reply is not sent (server.py, FEATURES); a one-put unit's is
+            # its commit's
+            return {"ok": True}
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
+
+    def _put_then_commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
+        """A put with commit on a session whose unit of work is already open: the put
+        joins that unit as a pipelined put does (its failure fails the unit), and the
+        unit commits."""
+        self.handle({k: v for k, v in req.items() if k != "commit"} | {"async": 2}, session)
+        return self._commit(req, session)
 
     def _get(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         browse = bool(req.get("browse"))

@@ -650,3 +650,87 @@ def test_packed_batch_round_trip_keeps_every_field() -> None:
     assert seen[0][3][6] == 1 and seen[0][4][6] == 0 and seen[0][5][5] == t
     with pytest.raises(ValueError):  # a table longer than the data
         consumer._take({"push": 7, "batch": 3, "n": 5, "body": b"\0" * 10})
+
+
+def _recording(served) -> list[tuple]:
+    """The (op, commit) of every request the listener hands to the service from now on."""
+    seen: list[tuple] = []
+    handler = served.listener.handler
+
+    def record(req, session):
+        seen.append((req.get("op"), bool(req.get("commit"))))
+        return handler(req, session)
+
+    served.listener.handler = record
+    return seen
+
+
+@pytest.mark.parametrize("offered", [True, False])
+def test_a_unit_of_one_put_goes_with_its_commit_as_one_request(served, monkeypatch,
+                                                               offered) -> None:
+    from miqm.net import server
+
+    if not offered:  # a listener of an earlier release: the put, then the commit
+        monkeypatch.setattr(server, "FEATURES", ("quiet", "packed"))
+    with mq.connect("QMC") as qm:
+        seen = _recording(served)
+        qm.put("Q1", b"alone", syncpoint=True)
+        assert seen == []  # held back: the commit may follow
+        qm.commit()
+        assert seen == ([("put", True)] if offered else [("put", False), ("commit", False)])
+        assert qm._conn._pending == {} and qm._conn._lone_put is None
+        assert qm.get("Q1").body == b"alone"
+
+        # refused puts: the commit reports the unit backed out (2003), naming the put's
+        # reason, as it does for a pipelined put, and nothing is left on the queue
+        for bad, why in ((dict(priority=42), "2050"), (dict(queue="NOPE"), "2085")):
+            args = {"queue": "Q1", **bad}
+            qm.put(args.pop("queue"), b"bad", syncpoint=True, **args)
+            with pytest.raises(mq.BackedOut) as info:
+                qm.commit()
+            assert why in str(info.value)
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+        qm.commit()  # the next unit starts clean: nothing was left open
+
+        del seen[:]
+        # a unit of more than its first put: that put goes first, as it is
+        qm.put("Q1", b"one", syncpoint=True)
+        qm.put("Q1", b"two", syncpoint=True)
+        qm.commit()
+        qm.put("Q1", b"three", syncpoint=True)
+        assert qm.get("Q1", syncpoint=True).body == b"one"
+        qm.commit()
+        qm.put("Q1", b"gone", syncpoint=True)
+        qm.backout()
+        assert seen == [("put", False), ("put", False), ("commit", False),
+                        ("put", False), ("get", False), ("commit", False),
+                        ("put", False), ("backout", False)]
+        assert [qm.get("Q1").body for _ in range(2)] == [b"two", b"three"]
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+
+
+def test_a_put_with_commit_on_the_wire(served) -> None:
+    """What the listener does with a put that carries its commit: commits it at once
+    (durable, then answered once); joins a unit the session already has open; refuses
+    it outside syncpoint (2046); answers 2003 when the put is refused."""
+    host, port = served.listener.address
+    with socket.create_connection((host, port)) as s:
+        s.sendall(protocol.encode({"v": 2, "id": 0, "op": "hello", "qmgr": "QMC"}))
+        assert "putcommit" in protocol.read_frame(s)["features"]
+        put = {"op": "put", "queue": "Q1", "syncpoint": True, "persistent": True}
+        s.sendall(b"".join([
+            protocol.encode({**put, "id": 1, "commit": True}, b"a"),
+            protocol.encode({**put, "id": 2, "async": 2}, b"b"),
+            protocol.encode({**put, "id": 3, "commit": True}, b"c"),
+            protocol.encode({**put, "id": 4, "commit": True, "syncpoint": False}, b"d"),
+            protocol.encode({**put, "id": 5, "commit": True, "queue": "NOPE"}, b"e")]))
+        frames = _frames_within(s, 1.0)
+        assert [(f["id"], f["ok"], f.get("mqrc")) for f in frames] == [
+            (1, True, None), (3, True, None), (4, False, 2046), (5, False, 2003)]
+        assert "2085" in frames[-1]["error"]
+    with mq.connect("QMC") as qm:
+        assert [qm.get("Q1").body for _ in range(3)] == [b"a", b"b", b"c"]
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")

@@ -548,6 +548,50 @@ def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkey
         second.stop()
 
 
+def test_a_one_put_unit_cut_off_in_flight_is_reported_as_unknown(monkeypatch) -> None:
+    """The same for a unit of one pipelined put, whose commit travels with the put as
+    one request: cut off in flight, its outcome is unknown (2549), not backed out."""
+    store = FakeStore()
+    store.define_queue("Q1")
+    service = QueueService(store, "QM1")
+    committed, released = threading.Event(), threading.Event()
+
+    def commit_then_die(req: dict[str, Any], session: Session) -> dict[str, Any]:
+        reply = service.handle(req, session)
+        if req.get("commit"):
+            committed.set()
+            released.wait(5)
+        return reply
+
+    first = Listener(commit_then_die)
+    host, port = first.start()
+    second = Listener(service.handle, port=port)
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    conn = connect("QM1", reconnect=True, reconnect_timeout=5)
+
+    def take_over() -> None:
+        committed.wait(5)
+        first.stop(timeout=0.1)
+        released.set()
+        second.start()
+
+    try:
+        conn.send("put", queue="Q1", body=b"a", syncpoint=True)
+        threading.Thread(target=take_over, daemon=True).start()
+        with pytest.raises(NetError) as info:
+            conn.call("commit")
+        assert info.value.mqrc == 2549 and "may or may not" in str(info.value)
+        assert [m.body for m in store.msgs["Q1"]] == [b"a"]
+        conn.send("put", queue="Q1", body=b"b", syncpoint=True)
+        conn.call("commit")
+        assert [m.body for m in store.msgs["Q1"]] == [b"a", b"b"]
+    finally:
+        released.set()
+        conn.close()
+        first.stop()
+        second.stop()
+
+
 def test_backout_ends_a_unit_of_work_lost_to_a_broken_connection(monkeypatch) -> None:
     """After 2009 the application may back out instead of committing: that ends the lost
     unit, and the next unit starts clean (no 2003 for ever after)."""
