@@ -473,10 +473,11 @@ class Connection:
             self._sock.settimeout(seconds)
         self._deadline_now = seconds
 
-    def _roundtrip(self, request: dict[str, Any], wait: float) -> dict[str, Any]:
+    def _roundtrip(self, request: dict[str, Any], wait: float,
+                   body: bytes | None = None) -> dict[str, Any]:
         assert self._sock is not None
         self._deadline(self.call_timeout + wait)
-        self._write(request, True)
+        self._write(request, True, body)
         return self._await(request["id"])
 
     # -- calls -----------------------------------------------------------------------
@@ -568,25 +569,25 @@ class Connection:
         syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
         self._before(op, syncpoint)
         lone = self._lone_put
+        body = None
         if op == "commit" and lone is not None and not fields:
             # the unit is one put: the put and its commit as one request, answered once
             # the put is durable (or 2003 if it failed, as the commit would be)
             self._lone_put = None
-            request = {k: v for k, v in lone[0].items() if k not in ("async", "_b")}
+            request, body = lone  # the put's own request, never sent: changed in place
+            del request["async"]
             request["v"] = PROTOCOL_VERSION
             request["commit"] = True
-            if lone[1] is not None:
-                request["body"] = lone[1]
         else:
             request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
         try:
-            reply = self._roundtrip(request, wait)
+            reply = self._roundtrip(request, wait, body)
         except (OSError, NetError) as exc:
             reply = self._broken(op, syncpoint, exc)
             if not reply:
                 request["id"] = next(self._ids)
-                reply = self._roundtrip(request, wait)
+                reply = self._roundtrip(request, wait, body)
         if syncpoint:
             self._in_uow = True
         if op in ("commit", "backout", "prepare"):
