@@ -135,7 +135,9 @@ def encode_batch(sub: int, batch: int, msgs: list[Any], counts: BackoutCounts,
             n = counted(m.msgid)
             if n:
                 bc[str(i)] = n
-        put_time = _epoch(getattr(m, "put_time", None))
+        put_time = getattr(m, "put_epoch", None)  # the store's; else what the store gave
+        if put_time is None:
+            put_time = _epoch(getattr(m, "put_time", None))
         if packed:
             table.append(entry(len(body), m.priority, 1 if m.persistent else 0,
                                round(put_time * 1_000_000)))

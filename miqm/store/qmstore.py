@@ -121,7 +121,14 @@ class Message:
     correlid: bytes
     priority: int
     persistent: bool
-    put_time: _dt.datetime
+    #: the put time in seconds since the epoch, as the store keeps it
+    put_epoch: float
+
+    @property
+    def put_time(self) -> _dt.datetime:
+        """The put time (UTC); made when asked for: a consumer streaming messages sends
+        the seconds, and making a datetime per message cost about a microsecond."""
+        return _dt.datetime.fromtimestamp(self.put_epoch, _dt.UTC)
 
 
 def _memory_message(q: LocalQueue, key: int) -> Message | None:
@@ -132,14 +139,13 @@ def _memory_message(q: LocalQueue, key: int) -> Message | None:
         m = q.in_flight.get(key)
     if m is None:
         return None
-    return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent,
-                   _dt.datetime.fromtimestamp(m.put_time, _dt.UTC))
+    return Message(m.body, m.msgid, m.correlid, m.priority, m.persistent, m.put_time)
 
 
 def _record_message(rec: tuple[int, int, bool, float, bytes, bytes, bytes]) -> Message:
     """A message from a queue-file record (QueueFile.read)."""
     _key, prio, pers, t, mid, cid, body = rec
-    return Message(body, mid, cid, prio, pers, _dt.datetime.fromtimestamp(t, _dt.UTC))
+    return Message(body, mid, cid, prio, pers, t)
 
 
 # an open opens this many queue files or more side by side (``Volume.concurrent_opens``)
@@ -1155,7 +1161,7 @@ class QueueManagerStore:
             now = self._wallclock()
             age = None
             if oldest is not None:
-                age = max(0, int(now - self._read(q, *oldest).put_time.timestamp()))
+                age = max(0, int(now - self._read(q, *oldest).put_epoch))
             st = q.stats
             return {"CURDEPTH": q.depth, "UNCOM": len(q.uncommitted) + len(q.locked),
                     "MSGAGE": age, "LPUT": st.last_put, "LGET": st.last_get,
@@ -1334,8 +1340,7 @@ class QueueManagerStore:
         for w in self._waiters.get(queue, ()):
             if w.result is None and (w.msgid is None or w.msgid == mid) and (
                     w.correlid is None or w.correlid == cid):
-                w.result = Message(body, mid, cid, prio, pers,
-                                   _dt.datetime.fromtimestamp(now, _dt.UTC))
+                w.result = Message(body, mid, cid, prio, pers, now)
                 self._waiters[queue].remove(w)
                 self._cond.notify_all()
                 return True
@@ -1442,7 +1447,7 @@ class QueueManagerStore:
                         msg = self._read(q, key, p, i)
                         if browse:
                             return msg
-                        q.stats.got(self._wallclock(), msg.put_time.timestamp())
+                        q.stats.got(self._wallclock(), msg.put_epoch)
                         if uow is not None:
                             if len(uow.ops) >= self._max_umsgs():
                                 raise MessagingError("MAXUMSGS reached for this unit of work "
@@ -1520,7 +1525,7 @@ class QueueManagerStore:
                     self._append(R.encode_get(uow.txid, queue, k), uow)
                 locked[k] = uow.txid
                 uow.ops.append(("G", queue, k, msg.persistent))
-                q.stats.got(now, msg.put_time.timestamp())
+                q.stats.got(now, msg.put_epoch)
                 out.append(msg)
             if out:
                 self._after_op()
