@@ -108,9 +108,18 @@ def encode_put(txid: int, queue: str, key: int, priority: int, put_time: float,
                        len(body)) + body
 
 
+_GET_LAYOUTS: dict[int, struct.Struct] = {}
+
+
 def encode_get(txid: int, queue: str, key: int) -> bytes:
-    """A destructive GET of message ``key``."""
-    return _HEAD.pack(GET, txid) + _name(queue) + _KEY.pack(key)
+    """A destructive GET of message ``key`` (type, txid, name length, name, key: one
+    pack, as a PUT's header; a consumer writes one per message)."""
+    name = queue.encode()
+    n = len(name)
+    layout = _GET_LAYOUTS.get(n)
+    if layout is None:
+        layout = _GET_LAYOUTS[n] = struct.Struct(f"<BQH{n}sQ")
+    return layout.pack(GET, txid, n, name, key)
 
 
 def encode_end(kind: int, txid: int) -> bytes:
