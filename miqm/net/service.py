@@ -69,6 +69,20 @@ def standby_reply() -> dict[str, Any]:
     )
 
 
+def _failure_reply(op: str, exc: Exception) -> dict[str, Any]:
+    """The error reply for a request whose handler raised ``exc``: MQ's reason code where
+    the error carries one."""
+    if isinstance(exc, MessagingError):
+        return error_reply(exc.mqrc, str(exc), exc.amq)
+    if isinstance(exc, ObjectError):
+        return error_reply(getattr(exc, "mqrc", MQRC_UNKNOWN_OBJECT_NAME), str(exc), exc.amq)
+    if isinstance(exc, MiqmError):
+        return error_reply(getattr(exc, "mqrc", MQRC_RESOURCE_PROBLEM), str(exc), exc.amq)
+    if isinstance(exc, (KeyError, TypeError, ValueError)):
+        return error_reply(MQRC_OPTIONS_ERROR, f"bad {op} request: {exc}")
+    return error_reply(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
+
+
 class QueueService:
     """Executes protocol requests against a QueueManagerStore for queue manager ``qmgr``."""
 
@@ -120,18 +134,14 @@ class QueueService:
             return error_reply(MQRC_FUNCTION_NOT_SUPPORTED, f"unknown op {op!r}")
         try:
             refused = self.authorizer.check(op, request, session)
-            reply = fn(request, session) if refused is None else refused
-        except MessagingError as exc:
-            reply = error_reply(exc.mqrc, str(exc), exc.amq)
-        except ObjectError as exc:
-            reply = error_reply(getattr(exc, "mqrc", MQRC_UNKNOWN_OBJECT_NAME), str(exc),
-                                exc.amq)
-        except MiqmError as exc:
-            reply = error_reply(getattr(exc, "mqrc", MQRC_RESOURCE_PROBLEM), str(exc), exc.amq)
-        except (KeyError, TypeError, ValueError) as exc:
-            reply = error_reply(MQRC_OPTIONS_ERROR, f"bad {op} request: {exc}")
+            if refused is None:
+                reply = fn(request, session)
+            elif op == "put" and request.get("commit") and request.get("syncpoint"):
+                reply = self._unit_failed(request, session, refused)
+            else:
+                reply = refused
         except Exception as exc:  # the reply says what broke; the loop goes on
-            reply = error_reply(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
+            reply = _failure_reply(op, exc)
         if (not reply.get("ok") and request.get("async") and request.get("syncpoint")
                 and op == "put" and "uow" in session.state):
             # a pipelined put of a unit of work failed and nobody has seen the reply yet:
@@ -240,14 +250,12 @@ class QueueService:
                 msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
                 uow=self._uow(session) if req.get("syncpoint") and not one_put_unit else None,
             )
-        except (MessagingError, ObjectError, LogFullError) as exc:
+        except (MessagingError, ObjectError, LogFullError, KeyError, TypeError,
+                ValueError) as exc:
             if not one_put_unit:
                 raise
-            # refused before anything was logged: what the commit after a failed put says
-            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one "
-                               f"of its calls failed: put failed with MQRC "
-                               f"{getattr(exc, 'mqrc', MQRC_UNKNOWN_OBJECT_NAME)}: {exc} "
-                               "(MQRC 2003)")
+            # refused before anything was logged
+            return self._unit_failed(req, session, _failure_reply("put", exc))
         if session is not None:
             handles = session.state.get("handles")
             if handles is None or "OUTPUT" not in handles.get(queue, ()):
@@ -259,6 +267,19 @@ class QueueService:
             # its commit's
             return {"ok": True}
         return {"ok": True, "msgid": b64(msgid) if isinstance(msgid, bytes) else None}
+
+    def _unit_failed(self, req: dict[str, Any], session: Session,
+                     failure: dict[str, Any]) -> dict[str, Any]:
+        """A put with commit that was refused: what the commit after a refused pipelined
+        put answers (2003, naming the put's reason; a unit the session had open is backed
+        out with it)."""
+        if session is None:
+            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one "
+                               f"of its calls failed: put failed with MQRC "
+                               f"{failure.get('mqrc')} (MQRC 2003)")
+        session.state["uow_failed"] = (f"put failed with MQRC {failure.get('mqrc')} "
+                                       f"({failure.get('error')})")
+        return self._commit(req, session)
 
     def _put_then_commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         """A put with commit on a session whose unit of work is already open: the put

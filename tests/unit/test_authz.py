@@ -396,3 +396,30 @@ def test_the_listener_learns_added_and_removed_principals_from_its_source() -> N
     assert auth.reload()  # ...but REFRESH SECURITY reads it
     assert auth.check("app1:s2") is None
     assert Authenticator(dict(table)).reload() is False  # no source: nothing to read
+
+
+def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
+    """A put that carries its commit (docs/protocol.md, "A unit of one put") and is not
+    authorized answers what the commit after a refused pipelined put answers: 2003
+    naming 2035, with any unit the session had open backed out, never left open."""
+    service, _ = served
+    admin = _session("admin")
+    for text in ("DEFINE QLOCAL(APP.IN)", "DEFINE QLOCAL(APP.OUT)",
+                 "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+                 "SET AUTHREC PROFILE(APP.IN) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(PUT)"):
+        assert not _mqsc(service, admin, text)["failed"], text
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    put = {"op": "put", "body": b"x", "syncpoint": True, "persistent": True}
+    reply = service.handle({**put, "queue": "APP.OUT", "commit": True}, app)
+    assert reply["mqrc"] == 2003 and "2035" in reply["error"]
+    assert "uow" not in app.state and "uow_failed" not in app.state
+    # with a unit open on the session: the refused put fails the unit, which is backed out
+    assert service.handle({**put, "queue": "APP.IN", "async": 2}, app)["ok"]
+    assert "uow" in app.state
+    reply = service.handle({**put, "queue": "APP.OUT", "commit": True}, app)
+    assert reply["mqrc"] == 2003 and "2035" in reply["error"]
+    assert "uow" not in app.state and "uow_failed" not in app.state
+    assert service.store.get("APP.IN") is None  # the unit's earlier put was backed out
+    assert service.handle({**put, "queue": "APP.IN", "commit": True}, app)["ok"]
+    assert service.store.get("APP.IN").body == b"x"
