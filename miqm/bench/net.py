@@ -15,8 +15,9 @@ One run, one scratch queue manager (1 KiB persistent messages):
 
 The server is a separate process (store + listener, no HA), so clients and server do not
 share an interpreter lock. A checkpoint is taken between the network runs, so that none
-of them pays for the checkpoint of the messages the runs before it left. Prints absolute rates and ``ratio_to_inprocess`` for the
-8-connection path; the peer broker the issue compares with is measured outside the project.
+of them pays for the checkpoint of the messages the runs before it left. Prints absolute
+rates and ``ratio_to_inprocess`` for the 8-connection path; the peer broker the issue
+compares with is measured outside the project.
 
 ``--authrecs N`` (:func:`bench_authz`) measures instead the cost of authorization on the
 hot path: a listener that requires credentials, N authority records (generic profiles,
