@@ -503,18 +503,23 @@ def test_concurrent_clients_and_a_prompt_stop(served) -> None:
         c.close()
 
 
-def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkeypatch) -> None:
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(
+        monkeypatch, pipelined: bool) -> None:
     """The instance can force the COMMIT record and die before it replies: restart keeps
     the unit, so the client must not claim it was backed out (2003) — its outcome is
-    unknown (2549), as MQ reports for a reconnectable client."""
+    unknown (2549), as MQ reports for a reconnectable client. The same for a pipelined
+    put whose unit is that one put: it travels with its commit as one request."""
     store = FakeStore()
     store.define_queue("Q1")
     service = QueueService(store, "QM1")
     committed, released = threading.Event(), threading.Event()
+    fused: list[bool] = []
 
     def commit_then_die(req: dict[str, Any], session: Session) -> dict[str, Any]:
         reply = service.handle(req, session)
-        if req.get("op") == "commit":
+        if req.get("op") == "commit" or req.get("commit"):
+            fused.append(bool(req.get("commit")))
             committed.set()
             released.wait(5)  # "dies" before its reply goes out
         return reply
@@ -531,59 +536,17 @@ def test_a_commit_cut_off_in_flight_is_reported_as_unknown_not_backed_out(monkey
         released.set()
         second.start()
 
+    put = conn.send if pipelined else conn.call
     try:
-        conn.call("put", queue="Q1", body=b"a", syncpoint=True)
+        put("put", queue="Q1", body=b"a", syncpoint=True)
         threading.Thread(target=take_over, daemon=True).start()
         with pytest.raises(NetError) as info:
             conn.call("commit")
         assert info.value.mqrc == 2549 and "may or may not" in str(info.value)
+        assert fused == [pipelined]
         assert [m.body for m in store.msgs["Q1"]] == [b"a"]  # it was in fact committed
-        conn.call("put", queue="Q1", body=b"b", syncpoint=True)
+        put("put", queue="Q1", body=b"b", syncpoint=True)
         conn.call("commit")  # the next unit works normally
-        assert [m.body for m in store.msgs["Q1"]] == [b"a", b"b"]
-    finally:
-        released.set()
-        conn.close()
-        first.stop()
-        second.stop()
-
-
-def test_a_one_put_unit_cut_off_in_flight_is_reported_as_unknown(monkeypatch) -> None:
-    """The same for a unit of one pipelined put, whose commit travels with the put as
-    one request: cut off in flight, its outcome is unknown (2549), not backed out."""
-    store = FakeStore()
-    store.define_queue("Q1")
-    service = QueueService(store, "QM1")
-    committed, released = threading.Event(), threading.Event()
-
-    def commit_then_die(req: dict[str, Any], session: Session) -> dict[str, Any]:
-        reply = service.handle(req, session)
-        if req.get("commit"):
-            committed.set()
-            released.wait(5)
-        return reply
-
-    first = Listener(commit_then_die)
-    host, port = first.start()
-    second = Listener(service.handle, port=port)
-    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
-    conn = connect("QM1", reconnect=True, reconnect_timeout=5)
-
-    def take_over() -> None:
-        committed.wait(5)
-        first.stop(timeout=0.1)
-        released.set()
-        second.start()
-
-    try:
-        conn.send("put", queue="Q1", body=b"a", syncpoint=True)
-        threading.Thread(target=take_over, daemon=True).start()
-        with pytest.raises(NetError) as info:
-            conn.call("commit")
-        assert info.value.mqrc == 2549 and "may or may not" in str(info.value)
-        assert [m.body for m in store.msgs["Q1"]] == [b"a"]
-        conn.send("put", queue="Q1", body=b"b", syncpoint=True)
-        conn.call("commit")
         assert [m.body for m in store.msgs["Q1"]] == [b"a", b"b"]
     finally:
         released.set()
