@@ -143,9 +143,12 @@ class QueueService:
         except Exception as exc:  # the reply says what broke; the loop goes on
             reply = _failure_reply(op, exc)
         if (not reply.get("ok") and request.get("async") and request.get("syncpoint")
-                and op == "put" and "uow" in session.state):
+                and op == "put" and session is not None):
             # a pipelined put of a unit of work failed and nobody has seen the reply yet:
-            # the unit's commit must not succeed without it
+            # the unit's commit must not succeed without it. Also when the put failed
+            # before the unit could be begun here (a stopped store refuses begin): the
+            # client's unit holds the put all the same, and a commit answered ok for it
+            # would acknowledge a message that was never stored
             session.state["uow_failed"] = f"{op} failed with MQRC {reply.get('mqrc')}"
         return reply
 

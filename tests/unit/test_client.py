@@ -734,3 +734,28 @@ def test_a_put_with_commit_on_the_wire(served) -> None:
         assert [qm.get("Q1").body for _ in range(3)] == [b"a", b"b", b"c"]
         with pytest.raises(mq.NoMessageAvailable):
             qm.get("Q1")
+
+
+def test_pipelined_puts_refused_by_a_stopped_store_never_commit(served) -> None:
+    """A store that has stopped (a failed log write) refuses even to begin a unit of work:
+    pipelined puts refused that way must fail their commit, not leave it an empty unit
+    that commits ok. The fault campaign on the NFS lab found a commit acknowledged that
+    way while the server stalled, its messages never stored."""
+    from miqm.errors import LogWriteError
+
+    with mq.connect("QMC") as qm:
+        qm.put("Q1", b"before", syncpoint=True)
+        qm.commit()
+        served.store._failed = LogWriteError("the recovery log stopped (test)")
+        try:
+            for n in (3, 1):  # a unit of three puts, and a unit of one (with its commit)
+                for i in range(n):
+                    qm.put("Q1", f"lost-{n}-{i}".encode(), syncpoint=True)
+                with pytest.raises(mq.MQError) as info:
+                    qm.commit()
+                assert info.value.reason in (2003, 2102), info.value
+        finally:
+            served.store._failed = None
+        assert qm.get("Q1").body == b"before"
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
