@@ -289,8 +289,10 @@ def _deposed_acks(ledger: _Ledger, timeline: list[dict[str, Any]]) -> tuple[int,
 
 
 def _lost_units(ledger: _Ledger, got: list[str], limit: int = 10) -> list[dict[str, Any]]:
-    """The first committed units with a message missing, and which instance acked them."""
-    found = set(got)
+    """The first committed units with a message missing (neither drained at the end nor
+    consumed during the run, as :func:`_audit` counts them), and which instance acked
+    them."""
+    found = {*got, *ledger.delivered, *(m for u in ledger.delivered_unknown for m in u)}
     out = []
     for unit in ledger.committed:
         missing = [m for m in unit if m not in found]
