@@ -29,6 +29,7 @@ from typing import Any
 
 from miqm.errors import MiqmError
 from miqm.net.protocol import MQRC_UNEXPECTED_ERROR, PACKED_ENTRY, b64
+from miqm.store.qmstore import put_micros
 
 #: Messages per pushed batch at most (one frame, one unit of work, one log force).
 BATCH_MAX = 64
@@ -135,17 +136,18 @@ def encode_batch(sub: int, batch: int, msgs: list[Any], counts: BackoutCounts,
             n = counted(m.msgid)
             if n:
                 bc[str(i)] = n
-        put_time = getattr(m, "put_epoch", None)  # the store's; else what the store gave
-        if put_time is None:
-            put_time = _epoch(getattr(m, "put_time", None))
+        put_epoch = getattr(m, "put_epoch", None)  # the store's; else what the store gave
+        if put_epoch is None:
+            put_epoch = _epoch(getattr(m, "put_time", None))
+        # the microsecond Message.put_time has, so a get and a batch report the same
+        micros = put_micros(put_epoch)
         if packed:
-            table.append(entry(len(body), m.priority, 1 if m.persistent else 0,
-                               round(put_time * 1_000_000)))
+            table.append(entry(len(body), m.priority, 1 if m.persistent else 0, micros))
         else:
             lens.append(len(body))
             prios.append(m.priority)
             pers.append(1 if m.persistent else 0)
-            ts.append(round(put_time, 6))
+            ts.append(micros / 1_000_000)
     header: dict[str, Any] = {"push": sub, "batch": batch}
     if packed:
         header["n"] = len(msgs)

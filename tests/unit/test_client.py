@@ -759,3 +759,25 @@ def test_pipelined_puts_refused_by_a_stopped_store_never_commit(served) -> None:
         assert qm.get("Q1").body == b"before"
         with pytest.raises(mq.NoMessageAvailable):
             qm.get("Q1")
+
+
+def test_a_message_put_time_is_the_microsecond_its_batches_carry() -> None:
+    """The store keeps put times in seconds (a float); a get reports them as a datetime
+    and a streaming batch as microseconds. Both round the same way, so one message never
+    shows two put times: 1830318594.5445526 s is 544,552 µs by the batch's rounding, and
+    544,553 µs by datetime.fromtimestamp's."""
+    import datetime as dt
+
+    from miqm.net.streaming import BackoutCounts, encode_batch
+    from miqm.store.qmstore import Message
+
+    t = 1830318594.5445526
+    msg = Message(b"x", b"m" * 24, bytes(24), 4, True, t)
+    for packed in (True, False):
+        header, body = encode_batch(1, 1, [msg], BackoutCounts(), packed)
+        consumer = mq.Consumer.__new__(mq.Consumer)
+        consumer._suspect, consumer._batch = {}, None
+        consumer._take({**header, "body": body})
+        assert consumer._batch is not None
+        assert consumer._batch[1][0].put_time == msg.put_time
+    assert msg.put_time == dt.datetime(2028, 1, 1, 5, 49, 54, 544552, tzinfo=dt.UTC)
