@@ -407,9 +407,7 @@ class Connection:
         assert self._lone_put is not None
         request, body = self._lone_put
         self._lone_put = None
-        data = encode(request, body)
-        self._wbuf.append(data)
-        self._wsize += len(data)
+        self._write(request, False, body)
         self._pending[request["id"]] = ("put", None)
 
     def _write(self, request: dict[str, Any], flush: bool, body: bytes | None = None) -> None:

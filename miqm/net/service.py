@@ -83,6 +83,17 @@ def _failure_reply(op: str, exc: Exception) -> dict[str, Any]:
     return error_reply(MQRC_UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}")
 
 
+def _failed_call(op: str, reply: dict[str, Any]) -> str:
+    """What a unit's commit names of a call of it that failed (``reply``, its error)."""
+    return f"{op} failed with MQRC {reply.get('mqrc')}"
+
+
+def _backed_out(failed: str) -> dict[str, Any]:
+    """The commit's reply for a unit one of whose calls failed (``failed``)."""
+    return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one of its "
+                       f"calls failed: {failed} (MQRC 2003)")
+
+
 class QueueService:
     """Executes protocol requests against a QueueManagerStore for queue manager ``qmgr``."""
 
@@ -149,7 +160,7 @@ class QueueService:
             # before the unit could be begun here (a stopped store refuses begin): the
             # client's unit holds the put all the same, and a commit answered ok for it
             # would acknowledge a message that was never stored
-            session.state["uow_failed"] = f"{op} failed with MQRC {reply.get('mqrc')}"
+            session.state["uow_failed"] = _failed_call(op, reply)
         return reply
 
     # -- connection ------------------------------------------------------------------
@@ -276,12 +287,10 @@ class QueueService:
         """A put with commit that was refused: what the commit after a refused pipelined
         put answers (2003, naming the put's reason; a unit the session had open is backed
         out with it)."""
+        failed = f"{_failed_call('put', failure)} ({failure.get('error')})"
         if session is None:
-            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one "
-                               f"of its calls failed: put failed with MQRC "
-                               f"{failure.get('mqrc')} (MQRC 2003)")
-        session.state["uow_failed"] = (f"put failed with MQRC {failure.get('mqrc')} "
-                                       f"({failure.get('error')})")
+            return _backed_out(failed)
+        session.state["uow_failed"] = failed
         return self._commit(req, session)
 
     def _put_then_commit(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -334,8 +343,7 @@ class QueueService:
             if uow is not None:
                 self.store.backout(uow)
                 self.backout_counts.bump(gets)
-            return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because "
-                               f"one of its calls failed: {failed} (MQRC 2003)")
+            return _backed_out(failed)
         if uow is not None:
             self.store.commit(uow)
             self.backout_counts.forget(gets)
