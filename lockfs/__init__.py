@@ -12,6 +12,7 @@ from lockfs.errors import (
 from lockfs.open import open_volume
 from lockfs.volume import (
     WHOLE_FILE,
+    FileHead,
     FileStat,
     LockMode,
     Reachability,
@@ -22,6 +23,7 @@ from lockfs.volume import (
 __all__ = [
     "WHOLE_FILE",
     "BadLocation",
+    "FileHead",
     "FileStat",
     "LockFsError",
     "LockLostError",

@@ -29,8 +29,9 @@ Duties every backend keeps (the store and the HA layer rely on them):
 from __future__ import annotations
 
 import enum
+import errno
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -68,6 +69,14 @@ class FileStat:
     size: int
     mtime: float
     is_dir: bool = False
+
+
+@dataclass(frozen=True)
+class FileHead:
+    """The first bytes of a file (all of it if shorter) and its size when they were read."""
+
+    size: int
+    data: bytes
 
 
 class VolumeFile(ABC):
@@ -276,6 +285,21 @@ class Volume(ABC):
         """The first ``size`` bytes of a file (all of it if it is shorter)."""
         with self.open(path) as f:
             return f.pread(size, 0)
+
+    def read_heads(self, wanted: Sequence[tuple[str, int]]) -> list[FileHead | None]:
+        """For each ``(path, size)``: the file's first ``size`` bytes and its size, or
+        None if it does not exist; any other failure raises as :meth:`read_head` does.
+        A backend whose every call is a round trip reads them all in one (nfs4)."""
+        heads: list[FileHead | None] = []
+        for path, size in wanted:
+            try:
+                st = self.stat(path)
+                if st.is_dir:
+                    raise VolumeIOError(f"{path} is a directory", errno=errno.EISDIR, path=path)
+                heads.append(FileHead(st.size, self.read_head(path, size)))
+            except VolumeNotFound:
+                heads.append(None)
+        return heads
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` durably: write a temporary file, sync, rename."""

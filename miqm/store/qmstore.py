@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NoReturn
 
-from lockfs.errors import LockFsError
-from lockfs.volume import Volume, VolumeFile
+from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.volume import FileHead, Volume, VolumeFile
 from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
 from miqm.histogram import LONG_BUCKETS, Histogram
@@ -160,6 +160,8 @@ def _record_message(rec: tuple[int, int, bool, float, bytes, bytes, bytes]) -> M
 
 # an open opens this many queue files or more side by side (``Volume.concurrent_opens``)
 _PARALLEL_OPEN_MIN = 4
+# a file head not read ahead (QueueManagerStore._heads)
+_UNREAD = FileHead(-1, b"")
 
 
 @dataclass
@@ -275,6 +277,9 @@ class QueueManagerStore:
         self._opening = False
         self._index_later = False
         self._index_cache: qindex.IndexCache | None = None
+        # file heads the open read for its queues in one call (_read_heads_ahead): path
+        # -> head, None for a file that does not exist; each taken once
+        self._heads: dict[str, FileHead | None] = {}
         self._index_due: float | None = None  # when the checkpoint thread writes them
         self._replayed_bytes = 0  # of log, by the open's restart
         self._definitions = 0  # since the last checkpoint began
@@ -542,6 +547,8 @@ class QueueManagerStore:
                 for qf, _exists, _error in opened.values():
                     qf.close()
                 raise
+        self._heads = self._read_heads_ahead(
+            [name for name in names if name not in opened], info)
         try:
             for name in names:
                 qid = info.queues[name]
@@ -550,9 +557,48 @@ class QueueManagerStore:
                 self._max_cp_seen = max(self._max_cp_seen, seen)
                 st.queues[name] = q
         finally:
+            self._heads = {}
             for qf, _exists, _error in opened.values():  # not loaded: a failure above
                 qf.close()
         st.queues.adopt_qids(info.queues)
+
+    def _read_heads_ahead(self, names: list[str], info: ckpt.CheckpointInfo
+                          ) -> dict[str, FileHead | None]:
+        """The file heads the loads of queues ``names`` with an index read (the queue
+        file's, its replacement's, the index's and the delta's that the standby's read
+        ahead is checked against), read in one call of the volume: over NFSv4 one round
+        trip for all of them, where each queue took some fifteen. They are read after
+        the lock, by this open, as each load would read them, and nothing else writes
+        these files meanwhile. Nothing here on a failure: each load reads its own and
+        says what is wrong."""
+        wanted: list[tuple[str, int]] = []
+        for name in names:
+            idx_cp, dx_cp, _d2_cp = info.index_of(name)
+            if not idx_cp:
+                continue
+            at = f"queues/{name}/"
+            wanted += [(at + "q.new", 0), (at + "q", DATA_START)]
+            if self._index_cache is not None:
+                wanted.append((at + "idx", qindex.HEAD_SIZE))
+                if dx_cp:
+                    wanted.append((at + "idx.d", qindex.DHEAD_SIZE))
+        if len(wanted) < 2:
+            return {}
+        try:
+            heads = self.data.read_heads(wanted)
+        except LockFsError:
+            return {}
+        return dict(zip((path for path, _size in wanted), heads, strict=True))
+
+    def _head(self, path: str, size: int) -> bytes:
+        """The first ``size`` bytes of ``path``: as this open read them ahead
+        (:meth:`_read_heads_ahead`), else from the volume."""
+        if path in self._heads:
+            got = self._heads.pop(path)
+            if got is None:
+                raise VolumeNotFound(f"{path} does not exist", path=path)
+            return got.data[:size]
+        return self.data.read_head(path, size)
 
     def _list_queue_dirs(self) -> list[str]:
         try:
@@ -614,20 +660,25 @@ class QueueManagerStore:
         None)."""
         qf = QueueFile(self.data, name)
         newer = QueueFile(self.data, name, f"queues/{name}/q.new")
+        ahead = self._heads.pop(qf.path, _UNREAD) if later else _UNREAD
+        if ahead is _UNREAD or self._heads.pop(newer.path, _UNREAD) is not None:
+            ahead = _UNREAD  # read below, after any replacement is in place
+            try:
+                if newer.open_existing():
+                    # a replacement written by a checkpoint: current once that completed
+                    if newer.qid == qid and newer.created_cp <= completed:
+                        newer.close()
+                        self.data.rename(newer.path, qf.path)
+                    else:
+                        newer.close()
+                        self.data.unlink(newer.path)
+            except StoreError:
+                newer.close()
+                self.data.unlink(newer.path)
+        if ahead is None:  # read ahead: the queue file does not exist
+            return qf, False, None
         try:
-            if newer.open_existing():
-                # a replacement file written by a checkpoint: current once that completed
-                if newer.qid == qid and newer.created_cp <= completed:
-                    newer.close()
-                    self.data.rename(newer.path, qf.path)
-                else:
-                    newer.close()
-                    self.data.unlink(newer.path)
-        except StoreError:
-            newer.close()
-            self.data.unlink(newer.path)
-        try:
-            return qf, qf.open_existing(later), None
+            return qf, qf.open_existing(later, None if ahead is _UNREAD else ahead), None
         except StoreError as exc:
             qf.close()
             return qf, False, exc
@@ -745,7 +796,7 @@ class QueueManagerStore:
         if cache is None:
             return None
         try:
-            head = self.data.read_head(f"queues/{q.name}/idx", qindex.HEAD_SIZE)
+            head = self._head(f"queues/{q.name}/idx", qindex.HEAD_SIZE)
         except LockFsError:
             return None
         got = cache.take(q.name, head)
@@ -770,7 +821,7 @@ class QueueManagerStore:
     def _delta_head(self, q: LocalQueue) -> bytes | None:
         """The header bytes of ``q``'s delta file ``idx.d`` (None if it cannot be read)."""
         try:
-            return self.data.read_head(f"queues/{q.name}/idx.d", qindex.DHEAD_SIZE)
+            return self._head(f"queues/{q.name}/idx.d", qindex.DHEAD_SIZE)
         except LockFsError:
             return None
 

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from crc32c import crc32c
 
 from lockfs.errors import LockFsError, VolumeNotFound
-from lockfs.volume import Volume, VolumeFile
+from lockfs.volume import FileHead, Volume, VolumeFile
 from miqm.errors import StoreError
 from miqm.store.qindex import DeltaLog
 
@@ -233,14 +233,18 @@ class QueueFile:
         self.space = bytearray()
         self.write_header(attrs)
 
-    def open_existing(self, later: bool = False) -> bool:
+    def open_existing(self, later: bool = False, head: FileHead | None = None) -> bool:
         """Open and read the header; False if the file does not exist. ``later``: read
         the header and the size without opening it (over NFSv4 an open is a client of
         its own, about a millisecond, and a takeover that loads a queue from its index
         may never need the file before the checkpoint after it); it is opened at its
-        first use (:attr:`f`)."""
+        first use (:attr:`f`). ``head`` (with ``later``): those already read, the file's
+        first DATA_START bytes and its size."""
         try:
-            if later:
+            if head is not None:
+                self._known_size, raw = head.size, head.data
+                self._f, self._open_later = None, True
+            elif later:
                 self._known_size = self.volume.stat(self.path).size
                 raw = self.volume.read_head(self.path, DATA_START)
                 self._f, self._open_later = None, True

@@ -104,6 +104,47 @@ def test_small_reads_share_one_context_and_survive_its_trouble(nfs_lab: lab.NfsL
         vol.close()
 
 
+def test_file_heads_come_from_one_exchange_with_the_server(
+        nfs_lab: lab.NfsLab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_heads sends a COMPOUND per file (LOOKUP, GETATTR, READ with the anonymous
+    stateid) before awaiting any answer, and gets what the file-by-file way gets: the
+    first bytes and the size, None for a missing file or directory, and the file-by-file
+    way's error for a directory. None of them falls back to that way."""
+    from lockfs import FileHead, Volume
+
+    sub = _name("hd")
+    vol = open_volume(nfs_lab.url(sub))
+    ordinary = Volume.read_heads
+    fallbacks: list[list[tuple[str, int]]] = []
+
+    def counted(self: Volume, wanted: list[tuple[str, int]]) -> list[FileHead | None]:
+        fallbacks.append(list(wanted))
+        return ordinary(self, wanted)
+
+    try:
+        vol.makedirs("d/sub")
+        vol.write_atomic("d/small", b"0123456789")
+        vol.write_atomic("d/empty", b"")
+        big = os.urandom(70000)
+        (nfs_lab.export_dir / sub / "d" / "big").write_bytes(big)
+        wanted = [("d/small", 4), ("d/small", 100), ("d/big", 8192), ("d/missing", 4),
+                  ("gone/x", 4), ("d/empty", 8), ("d/big", 0)]
+        expect = ordinary(vol, wanted)
+        assert expect == [FileHead(10, b"0123"), FileHead(10, b"0123456789"),
+                          FileHead(70000, big[:8192]), None, None, FileHead(0, b""),
+                          FileHead(70000, b"")]
+        monkeypatch.setattr(Volume, "read_heads", counted)
+        assert vol.read_heads(wanted) == expect
+        assert fallbacks == []
+        with pytest.raises(VolumeIOError, match="is a directory"):
+            vol.read_heads([("d/small", 4), ("d/sub", 4)])
+        assert fallbacks == [[("d/sub", 4)]]  # what the server would not READ
+    finally:
+        monkeypatch.undo()
+        vol.remove_tree("d")
+        vol.close()
+
+
 def test_lease_is_read_from_the_server(nfs_lab: lab.NfsLab) -> None:
     plain = nfs_lab.url("").split("?")[0]
     for url, lease, source in ((plain, nfs_lab.lease, "server"),

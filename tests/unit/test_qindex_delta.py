@@ -701,3 +701,51 @@ def test_an_open_loads_indexed_queues_without_opening_their_files(
         assert s.get(names[4]) is None
     finally:
         s.close()
+
+
+def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heads a takeover checks for each queue loaded from its index (its queue
+    file's, a replacement's, its index file's against the standby's read-ahead) are read
+    in one ``Volume.read_heads`` call: over NFSv4 one round trip for all the queues. Only
+    a queue whose replacement file (``q.new``) is put in place reads its file's head
+    again, after the rename; every message is still there."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    s = st.open()
+    names = _twenty_each(s, 5)
+    data = PosixVolume(str(st.data))
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == len(names)
+    crash(s)
+    (st.data / "queues" / names[1] / "q").rename(st.data / "queues" / names[1] / "q.new")
+    batches: list[list[str]] = []
+    singles: list[str] = []
+    in_batch = [False]
+    real_heads, real_head = PosixVolume.read_heads, PosixVolume.read_head
+
+    def heads(self: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
+        batches.append([path for path, _size in wanted])
+        in_batch[0] = True
+        try:
+            return real_heads(self, wanted)  # type: ignore[return-value]
+        finally:
+            in_batch[0] = False
+
+    def head(self: PosixVolume, path: str, size: int) -> bytes:
+        if not in_batch[0]:
+            singles.append(path)
+        return real_head(self, path, size)
+
+    monkeypatch.setattr(PosixVolume, "read_heads", heads)
+    monkeypatch.setattr(PosixVolume, "read_head", head)
+    s = _open_with(st, cache)
+    try:
+        assert len(batches) == 1, batches
+        for name in names:
+            assert {f"queues/{name}/{f}" for f in ("q", "q.new", "idx")} <= set(batches[0])
+        assert [p for p in singles if p.startswith("queues/")] == [f"queues/{names[1]}/q"]
+        assert s.recovery_stats["prefetched_queues"] == len(names), s.recovery_stats
+        for name in names:
+            _all_twenty(s, names, name)
+    finally:
+        s.close()
