@@ -749,3 +749,59 @@ def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
             _all_twenty(s, names, name)
     finally:
         s.close()
+
+
+def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refresh of the read-ahead reads the heads of every index and delta file in
+    one ``Volume.read_heads`` call (over NFS one round trip) and opens only the files
+    that changed; what did not change stays in the table throughout, for a takeover that
+    comes meanwhile."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    s = st.open()
+    names = _twenty_each(s, 4)
+    data = PosixVolume(str(st.data))
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == len(names)
+    batches: list[list[str]] = []
+    opened: list[str] = []  # outside read_heads (whose base class opens each file)
+    in_batch = [False]
+    real_heads, real_open = PosixVolume.read_heads, PosixVolume.open
+
+    def heads(self: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
+        batches.append([path for path, _size in wanted])
+        in_batch[0] = True
+        try:
+            return real_heads(self, wanted)  # type: ignore[return-value]
+        finally:
+            in_batch[0] = False
+
+    def open_(self: PosixVolume, path: str, **kw: bool) -> object:
+        if not in_batch[0]:
+            opened.append(path)
+        return real_open(self, path, **kw)
+
+    seen: list[int] = []
+
+    def stop() -> bool:
+        seen.append(len(cache._by_name))  # type: ignore[attr-defined]
+        return False
+
+    wanted = _wanted(data)
+    monkeypatch.setattr(PosixVolume, "read_heads", heads)
+    monkeypatch.setattr(PosixVolume, "open", open_)
+    assert cache.refresh(data, wanted, stop) == 0
+    assert len(batches) == 1 and opened == []
+    assert {f"queues/{n}/idx" for n in names} <= set(batches[0])
+    assert seen and all(n == len(names) for n in seen), seen
+    for k in range(30):  # deltas, then a new index file for the third queue
+        s.put(names[2], b"more-%d" % k, persistent=True)
+        s.checkpoint()
+    batches.clear()
+    wanted = _wanted(data)
+    opened.clear()
+    assert cache.refresh(data, wanted) >= 1
+    assert len(batches) == 1
+    # the first queue's put before the checkpoints above changed its files too
+    assert {p.split("/")[1] for p in opened} == {names[0], names[2]}, opened
+    s.close()
