@@ -76,15 +76,7 @@ from lockfs.errors import (
     VolumeStalled,
 )
 from lockfs.nfs4probe import LeaseProbeError, server_lease
-from lockfs.volume import (
-    WHOLE_FILE,
-    FileHead,
-    FileStat,
-    LockMode,
-    Reachability,
-    Volume,
-    VolumeFile,
-)
+from lockfs.volume import WHOLE_FILE, FileHead, FileStat, LockMode, Reachability, Volume, VolumeFile
 
 DEFAULT_LEASE = 90.0
 NFS_PORT = 2049

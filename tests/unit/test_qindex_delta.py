@@ -703,6 +703,33 @@ def test_an_open_loads_indexed_queues_without_opening_their_files(
         s.close()
 
 
+class _HeadSpy:
+    """Records each ``PosixVolume.read_heads`` call (its paths) and the calls of one
+    other volume method made outside it (the base class reads each head through them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, other: str) -> None:
+        self.batches: list[list[str]] = []
+        self.others: list[str] = []
+        self._in_batch = False
+        real_heads, real_other = PosixVolume.read_heads, getattr(PosixVolume, other)
+
+        def heads(vol: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
+            self.batches.append([path for path, _size in wanted])
+            self._in_batch = True
+            try:
+                return real_heads(vol, wanted)  # type: ignore[return-value]
+            finally:
+                self._in_batch = False
+
+        def recorded(vol: PosixVolume, path: str, *args: object, **kw: object) -> object:
+            if not self._in_batch:
+                self.others.append(path)
+            return real_other(vol, path, *args, **kw)
+
+        monkeypatch.setattr(PosixVolume, "read_heads", heads)
+        monkeypatch.setattr(PosixVolume, other, recorded)
+
+
 def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The heads a takeover checks for each queue loaded from its index (its queue
@@ -718,32 +745,15 @@ def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
     assert cache.refresh(data, _wanted(data)) == len(names)
     crash(s)
     (st.data / "queues" / names[1] / "q").rename(st.data / "queues" / names[1] / "q.new")
-    batches: list[list[str]] = []
-    singles: list[str] = []
-    in_batch = [False]
-    real_heads, real_head = PosixVolume.read_heads, PosixVolume.read_head
-
-    def heads(self: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
-        batches.append([path for path, _size in wanted])
-        in_batch[0] = True
-        try:
-            return real_heads(self, wanted)  # type: ignore[return-value]
-        finally:
-            in_batch[0] = False
-
-    def head(self: PosixVolume, path: str, size: int) -> bytes:
-        if not in_batch[0]:
-            singles.append(path)
-        return real_head(self, path, size)
-
-    monkeypatch.setattr(PosixVolume, "read_heads", heads)
-    monkeypatch.setattr(PosixVolume, "read_head", head)
+    spy = _HeadSpy(monkeypatch, "read_head")
     s = _open_with(st, cache)
     try:
-        assert len(batches) == 1, batches
+        assert len(spy.batches) == 1, spy.batches
         for name in names:
-            assert {f"queues/{name}/{f}" for f in ("q", "q.new", "idx")} <= set(batches[0])
-        assert [p for p in singles if p.startswith("queues/")] == [f"queues/{names[1]}/q"]
+            assert {f"queues/{name}/{f}" for f in ("q", "q.new", "idx")} <= \
+                set(spy.batches[0])
+        assert [p for p in spy.others if p.startswith("queues/")] == \
+            [f"queues/{names[1]}/q"]
         assert s.recovery_stats["prefetched_queues"] == len(names), s.recovery_stats
         for name in names:
             _all_twenty(s, names, name)
@@ -763,24 +773,6 @@ def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
     data = PosixVolume(str(st.data))
     cache = qindex.IndexCache()
     assert cache.refresh(data, _wanted(data)) == len(names)
-    batches: list[list[str]] = []
-    opened: list[str] = []  # outside read_heads (whose base class opens each file)
-    in_batch = [False]
-    real_heads, real_open = PosixVolume.read_heads, PosixVolume.open
-
-    def heads(self: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
-        batches.append([path for path, _size in wanted])
-        in_batch[0] = True
-        try:
-            return real_heads(self, wanted)  # type: ignore[return-value]
-        finally:
-            in_batch[0] = False
-
-    def open_(self: PosixVolume, path: str, **kw: bool) -> object:
-        if not in_batch[0]:
-            opened.append(path)
-        return real_open(self, path, **kw)
-
     seen: list[int] = []
 
     def stop() -> bool:
@@ -788,20 +780,19 @@ def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
         return False
 
     wanted = _wanted(data)
-    monkeypatch.setattr(PosixVolume, "read_heads", heads)
-    monkeypatch.setattr(PosixVolume, "open", open_)
+    spy = _HeadSpy(monkeypatch, "open")
     assert cache.refresh(data, wanted, stop) == 0
-    assert len(batches) == 1 and opened == []
-    assert {f"queues/{n}/idx" for n in names} <= set(batches[0])
+    assert len(spy.batches) == 1 and spy.others == []
+    assert {f"queues/{n}/idx" for n in names} <= set(spy.batches[0])
     assert seen and all(n == len(names) for n in seen), seen
     for k in range(30):  # deltas, then a new index file for the third queue
         s.put(names[2], b"more-%d" % k, persistent=True)
         s.checkpoint()
-    batches.clear()
+    spy.batches.clear()
     wanted = _wanted(data)
-    opened.clear()
+    spy.others.clear()
     assert cache.refresh(data, wanted) >= 1
-    assert len(batches) == 1
+    assert len(spy.batches) == 1
     # the first queue's put before the checkpoints above changed its files too
-    assert {p.split("/")[1] for p in opened} == {names[0], names[2]}, opened
+    assert {p.split("/")[1] for p in spy.others} == {names[0], names[2]}, spy.others
     s.close()
