@@ -664,19 +664,27 @@ def test_an_open_with_several_queues_to_scan_opens_their_files_side_by_side(
         s.close()
 
 
+def _read_ahead_then_crashed(tmp_path: Path, count: int
+                             ) -> tuple[Store, list[str], qindex.IndexCache]:
+    """``count`` indexed queues of twenty messages each (_twenty_each), read ahead as a
+    standby does, then the store crashed: (the store, the queue names, the read-ahead)."""
+    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
+    s = st.open()
+    names = _twenty_each(s, count)
+    data = PosixVolume(str(st.data))
+    cache = qindex.IndexCache()
+    assert cache.refresh(data, _wanted(data)) == len(names)
+    crash(s)
+    return st, names, cache
+
+
 def test_an_open_loads_indexed_queues_without_opening_their_files(
         tmp_path: Path) -> None:
     """A queue loaded from its index has its file's header and size read (over NFSv4
     through the shared reader context) and is opened at its first use: a get of a body
     only on file, or the checkpoint's writes. A damaged header is still reported, a
     ``q.new`` still put in place, and nothing is lost across the next crash."""
-    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
-    s = st.open()
-    names = _twenty_each(s, 5)
-    data = PosixVolume(str(st.data))
-    cache = qindex.IndexCache()
-    assert cache.refresh(data, _wanted(data)) == len(names)
-    crash(s)
+    st, names, cache = _read_ahead_then_crashed(tmp_path, 5)
     qdir = _replaced_and_damaged(st, names)
     s = _open_with(st, cache)
     try:
@@ -737,13 +745,7 @@ def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
     in one ``Volume.read_heads`` call: over NFSv4 one round trip for all the queues. Only
     a queue whose replacement file (``q.new``) is put in place reads its file's head
     again, after the rename; every message is still there."""
-    st = Store(tmp_path, StoreTuning(index_min_records=10, checkpoint_wait_len=1e9))
-    s = st.open()
-    names = _twenty_each(s, 5)
-    data = PosixVolume(str(st.data))
-    cache = qindex.IndexCache()
-    assert cache.refresh(data, _wanted(data)) == len(names)
-    crash(s)
+    st, names, cache = _read_ahead_then_crashed(tmp_path, 5)
     (st.data / "queues" / names[1] / "q").rename(st.data / "queues" / names[1] / "q.new")
     spy = _HeadSpy(monkeypatch, "read_head")
     s = _open_with(st, cache)
