@@ -122,6 +122,22 @@ def check_page(buf: bytes | bytearray | memoryview, offset: int,
     return PageInfo(page_no, gen, used, bool(flags & SEALED), batch_start)
 
 
+#: A page's magic and number, and nothing else of its PAGE bytes (iter_unpack, one per page)
+_PAGE_ID = struct.Struct(f"<4s4xQ{PAGE - 16}x")
+
+
+def pages_named(buf: bytes | bytearray | memoryview, offset: int, count: int,
+                first_page_no: int) -> list[int]:
+    """Of the ``count`` pages from ``buf[offset:]``, those (by index) whose header has the
+    magic and the number ``first_page_no`` + their index: the only ones
+    :func:`check_page` can accept with that number, found without checking each page
+    in Python (a restart looks at every page after the log's end)."""
+    count = max(0, min(count, (len(buf) - offset) // PAGE))
+    ids = _PAGE_ID.iter_unpack(memoryview(buf)[offset:offset + count * PAGE])
+    return [i for i, (magic, page_no) in enumerate(ids)
+            if magic == MAGIC and page_no == first_page_no + i]
+
+
 def frag_header(length: int, kind: int, generation: int) -> bytes:
     """The 8-byte header of one record fragment."""
     return _FRAG.pack(length, kind, 0, generation)

@@ -486,7 +486,7 @@ class RecoveryLog:
                         self._check_later(g_stop, stop_pos, info)
                     cleanup.append((k, slot))
             lo = max(first_g, end_page + 1)
-            for g in range(lo, first_g + self.pages_per_extent):
+            for g in reader.candidates(lo, first_g + self.pages_per_extent):
                 found = reader.in_place(g)
                 if found is None:
                     continue
@@ -1246,6 +1246,21 @@ class _PageReader:
             self._chunk = f.pread(_CHUNK_PAGES * PAGE, (SLOTS + cstart) * PAGE)
             self._chunk_key = key
         return self._chunk, (idx - cstart) * PAGE
+
+    def candidates(self, lo: int, hi: int) -> Iterator[int]:
+        """The pages ``lo <= g < hi`` (one extent's) whose image at their own place
+        carries the magic and their number: the only ones :meth:`in_place` can find
+        valid, picked a chunk at a time (F.pages_named) instead of page by page."""
+        g = lo
+        while g < hi:
+            got = self._in_place_raw(g)
+            if got is None:
+                return
+            chunk, off = got
+            n = min(hi - g, _CHUNK_PAGES - off // PAGE)
+            for i in F.pages_named(chunk, off, n, g):
+                yield g + i
+            g += n
 
     def in_place(self, g: int) -> F.PageInfo | None:
         """The header of page ``g`` at its own place, if valid."""

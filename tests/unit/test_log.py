@@ -616,3 +616,26 @@ def test_a_refused_guard_stops_the_force_before_any_write(tmp_path: Path) -> Non
     log, recs = reopen(vol, 2)
     assert [p for _, p in recs] == [b"kept"]
     log.close()
+
+
+def test_the_pages_a_restart_checks_after_the_end_are_those_named_in_place() -> None:
+    """After the log's end a restart checks only the pages whose header carries the magic
+    and their own number (F.pages_named): a page of an older lap, a zero page and a
+    page written elsewhere are passed over, and every page check_page accepts with its
+    number is among those named."""
+    first = 4096 * 7 + 10
+    torn = bytearray(F.page_image(b"torn", first + 3, 1, 0, True))
+    torn[F.PAGE_HEADER + 1] ^= 1  # its number is right, its checksum not: named, refused
+    images = [F.page_image(b"this lap", first, 1, 0, True),
+              F.page_image(b"older lap", first + 1 - 4096, 1, 0, True),
+              bytes(F.PAGE),
+              bytes(torn),
+              F.page_image(b"moved", first + 99, 1, 0, False),
+              F.page_image(b"this lap too", first + 5, 2, 0, False)]
+    buf = b"\0" * 512 + b"".join(images)
+    named = F.pages_named(buf, 512, len(images), first)
+    assert named == [0, 3, 5]
+    valid = [i for i in range(len(images)) if F.check_page(buf, 512 + i * F.PAGE, first + i)]
+    assert valid == [0, 5] and set(valid) <= set(named)
+    assert F.pages_named(buf, 512, 100, first) == named  # no further than the buffer
+    assert F.pages_named(buf, 512 + F.PAGE, 2, first + 1) == []
