@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NoReturn
 
-from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.errors import LockFsError, VolumeNotFound, VolumeStalled
 from lockfs.volume import FileHead, Volume, VolumeFile
 from miqm import amq
 from miqm.errors import LogFullError, MessagingError, ObjectError, StoreError
@@ -569,8 +569,8 @@ class QueueManagerStore:
         ahead is checked against), read in one call of the volume: over NFSv4 one round
         trip for all of them, where each queue took some fifteen. They are read after
         the lock, by this open, as each load would read them, and nothing else writes
-        these files meanwhile. Nothing here on a failure: each load reads its own and
-        says what is wrong."""
+        these files meanwhile. Nothing here on a failure (each load reads its own and says
+        what is wrong), but a server that does not answer fails the open at once."""
         wanted: list[tuple[str, int]] = []
         for name in names:
             idx_cp, dx_cp, _d2_cp = info.index_of(name)
@@ -586,6 +586,8 @@ class QueueManagerStore:
             return {}
         try:
             heads = self.data.read_heads(wanted)
+        except VolumeStalled:
+            raise  # each load would wait as long again before failing the same way
         except LockFsError:
             return {}
         return dict(zip((path for path, _size in wanted), heads, strict=True))

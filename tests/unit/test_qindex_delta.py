@@ -798,3 +798,24 @@ def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
     # the first queue's put before the checkpoints above changed its files too
     assert {p.split("/")[1] for p in spy.others} == {names[0], names[2]}, spy.others
     s.close()
+
+
+def test_an_open_whose_heads_get_no_answer_fails_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that does not answer the heads' call fails the open there, without each
+    queue's load then waiting as long again for its own reads."""
+    from lockfs import VolumeStalled
+
+    st, _names, cache = _read_ahead_then_crashed(tmp_path, 3)
+    singles: list[str] = []
+
+    def stalled(self: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
+        raise VolumeStalled("no answer from the server in time")
+
+    real_head = PosixVolume.read_head
+    monkeypatch.setattr(PosixVolume, "read_heads", stalled)
+    monkeypatch.setattr(PosixVolume, "read_head", lambda self, path, size: (
+        singles.append(path), real_head(self, path, size))[1])
+    with pytest.raises(VolumeStalled):
+        _open_with(st, cache)
+    assert [p for p in singles if p.startswith("queues/")] == []
