@@ -87,15 +87,23 @@ def _read_name(buf: bytes | memoryview, pos: int) -> tuple[str, int]:
 
 
 _PUT_LAYOUTS: dict[int, struct.Struct] = {}
+_GET_LAYOUTS: dict[int, struct.Struct] = {}
+
+
+def _layout(made: dict[int, struct.Struct], n: int, fields: str) -> struct.Struct:
+    """A record's head for a queue name of ``n`` bytes as one struct: type, txid, name
+    length, name, then ``fields``; made once per length into ``made``, whose ``get(n)``
+    is what the hot paths try first."""
+    layout = made.get(n)
+    if layout is None:
+        layout = made[n] = struct.Struct(f"<BQH{n}s{fields}")
+    return layout
 
 
 def put_layout(n: int) -> struct.Struct:
     """The whole PUT header for a queue name of ``n`` bytes as one struct: type, txid,
     name length, name, then the PUT fields (one pack to write, one unpack to redo)."""
-    layout = _PUT_LAYOUTS.get(n)
-    if layout is None:
-        layout = _PUT_LAYOUTS[n] = struct.Struct(f"<BQH{n}s" + _PUT.format.lstrip("<"))
-    return layout
+    return _layout(_PUT_LAYOUTS, n, _PUT.format.lstrip("<"))
 
 
 def encode_put(txid: int, queue: str, key: int, priority: int, put_time: float,
@@ -108,17 +116,12 @@ def encode_put(txid: int, queue: str, key: int, priority: int, put_time: float,
                        len(body)) + body
 
 
-_GET_LAYOUTS: dict[int, struct.Struct] = {}
-
-
 def encode_get(txid: int, queue: str, key: int) -> bytes:
     """A destructive GET of message ``key`` (type, txid, name length, name, key: one
     pack, as a PUT's header; a consumer writes one per message)."""
     name = queue.encode()
     n = len(name)
-    layout = _GET_LAYOUTS.get(n)
-    if layout is None:
-        layout = _GET_LAYOUTS[n] = struct.Struct(f"<BQH{n}sQ")
+    layout = _GET_LAYOUTS.get(n) or _layout(_GET_LAYOUTS, n, _KEY.format.lstrip("<"))
     return layout.pack(GET, txid, n, name, key)
 
 
