@@ -37,6 +37,8 @@ from typing import Any
 
 from crc32c import crc32c
 
+from lockfs.volume import FileHead
+
 _HEAD = struct.Struct("<4sIIIQQ10QII")
 MAGIC = b"MIQI"
 VERSION = 1
@@ -698,7 +700,7 @@ class IndexCache:
                                     + [(f"queues/{n}/idx.d", _DHEAD.size) for n in deltas])
         except Exception:  # the takeover reads the files itself
             return 0
-        heads = dict(zip(names, got, strict=False))
+        heads = dict(zip(names, got[:len(names)], strict=True))
         dheads = dict(zip(deltas, got[len(names):], strict=True))
         read = 0
         for name, (qid, cp, dcp) in wanted.items():
@@ -725,7 +727,7 @@ class IndexCache:
                                                              1 << 62, stop))
                     read += 1
                 if dcp:
-                    read += self._follow_delta(volume, name, qid, cp, dcp, known)
+                    read += self._follow_delta(volume, name, qid, cp, dcp, known, dhead)
                 else:
                     known.drop_delta()
             except Exception:  # whatever it is, the takeover reads the files itself
@@ -738,10 +740,14 @@ class IndexCache:
 
     @staticmethod
     def _follow_delta(volume: Any, name: str, qid: int, cp: int, dcp: int,
-                      known: IndexAhead) -> int:
-        """Bring ``known`` to the delta file of checkpoint ``dcp``; 1 if it was read."""
-        if known.dhead is not None and \
-                volume.read_head(f"queues/{name}/idx.d", _DHEAD.size) == known.dhead:
+                      known: IndexAhead, dhead: FileHead | None) -> int:
+        """Bring ``known`` to the delta file of checkpoint ``dcp``, whose head
+        :meth:`refresh` has just read (``dhead``; None: no such file, and
+        ``known`` keeps the index alone); 1 if it was read."""
+        if dhead is None:
+            known.drop_delta()
+            return 0
+        if known.dhead == dhead.data:
             return 0
         raw = volume.read_bytes(f"queues/{name}/idx.d")
         known.drop_delta()
