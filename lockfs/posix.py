@@ -11,8 +11,9 @@ import ctypes
 import errno
 import fcntl
 import os
+import stat
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lockfs.errors import (
     BadLocation,
@@ -21,7 +22,7 @@ from lockfs.errors import (
     VolumeNotFound,
     VolumePermissionError,
 )
-from lockfs.volume import WHOLE_FILE, FileStat, LockMode, Volume, VolumeFile
+from lockfs.volume import WHOLE_FILE, FileHead, FileStat, LockMode, Volume, VolumeFile
 
 # struct flock on Linux x86_64/aarch64: short l_type, short l_whence, off_t l_start,
 # off_t l_len, pid_t l_pid (+ tail padding). OFD locks require l_pid == 0.
@@ -226,6 +227,33 @@ class PosixVolume(Volume):
         except OSError as exc:
             raise _wrap_oserror(exc, "stat", full) from exc
         return FileStat(size=st.st_size, mtime=st.st_mtime, is_dir=os.path.isdir(full))
+
+    def read_heads(self, wanted: Sequence[tuple[str, int]]) -> list[FileHead | None]:
+        """Each file opened read-only, its size from the open file and its head read:
+        three calls where a stat, an open for writing and a read took five (a takeover
+        reads some forty heads)."""
+        heads: list[FileHead | None] = []
+        for path, size in wanted:
+            full = self._p(path)
+            try:
+                fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                heads.append(None)
+                continue
+            except OSError as exc:
+                raise _wrap_oserror(exc, "open", full) from exc
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode):
+                    raise VolumeIOError(f"{full} is a directory", errno=errno.EISDIR,
+                                        path=full)
+                data = os.pread(fd, size, 0) if size else b""
+            except OSError as exc:
+                raise _wrap_oserror(exc, "read", full) from exc
+            finally:
+                os.close(fd)
+            heads.append(FileHead(st.st_size, data))
+        return heads
 
     def listdir(self, path: str = "") -> list[str]:
         full = self._p(path)
