@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 from crc32c import crc32c
@@ -157,12 +158,69 @@ def read_ahead(volume: Volume, ahead: ReadAhead) -> CheckpointInfo:
         for name in CATALOGS:
             try:
                 craw = volume.read_bytes(name)
-                if ahead.known_file(name, craw) is None:
-                    ahead.keep_file(name, craw, _decode_catalog(craw))
+                known = ahead.known_file(name, craw)
+                if known is None:
+                    known = _decode_catalog(craw)
+                    ahead.keep_file(name, craw, known)
+                if known[0] == info.catalog:
+                    split_catalog(info, known[1])  # the takeover's, made while waiting
                 break
             except (LockFsError, _Unusable):
                 continue
     return info
+
+
+@dataclass(frozen=True)
+class CatalogSplit:
+    """The queues of a checkpoint as an open loads them (:func:`split_catalog`)."""
+
+    #: name -> (qid, attributes) of the queues the catalog alone defines (no file read)
+    dormant: dict[str, tuple[int, dict[str, Any]]]
+    #: the other queues of the checkpoint, sorted: loaded from their index or queue file
+    loaded: list[str]
+    #: how many queues of the catalog the checkpoint names in ``filed`` (loaded from
+    #: their files instead)
+    filed: int
+
+
+# the last split made, and what from: a standby makes the split of the checkpoint and
+# catalog it read ahead, and the takeover that then reads the same files (the same
+# decoded objects, checked byte for byte) uses it. With thousands of queues it is a
+# millisecond or two of dict work the takeover need not wait for. The objects are held
+# here, so their identities cannot be reused by others; neither is changed after decoding.
+_last_split: tuple[CheckpointInfo, dict[str, Any], CatalogSplit] | None = None
+
+
+def split_catalog(info: CheckpointInfo, catalog: dict[str, tuple[int, dict[str, Any]]]
+                  ) -> CatalogSplit:
+    """Which queues of checkpoint ``info`` its ``catalog`` (as read, {} if none) defines
+    alone: those whose entry has the checkpoint's qid and that ``filed`` does not name
+    (they hold records in their files). The result is shared: never change it."""
+    global _last_split
+    last = _last_split
+    if last is not None and last[0] is info and last[1] is catalog:
+        return last[2]
+    split = _split(info, catalog)
+    if len(info.queues) >= 64:
+        _last_split = (info, catalog, split)
+    return split
+
+
+def _split(info: CheckpointInfo, catalog: dict[str, tuple[int, dict[str, Any]]]
+           ) -> CatalogSplit:
+    filed = 0
+    if info.filed and catalog:
+        catalog = dict(catalog)
+        for name in info.filed:
+            if catalog.pop(name, None) is not None:
+                filed += 1
+    cat_qids = dict(zip(catalog, map(itemgetter(0), catalog.values()), strict=True))
+    if cat_qids.items() <= info.queues.items():  # the usual case, checked in C
+        dormant = catalog
+    else:
+        dormant = {name: entry for name, qid in info.queues.items()
+                   if (entry := catalog.get(name)) is not None and entry[0] == qid}
+    return CatalogSplit(dormant, sorted(info.queues.keys() - dormant.keys()), filed)
 
 
 def decode(data: bytes, where: str) -> CheckpointInfo:

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, NoReturn
 
 from lockfs.errors import LockFsError, VolumeNotFound, VolumeStalled
@@ -465,19 +464,17 @@ class QueueManagerStore:
             else:
                 catalog = found
                 self._catalog, self._catalog_cp = dict(catalog), info.catalog
-            if info.filed and catalog:
-                # defined by the catalog, but with records in their files: loaded from them
-                catalog = dict(catalog)
-                for name in info.filed:
-                    if catalog.pop(name, None) is not None:
-                        self._loads["filed_queues"] += 1
+        # defined by the catalog alone, or (with records in their files) loaded from them;
+        # after a standby's read-ahead, the split it made while it waited
+        split = ckpt.split_catalog(info, catalog)
+        self._loads["filed_queues"] += split.filed
         # thousands of queues allocate hundreds of thousands of objects and free none:
         # the cyclic collector would rescan them again and again (as in replay)
         collecting = gc.isenabled()
         gc.disable()
         loading = time.perf_counter()
         try:
-            self._load_queues(info, catalog)
+            self._load_queues(info, split)
         finally:
             if collecting:
                 gc.enable()
@@ -513,23 +510,16 @@ class QueueManagerStore:
         # directories of queues deleted after the checkpoint (or never checkpointed)
         self._deleted_files = {n for n in self._list_queue_dirs() if n not in st.queues}
 
-    def _load_queues(self, info: ckpt.CheckpointInfo,
-                     catalog: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    def _load_queues(self, info: ckpt.CheckpointInfo, split: ckpt.CatalogSplit) -> None:
         """Every queue of the checkpoint: from the catalog (empty on file), its index
         file, or a scan of its queue file."""
         st = self.state
         self._max_cp_seen = 0
         # no live record in its file: defined from the catalog, file not opened (the
         # first checkpoint that writes to it makes a new file), object made on first use
-        cat_qids = dict(zip(catalog, map(itemgetter(0), catalog.values()), strict=True))
-        if cat_qids.items() <= info.queues.items():  # the usual case, checked in C
-            dormant = catalog
-        else:
-            dormant = {name: entry for name, qid in info.queues.items()
-                       if (entry := catalog.get(name)) is not None and entry[0] == qid}
-        st.queues.set_dormant(dormant)
-        self._loads["catalog_queues"] = len(dormant)
-        names = sorted(info.queues.keys() - dormant.keys())
+        st.queues.set_dormant(split.dormant)
+        self._loads["catalog_queues"] = len(split.dormant)
+        names = split.loaded
         opened: dict[str, tuple[QueueFile, bool, StoreError | None]] = {}
         # a queue with an index: its file's header and size read, the file opened at its
         # first use (QueueFile.open_existing(later=True)); the rest are scanned now

@@ -258,17 +258,25 @@ def test_a_takeover_uses_the_files_a_standby_decoded_only_while_they_are_current
         decoded.append("catalog")
         return real_catalog(raw)
 
+    real_split = ckpt._split
+
+    def counting_split(info: ckpt.CheckpointInfo, catalog: dict) -> ckpt.CatalogSplit:  # type: ignore[type-arg]
+        decoded.append("split")
+        return real_split(info, catalog)
+
     monkeypatch.setattr(ckpt, "decode", counting_decode)
     monkeypatch.setattr(ckpt, "_decode_catalog", counting_catalog)
+    monkeypatch.setattr(ckpt, "_split", counting_split)
     cache = qindex.IndexCache()
     info = ckpt.read_ahead(data, cache)
-    assert len(info.queues) == N + 1 and decoded == ["checkpoint", "catalog"]
+    assert len(info.queues) == N + 1 and decoded == ["checkpoint", "catalog", "split"]
     ckpt.read_ahead(data, cache)
-    assert decoded == ["checkpoint", "catalog"]  # the same bytes: not decoded again
+    assert decoded == ["checkpoint", "catalog", "split"]  # the same bytes: nothing again
     decoded.clear()
     s = _open_with(store, cache)
     try:
-        assert decoded == [], decoded  # both taken from the read-ahead
+        # both files and which queues the catalog defines alone: from the read-ahead
+        assert decoded == [], decoded
         assert s.recovery_stats["catalog_queues"] == N
         assert s.queue_attrs("MANY.Q123")["DESCR"] == "many"
         assert s.get("MANY.Q007").body == b"seven"
@@ -285,7 +293,7 @@ def test_a_takeover_uses_the_files_a_standby_decoded_only_while_they_are_current
     decoded.clear()
     s = _open_with(store, cache)
     try:
-        assert decoded == ["checkpoint", "catalog"], decoded  # stale: read anew
+        assert decoded == ["checkpoint", "catalog", "split"], decoded  # stale: read anew
         assert "LATEST.Q" in s.state.queues and "LATER.Q" in s.state.queues
         assert s.get("MANY.Q008").body == b"eight"
     finally:
