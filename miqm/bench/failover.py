@@ -314,7 +314,7 @@ def _kill_and_probe(pair: LocalPair) -> tuple[float, float | None, dict[str, Any
 
 
 def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
-                  echo: Callable[[str], None] = print) -> dict[str, Any]:
+                  echo: Callable[[str], None] = print, rounds: int = 1) -> dict[str, Any]:
     """Takeover (kill -9 of the active, until a put to the deep queue succeeds on the
     other instance) with each (depth, queues) backlog, ``cycles`` times each, side by
     side in one run; the ratios are to the first case (normally depth 0, one queue).
@@ -327,56 +327,100 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
     waited a while would have. After the cycles both instances are killed and the store
     is opened in this process: the restart time, and the bytes the data and log
     directories hold after that open's checkpoint (``store_bytes``; circular log extents
-    are preallocated, so what grows per message is the queue files)."""
-    rows = []
-    for depth, queues in cases:
-        echo(f"depth {depth:,}, {queues:,} queue(s): filling ...")
-        t_fill = time.monotonic()
-        with LocalPair(qmgr="QMBACK") as pair:
-            pair.create()
-            fill_backlog(pair, depth, 1, echo=echo)
-            filled = time.monotonic() - t_fill
-            settle_fill(depth, echo)
-            pair.start(pair.a)
-            start_standby(pair, pair.b)
-            first = first_serving = None
-            if queues > 1:
-                define_on_active(pair, queues)
-                first, _rss, end = _kill_and_probe(pair)
-                first_serving = end.get("recovery_s")
-                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
-                     + served_line(end))
-            took: list[float] = []
-            recovery: list[float] = []
-            read_ahead = 0
-            rss = None
-            for i in range(cycles):
-                t, rss, end = _kill_and_probe(pair)
-                took.append(t)
-                if "recovery_s" in end:
-                    recovery.append(float(end["recovery_s"]))
-                loaded = end.get("queues") or {}
-                read_ahead += 1 if loaded.get("prefetched_queues") else 0
-                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s" + served_line(end))
-            pair.kill_all()
-            t0 = time.monotonic()
-            store = _open_store(pair)
-            restart = time.monotonic() - t0
-            store.close()
-            size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
-            total = dir_bytes(pair.shared)
-        row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
-                          echo)
-        row.update({
-            "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
-            "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery
-            else None,
-            # takeovers whose deep queue came from the standby's read-ahead of its index
-            "read_ahead_takeovers": read_ahead,
-            "first_lock_to_serving": first_serving})
-        rows.append(row)
-    return {"cases": summarize_backlog(rows, echo), "cycles": cycles,
+    are preallocated, so what grows per message is the queue files).
+
+    ``rounds`` > 1 runs all the cases that many times in turn (a minute of noise on a
+    shared machine then falls on every case alike) and pools each case's figures
+    (:func:`merge_rounds`)."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in cases]
+    for r in range(rounds):
+        for n, (depth, queues) in enumerate(cases):
+            if rounds > 1:
+                echo(f"round {r + 1}/{rounds}:")
+            runs[n].append(_backlog_case(depth, queues, cycles, echo))
+    return {"cases": summarize_backlog([merge_rounds(parts) for parts in runs], echo),
+            "cycles": cycles, "rounds": rounds,
             "standby_read_ahead": "waited for before each kill"}
+
+
+def _backlog_case(depth: int, queues: int, cycles: int,
+                  echo: Callable[[str], None]) -> dict[str, Any]:
+    """One run of one backlog case on a new pair (see :func:`bench_backlog`)."""
+    echo(f"depth {depth:,}, {queues:,} queue(s): filling ...")
+    t_fill = time.monotonic()
+    with LocalPair(qmgr="QMBACK") as pair:
+        pair.create()
+        fill_backlog(pair, depth, 1, echo=echo)
+        filled = time.monotonic() - t_fill
+        settle_fill(depth, echo)
+        pair.start(pair.a)
+        start_standby(pair, pair.b)
+        first = first_serving = None
+        if queues > 1:
+            define_on_active(pair, queues)
+            first, _rss, end = _kill_and_probe(pair)
+            first_serving = end.get("recovery_s")
+            echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
+                 + served_line(end))
+        took: list[float] = []
+        recovery: list[float] = []
+        read_ahead = 0
+        rss = None
+        for i in range(cycles):
+            t, rss, end = _kill_and_probe(pair)
+            took.append(t)
+            if "recovery_s" in end:
+                recovery.append(float(end["recovery_s"]))
+            loaded = end.get("queues") or {}
+            read_ahead += 1 if loaded.get("prefetched_queues") else 0
+            echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s" + served_line(end))
+        pair.kill_all()
+        t0 = time.monotonic()
+        store = _open_store(pair)
+        restart = time.monotonic() - t0
+        store.close()
+        size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
+        total = dir_bytes(pair.shared)
+    row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total, echo)
+    row.update({
+        "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+        "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery else None,
+        # takeovers whose deep queue came from the standby's read-ahead of its index
+        "read_ahead_takeovers": read_ahead,
+        "first_lock_to_serving": first_serving})
+    return row
+
+
+def merge_rounds(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One backlog case's rows from several rounds (:func:`backlog_row` and what its
+    bench adds) as one: the takeovers and lock-to-serving times pooled and their medians
+    taken again; the first takeovers after defining, one a round, by their median (each
+    listed); fill and restart times by their median; the largest RSS; the sizes of the
+    last round. One row is returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    last = parts[-1]
+    row = dict(last)
+    took = sorted(t for p in parts for t in p["takeover_seconds"])
+    row["takeover_seconds"], row["p50"] = took, round(statistics.median(took), 3)
+    firsts = [p["first_takeover"] for p in parts if p.get("first_takeover") is not None]
+    row["first_takeover"] = round(statistics.median(firsts), 3) if firsts else None
+    row["first_takeovers"] = firsts
+    for key in ("fill_seconds", "restart_seconds"):
+        row[key] = round(statistics.median(p[key] for p in parts), 3)
+    sizes = [p["rss_mb_after"] for p in parts if p.get("rss_mb_after") is not None]
+    row["rss_mb_after"] = max(sizes) if sizes else None
+    served = sorted(t for p in parts for t in p.get("lock_to_serving_seconds") or [])
+    row["lock_to_serving_seconds"] = served
+    row["lock_to_serving_p50"] = round(statistics.median(served), 4) if served else None
+    row["read_ahead_takeovers"] = sum(p.get("read_ahead_takeovers") or 0 for p in parts)
+    first_served = [p["first_lock_to_serving"] for p in parts
+                    if p.get("first_lock_to_serving") is not None]
+    row["first_lock_to_serving"] = (round(statistics.median(first_served), 4)
+                                    if first_served else None)
+    row["first_lock_to_serving_all"] = first_served
+    row["rounds"] = len(parts)
+    return row
 
 
 def served_line(end: dict[str, Any]) -> str:

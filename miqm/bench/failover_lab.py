@@ -311,18 +311,46 @@ def _run(lab: NfsLab, work: Path, cycles: int, fault: str,
 # --------------------------------------------------------------------------- backlog
 def bench_backlog_lab(cases: list[tuple[int, int]], cycles: int, *,
                       lab_dir: str | None = None, lease: int = 5,
-                      echo: Callable[[str], None] = print) -> dict[str, Any]:
+                      echo: Callable[[str], None] = print, rounds: int = 1
+                      ) -> dict[str, Any]:
     """``miqm bench failover --backlog CASES --nfs-lab``: the backlog cases of
     :func:`miqm.bench.failover.bench_backlog` with the queue manager's data and log on
     the NFSv4 lab, each instance in its namespace reading them over NFS. The deep queue is
     filled through the store over NFS from this process before the instances start; the
-    restart is timed in this process over NFS too."""
+    restart is timed in this process over NFS too. ``rounds``: as in
+    :func:`miqm.bench.failover.bench_backlog`."""
     return _on_lab(lab_dir, lease,
-                   lambda lab, work: _run_backlog(lab, work, cases, cycles, echo))
+                   lambda lab, work: _run_backlog(lab, work, cases, cycles, echo, rounds))
 
 
 def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: int,
-                 echo: Callable[[str], None]) -> dict[str, Any]:
+                 echo: Callable[[str], None], rounds: int = 1) -> dict[str, Any]:
+    from miqm.bench.failover import merge_rounds, summarize_backlog
+
+    runs: list[list[dict[str, Any]]] = [[] for _ in cases]
+    for r in range(rounds):
+        for n, (depth, queues) in enumerate(cases):
+            if rounds > 1:
+                echo(f"round {r + 1}/{rounds}:")
+            runs[n].append(_lab_backlog_case(lab, work / f"case{n}-{r}", depth, queues,
+                                             cycles, echo))
+    rows = summarize_backlog([merge_rounds(parts) for parts in runs], echo)
+    base = rows[0].get("lock_to_serving_p50")
+    for row in rows:
+        if base and row.get("lock_to_serving_p50") is not None:
+            row["lock_to_serving_ratio"] = round(row["lock_to_serving_p50"] / base, 2)
+    echo("depth      queues  lock to serving p50  ratio")
+    for row in rows:
+        p50, ratio = row.get("lock_to_serving_p50"), row.get("lock_to_serving_ratio")
+        echo(f"{row['depth']:>9,}  {row['queues']:>6}  "
+             f"{'-' if p50 is None else f'{p50:.3f}s':>19}  {'-' if ratio is None else ratio:>5}")
+    return {"cases": rows, "cycles": cycles, "rounds": rounds,
+            "filesystem": f"NFSv4 lab (nfs-ganesha, lease {lab.lease}s)"}
+
+
+def _lab_backlog_case(lab: NfsLab, where: Path, depth: int, queues: int, cycles: int,
+                      echo: Callable[[str], None]) -> dict[str, Any]:
+    """One run of one backlog case on the lab, in the work directory ``where``."""
     from miqm.bench.failover import (
         LOADED_DEPTH,
         LOADED_QUEUES,
@@ -332,78 +360,63 @@ def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: 
         open_store_at,
         served_line,
         settle_fill,
-        summarize_backlog,
     )
 
-    rows = []
-    for n, (depth, queues) in enumerate(cases):
-        echo(f"depth {depth:,}, {queues:,} queue(s) on the NFSv4 lab: filling ...")
-        bench = _Bench(lab, work / f"case{n}", echo)
-        try:
-            t_fill = time.monotonic()
-            bench.create_qmgr()
-            fill_store(open_store_at(bench.data_url(), QMGR), depth, 1, echo=echo)
-            filled = time.monotonic() - t_fill
-            settle_fill(depth, echo)
-            old, new = bench.hosts["a"], bench.hosts["b"]
-            bench.start(old, "started")
-            bench.start(new, "standby")
-            first = first_rec = None
-            if queues > 1:
-                lines = "".join(f"DEFINE QLOCAL(BACKLOG.Q{i:05d})\n" for i in range(1, queues))
-                bench.run(old, "runmqsc", QMGR, stdin=lines, timeout=900)
-                for i in range(1, min(LOADED_QUEUES, queues - 1) + 1):
-                    body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
-                    bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
-                first, _rss, got = bench.kill_and_probe(old, new)
-                first_rec = float(got["recovery_s"]) if got is not None else None
-                old, new = new, old
-                echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
-                     + (served_line(got) if got is not None else ""))
-            took: list[float] = []
-            recovery: list[float] = []
-            read_ahead = 0
-            rss = None
-            for i in range(cycles):
-                t, rss, got = bench.kill_and_probe(old, new)
-                old, new = new, old
-                took.append(t)
-                if got is not None:
-                    recovery.append(float(got["recovery_s"]))
-                    read_ahead += 1 if (got.get("queues") or {}).get("prefetched_queues") \
-                        else 0
-                echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
-                     + (served_line(got) if got is not None else ""))
-            bench.stop()
-            t0 = time.monotonic()
-            open_store_at(bench.data_url(), QMGR).close()
-            restart = time.monotonic() - t0
-            root = lab.export_dir / bench.sub
-            size = dir_bytes(str(root / "data" / QMGR / "queues"))
-            total = dir_bytes(str(root))
-        finally:
-            bench.stop()
-            shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
-        row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
-                          echo)
-        row.update({
-            # the lease decides most of a takeover on NFS: this is the rest
-            "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
-            "lock_to_serving_p50": round(statistics.median(recovery), 4)
-            if recovery else None,
-            "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
-            # takeovers that used the standby's read-ahead of an index
-            "read_ahead_takeovers": read_ahead})
-        rows.append(row)
-    rows = summarize_backlog(rows, echo)
-    base = rows[0].get("lock_to_serving_p50")
-    for r in rows:
-        if base and r.get("lock_to_serving_p50") is not None:
-            r["lock_to_serving_ratio"] = round(r["lock_to_serving_p50"] / base, 2)
-    echo("depth      queues  lock to serving p50  ratio")
-    for r in rows:
-        p50, ratio = r.get("lock_to_serving_p50"), r.get("lock_to_serving_ratio")
-        echo(f"{r['depth']:>9,}  {r['queues']:>6}  "
-             f"{'-' if p50 is None else f'{p50:.3f}s':>19}  {'-' if ratio is None else ratio:>5}")
-    return {"cases": rows, "cycles": cycles,
-            "filesystem": f"NFSv4 lab (nfs-ganesha, lease {lab.lease}s)"}
+    echo(f"depth {depth:,}, {queues:,} queue(s) on the NFSv4 lab: filling ...")
+    bench = _Bench(lab, where, echo)
+    try:
+        t_fill = time.monotonic()
+        bench.create_qmgr()
+        fill_store(open_store_at(bench.data_url(), QMGR), depth, 1, echo=echo)
+        filled = time.monotonic() - t_fill
+        settle_fill(depth, echo)
+        old, new = bench.hosts["a"], bench.hosts["b"]
+        bench.start(old, "started")
+        bench.start(new, "standby")
+        first = first_rec = None
+        if queues > 1:
+            lines = "".join(f"DEFINE QLOCAL(BACKLOG.Q{i:05d})\n" for i in range(1, queues))
+            bench.run(old, "runmqsc", QMGR, stdin=lines, timeout=900)
+            for i in range(1, min(LOADED_QUEUES, queues - 1) + 1):
+                body = "".join(f"m{k}\n" for k in range(LOADED_DEPTH))
+                bench.run(old, "amqsput", QMGR, f"BACKLOG.Q{i:05d}", stdin=body)
+            first, _rss, got = bench.kill_and_probe(old, new)
+            first_rec = float(got["recovery_s"]) if got is not None else None
+            old, new = new, old
+            echo(f"  first takeover after defining {queues - 1:,} queues: {first:.3f}s"
+                 + (served_line(got) if got is not None else ""))
+        took: list[float] = []
+        recovery: list[float] = []
+        read_ahead = 0
+        rss = None
+        for i in range(cycles):
+            t, rss, got = bench.kill_and_probe(old, new)
+            old, new = new, old
+            took.append(t)
+            if got is not None:
+                recovery.append(float(got["recovery_s"]))
+                read_ahead += 1 if (got.get("queues") or {}).get("prefetched_queues") \
+                    else 0
+            echo(f"  takeover {i + 1}/{cycles}: {t:.3f}s"
+                 + (served_line(got) if got is not None else ""))
+        bench.stop()
+        t0 = time.monotonic()
+        open_store_at(bench.data_url(), QMGR).close()
+        restart = time.monotonic() - t0
+        root = lab.export_dir / bench.sub
+        size = dir_bytes(str(root / "data" / QMGR / "queues"))
+        total = dir_bytes(str(root))
+    finally:
+        bench.stop()
+        shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
+    row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
+                      echo)
+    row.update({
+        # the lease decides most of a takeover on NFS: this is the rest
+        "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+        "lock_to_serving_p50": round(statistics.median(recovery), 4)
+        if recovery else None,
+        "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
+        # takeovers that used the standby's read-ahead of an index
+        "read_ahead_takeovers": read_ahead})
+    return row

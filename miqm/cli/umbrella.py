@@ -132,6 +132,9 @@ def bench_failover(
     on_lab: bool = typer.Option(False, "--nfs-lab", help="with --backlog: data and log on "
                                 "the NFSv4 lab (root, nfs-ganesha) instead of a local "
                                 "directory"),
+    rounds: int = typer.Option(1, help="with --backlog: run all the cases this many times "
+                               "in turn and pool each case's takeovers (a noisy minute "
+                               "then falls on every case alike)"),
     as_json: bool = typer.Option(False, "--json", help="print the figures as JSON (last line)"),
 ) -> None:
     """Fail over ``cycles`` times between two instances and report the durations."""
@@ -139,6 +142,10 @@ def bench_failover(
         fail(f"--fault {fault!r} is not one of kill, switchover, pause, partition", 2)
     if cycles < 1:
         fail("--cycles must be at least 1", 2)
+    if rounds < 1:
+        fail("--rounds must be at least 1", 2)
+    if rounds > 1 and not backlog:
+        fail("--rounds goes with --backlog (it repeats the backlog cases in turn)", 2)
     echo = (lambda s: None) if as_json else print
     if backlog:
         from miqm.bench.failover import (
@@ -166,9 +173,9 @@ def bench_failover(
             if why:
                 fail(f"--nfs-lab runs on the NFSv4 lab, which {why}", 2)
             result = bench_backlog_lab(cases, cycles, lab_dir=lab or None, lease=lease,
-                                       echo=echo)
+                                       echo=echo, rounds=rounds)
         else:
-            result = bench_backlog(cases, cycles, echo=echo)
+            result = bench_backlog(cases, cycles, echo=echo, rounds=rounds)
         if as_json:
             print(json.dumps(result))
         return

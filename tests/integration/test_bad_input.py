@@ -106,7 +106,9 @@ def test_wrong_flags_and_unknown_names(qm: Env) -> None:
                  ("dspmq", "-o", "bogus"), ("crtmqm", "-lf", "10", "QMX"),
                  ("amqsget",), ("miqm", "bench", "failover", "--fault", "nope"),
                  ("miqm", "bench", "failover", "--fault", "partition", "--lease", "2"),
-                 ("miqm", "bench", "failover", "--fault", "pause", "--lab", str(qm.root))):
+                 ("miqm", "bench", "failover", "--fault", "pause", "--lab", str(qm.root)),
+                 ("miqm", "bench", "failover", "--backlog", "0", "--rounds", "0"),
+                 ("miqm", "bench", "failover", "--rounds", "2")):
         proc = qm.run(*argv)
         assert proc.returncode != 0
         assert len(proc.stderr.strip().splitlines()) == 1, (argv, proc.stderr)

@@ -178,3 +178,26 @@ def test_a_standby_told_not_to_read_ahead_reads_at_takeover(
     assert end["queues"]["prefetched_queues"] == 0, end
     assert end["queues"]["indexed_queues"] == 1, end
     assert len(pair.get_all(pair.host(new["host"]), BACKLOG_QUEUE)) == DEPTH
+
+
+def test_backlog_rounds_alternate_the_cases_and_pool_their_takeovers() -> None:
+    """``miqm bench failover --backlog 0,0x20 --cycles 1 --rounds 2`` in short: the cases
+    run in turn (one queue, twenty, one, twenty), each on a new pair with real kill -9
+    takeovers, and each case's row pools its rounds."""
+    from miqm.bench.failover import bench_backlog
+
+    lines: list[str] = []
+    result = bench_backlog([(0, 1), (0, 20)], cycles=1, echo=lines.append, rounds=2)
+    started = [line for line in lines if line.startswith(("round ", "depth 0, "))
+               and line.endswith(("filling ...", ":"))]
+    assert started == ["round 1/2:", "depth 0, 1 queue(s): filling ...",
+                       "round 1/2:", "depth 0, 20 queue(s): filling ...",
+                       "round 2/2:", "depth 0, 1 queue(s): filling ...",
+                       "round 2/2:", "depth 0, 20 queue(s): filling ..."], lines
+    assert result["rounds"] == 2
+    one, many = result["cases"]
+    assert (one["queues"], many["queues"], one["rounds"], many["rounds"]) == (1, 20, 2, 2)
+    assert len(one["takeover_seconds"]) == 2 and len(many["takeover_seconds"]) == 2
+    assert all(0 < t < 60 for t in one["takeover_seconds"] + many["takeover_seconds"])
+    assert len(many["first_takeovers"]) == 2 and many["first_takeover"] is not None
+    assert len(many["lock_to_serving_seconds"]) == 2 and one["ratio"] == 1.0
