@@ -537,8 +537,8 @@ class QueueManagerStore:
                 for qf, _exists, _error in opened.values():
                     qf.close()
                 raise
-        self._heads = self._read_heads_ahead(
-            [name for name in names if name not in opened], info)
+        # the queues opened above are those without an index: none of them is read here
+        self._heads = self._read_heads_ahead(names, info)
         try:
             for name in names:
                 qid = info.queues[name]
