@@ -671,6 +671,8 @@ class Controller:
                        # the open's checkpoint: "taken" within it, or "deferred" to the
                        # checkpoint thread a moment after serving began
                        checkpoint=rs.get("checkpoint"),
+                       # committed puts replayed but left to their queue's first use
+                       deferred_puts=rs.get("deferred_puts", 0),
                        queues={k: rs[k] for k in ("indexed_queues", "prefetched_queues",
                                                   "delta_queues", "second_delta_queues",
                                                   "scanned_queues", "catalog_queues",

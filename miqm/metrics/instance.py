@@ -245,6 +245,11 @@ class InstanceCollector:
             n: (0, 0, a) for n, (_qid, a) in list(table.dormant().items())}
         rows.update((q.name, (q.depth, len(q.uncommitted) + len(q.locked), q.attrs))
                     for q in list(table.live()))
+        # committed puts a takeover has not applied yet (until the queue's first use)
+        for n, extra in table.deferred_counts().items():
+            if n in rows:
+                depth, unc, attrs = rows[n]
+                rows[n] = (depth + extra, unc, attrs)
         queues = sorted((n, r) for n, r in rows.items() if n not in damaged)
         f.gauge("miqm_queue_depth", "Messages on each local queue (CURDEPTH)",
                 samples=[({"queue": n}, r[0]) for n, r in queues])

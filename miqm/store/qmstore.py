@@ -487,7 +487,10 @@ class QueueManagerStore:
         self._next_cp = max_cp + 1
         start = info.restart_lsn if info.restart_lsn is not None else self._log_start()
         t0 = time.perf_counter()
-        stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog)
+        # committed puts are applied when their queue is first used, or by the next
+        # checkpoint: a takeover serves first (QueueTable.defer)
+        stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog,
+                        defer_puts=True)
         stats["seconds"] = time.perf_counter() - t0
         stats["load_seconds"] = loaded  # the queues, before the replay (``seconds``)
         end = getattr(self.log, "end_lsn", None)
@@ -1720,6 +1723,7 @@ class QueueManagerStore:
         """Step one, under the lock: the CHECKPOINT record, forced, and every queue file
         brought up to date in the page cache (bodies written, delete marks, headers)."""
         st = self.state
+        st.queues.apply_deferred()  # before anything below reads a queue
         seq = self._next_cp
         self._cp_wanted = False
         info = ckpt.CheckpointInfo(

@@ -25,6 +25,7 @@ their headers zeroed), and the log is replayed from C.
 
 from __future__ import annotations
 
+import gc
 import json
 import struct
 import threading
@@ -866,14 +867,27 @@ class QueueTable:
     Lookups (``get``, ``[]``, ``values()``, ``items()``) wake queues and so belong under
     the store lock, as every change does; ``live()``, ``dormant()``, ``qids()``,
     ``names()``, ``in`` and ``len`` never wake one, and read from any thread (a name is
-    put among the live ones before it leaves the dormant ones)."""
+    put among the live ones before it leaves the dormant ones).
 
-    __slots__ = ("_dormant", "_live", "_qids")
+    A live queue may also have *deferred* records: committed puts a restart read from the
+    log and has not applied yet (:meth:`defer`), so that a takeover serves before it
+    redoes a burst of puts to queues nobody has asked for yet. A lookup by name (``get``,
+    ``[]``, ``pop``, a queue replacing it) applies that queue's records first;
+    ``values()``, ``items()`` and :meth:`apply_deferred` apply them all, and a checkpoint
+    calls the last before it looks at any queue. ``live()`` hands the queues out as they
+    are: only for what does not read their messages (closing files; the metrics' depth,
+    which adds :meth:`deferred_counts`)."""
+
+    __slots__ = ("_deferred", "_dormant", "_live", "_qids", "_redo")
 
     def __init__(self) -> None:
         self._live: dict[str, LocalQueue] = {}
         self._dormant: dict[str, tuple[int, dict[str, Any]]] = {}
         self._qids: dict[str, int] | None = None  # qids() until a queue comes or goes
+        # name -> log records of committed puts to redo on that live queue, in log
+        # order, and what redoes them (given by the replay that deferred them)
+        self._deferred: dict[str, list[Any]] = {}
+        self._redo: Callable[[LocalQueue, list[Any]], None] | None = None
 
     def set_dormant(self, entries: dict[str, tuple[int, dict[str, Any]]]) -> None:
         """Add catalog entries, name -> (qid, complete attributes never changed in place)."""
@@ -885,19 +899,65 @@ class QueueTable:
         queue that holds nothing yet and has no file, the same as a new LocalQueue."""
         if not attrs.keys() >= DEFAULT_ATTRS.keys():
             attrs = {**DEFAULT_ATTRS, **attrs}
+        if self._deferred:
+            self._apply(name)  # to the queue it replaces, as without deferring
         self._live.pop(name, None)
         self._dormant[name] = (qid, attrs)
         self._qids = None
 
     def get(self, name: str, default: LocalQueue | None = None) -> LocalQueue | None:
-        """The queue called ``name`` (woken if dormant), else ``default``."""
+        """The queue called ``name`` (woken if dormant, its deferred records applied),
+        else ``default``."""
         q = self._live.get(name)
         if q is None:
             entry = self._dormant.get(name)
             if entry is None:
                 return default
             q = self._wake(name, entry)
+        elif self._deferred and name in self._deferred:
+            self._apply(name)
         return q
+
+    # -- deferred records ------------------------------------------------------------
+    def defer(self, q: LocalQueue, record: Any,
+              redo: Callable[[LocalQueue, list[Any]], None]) -> None:
+        """Keep ``record`` (a committed put to the live queue ``q``) for ``redo(q,
+        records)`` to apply when ``q`` is next looked up by name, or at
+        :meth:`apply_deferred`. A queue's records are applied in the order deferred, and
+        whoever applies any other record to ``q`` looks it up first, so after them."""
+        self._redo = redo
+        pending = self._deferred.get(q.name)
+        if pending is None:
+            self._deferred[q.name] = [record]
+        else:
+            pending.append(record)
+
+    def _apply(self, name: str) -> None:
+        records = self._deferred.pop(name, None)
+        redo = self._redo
+        if not self._deferred:
+            self._redo = None
+        if records and redo is not None:
+            collecting = gc.isenabled()
+            gc.disable()  # as in the replay: many new objects, none to collect
+            try:
+                redo(self._live[name], records)
+            finally:
+                if collecting:
+                    gc.enable()
+
+    def apply_deferred(self) -> int:
+        """Apply every deferred record (before anything reads all the queues, such as
+        a checkpoint); returns how many there were."""
+        n = 0
+        for name in list(self._deferred):
+            n += len(self._deferred.get(name) or ())
+            self._apply(name)
+        return n
+
+    def deferred_counts(self) -> dict[str, int]:
+        """name -> how many deferred records that queue has (from any thread)."""
+        return {n: len(r) for n, r in list(self._deferred.items())}
 
     def _wake(self, name: str, entry: tuple[int, dict[str, Any]]) -> LocalQueue:
         qid, attrs = entry
@@ -914,6 +974,8 @@ class QueueTable:
         return q
 
     def __setitem__(self, name: str, q: LocalQueue) -> None:
+        if self._deferred and name in self._deferred and self._live.get(name) is not q:
+            self._apply(name)  # to the queue it replaces, as without deferring
         self._live[name] = q
         self._dormant.pop(name, None)
         self._qids = None
@@ -957,6 +1019,8 @@ class QueueTable:
     def _wake_all(self) -> None:
         for name, entry in list(self._dormant.items()):
             self._wake(name, entry)
+        if self._deferred:
+            self.apply_deferred()
 
     def live(self) -> Iterable[LocalQueue]:
         """The queues that are objects (woken or never dormant): the only ones a

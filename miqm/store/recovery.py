@@ -251,18 +251,24 @@ _ZERO24 = bytes(24)
 
 
 
-def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable[[], None]]:
+def _put_redo(state: StoreState, defer: bool = False
+              ) -> tuple[Callable[[bytes, int], bool], Callable[[], None]]:
     """A fast redo of PUT records for one replay, and a function that forgets its cached
     queue lookups (called whenever another kind of record may have changed the queues).
 
     The redo skips building a Record (PUTs are most of a log) and returns False when the
-    general path must handle the record."""
+    general path must handle the record. With ``defer``, a committed put (outside
+    syncpoint, or a unit of that one put) is left to the queue table
+    (:meth:`QueueTable.defer`), which applies it when its queue is first looked up or
+    before a checkpoint: a takeover then serves without first redoing a burst of puts to
+    queues nobody has asked for yet. Only the key counter moves at once."""
     queues = state.queues
     only = state.only
     found: dict[bytes, tuple[str, LocalQueue] | None] = {}
     layouts = R._PUT_LAYOUTS
     new_message = MemMessage
     prefix = MSGID_PREFIX
+    deferred = queues.defer if defer and only is None else None
 
     def forget() -> None:
         found.clear()
@@ -288,24 +294,45 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
         if committed:
             uows.seen(txid)
             txid = 0
-        elif txid:
+        if deferred is not None:
+            if not txid:
+                if key >= state.next_key:
+                    state.next_key = key + 1
+                deferred(q, payload, apply_deferred)
+                return True
+            queues.get(name)  # its deferred puts first: they came before this one
+        if txid:
             u = state.last_uow
             if u is None or u.txid != txid:
                 u = state.last_uow = state.uows.get_or_make(txid)
             if u.first_lsn is None:
                 u.first_lsn = lsn
             u.ops.append(("P", name, key, True))
+        apply(q, payload, layout.size, txid, key, prio, t, msgid, correlid, blen)
+        return True
+
+    def apply_deferred(q: LocalQueue, payloads: list[bytes]) -> None:
+        """Apply the committed puts :meth:`QueueTable.defer` kept for ``q``."""
+        for payload in payloads:
+            n = payload[9] | (payload[10] << 8)
+            layout = layouts.get(n) or R.put_layout(n)
+            _t, _txid, _n, _raw, key, prio, t, msgid, correlid, blen = \
+                layout.unpack_from(payload)
+            apply(q, payload, layout.size, 0, key, prio, t, msgid, correlid, blen)
+
+    def apply(q: LocalQueue, payload: bytes, start: int, txid: int, key: int, prio: int,
+              t: float, msgid: bytes, correlid: bytes, blen: int) -> None:
+        """The put's message on ``q`` (nothing if ``q`` has it already)."""
         ix = q.index
         ks = ix.keys[prio]
         if ks and ks[-1] >= key:
             if ix.find(key, prio) is not None:
-                return True
+                return
             ix.add(key, prio, -1, blen)
         else:
             ks.append(key)
             ix.blocks[prio].append(-1)
             ix.lens[prio].append(blen)
-        start = layout.size
         q.mem[key] = new_message(prio, True, t, msgid, correlid, payload[start:start + blen])
         q.present += 1
         if msgid[:4] != prefix or int.from_bytes(msgid[12:20], "big") != key:
@@ -316,7 +343,6 @@ def _put_redo(state: StoreState) -> tuple[Callable[[bytes, int], bool], Callable
             q.uncommitted[key] = txid
         if key >= state.next_key:
             state.next_key = key + 1
-        return True
 
     return redo, forget
 
@@ -331,13 +357,14 @@ def record_batches(log: Any, start_lsn: int) -> Iterable[list[Any]]:
 
 
 def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
-           cp_txids: set[int]) -> int:
+           cp_txids: set[int], defer_puts: bool = False) -> int:
     """Phase 1 over ``batches`` (lists of LogRecord, see :func:`record_batches`);
-    returns how many records were read."""
+    returns how many records were read. ``defer_puts``: committed puts are left to the
+    queue table to apply when their queue is first used (see :func:`_put_redo`)."""
     n = 0
     decode = R.decode
     put, commit = R.PUT, R.COMMIT
-    redo_put, forget = _put_redo(state)
+    redo_put, forget = _put_redo(state, defer_puts)
     redo_commit = state.redo_commit
     first_redo = -1 if cp_lsn is None else cp_lsn
     # Replay allocates millions of objects and frees none: the cyclic collector would
@@ -420,8 +447,9 @@ def undo_inflight(state: StoreState, append: Callable[[bytes], int],
 
 def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
             cp_uows: list[dict[str, Any]], qmgr: str,
-            errlog: Callable[[str, str], None]) -> dict[str, int]:
-    """Run restart recovery over ``log`` from ``start_lsn``; returns counters."""
+            errlog: Callable[[str, str], None], defer_puts: bool = False) -> dict[str, int]:
+    """Run restart recovery over ``log`` from ``start_lsn``; returns counters.
+    ``defer_puts``: see :func:`replay` (``deferred_puts`` counts those left)."""
     for d in cp_uows:
         u = state.uows.get_or_make(int(d["txid"]))
         u.state = str(d.get("state") or ACTIVE)
@@ -432,7 +460,7 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
         # the ops are rebuilt from the log; keep first_lsn as the checkpoint said
         u.first_lsn = None
     n = replay(state, record_batches(log, start_lsn), cp_lsn,
-               {int(d["txid"]) for d in cp_uows})
+               {int(d["txid"]) for d in cp_uows}, defer_puts)
     errlog("AMQ7229", amq.text("AMQ7229", count=n, qmgr=qmgr))
     errlog("AMQ7230", amq.text("AMQ7230", qmgr=qmgr))
     total = len(state.uows.units)
@@ -442,4 +470,6 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
     errlog("AMQ7232", amq.text("AMQ7232", qmgr=qmgr))
     if total:
         errlog("AMQ7233", amq.text("AMQ7233", count=rolled, total=total, qmgr=qmgr))
-    return {"records": n, "rolled_back": rolled, "in_doubt": in_doubt}
+    deferred = sum(state.queues.deferred_counts().values())
+    return {"records": n, "rolled_back": rolled, "in_doubt": in_doubt,
+            "deferred_puts": deferred}

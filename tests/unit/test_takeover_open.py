@@ -165,3 +165,62 @@ def test_replay_redoes_one_put_units_as_committed_and_the_rest_as_before(
     assert _drain(s, "Q") == [b"one%d" % i for i in range(50)] + [b"two-a", b"last"]
     assert _drain(s, "R") == [b"two-b"]
     s.close()
+
+
+def test_a_takeover_leaves_committed_puts_to_their_queues_first_use_and_loses_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qmstore, "_INDEX_DELAY", 3600.0)  # no checkpoint but the test's
+    _create(tmp_path)
+    s1 = _open(tmp_path, 1)
+    for name in ("A", "B", "C"):
+        s1.define_queue(name, MAXDEPTH=1000)
+    s1.checkpoint()
+    a = [b"a%02d" % i for i in range(10)]
+    b = [b"b%02d" % i for i in range(10)]
+    _put_committed(s1, "A", a)
+    s1.put("B", b[0], persistent=True)  # outside syncpoint: a committed put too
+    _put_committed(s1, "B", b[1:])
+    _put_committed(s1, "C", [b"c0", b"c1"])
+    assert s1.get("C").body == b"c0"  # a GET record: C's puts before it are applied first
+    unit = s1.begin()  # two puts, one COMMIT: replayed at once, after C's deferred ones
+    s1.put("C", b"u0", persistent=True, uow=unit)
+    s1.put("C", b"u1", persistent=True, uow=unit)
+    s1.commit(unit)
+    _put_committed(s1, "C", [b"c4"])
+    _crash(s1)
+
+    s2 = _open(tmp_path, 2, background=True, defer=True)
+    assert s2.recovery_stats["deferred_puts"] == 21
+    assert s2.state.queues.deferred_counts() == {"A": 10, "B": 10, "C": 1}
+    assert _drain(s2, "A") == a  # its first use applies A's records, and only A's
+    assert s2.state.queues.deferred_counts() == {"B": 10, "C": 1}
+    s2.checkpoint()  # applies B's and C's first: the log before it is not replayed again
+    assert s2.state.queues.deferred_counts() == {}
+    _crash(s2)
+
+    s3 = _open(tmp_path, 3)
+    assert _drain(s3, "A") == []
+    assert _drain(s3, "B") == b
+    assert _drain(s3, "C") == [b"c1", b"u0", b"u1", b"c4"]
+    s3.close()
+
+
+def test_a_queue_deleted_or_listed_after_a_takeover_sees_its_deferred_puts(
+        tmp_path: Path) -> None:
+    _create(tmp_path)
+    s1 = _open(tmp_path, 1)
+    s1.define_queue("GONE")
+    s1.define_queue("LISTED")
+    s1.checkpoint()
+    _put_committed(s1, "GONE", [b"g"])
+    _put_committed(s1, "LISTED", [b"l0", b"l1"])
+    _crash(s1)
+    s2 = _open(tmp_path, 2, background=True, defer=True)
+    assert s2.state.queues.deferred_counts() == {"GONE": 1, "LISTED": 2}
+    with pytest.raises(Exception, match="AMQ8143"):
+        s2.delete_queue("GONE")  # a queue holding a message, as without deferring
+    assert s2.state.queues.deferred_counts() == {"LISTED": 2}
+    depths = {n: q.depth for n, q in s2.state.queues.items()}  # a listing applies all
+    assert depths == {"GONE": 1, "LISTED": 2}
+    assert s2.state.queues.deferred_counts() == {}
+    s2.close()
