@@ -3,6 +3,7 @@ Metrics: stanza, and the monitors' margins."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -168,5 +169,36 @@ def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -
                 'queue="Q.ONE"} 1.0') in ours
         assert collector.errors == 0, collector.last_error
         store.backout(uow)
+    finally:
+        store.close()
+
+
+def test_queue_depth_counts_puts_a_takeover_left_to_the_queues_first_use(tmp_path) -> None:
+    """Right after a takeover, a queue whose replayed puts are not applied yet (nobody
+    has used it) shows the depth it will have, without being applied by the scrape."""
+    from prometheus_client import CollectorRegistry
+
+    from lockfs.volume import open_volume
+    from miqm.metrics.bench import StoreView
+    from miqm.metrics.instance import InstanceCollector
+    from miqm.metrics.server import exposition
+    from tests.unit.test_takeover_open import _crash, _create, _open, _put_committed
+
+    _create(tmp_path)
+    s1 = _open(tmp_path, 1)
+    s1.define_queue("LATER")
+    s1.checkpoint()
+    _put_committed(s1, "LATER", [b"a", b"b", b"c"])
+    _crash(s1)
+    store = _open(tmp_path, 2, background=True, defer=True)
+    try:
+        registry = CollectorRegistry(auto_describe=False)
+        collector = InstanceCollector(StoreView(store, open_volume(str(tmp_path / "data"))))
+        registry.register(collector)
+        text = exposition(registry).decode()
+        assert re.search(r'miqm_queue_depth\{[^}]*queue="LATER"\} 3\.0', text), text
+        assert store.state.queues.deferred_counts() == {"LATER": 3}  # still deferred
+        assert store.queue_attrs("LATER")["CURDEPTH"] == 3
+        assert store.state.queues.deferred_counts() == {}
     finally:
         store.close()
