@@ -64,6 +64,8 @@ def test_kill_9_with_a_deep_queue_keeps_every_message_in_order(pair: LocalPair) 
     end = [e for e in _events(pair, new["host"]) if e["event"] == "failover_end"][-1]
     # it served before its checkpoint, which the checkpoint thread took a moment later
     assert end["checkpoint"] == "deferred", end
+    # the three late puts were left to their queues' first use (or that checkpoint)
+    assert end["deferred_puts"] == 3, end
     assert set(end["phases"]) == {"lock", "open", "serve"}, end
     inner = end["open_phases"]
     assert set(inner) == {"load", "replay"} and \
