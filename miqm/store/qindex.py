@@ -39,6 +39,9 @@ from crc32c import crc32c
 
 from lockfs.volume import FileHead
 
+#: a space map's bytes with the blocks a running checkpoint freed (2) read as free (0)
+FREED_AS_FREE = bytes.maketrans(b"\x02", b"\x00")
+
 _HEAD = struct.Struct("<4sIIIQQ10QII")
 MAGIC = b"MIQI"
 VERSION = 1
@@ -92,7 +95,10 @@ def snapshot(index: object, space: bytes | bytearray, msgids: dict[bytes, int],
             ls = array("i", compress(ls, sel))
             bl = array("q", compress(bl, sel))
         parts += [_le(ks), _le(bl), _le(ls)]
-    free = bytes(space).replace(b"\x02", b"\x00").rstrip(b"\x00")
+    free = bytes(space)
+    if 2 in free:  # blocks the running checkpoint freed read as free
+        free = free.translate(FREED_AS_FREE)
+    free = free.rstrip(b"\x00")
     if msgids or correlids:
         live = set()
         for p in range(10):
@@ -388,7 +394,7 @@ class DeltaLog:
         starts = array("q", (s for s, _n in self.touched))
         lens_runs = array("q", (n for _s, n in self.touched))
         raw = b"".join(bytes(space[s:s + n]).ljust(n, b"\x00") for s, n in self.touched)
-        raw = raw.replace(b"\x02", b"\x00")
+        raw = raw.translate(FREED_AS_FREE)
         sel = b"".join([*(_SEL.pack(k, m) for k, m in self.msgids.items()),
                         *(_SEL.pack(k, c) for k, c in self.correlids.items())])
         groups = sorted(self.by_prio.items())  # grouped by priority, in write order

@@ -41,7 +41,7 @@ from crc32c import crc32c
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import FileHead, Volume, VolumeFile
 from miqm.errors import StoreError
-from miqm.store.qindex import DeltaLog
+from miqm.store.qindex import FREED_AS_FREE, DeltaLog
 
 DATA_START = 4096
 HDR_SLOT = 2048
@@ -494,7 +494,9 @@ class QueueFile:
     def release_freed(self) -> None:
         """The checkpoint completed: blocks it freed may be reused."""
         if 2 in self.space:  # memchr: most checkpoints free nothing in most files
-            self.space = bytearray(self.space.replace(b"\x02", b"\x00"))
+            # one pass over the map; a replace seeks each freed block in turn, several
+            # times slower once a consumer has freed many (a third of the blocks: 4x)
+            self.space = self.space.translate(FREED_AS_FREE)
         self._hint = 0
 
     def shrink_if_oversized(self) -> bool:
