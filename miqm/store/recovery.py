@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gc
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from miqm import amq
@@ -356,6 +356,24 @@ def record_batches(log: Any, start_lsn: int) -> Iterable[list[Any]]:
     return ([r] for r in log.records(start_lsn))
 
 
+def _put_carried(batches: Iterable[list[Any]], put: int) -> Iterator[list[Any]]:
+    """``batches`` with a PUT that ends one moved to the start of the next, so that a unit
+    of one put meets its COMMIT in the same list (the pure-Python log reader yields one
+    record at a time; the C one a page's run, which a unit may straddle)."""
+    carry = None
+    for batch in batches:
+        if carry is not None:
+            batch = [carry, *batch]
+            carry = None
+        if batch and batch[-1][2][0] == put:
+            carry = batch[-1]
+            batch = batch[:-1]
+        if batch:
+            yield batch
+    if carry is not None:
+        yield [carry]
+
+
 def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
            cp_txids: set[int], defer_puts: bool = False) -> int:
     """Phase 1 over ``batches`` (lists of LogRecord, see :func:`record_batches`);
@@ -373,7 +391,7 @@ def replay(state: StoreState, batches: Iterable[list[Any]], cp_lsn: int | None,
     gc.disable()
     units = state.uows.units
     try:
-        for batch in batches:
+        for batch in _put_carried(batches, put):
             n += len(batch)
             i, count = 0, len(batch)
             while i < count:

@@ -224,3 +224,20 @@ def test_a_queue_deleted_or_listed_after_a_takeover_sees_its_deferred_puts(
     assert depths == {"GONE": 1, "LISTED": 2}
     assert s2.state.queues.deferred_counts() == {}
     s2.close()
+
+
+def test_a_put_that_ends_a_batch_of_records_is_carried_to_the_next() -> None:
+    """The replay meets a unit of one put with its COMMIT in one list, however the log
+    reader cut its records into lists (the pure-Python one: one record a list)."""
+    from miqm.store import records as R
+    from miqm.store.recovery import _put_carried
+
+    def rec(lsn: int, kind: int) -> tuple[int, int, bytes, int]:
+        return (lsn, 1, bytes([kind]) + bytes(8), lsn + 1)
+
+    p1, c1, x, p2, c2, p3 = (rec(1, R.PUT), rec(2, R.COMMIT), rec(3, R.GET),
+                             rec(4, R.PUT), rec(5, R.COMMIT), rec(6, R.PUT))
+    got = list(_put_carried([[p1], [c1], [x, p2], [c2, p3]], R.PUT))
+    assert got == [[p1, c1], [x], [p2, c2], [p3]]
+    assert list(_put_carried([[p1], [p3]], R.PUT)) == [[p1], [p3]]  # in order, once each
+    assert list(_put_carried([], R.PUT)) == []
