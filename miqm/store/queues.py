@@ -886,8 +886,8 @@ class QueueTable:
         self._live: dict[str, LocalQueue] = {}
         self._dormant: dict[str, tuple[int, dict[str, Any]]] = {}
         self._qids: dict[str, int] | None = None  # qids() until a queue comes or goes
-        # name -> log records of committed puts to redo on that live queue, in log
-        # order, and what redoes them (given by the replay that deferred them)
+        # name -> committed puts to redo on that live queue (as the replay unpacked
+        # their log records), in log order, and what redoes them (given by that replay)
         self._deferred: dict[str, list[Any]] = {}
         self._redo: Callable[[LocalQueue, list[Any]], None] | None = None
 
@@ -948,14 +948,11 @@ class QueueTable:
                 if collecting:
                     gc.enable()
 
-    def apply_deferred(self) -> int:
+    def apply_deferred(self) -> None:
         """Apply every deferred record (before anything reads all the queues, such as
-        a checkpoint); returns how many there were."""
-        n = 0
+        a checkpoint)."""
         for name in list(self._deferred):
-            n += len(self._deferred.get(name) or ())
             self._apply(name)
-        return n
 
     def deferred_counts(self) -> dict[str, int]:
         """name -> how many deferred records that queue has (from any thread)."""

@@ -298,7 +298,9 @@ def _put_redo(state: StoreState, defer: bool = False
             if not txid:
                 if key >= state.next_key:
                     state.next_key = key + 1
-                deferred(q, payload, apply_deferred)
+                # kept unpacked, as apply takes it: not decoded a second time
+                deferred(q, (payload, layout.size, 0, key, prio, t, msgid, correlid, blen),
+                         apply_deferred)
                 return True
             queues.get(name)  # its deferred puts first: they came before this one
         if txid:
@@ -311,14 +313,11 @@ def _put_redo(state: StoreState, defer: bool = False
         apply(q, payload, layout.size, txid, key, prio, t, msgid, correlid, blen)
         return True
 
-    def apply_deferred(q: LocalQueue, payloads: list[bytes]) -> None:
-        """Apply the committed puts :meth:`QueueTable.defer` kept for ``q``."""
-        for payload in payloads:
-            n = payload[9] | (payload[10] << 8)
-            layout = layouts.get(n) or R.put_layout(n)
-            _t, _txid, _n, _raw, key, prio, t, msgid, correlid, blen = \
-                layout.unpack_from(payload)
-            apply(q, payload, layout.size, 0, key, prio, t, msgid, correlid, blen)
+    def apply_deferred(q: LocalQueue, puts: list[tuple[Any, ...]]) -> None:
+        """Apply the committed puts :meth:`QueueTable.defer` kept for ``q`` (each the
+        arguments of ``apply`` after the queue)."""
+        for put in puts:
+            apply(q, *put)
 
     def apply(q: LocalQueue, payload: bytes, start: int, txid: int, key: int, prio: int,
               t: float, msgid: bytes, correlid: bytes, blen: int) -> None:
