@@ -332,15 +332,35 @@ def bench_backlog(cases: list[tuple[int, int]], cycles: int = 3,
     ``rounds`` > 1 runs all the cases that many times in turn (a minute of noise on a
     shared machine then falls on every case alike) and pools each case's figures
     (:func:`merge_rounds`)."""
+    rows = in_rounds(cases, rounds, echo,
+                     lambda _n, _r, depth, queues: _backlog_case(depth, queues, cycles, echo))
+    return {"cases": summarize_backlog(rows, echo), "cycles": cycles, "rounds": rounds,
+            "standby_read_ahead": "waited for before each kill"}
+
+
+def in_rounds(cases: list[tuple[int, int]], rounds: int, echo: Callable[[str], None],
+              run_case: Callable[[int, int, int, int], dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """``run_case(case number, round, depth, queues)`` for every case, the cases in turn
+    ``rounds`` times; one row per case, its rounds pooled (:func:`merge_rounds`)."""
     runs: list[list[dict[str, Any]]] = [[] for _ in cases]
     for r in range(rounds):
         for n, (depth, queues) in enumerate(cases):
             if rounds > 1:
                 echo(f"round {r + 1}/{rounds}:")
-            runs[n].append(_backlog_case(depth, queues, cycles, echo))
-    return {"cases": summarize_backlog([merge_rounds(parts) for parts in runs], echo),
-            "cycles": cycles, "rounds": rounds,
-            "standby_read_ahead": "waited for before each kill"}
+            runs[n].append(run_case(n, r, depth, queues))
+    return [merge_rounds(parts) for parts in runs]
+
+
+def serving_figures(recovery: list[float], read_ahead: int,
+                    first_serving: float | None) -> dict[str, Any]:
+    """A backlog row's lock-to-serving figures: every takeover's (sorted) and their
+    median, the first takeover's after defining, and how many takeovers took their deep
+    queue from the standby's read-ahead of its index."""
+    return {"lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
+            "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery else None,
+            "read_ahead_takeovers": read_ahead,
+            "first_lock_to_serving": first_serving}
 
 
 def _backlog_case(depth: int, queues: int, cycles: int,
@@ -382,12 +402,7 @@ def _backlog_case(depth: int, queues: int, cycles: int,
         size = dir_bytes(os.path.join(pair.data_dir(), "queues"))
         total = dir_bytes(pair.shared)
     row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total, echo)
-    row.update({
-        "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
-        "lock_to_serving_p50": round(statistics.median(recovery), 4) if recovery else None,
-        # takeovers whose deep queue came from the standby's read-ahead of its index
-        "read_ahead_takeovers": read_ahead,
-        "first_lock_to_serving": first_serving})
+    row.update(serving_figures(recovery, read_ahead, first_serving))
     return row
 
 

@@ -325,16 +325,11 @@ def bench_backlog_lab(cases: list[tuple[int, int]], cycles: int, *,
 
 def _run_backlog(lab: NfsLab, work: Path, cases: list[tuple[int, int]], cycles: int,
                  echo: Callable[[str], None], rounds: int = 1) -> dict[str, Any]:
-    from miqm.bench.failover import merge_rounds, summarize_backlog
+    from miqm.bench.failover import in_rounds, summarize_backlog
 
-    runs: list[list[dict[str, Any]]] = [[] for _ in cases]
-    for r in range(rounds):
-        for n, (depth, queues) in enumerate(cases):
-            if rounds > 1:
-                echo(f"round {r + 1}/{rounds}:")
-            runs[n].append(_lab_backlog_case(lab, work / f"case{n}-{r}", depth, queues,
-                                             cycles, echo))
-    rows = summarize_backlog([merge_rounds(parts) for parts in runs], echo)
+    rows = summarize_backlog(in_rounds(
+        cases, rounds, echo, lambda n, r, depth, queues: _lab_backlog_case(
+            lab, work / f"case{n}-{r}", depth, queues, cycles, echo)), echo)
     base = rows[0].get("lock_to_serving_p50")
     for row in rows:
         if base and row.get("lock_to_serving_p50") is not None:
@@ -359,6 +354,7 @@ def _lab_backlog_case(lab: NfsLab, where: Path, depth: int, queues: int, cycles:
         fill_store,
         open_store_at,
         served_line,
+        serving_figures,
         settle_fill,
     )
 
@@ -411,12 +407,7 @@ def _lab_backlog_case(lab: NfsLab, where: Path, depth: int, queues: int, cycles:
         shutil.rmtree(lab.export_dir / bench.sub, ignore_errors=True)
     row = backlog_row(depth, queues, took, first, filled, restart, rss, size, total,
                       echo)
-    row.update({
-        # the lease decides most of a takeover on NFS: this is the rest
-        "lock_to_serving_seconds": sorted(round(r, 4) for r in recovery),
-        "lock_to_serving_p50": round(statistics.median(recovery), 4)
-        if recovery else None,
-        "first_lock_to_serving": None if first_rec is None else round(first_rec, 4),
-        # takeovers that used the standby's read-ahead of an index
-        "read_ahead_takeovers": read_ahead})
+    # the lease decides most of a takeover on NFS: lock to serving is the rest
+    row.update(serving_figures(recovery, read_ahead,
+                               None if first_rec is None else round(first_rec, 4)))
     return row
