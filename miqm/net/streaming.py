@@ -194,8 +194,14 @@ class Subscription:
 
     def _run(self) -> None:
         said_empty = False
+        # the pusher hands the interpreter lock to and from the threads committing its
+        # batches: on their CPU (GroupCommitCPU), once the store has chosen it, those
+        # hand-overs do not cross CPUs (docs/benchmarks.md)
+        gather = getattr(self.store, "gather_here", None)
         try:
             while True:
+                if gather is not None and gather():
+                    gather = None
                 with self._cond:
                     while not self._stopped and self._outstanding >= self.prefetch:
                         self._cond.wait(WAIT_SLICE)

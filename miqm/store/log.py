@@ -743,6 +743,20 @@ class RecoveryLog:
         GATHER_AUTO (-2) while no thread has waited yet."""
         return self._gather_cpu if self._fq is None else self._fq.gather_cpu()
 
+    def gather_here(self) -> bool:
+        """Move the calling thread to the gather CPU as if it had waited for a force: for
+        a thread whose work goes hand in hand with the committing threads' (a streaming
+        consumer's pusher), so that the interpreter lock passes between them on one CPU.
+        False while that CPU is still to be chosen (ask again later); True once the
+        thread is placed, or when nothing is to be done (no gathering, the main thread, a
+        process allowed one CPU)."""
+        cpu = self.gather_cpu
+        if cpu == GATHER_AUTO:
+            return False
+        if cpu >= 0 and threading.get_ident() != self._main_thread:
+            _gather_thread(cpu)
+        return True
+
     def _gather_target(self, w: _Waiter) -> int:
         # the Python twin of gather_target() in _forcequeue.c (under _wlock)
         if self._gather_cpu == GATHER_NONE:

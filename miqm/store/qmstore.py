@@ -874,6 +874,12 @@ class QueueManagerStore:
         self._last_lsn = lsn
         return lsn
 
+    def gather_here(self) -> bool:
+        """Move the calling thread to the CPU where threads waiting for log forces gather
+        (GroupCommitCPU; :meth:`RecoveryLog.gather_here`); False while that CPU is not
+        chosen yet."""
+        return self.log.gather_here()
+
     def _force(self, lsn: int) -> None:
         """Make ``lsn`` durable, then check the write guard again before anyone is told.
 

@@ -200,3 +200,35 @@ def test_the_main_thread_is_never_moved(tmp_path: Path) -> None:
         assert waiter == {cpu}
     finally:
         log.close()
+
+
+def _gathered_in_thread(log: RecoveryLog) -> tuple[bool, set[int]]:
+    """``log.gather_here()`` on a new thread: its answer and the thread's mask after."""
+    out: list[tuple[bool, set[int]]] = []
+    t = threading.Thread(target=lambda: out.append((log.gather_here(),
+                                                    os.sched_getaffinity(0))), daemon=True)
+    t.start()
+    t.join(10)
+    assert out, "the thread did not finish"
+    return out[0]
+
+
+def test_a_thread_may_join_the_gather_cpu_once_it_is_chosen(tmp_path: Path) -> None:
+    """gather_here (a consumer's pusher): nothing while auto has not chosen (False: ask
+    again), the chosen CPU after; never the main thread; nothing with gathering off."""
+    log = open_log(tmp_path, GATHER_AUTO)
+    try:
+        assert _gathered_in_thread(log) == (False, ALLOWED)
+        leader_and_waiter(log)  # the first wait chooses the CPU
+        chosen = log.gather_cpu
+        assert chosen in ALLOWED
+        assert _gathered_in_thread(log) == (True, {chosen})
+        assert log.gather_here() is True  # the main thread: nothing to do, never moved
+        assert os.sched_getaffinity(0) == ALLOWED
+    finally:
+        log.close()
+    off = open_log(tmp_path / "off", GATHER_NONE)
+    try:
+        assert _gathered_in_thread(off) == (True, ALLOWED)
+    finally:
+        off.close()
