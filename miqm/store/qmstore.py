@@ -978,7 +978,12 @@ class QueueManagerStore:
     def _cp_loop(self) -> None:
         from miqm.store.log import keep_thread_cpus
 
-        keep_thread_cpus()  # its encoding runs without the GIL: beside the producers
+        # its own waits for forces never choose the gather CPU (a lone producer, which
+        # never waits behind another, keeps its CPU); but its writing of bodies runs in
+        # Python, under the interpreter lock the committing threads pass around, so once
+        # their waits have chosen that CPU it joins them there (docs/benchmarks.md)
+        keep_thread_cpus()
+        placed = False
         tick = min(1.0, max(0.05, self.tuning.checkpoint_wait_len / 10))
         while not self._stop.is_set():
             # read without the lock: hints for the wait (the first due of the two)
@@ -987,6 +992,8 @@ class QueueManagerStore:
             self._cp_kick.wait(tick if due is None else
                                min(tick, max(0.0, due - self._clock())))
             self._cp_kick.clear()
+            if not placed:
+                placed = self.gather_here()
             if self._stop.is_set():
                 return
             try:

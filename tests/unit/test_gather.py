@@ -1,7 +1,9 @@
 """GroupCommitCPU: a thread's first wait behind another thread's log force moves it to the
 log's gather CPU, in the C force queue and in its Python twin. The main thread, a thread
 that called ``keep_thread_cpus()`` and a thread that may not run there are never moved;
-a thread that never waits (it leads every force itself) is not either."""
+a thread that never waits (it leads every force itself) is not either. A thread may
+also ask to join the gather CPU once it is chosen (``gather_here``: a consumer's pusher,
+the checkpoint thread)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from lockfs.posix import PosixVolume
 from miqm.config import parse_qm_ini
 from miqm.store.log import RecoveryLog, keep_thread_cpus
+from miqm.store.qmstore import QueueManagerStore
 from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings, StoreTuning
 
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
@@ -232,3 +235,37 @@ def test_a_thread_may_join_the_gather_cpu_once_it_is_chosen(tmp_path: Path) -> N
         assert _gathered_in_thread(off) == (True, ALLOWED)
     finally:
         off.close()
+
+
+def _store_with_gather(tmp_path: Path, gather_cpu: int) -> QueueManagerStore:
+    data, logv = PosixVolume(str(tmp_path / "d")), PosixVolume(str(tmp_path / "l"))
+    (tmp_path / "d").mkdir(parents=True)
+    (tmp_path / "l").mkdir()
+    QueueManagerStore.create(data, logv, "QM", SMALL)
+    # a checkpoint thread that looks every 0.05 s (CheckPointWaitLen / 10)
+    tuning = StoreTuning(group_commit_cpu=gather_cpu, checkpoint_wait_len=0.5)
+    return QueueManagerStore.open(data, logv, "QM", SMALL, tuning, generation=1)
+
+
+def test_the_checkpoint_thread_joins_the_gather_cpu_once_it_is_chosen(
+        tmp_path: Path) -> None:
+    """Its writing of bodies runs under the interpreter lock the committers pass around:
+    on their CPU once one is chosen; never chosen by its own waits (auto stays auto)."""
+    cpu = max(ALLOWED)
+    store = _store_with_gather(tmp_path / "fixed", cpu)
+    try:
+        tid = store._cp_thread.native_id  # the test watches the thread the store started
+        wait_until(lambda: os.sched_getaffinity(tid) == {cpu}, "the checkpoint thread moved")
+    finally:
+        store.close()
+    store = _store_with_gather(tmp_path / "auto", GATHER_AUTO)
+    try:
+        tid = store._cp_thread.native_id
+        store.define_queue("Q")
+        store.put("Q", b"x" * 100, persistent=True)
+        store.checkpoint()  # the thread's forces: none of them chooses the CPU
+        time.sleep(0.2)  # several turns of its loop
+        assert store.log.gather_cpu == GATHER_AUTO
+        assert os.sched_getaffinity(tid) == ALLOWED
+    finally:
+        store.close()
