@@ -5,13 +5,20 @@ One run, one scratch queue manager (1 KiB persistent messages):
 * ``inprocess_8`` (and ``inprocess_8_after``, measured again after the network runs):
   8 threads in this process calling the store directly, put+commit each (the reference
   the network path is compared with, as the mean of both);
-* ``put_commit_1`` / ``put_commit_8``: 1 and 8 client processes over the listener
+* ``put_commit_8`` / ``put_commit_1``: 8 and 1 client processes over the listener
   (loopback), put under syncpoint + commit per message; ``put_commit_8_cpu``: the CPU
   microseconds per message the server process and the client processes spent in it
-  (what caps the rate when nine processes share two CPUs);
+  (what caps the rate when nine processes share two CPUs). The 8-connection run comes
+  first, on an empty queue, as the in-process runs it is compared with start;
 * ``batch_100``: one client, 100 puts per commit;
 * ``consume``: one streaming consumer (prefetch 200) of the persistent messages left by
   the runs above, outside syncpoint.
+
+``--rounds R`` repeats the in-process store and the 8-connection run R times, alternating
+(the other runs once): ``ratio_to_inprocess`` is then the sum of the 8-connection runs
+over the sum of the in-process means beside each (``*_runs`` list every run). On two CPUs
+shared with other work one pair moves by a fifth from run to run; more rounds give a
+ratio that moves less.
 
 The server is a separate process (store + listener, no HA), so clients and server do not
 share an interpreter lock. A checkpoint is taken between the network runs, so that none
@@ -31,6 +38,7 @@ request, where a check weighs most); ``ratio_*`` = on / off, summed over the rou
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -50,13 +58,15 @@ BODY = b"x" * 1024
 def _open_store(root: str) -> Any:
     from lockfs.posix import PosixVolume
     from miqm.config import parse_qm_ini
+    from miqm.store.log import RecoveryLog
     from miqm.store.qmstore import QueueManagerStore
 
     data = PosixVolume(os.path.join(root, "qmgrs", QMGR))
     cfg = parse_qm_ini(data.read_bytes("qm.ini").decode())
-    gen = int(time.time())
-    return QueueManagerStore.open(data, PosixVolume(cfg.log_path), QMGR, cfg.log, cfg.tuning,
-                                  generation=gen)
+    log = PosixVolume(cfg.log_path)
+    # newer than the last activation, even one opened within the same second
+    gen = max(int(time.time()), RecoveryLog.recorded_generation(log) + 1)
+    return QueueManagerStore.open(data, log, QMGR, cfg.log, cfg.tuning, generation=gen)
 
 
 def serve(root: str, authrecs: int = 0) -> None:
@@ -225,60 +235,98 @@ def _consume(conname: str, total: int) -> float:
         return got / (time.perf_counter() - t0)
 
 
+def _start_server(root: str) -> tuple[subprocess.Popen[str], str]:
+    """The bench's server process on the queue manager under ``root``, and its CONNAME."""
+    server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, MIQM_DATA_ROOT=root))
+    try:
+        assert server.stdout is not None
+        host, port = server.stdout.readline().split()
+    except (ValueError, AssertionError):
+        _end_server(server)
+        raise RuntimeError("the bench's server process did not start") from None
+    return server, f"{host}({port})"
+
+
+def _empty_queue(store: Any) -> None:
+    """The bench queue defined again, empty (each measured run starts alike)."""
+    store.delete_queue(QUEUE, purge=True)
+    store.define_queue(QUEUE, MAXDEPTH=10_000_000)
+
+
 def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
-              directory: str | None = None) -> dict[str, Any]:
-    """Run the benchmark; returns the figures (see the module docstring)."""
+              directory: str | None = None, rounds: int = 1) -> dict[str, Any]:
+    """Run the benchmark; returns the figures (see the module docstring). With
+    ``rounds`` > 1 the in-process store and the 8-connection run alternate that many
+    times (the other runs are made once, in the first round), and the ratio is the sum
+    of the network runs over the sum of the in-process runs beside them."""
+    inprocs: list[float] = []
+    nets: list[float] = []
+    results: dict[str, Any] = {}
+    cpu: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="miqm-bench-net-", dir=directory) as root:
         _create(root)
         store = _open_store(root)
         store.define_queue(QUEUE, MAXDEPTH=10_000_000)
-        echo(f"in-process store, 8 threads x {messages} put+commit ...")
-        inproc = _inprocess(store, 8, messages)
-        store.delete_queue(QUEUE, purge=True)
-        store.define_queue(QUEUE, MAXDEPTH=10_000_000)
-        store.close()
-        server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=dict(os.environ, MIQM_DATA_ROOT=root))
-        try:
-            assert server.stdout is not None
-            host, port = server.stdout.readline().split()
-            conname = f"{host}({port})"
-            os.environ.pop("MIQM_CONNECTION", None)
-            results: dict[str, Any] = {"inprocess_8": round(inproc, 1)}
-            echo("1 connection, put+commit ...")
-            results["put_commit_1"] = round(_run_clients(conname, 1, messages, 1), 1)
-            _settle(conname)
-            echo("8 connections, put+commit ...")
-            cpu: dict[str, float] = {}
-            results["put_commit_8"] = round(_run_clients(conname, 8, messages, 1,
-                                                         server_pid=server.pid, cpu=cpu), 1)
-            results["put_commit_8_cpu"] = cpu
-            _settle(conname)
-            echo("1 connection, 100 puts per commit ...")
-            results["batch_100"] = round(_run_clients(conname, 1, messages * 5, 100), 1)
-            _settle(conname)
-            total = messages * (1 + 8 + 5)
-            echo(f"streaming consumer, {total} persistent messages outside syncpoint ...")
-            results["consume"] = round(_consume(conname, total), 1)
-        finally:
-            _end_server(server)
-        # the disk and CPUs are shared: the reference is measured again after the network
-        # runs, and the ratio uses the mean of both
-        store = _open_store(root)
+        for r in range(rounds):
+            step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+            echo(f"{step}in-process store, 8 threads x {messages} put+commit ...")
+            inprocs.append(_inprocess(store, 8, messages))
+            _empty_queue(store)
+            store.close()
+            server, conname = _start_server(root)
+            try:
+                os.environ.pop("MIQM_CONNECTION", None)
+                # first, on an empty queue, as the in-process runs beside it start
+                echo(f"{step}8 connections, put+commit ...")
+                nets.append(_run_clients(conname, 8, messages, 1, server_pid=server.pid,
+                                         cpu=cpu if r == 0 else None))
+                _settle(conname)
+                if r == 0:
+                    echo(f"{step}1 connection, put+commit ...")
+                    results["put_commit_1"] = round(_run_clients(conname, 1, messages, 1), 1)
+                    _settle(conname)
+                    echo(f"{step}1 connection, 100 puts per commit ...")
+                    results["batch_100"] = round(_run_clients(conname, 1, messages * 5, 100),
+                                                 1)
+                    _settle(conname)
+                    total = messages * (1 + 8 + 5)
+                    echo(f"{step}streaming consumer, {total} persistent messages outside "
+                         "syncpoint ...")
+                    results["consume"] = round(_consume(conname, total), 1)
+            finally:
+                _end_server(server)
+            # the disk and CPUs are shared: the in-process store runs again after the
+            # network runs, and each network run is compared with the two beside it
+            store = _open_store(root)
+            if r > 0:
+                _empty_queue(store)  # what this round's 8 connections left
         echo(f"in-process store again, 8 threads x {messages} put+commit ...")
-        again = _inprocess(store, 8, messages)
+        inprocs.append(_inprocess(store, 8, messages))
         store.close()
-    results["inprocess_8_after"] = round(again, 1)
-    inproc = (inproc + again) / 2
-    results["ratio_to_inprocess"] = round(results["put_commit_8"] / inproc, 3)
+    beside = sum((a + b) / 2 for a, b in itertools.pairwise(inprocs))
+    results = {"inprocess_8": round(inprocs[0], 1), **results}
+    results["put_commit_8"] = round(sum(nets) / len(nets), 1)
+    results["put_commit_8_cpu"] = cpu
+    results["inprocess_8_after"] = round(inprocs[-1], 1)
+    results["ratio_to_inprocess"] = round(sum(nets) / beside, 3)
+    if rounds > 1:
+        results["rounds"] = rounds
+        results["inprocess_8_runs"] = [round(x, 1) for x in inprocs]
+        results["put_commit_8_runs"] = [round(x, 1) for x in nets]
+        results["ratio_to_inprocess_runs"] = [
+            round(n / ((a + b) / 2), 3)
+            for n, (a, b) in zip(nets, itertools.pairwise(inprocs), strict=True)]
     results["cpus"] = len(os.sched_getaffinity(0))
     results["load_avg_1m"] = round(os.getloadavg()[0], 2)
     for key in ("inprocess_8", "put_commit_1", "put_commit_8", "batch_100", "consume",
                 "inprocess_8_after"):
         echo(f"  {key:<18} {results[key]:>10,.0f} msgs/s")
+    if rounds > 1:
+        echo(f"  8 connections by round: {', '.join(f'{x:,.0f}' for x in nets)} msgs/s; "
+             f"in-process: {', '.join(f'{x:,.0f}' for x in inprocs)} msgs/s")
     echo(f"  8 connections / in-process store: {results['ratio_to_inprocess']:.0%}")
-    cpu = results["put_commit_8_cpu"]
     echo(f"  8 connections, CPU per message: server {cpu.get('server_us_per_msg', 0):.0f} µs, "
          f"clients {cpu.get('clients_us_per_msg', 0):.0f} µs")
     return results

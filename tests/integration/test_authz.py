@@ -158,3 +158,17 @@ def test_bench_net_reports_rates_and_the_cpu_per_message_of_both_sides() -> None
     # both sides did work for every message: more than a microsecond each, not zero
     assert cpu["server_us_per_msg"] > 1 and cpu["clients_us_per_msg"] > 1
     assert 0 < out["ratio_to_inprocess"]
+
+
+def test_bench_net_rounds_alternate_the_in_process_store_and_eight_connections() -> None:
+    from miqm.bench.net import bench_net
+
+    out = bench_net(messages=100, echo=lambda s: None, rounds=2)
+    inproc, nets = out["inprocess_8_runs"], out["put_commit_8_runs"]
+    assert len(inproc) == 3 and len(nets) == 2 and all(x > 0 for x in inproc + nets)
+    beside = (inproc[0] + inproc[1]) / 2 + (inproc[1] + inproc[2]) / 2
+    assert abs(out["ratio_to_inprocess"] - sum(nets) / beside) < 0.002
+    each = [round(n / ((a + b) / 2), 3)
+            for n, a, b in zip(nets, inproc, inproc[1:], strict=False)]
+    assert each == out["ratio_to_inprocess_runs"]
+    assert out["consume"] > 0  # the other runs once, in the first round
