@@ -50,6 +50,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from miqm.errors import MiqmError
+
 QMGR = "QMNETB"
 QUEUE = "BENCH.Q"
 BODY = b"x" * 1024
@@ -245,7 +247,8 @@ def _start_server(root: str) -> tuple[subprocess.Popen[str], str]:
         host, port = server.stdout.readline().split()
     except (ValueError, AssertionError):
         _end_server(server)
-        raise RuntimeError("the bench's server process did not start") from None
+        raise MiqmError("the bench's server process did not start (its error is above); "
+                        "try --dir on a local filesystem with free space") from None
     return server, f"{host}({port})"
 
 
