@@ -237,11 +237,14 @@ def _consume(conname: str, total: int) -> float:
         return got / (time.perf_counter() - t0)
 
 
-def _start_server(root: str) -> tuple[subprocess.Popen[str], str]:
-    """The bench's server process on the queue manager under ``root``, and its CONNAME."""
-    server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, MIQM_DATA_ROOT=root))
+def _start_server(root: str, *extra: str,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """The bench's server process on the queue manager under ``root`` (``extra``: more
+    arguments of :func:`serve`; ``env``: its environment, else this one's with
+    MIQM_DATA_ROOT), and its CONNAME."""
+    server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root,
+                               *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=env or dict(os.environ, MIQM_DATA_ROOT=root))
     try:
         assert server.stdout is not None
         host, port = server.stdout.readline().split()
@@ -404,16 +407,10 @@ def bench_authz(messages: int = 2000, authrecs: int = 100, rounds: int = 2,
         store.close()
         env = dict(os.environ, MIQM_DATA_ROOT=root,
                    MIQM_BENCH_PRINCIPALS=json.dumps(secrets))
-        server = subprocess.Popen([sys.executable, "-m", "miqm.bench.net", "--serve", root,
-                                   "--authrecs", str(authrecs)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=env)
+        server, conname = _start_server(root, "--authrecs", str(authrecs), env=env)
         totals: dict[str, float] = {}
         results: dict[str, Any] = {"authrecs": authrecs, "rounds": rounds}
         try:
-            assert server.stdout is not None
-            host, port = server.stdout.readline().split()
-            conname = f"{host}({port})"
             os.environ.pop("MIQM_CONNECTION", None)
             results["refused_elsewhere"] = _enforced(conname, creds["on"])
             for r in range(rounds):
