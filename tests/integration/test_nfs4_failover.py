@@ -306,6 +306,8 @@ def _lab_campaign(nfs_lab: lab.NfsLab, *args: str) -> dict[str, Any]:
                            *args, "--producers", "2", "--consumers", "2", "--json"],
                           capture_output=True, text=True, timeout=600)
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stdout.strip(), (f"the campaign printed no result (exit {proc.returncode}); "
+                                 f"its stderr ends:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     print(result)
     assert proc.returncode == 0, (result, proc.stderr)
