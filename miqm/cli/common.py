@@ -8,6 +8,7 @@ is pointed to, because a traceback must never reach a user.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import typer
 
 from lockfs.errors import LockFsError, VolumeNotFound, VolumePermissionError
 from miqm import amq
-from miqm.errors import MiqmError
+from miqm.errors import MiqmError, UsageError
 
 #: help options of every command: MQ's administrators type -? for help
 HELP_OPTIONS = ["-h", "--help", "-?"]
@@ -43,6 +44,24 @@ def environment_help() -> str:
     lines = ["\b", f"Environment ({amq.PRODUCT} {amq.VERSION}):"]
     lines += [f"  {name.ljust(width)}  {what}" for name, what in ENVIRONMENT]
     return "\n".join(lines)
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive, finite number of seconds from the environment variable ``name``
+    (``default`` when it is unset or empty); UsageError naming the variable otherwise."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            f"{name}={raw[:40]!r} is not valid: it must be a positive number of seconds "
+            f"(default {default:g}). Correct it or unset it."
+        )
+    return value
 
 
 def make_app(help_text: str) -> typer.Typer:

@@ -21,12 +21,13 @@ import time
 
 import typer
 
-from miqm.cli.common import fail, fail_amq, make_app, run_typer
+from miqm.cli.common import env_seconds, fail, fail_amq, make_app, run_typer
 
 app = make_app("Start a queue manager instance (-x: permit a standby / run as one).")
 
-#: how long strmqm waits for the controller's verdict (restart recovery can be long)
-VERDICT_TIMEOUT = float(os.environ.get("MIQM_STRMQM_TIMEOUT", "600"))
+#: how long strmqm waits for the controller's verdict by default (restart recovery can be
+#: long); ``MIQM_STRMQM_TIMEOUT`` overrides it
+VERDICT_TIMEOUT = 600.0
 
 
 def _wait_verdict(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> dict | None:
@@ -67,6 +68,7 @@ def strmqm(
     from miqm.paths import check_qmgr_name, data_root, directory_name, find
 
     check_qmgr_name(qmgr)
+    timeout = env_seconds("MIQM_STRMQM_TIMEOUT", VERDICT_TIMEOUT)
     if metrics_port is not None:
         if not 0 <= metrics_port <= 65535:
             fail(f"strmqm: --metrics-port {metrics_port} is not a port number: use 1-65535, "
@@ -94,12 +96,12 @@ def strmqm(
                                 pass_fds=(w,), start_new_session=True, close_fds=True)
     os.close(w)
     try:
-        verdict = _wait_verdict(r, proc, VERDICT_TIMEOUT)
+        verdict = _wait_verdict(r, proc, timeout)
     finally:
         os.close(r)
     if verdict is None:
         if proc.poll() is None:
-            fail_amq("AMQ1108", qmgr=qmgr, timeout=f"{VERDICT_TIMEOUT:g}", pid=proc.pid)
+            fail_amq("AMQ1108", qmgr=qmgr, timeout=f"{timeout:g}", pid=proc.pid)
         fail_amq("AMQ6184", qmgr=qmgr, detail=f"the execution controller of '{qmgr}' ended "
                  f"unexpectedly (exit {proc.returncode}); see {out_path} and "
                  "errors/AMQERR01.LOG.")

@@ -127,3 +127,14 @@ def test_garbage_lock_file_and_qmstatus(qm: Env) -> None:
     qm.fails_with("qmstatus.ini", "strmqm", "QMBAD")
     out = qm.run("dspmq", "-m", "QMBAD")
     assert out.returncode == 0 and "QMNAME(QMBAD)" in out.stdout
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf", "1e999"])
+def test_bad_strmqm_timeout_names_the_variable(tmp_path: Path, value: str) -> None:
+    e = Env(tmp_path / "root")
+    e.env["MIQM_STRMQM_TIMEOUT"] = value
+    proc = e.run("strmqm", "QMBAD")
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "MIQM_STRMQM_TIMEOUT" in lines[0], proc.stderr
+    assert "positive number of seconds" in lines[0]

@@ -89,3 +89,23 @@ def test_every_command_takes_dash_question_and_names_its_environment(
     assert outputs[0] == outputs[1]
     for needle in ("MIQM_DATA_ROOT", "MIQM_HOSTNAME", "MIQM_CONNECTION", "/var/mqm", "-?"):
         assert needle in outputs[0], (name, needle)
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-5", "nan", "inf", "-inf", "1e999"])
+def test_env_seconds_refuses_what_is_not_a_positive_finite_number(
+        raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from miqm.cli.common import env_seconds
+    from miqm.errors import UsageError
+
+    monkeypatch.setenv("MIQM_TEST_SECONDS", raw)
+    with pytest.raises(UsageError, match="MIQM_TEST_SECONDS"):
+        env_seconds("MIQM_TEST_SECONDS", 5.0)
+
+
+def test_env_seconds_default_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from miqm.cli.common import env_seconds
+
+    monkeypatch.delenv("MIQM_TEST_SECONDS", raising=False)
+    assert env_seconds("MIQM_TEST_SECONDS", 5.0) == 5.0
+    monkeypatch.setenv("MIQM_TEST_SECONDS", " 2.5 ")
+    assert env_seconds("MIQM_TEST_SECONDS", 5.0) == 2.5
