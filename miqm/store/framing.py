@@ -122,6 +122,16 @@ def check_page(buf: bytes | bytearray | memoryview, offset: int,
     return PageInfo(page_no, gen, used, bool(flags & SEALED), batch_start)
 
 
+def named_but_invalid(buf: bytes | bytearray | memoryview, offset: int, page_no: int
+                      ) -> bool:
+    """Whether the page at ``buf[offset:]`` carries the magic and number ``page_no`` but
+    fails :func:`check_page`: an image that was begun and not finished (or damaged)."""
+    if len(buf) - offset < PAGE:
+        return False
+    magic, _crc, number = _PAGE.unpack_from(buf, offset)[:3]
+    return magic == MAGIC and number == page_no and check_page(buf, offset, page_no) is None
+
+
 #: A page's magic and number, and nothing else of its PAGE bytes (iter_unpack, one per page)
 _PAGE_ID = struct.Struct(f"<4s4xQ{PAGE - 16}x")
 

@@ -239,6 +239,8 @@ class RecoveryLog:
         # in: (extent, page, image), written in place before a slot is written again
         self._rescue: list[tuple[int, int, bytes]] = []
         self._tail_seed: tuple[int, bytes, int] | None = None  # page, data, slot used
+        #: what restart's scan found unfinished at the log's end (_torn_images), or None
+        self.torn_tail: str | None = None
         self._slot_next: dict[int, int] = {}
         # TripleWrite: the page whose newest forced image is a partial one at its own place
         # (a fresh page's first image), -1 if none; its next image must go to a slot
@@ -507,6 +509,38 @@ class RecoveryLog:
         self._cleanup = cleanup
         self._tail_seed = (end_page, seed_data, seed_slot)
         self._rescue = self._slot_only_pages(reader, end_page)
+        self.torn_tail = self._torn_images(reader, F.lsn_page(end), g_stop, end)
+
+    def _torn_images(self, reader: _PageReader, first: int, last: int, end: int
+                     ) -> str | None:
+        """Where an image of a page from ``first`` to ``last`` (the log's last page and the
+        one reading stopped at) was begun and not finished - it names its page and the log
+        but its checksum fails - so the records it held were left out of restart: a force
+        a crash cut short (never acknowledged), or damage to the newest image of the
+        page. ``None`` when there is none: the end is where the last force ended."""
+        places: list[str] = []
+        for g in sorted({first, last}):
+            k = self.extent_of_page(g)
+            if self._file_for(k) is None:
+                continue
+            images: list[tuple[bytes, int, str]] = []
+            raw = reader._slot_raw.get(k)
+            if raw is None:
+                reader._load_slots(k)
+                raw = reader._slot_raw.get(k, b"")
+            images += [(raw, s * PAGE, f"slot {s}") for s in range(SLOTS)]
+            got = reader._in_place_raw(g)
+            if got is not None:
+                images.append((got[0], got[1], f"offset {self._offset(g)}"))
+            for buf, off, where in images:
+                if F.named_but_invalid(buf, off, g):
+                    places.append(f"page {g} ({where} of {self._name_of(k)})")
+        if not places:
+            return None
+        return (f"restart found an unfinished image of the log's last page: "
+                f"{', '.join(places)}; the log ends at LSN {end}, before it. A force cut "
+                "short by a crash (it was never acknowledged) leaves this; if no crash "
+                "preceded this start, the log's storage damaged data already forced")
 
     def _slot_only_pages(self, reader: _PageReader, end_page: int
                          ) -> list[tuple[int, int, bytes]]:

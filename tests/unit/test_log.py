@@ -187,6 +187,49 @@ def test_a_sealed_page_readable_only_from_a_slot_is_kept_by_the_restart_after(
     log.close()
 
 
+def test_an_unfinished_image_of_the_last_page_is_reported_by_restart(
+        tmp_path: Path) -> None:
+    """The newest image of the log's last page, begun and not finished (its checksum
+    fails): restart ends the log before it, at the image before, and says so in
+    ``torn_tail`` (naming the page and the place) instead of leaving it unseen; a clean
+    restart, and the one after the repair, say nothing."""
+    vol = new_log(tmp_path)
+    log, _ = reopen(vol, 1)
+    kept = [(log.append_and_force(payload(i, 300)), payload(i, 300)) for i in range(5)]
+    tail = F.lsn_page(log._durable)
+    log.close()
+    log, recs = reopen(vol, 2)
+    assert recs == kept and log.torn_tail is None  # a clean end
+    log.close()
+    log, _ = reopen(vol, 3)
+    last = (log.append_and_force(payload(9, 300)), payload(9, 300))
+    assert F.lsn_page(last[0]) == tail, "the test needs the last force on the same page"
+    log.close()
+    per_extent = SMALL.file_pages - SLOTS
+    path = tmp_path / "log" / f"S{tail // per_extent:07d}.LOG"
+    raw = bytearray(path.read_bytes())
+    newest, newest_slot = None, -1
+    for slot in range(SLOTS):
+        info = F.check_page(raw, slot * PAGE, tail)
+        if info is not None and (newest is None or info.order() > newest.order()):
+            newest, newest_slot = info, slot
+    assert newest_slot >= 0, "TripleWrite keeps the partial last page in a slot"
+    # a byte of the last record's, inside what its checksum covers
+    raw[newest_slot * PAGE + F.PAGE_HEADER + newest.used - 10] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    log, recs = reopen(vol, 4)
+    assert recs == kept  # the image before: the last force's record is not there
+    assert log.torn_tail is not None
+    assert f"page {tail} (slot {newest_slot} of S{tail // per_extent:07d}.LOG)" in \
+        log.torn_tail
+    assert f"LSN {last[0]}" in log.torn_tail  # the end named: where the record was
+    more = [(log.append_and_force(payload(20, 300)), payload(20, 300))]
+    log.close()
+    log, recs = reopen(vol, 5)
+    assert recs == kept + more and log.torn_tail is None
+    log.close()
+
+
 def _forced_extent(tmp_path: Path) -> tuple[PosixVolume, Path, bytearray]:
     """A log with 60 forced 700-byte records (pages sealed well before the tail): its
     volume, its first extent's path and that extent's bytes."""

@@ -652,3 +652,19 @@ def test_get_many_reads_runs_of_file_records_and_checks_each(
         s.get_many("Q", 64, uow)
     assert not uow.ops and not q.locked
     s.backout(uow)
+
+
+def test_restart_reports_what_the_log_found_unfinished_at_its_end(tmp_path: Path) -> None:
+    """The log's note of an unfinished image of its last page (RecoveryLog.torn_tail,
+    tested in test_log.py) reaches the error log as AMQ1133 at restart; a clean log's
+    restart writes no such line."""
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q")
+    s.close()
+    assert not any(a == "AMQ1133" for a, _t in h.lines)
+    h.log.torn_tail = "restart found an unfinished image of the log's last page: page 7"
+    h.open().close()
+    assert [t for a, t in h.lines if a == "AMQ1133"] == [
+        "AMQ1133: Queue manager 'QM': restart found an unfinished image of the log's last "
+        "page: page 7."]
