@@ -16,6 +16,7 @@ partitioned active stops itself before the standby can be granted the lock.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields, replace
 
@@ -72,14 +73,53 @@ def format_ini(stanzas: list[Stanza]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _int(values: dict[str, str], key: str, default: int, source: str) -> int:
+#: the whole numbers qm.ini may give outside the Log stanza (LogSettings checks the Log
+#: stanza's with MQ's ranges): key -> (lowest, highest)
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "MaxUncommittedMsgs": (1, 999_999_999),  # MQ's MAXUMSGS range
+    "CheckPointLogRecdMax": (1, 999_999_999),
+    "CheckPointLogRecdMin": (0, 999_999_999),
+}
+
+#: the largest number of seconds a qm.ini timing may be: the HA timings at most a day,
+#: CheckPointWaitLen at most a year
+SECONDS_MAX: dict[str, float] = {
+    "StandbyPollInterval": 86_400.0,
+    "VerifyInterval": 86_400.0,
+    "MonitorStall": 86_400.0,
+    "LivenessInterval": 86_400.0,
+    "FilesystemLease": 86_400.0,
+    "CheckPointWaitLen": 31_536_000.0,
+}
+
+#: qm.ini's name of each HATuning field, for the lines that name them
+HA_KEYS: dict[str, str] = {
+    "standby_poll": "StandbyPollInterval",
+    "verify_interval": "VerifyInterval",
+    "monitor_stall": "MonitorStall",
+    "liveness_interval": "LivenessInterval",
+    "lease": "FilesystemLease",
+}
+
+
+def _int(values: dict[str, str], key: str, default: int, source: str,
+         stanza: str = "") -> int:
     raw = values.get(key)
     if raw is None:
         return default
+    where = f"{stanza} {key}" if stanza else key
+    bounds = INT_RANGES.get(key)
     try:
-        return int(raw)
+        value = int(raw)
+        ok = bounds is None or bounds[0] <= value <= bounds[1]
     except ValueError:
-        raise ConfigError(f"{source}: {key}={raw} is not a whole number.") from None
+        value, ok = default, False
+    if not ok:
+        allowed = f"a whole number from {bounds[0]} to {bounds[1]}" if bounds else \
+            "a whole number"
+        raise ConfigError(f"{source}: {where}={raw[:40]} is not valid: it must be {allowed}. "
+                          "Correct it (setmqini).")
+    return value
 
 
 def _yes_no(values: dict[str, str], key: str, default: bool, source: str) -> bool:
@@ -91,16 +131,20 @@ def _yes_no(values: dict[str, str], key: str, default: bool, source: str) -> boo
     raise ConfigError(f"{source}: {key}={raw} is not valid: use Yes or No.")
 
 
-def _float(values: dict[str, str], key: str, default: float, source: str) -> float:
+def _float(values: dict[str, str], key: str, default: float, source: str,
+           stanza: str = "TuningParameters") -> float:
     raw = values.get(key)
     if raw is None:
         return default
+    hi = SECONDS_MAX.get(key, 86_400.0)
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{source}: {key}={raw} is not a number of seconds.") from None
-    if value < 0:
-        raise ConfigError(f"{source}: {key}={raw} must not be negative.")
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= hi):
+        raise ConfigError(f"{source}: {stanza} {key}={raw[:40]} is not valid: it must be a "
+                          f"number of seconds greater than 0 and at most {hi:g}. Correct it "
+                          "(setmqini).")
     return value
 
 
@@ -139,8 +183,11 @@ class HATuning:
         for f in fields(self):
             if f.type in (bool, "bool"):
                 continue
-            if getattr(self, f.name) <= 0:
-                raise ConfigError(f"TuningParameters {f.name} must be greater than zero.")
+            value = getattr(self, f.name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"TuningParameters {HA_KEYS.get(f.name, f.name)}="
+                                  f"{value:g} is not valid: it must be a number of seconds "
+                                  "greater than 0.")
         if self.verify_interval + self.monitor_stall >= self.lease:
             raise ConfigError(
                 f"VerifyInterval ({self.verify_interval:g}s) + MonitorStall "
@@ -176,17 +223,19 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
     try:
         log_settings = LogSettings(
             log_type=log.get("LogType", "CIRCULAR").upper(),
-            file_pages=_int(log, "LogFilePages", 4096, source),
-            primary_files=_int(log, "LogPrimaryFiles", 3, source),
-            secondary_files=_int(log, "LogSecondaryFiles", 2, source),
-            buffer_pages=_int(log, "LogBufferPages", 0, source),
+            file_pages=_int(log, "LogFilePages", 4096, source, "Log"),
+            primary_files=_int(log, "LogPrimaryFiles", 3, source, "Log"),
+            secondary_files=_int(log, "LogSecondaryFiles", 2, source, "Log"),
+            buffer_pages=_int(log, "LogBufferPages", 0, source, "Log"),
             write_integrity=log.get("LogWriteIntegrity", "TripleWrite"),
         )
         tuning = StoreTuning(
-            checkpoint_log_recd_max=_int(tune, "CheckPointLogRecdMax", 50000, source),
-            checkpoint_log_recd_min=_int(tune, "CheckPointLogRecdMin", 100, source),
+            checkpoint_log_recd_max=_int(tune, "CheckPointLogRecdMax", 50000, source,
+                                         "TuningParameters"),
+            checkpoint_log_recd_min=_int(tune, "CheckPointLogRecdMin", 100, source,
+                                         "TuningParameters"),
             checkpoint_wait_len=_float(tune, "CheckPointWaitLen", 1800.0, source),
-            max_umsgs=_int(qmgr, "MaxUncommittedMsgs", 10000, source),
+            max_umsgs=_int(qmgr, "MaxUncommittedMsgs", 10000, source, "QueueManager"),
             group_commit_cpu=parse_cpu(tune.get("GroupCommitCPU",
                                                 cpu_text(QM_INI_GROUP_COMMIT_CPU))),
         )

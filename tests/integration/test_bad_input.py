@@ -138,3 +138,21 @@ def test_bad_strmqm_timeout_names_the_variable(tmp_path: Path, value: str) -> No
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "MIQM_STRMQM_TIMEOUT" in lines[0], proc.stderr
     assert "positive number of seconds" in lines[0]
+
+
+def test_nan_and_out_of_range_tuning_refused_by_setmqini_and_strmqm(qm: Env) -> None:
+    ini = qm.root / "qmgrs" / "QMBAD" / "qm.ini"
+    good = ini.read_text()
+    for key, value in (("VerifyInterval", "nan"), ("StandbyPollInterval", "1e999"),
+                       ("MonitorStall", "0")):
+        line = qm.fails_with("AMQ7880", "setmqini", "-m", "QMBAD", "-s", "TuningParameters",
+                             "-k", key, "-v", value)
+        assert f"TuningParameters {key}={value}" in line and "greater than 0" in line, line
+    line = qm.fails_with("AMQ7880", "setmqini", "-m", "QMBAD", "-s", "QueueManager",
+                         "-k", "MaxUncommittedMsgs", "-v", "-1")
+    assert "from 1 to 999999999" in line, line
+    assert ini.read_text() == good  # nothing written
+    ini.write_text(good.replace("StandbyPollInterval=", "StandbyPollInterval=nan#"))
+    line = qm.fails_with("AMQ7880", "strmqm", "QMBAD")
+    assert "StandbyPollInterval=nan" in line, line
+    ini.write_text(good)

@@ -133,3 +133,35 @@ def test_standby_read_ahead_is_yes_unless_turned_off() -> None:
 
     assert not fit_lease(12.0, off.ha)[0].read_ahead
     assert not fit_lease(400.0, off.ha)[0].read_ahead
+
+
+@pytest.mark.parametrize(
+    ("stanza", "key", "value"),
+    [("TuningParameters", "VerifyInterval", "nan"), ("TuningParameters", "VerifyInterval", "0"),
+     ("TuningParameters", "StandbyPollInterval", "nan"),
+     ("TuningParameters", "StandbyPollInterval", "1e999"),
+     ("TuningParameters", "MonitorStall", "inf"), ("TuningParameters", "MonitorStall", "0"),
+     ("TuningParameters", "LivenessInterval", "-1"),
+     ("TuningParameters", "FilesystemLease", "100000"),
+     ("TuningParameters", "CheckPointWaitLen", "nan"),
+     ("TuningParameters", "CheckPointLogRecdMax", "0"),
+     ("TuningParameters", "CheckPointLogRecdMin", "-1"),
+     ("QueueManager", "MaxUncommittedMsgs", "-1"),
+     ("QueueManager", "MaxUncommittedMsgs", "1000000000"),
+     ("QueueManager", "MaxUncommittedMsgs", "ten")],
+)
+def test_non_finite_and_out_of_range_values_name_stanza_key_and_range(
+        stanza: str, key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_qm_ini(f"{stanza}:\n   {key}={value}\n", "/d/qm.ini")
+    line = err.value.user_line()
+    assert "\n" not in line and "/d/qm.ini" in line and f"{stanza} {key}={value}" in line
+    assert "must be" in line
+    assert "_" not in line.split("/d/qm.ini", 1)[1]  # qm.ini's key names, not internal ones
+
+
+def test_ha_tuning_names_the_qm_ini_key() -> None:
+    with pytest.raises(ConfigError, match="TuningParameters MonitorStall=0 is not valid"):
+        HATuning(monitor_stall=0)
+    with pytest.raises(ConfigError, match="StandbyPollInterval=nan"):
+        HATuning(standby_poll=float("nan"))
