@@ -26,6 +26,7 @@ missing credential (2035, counted and logged with the peer address by the
 from __future__ import annotations
 
 import itertools
+import select
 import socket
 import ssl
 import threading
@@ -69,6 +70,12 @@ _COALESCE = 256 * 1024
 #: one put, committed (the service's ``_put``).
 FEATURES = ("quiet", "packed", "putcommit")
 
+#: What poll reports for a connection whose client has gone (POLLRDHUP: the peer closed
+#: its end, even with unread data before the end; Linux). POLLIN is asked for only so that
+#: poll answers at once; it alone means "a request is waiting", not "gone".
+_GONE_EVENTS = (select.POLLIN | select.POLLERR | select.POLLHUP | select.POLLNVAL
+                | getattr(select, "POLLRDHUP", 0))
+
 
 class Session:
     """Per-connection state: an id, the peer address, a ``state`` dict the handler owns
@@ -107,6 +114,31 @@ class Session:
             raise OSError("the session has no connection")
         with self._write_lock:
             sock.sendall(data)
+
+    def peer_gone(self) -> bool:
+        """Whether the client has gone: its end of the connection is closed (EOF, a reset)
+        or the session was closed. Looks without waiting and without reading, so a
+        request the client already sent stays for the session's thread. A handler that
+        waits (a get with wait) asks between slices of its wait, and before it takes a
+        message, so that a client that is gone does not take one with it."""
+        if self.closed:
+            return True
+        sock = self._sock
+        if sock is None:
+            return False  # an in-process session: no connection to lose
+        try:
+            fd = sock.fileno()
+        except OSError:
+            return True
+        if fd < 0:
+            return True
+        poller = select.poll()
+        poller.register(fd, _GONE_EVENTS)
+        try:
+            events = poller.poll(0)
+        except OSError:
+            return True
+        return any(ev & (_GONE_EVENTS & ~select.POLLIN) for _fd, ev in events)
 
     def push(self, header: dict[str, Any], body: bytes | None = None) -> None:
         """Send an unsolicited frame (a consumer's messages) to the client."""

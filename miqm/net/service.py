@@ -27,6 +27,7 @@ from miqm.errors import LogFullError, MessagingError, MiqmError, ObjectError
 from miqm.net.authorize import Authorizer
 from miqm.net.protocol import (
     MQRC_BACKED_OUT,
+    MQRC_CONNECTION_BROKEN,
     MQRC_Q_MGR_NAME_ERROR,
     MQRC_STANDBY_Q_MGR,
     MQRC_UNEXPECTED_ERROR,
@@ -57,6 +58,22 @@ _OPEN_MODES = ("INPUT", "OUTPUT", "BROWSE", "INQUIRE")
 #: Ops whose effect does not depend on being repeated: a reconnecting client may resend
 #: them after a failover without changing the outcome (see client.py).
 IDEMPOTENT_OPS = frozenset({"hello", "ping", "status", "logger_dump", "in_doubt", "qmgr"})
+
+
+#: A get-wait looks at its connection this often (seconds): a client gone ends its wait
+#: within this time (service._wait_get).
+_WAIT_SLICE = 0.25
+#: what _wait_get returns when the client went away while its get waited
+_GONE = object()
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)``, its failure ignored (cleaning up after another failure, which is the
+    one to report)."""
+    try:
+        fn(*args)
+    except Exception:  # the first failure is the one that is reported
+        pass
 
 
 def standby_reply() -> dict[str, Any]:
@@ -312,12 +329,22 @@ class QueueService:
                 target = name if self._exists(name) else self._alias_target(name, "GET")
                 if target is not None and self._exists(target):
                     self._note_handle(session, target, mode)
+        ids = {"msgid": unb64(req.get("msgid")), "correlid": unb64(req.get("correlid"))}
+        wait = max(0.0, float(req.get("wait") or 0.0))
+        if wait > 0 and session is not None and session.peer_gone():
+            return error_reply(MQRC_CONNECTION_BROKEN, "the connection has ended (MQRC 2009 "
+                               "MQRC_CONNECTION_BROKEN)")
+        # a message already there is taken at once, as before; only a get that has to
+        # wait pays for watching its connection (_wait_get)
         msg, _queue = self._on_queue(
-            self.store.get, name, "GET",
-            msgid=unb64(req.get("msgid")), correlid=unb64(req.get("correlid")),
-            wait=max(0.0, float(req.get("wait") or 0.0)), browse=browse,
+            self.store.get, name, "GET", **ids, wait=0.0, browse=browse,
             uow=self._uow(session) if under else None,
         )
+        if msg is None and wait > 0:
+            msg = self._wait_get(name, ids, wait, browse, under, session)
+            if msg is _GONE:
+                return error_reply(MQRC_CONNECTION_BROKEN, "the connection ended while the "
+                                   "get waited (MQRC 2009 MQRC_CONNECTION_BROKEN)")
         if msg is None:
             return error_reply(MQRC_NO_MSG_AVAILABLE, "no message available (MQRC 2033)")
         if under:
@@ -329,6 +356,48 @@ class QueueService:
         if not browse:
             self._count_got(1)
         return reply
+
+    def _wait_get(self, name: str, ids: dict[str, Any], wait: float, browse: bool,
+                  under: bool, session: Session | None) -> Any:
+        """The waiting part of a get: the message, None when ``wait`` seconds pass with
+        none, or ``_GONE`` when the client went away first (as MQ's get-wait ends with its
+        connection).
+
+        It waits in slices of ``_WAIT_SLICE`` seconds and looks at the connection between
+        them. Outside syncpoint each slice waits under a unit of work of this get's own,
+        which commits only once the connection is seen still there: a message that
+        arrives for a client that has just gone is backed out and stays on the queue,
+        instead of being taken and lost with a reply that cannot be sent. What remains is
+        the window MQ has too: the client going away between that look and the reply."""
+        deadline = time.monotonic() + wait
+        own_unit = not under and not browse
+        while True:
+            if session is not None and session.peer_gone():
+                return _GONE
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            part = min(remaining, _WAIT_SLICE)
+            if not own_unit:
+                msg, _queue = self._on_queue(
+                    self.store.get, name, "GET", **ids, wait=part, browse=browse,
+                    uow=self._uow(session) if under else None)
+                if msg is not None:
+                    return msg
+                continue
+            unit = self.store.begin()
+            try:
+                msg, _queue = self._on_queue(self.store.get, name, "GET", **ids,
+                                             wait=part, uow=unit)
+                if msg is not None and not (session is not None and session.peer_gone()):
+                    self.store.commit(unit)
+                    return msg
+            except BaseException:
+                _quietly(self.store.backout, unit)
+                raise
+            self.store.backout(unit)  # nothing got, or got for a client that has gone
+            if msg is not None:
+                return _GONE
 
     def _count_got(self, n: int) -> None:
         with self._count_lock:

@@ -1,0 +1,78 @@
+"""The listener and service of a real instance (strmqm) against clients that misbehave or
+go away: a killed client's get-wait, unauthenticated clients that hold memory or
+connection slots, principal names written to the error log, DELETE of a queue in use, a
+damaged queue, and a credentials file others can read."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from miqm.localpair import LocalPair
+from tests.waiting import wait_until
+
+
+@pytest.fixture()
+def single(tmp_path) -> Iterator[LocalPair]:
+    """A queue manager with one running instance (host A)."""
+    p = LocalPair(qmgr="QMSRV", base=str(tmp_path))
+    try:
+        p.create()
+        p.start(p.a)
+        yield p
+    finally:
+        p.close()
+
+
+def _python(pair: LocalPair, script: str, **kw) -> subprocess.Popen[str]:
+    return subprocess.Popen(["python3", "-c", script], env=pair.a.env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def _run(pair: LocalPair, script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["python3", "-c", script], env=pair.a.env(), text=True,
+                          capture_output=True, timeout=60)
+
+
+def _ipprocs(pair: LocalPair, queue: str) -> int:
+    out = pair.mqsc(pair.a, f"DISPLAY QLOCAL({queue}) IPPROCS\n")
+    for word in out.replace(")", ") ").split():
+        if word.startswith("IPPROCS("):
+            return int(word[8:-1])
+    raise AssertionError(f"no IPPROCS in {out!r}")
+
+
+def test_a_killed_clients_get_wait_does_not_take_the_next_message(single) -> None:
+    """kill -9 of a client waiting in get(wait=20): a persistent message put afterwards
+    stays on the queue (before the fix the dead getter took it and it was lost)."""
+    pair = single
+    pair.mqsc(pair.a, "DEFINE QLOCAL(QW)\n")
+    getter = _python(pair, "from miqm.client import connect\n"
+                           "qm = connect('QMSRV')\n"
+                           "qm.get('QW', wait=20)\n")
+    try:
+        wait_until(lambda: _ipprocs(pair, "QW") == 1, "the getter waits on QW", timeout=30,
+                   poll=0.1)
+        time.sleep(0.3)
+        getter.send_signal(signal.SIGKILL)
+        getter.wait(10)
+    finally:
+        if getter.poll() is None:
+            getter.kill()
+            getter.wait()
+    put = _run(pair, "from miqm.client import connect\n"
+                     "with connect('QMSRV') as qm:\n"
+                     "    qm.put('QW', b'important', persistent=True)\n")
+    assert put.returncode == 0, put.stderr
+    # the waiting get ended with its connection: the handle is gone too
+    wait_until(lambda: _ipprocs(pair, "QW") == 0, "the dead getter's handle closes",
+               timeout=10, poll=0.1)
+    got = _run(pair, "from miqm.client import connect\n"
+                     "with connect('QMSRV') as qm:\n"
+                     "    print(qm.get('QW', wait=2).body.decode())\n")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "important"
