@@ -31,7 +31,7 @@ from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 __all__ = [
     "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "MQError", "Message",
     "NoMessageAvailable", "NotAuthorized", "QMgrNotAvailable", "QueueManager",
-    "StandbyQMgr", "UnknownObjectName", "connect",
+    "ReconnectFailed", "StandbyQMgr", "UnknownObjectName", "connect",
 ]
 
 
@@ -76,10 +76,18 @@ class BackedOut(MQError):
     """2003 MQRC_BACKED_OUT: the unit of work was backed out."""
 
 
+class ReconnectFailed(MQError):
+    """2548 MQRC_RECONNECT_FAILED: the connection broke and could not be made again
+    within ``reconnect_timeout``; the next call tries again. A unit of work that was open
+    is lost (its syncpoint calls and ``commit`` raise :class:`BackedOut` until
+    ``backout``); a put or get outside syncpoint, or a commit, in flight may or may not
+    have taken effect."""
+
+
 _BY_REASON: dict[int, type[MQError]] = {
     2035: NotAuthorized, 2033: NoMessageAvailable, 2085: UnknownObjectName,
     2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
-    2549: CallInterrupted, 2003: BackedOut,
+    2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed,
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058

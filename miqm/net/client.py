@@ -48,6 +48,12 @@ from miqm.net.protocol import (
 #: Ops a reconnecting client resends after a failover: they read state and change
 #: nothing, so a second execution cannot differ from the first.
 RETRY_SAFE_OPS = frozenset({"hello", "ping", "status", "logger_dump", "in_doubt"})
+#: MQRC 2548 MQRC_RECONNECT_FAILED: a connection that had been made could not be made
+#: again within ``reconnect_timeout``
+MQRC_RECONNECT_FAILED = 2548
+#: what a failed connection attempt may be retried for (nothing answered, or a standby):
+#: anything else (2035, 2058, 2393) is a permanent answer
+_TRANSIENT = frozenset({MQRC_Q_MGR_NOT_AVAILABLE, MQRC_STANDBY_Q_MGR})
 #: the ops a ``syncpoint`` field puts under a unit of work
 _UOW_OPS = frozenset({"put", "get"})
 #: what _read_one returns for a frame it queued (a push) or settled (a pipelined reply)
@@ -356,8 +362,14 @@ class Connection:
             raise standby_only(self.qmgr)
         raise not_available(self.qmgr, "; ".join(errors) if errors else "")
 
-    def _reopen(self) -> None:
-        """Keep resolving until an active instance answers or reconnect_timeout passes."""
+    def _reopen(self, established: bool = True) -> None:
+        """Keep resolving until an active instance answers or reconnect_timeout passes.
+
+        Only "nothing answered" (2059) and "only a standby answered" (2543) are retried;
+        any other answer (2035, 2058, 2393) is raised at once. When time runs out, a
+        connection that had been ``established`` raises 2548 (MQRC_RECONNECT_FAILED), as
+        MQ reports for a reconnectable client; a first connection raises what the last
+        attempt found."""
         self._drop()
         deadline = time.monotonic() + self.reconnect_timeout
         delay = 0.05
@@ -367,8 +379,16 @@ class Connection:
                 self.reconnects += 1
                 return
             except NetError as exc:
-                if exc.mqrc == MQRC_NOT_AUTHORIZED or time.monotonic() >= deadline:
+                if exc.mqrc not in _TRANSIENT:
                     raise
+                if time.monotonic() >= deadline:
+                    if not established:
+                        raise
+                    raise NetError(
+                        f"reconnecting to queue manager '{self.qmgr}' failed within "
+                        f"{self.reconnect_timeout:g} seconds (MQRC 2548 "
+                        f"MQRC_RECONNECT_FAILED): {exc}", mqrc=MQRC_RECONNECT_FAILED,
+                        amq=exc.amq) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -538,12 +558,25 @@ class Connection:
         self._drop()
         was_in_uow = self._in_uow or syncpoint
         self._in_uow = False
+        if was_in_uow and op not in ("commit", "backout", "prepare"):
+            # before reconnecting, which may fail: the unit is lost whatever comes next,
+            # and nothing of it may be committed later
+            self._uow_lost = True
         if not self.reconnect:
             raise NetError(f"the connection to queue manager '{self.qmgr}' broke: {exc}",
                            mqrc=MQRC_CONNECTION_BROKEN) from None
-        self._reopen()
+        try:
+            self._reopen()
+        except NetError as err:
+            if err.mqrc != MQRC_RECONNECT_FAILED:
+                raise
+            doubt = (f"; the {op} may or may not have taken effect"
+                     if op in ("commit", "prepare")
+                     or (not was_in_uow and op not in RETRY_SAFE_OPS) else "")
+            lost = ("; the unit of work was backed out" if self._uow_lost else "")
+            raise NetError(f"the connection broke during {op} and {err}{lost}{doubt}",
+                           mqrc=MQRC_RECONNECT_FAILED, amq=err.amq) from None
         if was_in_uow:
-            self._uow_lost = op not in ("commit", "backout", "prepare")
             if op in ("commit", "prepare"):
                 # the instance may have forced the COMMIT (or PREPARE) record and died
                 # before replying: restart then keeps it. Nobody here can know.
@@ -681,7 +714,7 @@ def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
                       credential=credential, tls=tls)
     if reconnect:
         # a reconnecting client also waits for the first connection, as MQ's does
-        conn._reopen()
+        conn._reopen(established=False)
         conn.reconnects = 0
         return conn
     return conn.open()
