@@ -263,6 +263,25 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
     )
 
 
+def check_complete(text: str, source: str = "qm.ini") -> None:
+    """Refuse a qm.ini that lost what crtmqm writes into every one: a file with no stanza
+    at all (empty, or truncated to nothing), or one without its ``Log`` stanza. Starting
+    from it would silently use the defaults, circular logging among them, whatever the
+    queue manager was created with (a linear log's media recovery would be lost)."""
+    stanzas = parse_ini(text, source)
+    if not stanzas:
+        raise ConfigError(
+            f"{source} is empty or damaged (it has no stanza): restore it from a backup, or "
+            "recreate its QueueManager, Log and TuningParameters stanzas with setmqini."
+        )
+    if not any(s.name == "Log" for s in stanzas):
+        raise ConfigError(
+            f"{source} has no Log stanza (crtmqm writes one): the file is damaged and the "
+            "queue manager would start with default (circular) logging. Restore it from a "
+            "backup, or recreate the Log stanza (LogType, LogPath, ...) with setmqini."
+        )
+
+
 def render_qm_ini(name: str, log: LogSettings, log_path: str, ha: HATuning | None = None,
                   tuning: StoreTuning | None = None) -> str:
     """qm.ini text for a new queue manager (crtmqm)."""

@@ -30,7 +30,7 @@ def setmqini(
     from lockfs.errors import VolumeNotFound
     from lockfs.volume import open_volume
     from miqm import autoconfig
-    from miqm.config import format_ini, parse_ini, parse_qm_ini
+    from miqm.config import check_complete, format_ini, parse_ini, parse_qm_ini
     from miqm.errors import ConfigError
     from miqm.paths import check_qmgr_name, find
 
@@ -58,6 +58,7 @@ def setmqini(
         new = format_ini(stanzas)
         try:
             parse_qm_ini(new, source)
+            check_complete(new, source)
         except ConfigError as exc:
             raise ConfigError(f"setmqini: not changed, the result would not be valid: "
                               f"{exc}", exit_code=2) from None

@@ -50,6 +50,24 @@ def _wait_verdict(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> dic
         return None
 
 
+def _check_qm_ini(qmgr: str, data_path: str) -> None:
+    """Refuse an empty or damaged qm.ini here, in one line (the controller would start
+    on the defaults); a qm.ini that cannot be read is left to the controller to report."""
+    from lockfs import open_volume
+    from lockfs.errors import LockFsError
+    from miqm.config import check_complete
+
+    try:
+        vol = open_volume(data_path)
+        try:
+            text = vol.read_bytes("qm.ini").decode("utf-8", "replace")
+        finally:
+            vol.close()
+    except LockFsError:
+        return
+    check_complete(text, f"{data_path}/qm.ini")
+
+
 @app.command()
 def strmqm(
     qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
@@ -74,7 +92,7 @@ def strmqm(
             fail(f"strmqm: --metrics-port {metrics_port} is not a port number: use 1-65535, "
                  "or 0 for no metrics endpoint", 2)
         os.environ["MIQM_METRICS_PORT"] = str(metrics_port)  # the controller inherits it
-    find(qmgr)  # AMQ7048 here, not in the detached process
+    _check_qm_ini(qmgr, find(qmgr).data_path)  # AMQ7048 here, not in the detached process
     local = runfile.read(qmgr)
     if local is not None:
         mode = local.get("mode")

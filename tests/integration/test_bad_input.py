@@ -156,3 +156,25 @@ def test_nan_and_out_of_range_tuning_refused_by_setmqini_and_strmqm(qm: Env) -> 
     line = qm.fails_with("AMQ7880", "strmqm", "QMBAD")
     assert "StandbyPollInterval=nan" in line, line
     ini.write_text(good)
+
+
+def test_empty_qm_ini_or_one_without_log_stanza_is_refused(tmp_path: Path) -> None:
+    e = Env(tmp_path / "root")
+    assert e.run("crtmqm", "-ll", "QMBAD").returncode == 0
+    ini = e.root / "qmgrs" / "QMBAD" / "qm.ini"
+    good = ini.read_text()
+    before, log_and_rest = good.split("Log:\n")
+    rest = "TuningParameters:" + log_and_rest.split("TuningParameters:")[1]
+    try:
+        ini.write_text("")
+        line = e.fails_with("AMQ7880", "strmqm", "QMBAD")
+        assert "empty or damaged" in line and "backup" in line, line
+        ini.write_text(before + rest)
+        assert "no Log stanza" in e.fails_with("AMQ7880", "strmqm", "QMBAD")
+        ini.write_text(before + "Log:\n   LogType=LINEAR\n" + rest)
+        assert "no Log stanza" in e.fails_with(  # setmqini -d would leave no Log stanza
+            "AMQ7880", "setmqini", "-m", "QMBAD", "-s", "Log", "-k", "LogType", "-d")
+        ini.write_text(good)
+        assert e.run("strmqm", "QMBAD").returncode == 0
+    finally:
+        e.run("endmqm", "-i", "QMBAD")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from miqm import paths
-from miqm.config import HATuning, parse_ini, parse_qm_ini, render_qm_ini
+from miqm.config import HATuning, format_ini, parse_ini, parse_qm_ini, render_qm_ini
 from miqm.errors import ConfigError, QMgrNotFound, UsageError
 from miqm.store.settings import GATHER_AUTO, GATHER_NONE, LogSettings, StoreTuning
 
@@ -165,3 +165,22 @@ def test_ha_tuning_names_the_qm_ini_key() -> None:
         HATuning(monitor_stall=0)
     with pytest.raises(ConfigError, match="StandbyPollInterval=nan"):
         HATuning(standby_poll=float("nan"))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_empty_qm_ini_is_refused_as_damaged(text: str) -> None:
+    from miqm.config import check_complete
+
+    with pytest.raises(ConfigError, match=r"/d/qm.ini is empty or damaged.*backup") as err:
+        check_complete(text, "/d/qm.ini")
+    assert "\n" not in err.value.user_line()
+
+
+def test_qm_ini_without_log_stanza_is_refused() -> None:
+    from miqm.config import check_complete
+
+    whole = render_qm_ini("QM1", LogSettings(log_type="LINEAR"), "/l/QM1")
+    check_complete(whole, "/d/qm.ini")
+    without_log = format_ini([s for s in parse_ini(whole, "x") if s.name != "Log"])
+    with pytest.raises(ConfigError, match="no Log stanza"):
+        check_complete(without_log, "/d/qm.ini")
