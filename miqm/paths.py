@@ -27,9 +27,29 @@ def data_root() -> str:
     return os.environ.get("MIQM_DATA_ROOT") or "/var/mqm"
 
 
+_HOST_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
 def hostname() -> str:
-    """The host name this instance reports (``MIQM_HOSTNAME`` or the OS host name)."""
-    return os.environ.get("MIQM_HOSTNAME") or socket.gethostname()
+    """The host name this instance reports (``MIQM_HOSTNAME`` or the OS host name).
+
+    It goes into lock files, run files and dspmq's lines, so it must be a DNS-like name:
+    1 to 64 letters, digits, '.', '-' and '_'. Anything else (an empty MIQM_HOSTNAME
+    included) is a UsageError naming the variable."""
+    raw = os.environ.get("MIQM_HOSTNAME")
+    name = socket.gethostname() if raw is None else raw
+    if not _HOST_NAME.fullmatch(name):
+        shown = repr(name if len(name) <= 40 else name[:40] + "...")
+        if raw is None:
+            raise UsageError(
+                f"the host name {shown} cannot be written into lock files: set MIQM_HOSTNAME "
+                "to a host name of 1 to 64 letters, digits, '.', '-' and '_'."
+            )
+        raise UsageError(
+            f"MIQM_HOSTNAME={shown} ({len(name)} characters) is not a valid host name: use 1 "
+            "to 64 letters, digits, '.', '-' and '_' (or unset it for the OS host name)."
+        )
+    return name
 
 
 def check_qmgr_name(name: str) -> str:

@@ -83,9 +83,10 @@ def strmqm(
 ) -> None:
     """Start the queue manager (or a standby instance of it) on this host."""
     from miqm.ha import runfile
-    from miqm.paths import check_qmgr_name, data_root, directory_name, find
+    from miqm.paths import check_qmgr_name, data_root, directory_name, find, hostname
 
     check_qmgr_name(qmgr)
+    hostname()  # a bad MIQM_HOSTNAME in one line here, not in the detached controller
     timeout = env_seconds("MIQM_STRMQM_TIMEOUT", VERDICT_TIMEOUT)
     if metrics_port is not None:
         if not 0 <= metrics_port <= 65535:

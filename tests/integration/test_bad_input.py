@@ -178,3 +178,14 @@ def test_empty_qm_ini_or_one_without_log_stanza_is_refused(tmp_path: Path) -> No
         assert e.run("strmqm", "QMBAD").returncode == 0
     finally:
         e.run("endmqm", "-i", "QMBAD")
+
+
+@pytest.mark.parametrize("name", ["x" * 1000, "bad host,(x)", "a\nb", ""])
+def test_bad_miqm_hostname_is_one_line(qm: Env, name: str) -> None:
+    qm.env["MIQM_HOSTNAME"] = name
+    for argv in (("strmqm", "QMBAD"), ("dspmq", "-x", "-f"), ("endmqm", "-i", "QMBAD")):
+        proc = qm.run(*argv)
+        assert proc.returncode != 0, argv
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "MIQM_HOSTNAME" in lines[0], (argv, proc.stderr)
+    assert not list((qm.root / "qmgrs" / "QMBAD").glob("master"))  # no lock file written

@@ -184,3 +184,26 @@ def test_qm_ini_without_log_stanza_is_refused() -> None:
     without_log = format_ini([s for s in parse_ini(whole, "x") if s.name != "Log"])
     with pytest.raises(ConfigError, match="no Log stanza"):
         check_complete(without_log, "/d/qm.ini")
+
+
+@pytest.mark.parametrize("name", ["x" * 65, "bad host,(x)", "a\nb", "hosta\n", "", "h/st",
+                                  "hösta"])
+def test_bad_miqm_hostname_is_refused_naming_the_variable(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIQM_HOSTNAME", name)
+    with pytest.raises(UsageError, match="MIQM_HOSTNAME") as err:
+        paths.hostname()
+    assert "\n" not in err.value.user_line()
+
+
+@pytest.mark.parametrize("name", ["hosta", "x" * 64, "qm-b.example.com", "node_1"])
+def test_dns_like_miqm_hostname_is_taken(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIQM_HOSTNAME", name)
+    assert paths.hostname() == name
+
+
+def test_os_host_name_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MIQM_HOSTNAME", raising=False)
+    monkeypatch.setattr(paths.socket, "gethostname", lambda: "bad name")
+    with pytest.raises(UsageError, match="set MIQM_HOSTNAME"):
+        paths.hostname()
