@@ -393,13 +393,15 @@ class Consumer:
             return self._next_pulled(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self._generation >= 0 and self._stale():
+                self._resync()
             if self._batch is not None:
                 return self._hand()
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0 and self._empty:
                 return None  # the queue manager said the queue is empty, and time is up
             try:
-                if self._generation != self._conn.generation or not self._conn.connected:
+                if self._generation < 0 or self._stale():
                     self._subscribe()
                 # past the deadline, wait for the queue manager's word (a batch or
                 # "empty"), which comes at once
@@ -459,12 +461,25 @@ class Consumer:
             raise _error(exc) from None
         self._generation = self._conn.generation
 
-    def _lost(self, exc: BaseException) -> None:
-        """The connection broke while streaming: reconnect (the next loop resubscribes),
-        or raise what MQ reports (2009 when a unit of work was open on it)."""
+    def _stale(self) -> bool:
+        """Whether the connection this consumer subscribed on is gone (reconnected by
+        this consumer or by any other call on the connection, or dropped)."""
+        return self._generation != self._conn.generation or not self._conn.connected
+
+    def _resync(self) -> None:
+        """The subscription went with its connection: its batches not confirmed
+        committed were backed out, so every message handed out of them may come again.
+        Mark them (``backout_count`` >= 1 when they do) and drop the batch not yet
+        handed out; the next loop subscribes again."""
         self._batch = None
         self._acked.clear()
         self._suspect.update({m: 1 for m in self._unconfirmed})
+        self._generation = -1
+
+    def _lost(self, exc: BaseException) -> None:
+        """The connection broke while streaming: reconnect (the next loop resubscribes),
+        or raise what MQ reports (2009 when a unit of work was open on it)."""
+        self._resync()
         try:
             self._conn._broken("ping", False, exc)
         except MiqmError as err:
@@ -519,12 +534,15 @@ class Consumer:
         if self._index >= len(msgs):
             self._batch = None
             self._acked[bid] = [m.msgid for m in msgs]
-            try:
-                # sent at once: the queue manager's next batch waits for this credit; a
-                # "committed" push settles the batch once it is durable
-                self._conn.send("ack", sub=self._sub, batch=bid, flush=True)
-            except MiqmError:
-                pass  # the next read finds the broken connection and reconnects
+            if not self._stale():  # else the batch went with its connection
+                try:
+                    # sent at once: the queue manager's next batch waits for this
+                    # credit; a "committed" push settles the batch once it is durable
+                    self._conn.send("ack", sub=self._sub, batch=bid, flush=True)
+                except MiqmError:
+                    # the connection broke (and was made again, or not): the next call
+                    # of next() sees it, marks this batch's messages and resubscribes
+                    pass
         if len(self._suspect) > 100_000:  # bound the memory of long-unconfirmed ids
             for m in list(self._suspect)[:50_000]:
                 del self._suspect[m]

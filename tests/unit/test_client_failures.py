@@ -61,3 +61,44 @@ def test_a_unit_broken_by_a_failed_reconnect_is_never_half_committed(served) -> 
             qm.get("Q1")
     finally:
         qm.close()
+
+
+def test_a_consumer_whose_ack_meets_a_broken_connection_flags_what_comes_again(
+        served) -> None:  # noqa: F811
+    """The instance restarts (its in-memory backout counts gone) just before the
+    application is handed the last message of a batch: the acknowledgement's send finds
+    the connection broken and reconnects. The batch was never committed, so its messages
+    come again: each must say so (backout_count >= 1)."""
+    import socket
+
+    bodies = [f"s{i:04d}".encode() for i in range(300)]
+    with mq.connect("QMC") as qm:
+        for b in bodies:
+            qm.put("Q1", b, persistent=True, syncpoint=True)
+        qm.commit()
+    seen: list[mq.Message] = []
+    restarted = False
+    with mq.connect("QMC", reconnect_timeout=20) as qm:
+        consumer = qm.consume("Q1", prefetch=40)
+        while len({m.body for m in seen}) < len(bodies):
+            batch = consumer._batch
+            if (not restarted and len(seen) > 50 and batch is not None
+                    and consumer._index == len(batch[1]) - 1):
+                served.listener.stop()  # endmqm -i, then strmqm
+                served.store.close()
+                served.start()
+                qm._conn._sock.shutdown(socket.SHUT_WR)  # the ack's send fails
+                restarted = True
+            msg = consumer.next(10)
+            assert msg is not None, "the consumer stalled"
+            seen.append(msg)
+        consumer.close()
+        assert restarted and qm.reconnects >= 1
+    first: set[bytes] = set()
+    again = 0
+    for m in seen:
+        if m.body in first:
+            again += 1
+            assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
+        first.add(m.body)
+    assert first == set(bodies) and again >= 1
