@@ -58,6 +58,11 @@ Handler = Callable[[dict[str, Any], "Session"], dict[str, Any]]
 
 _session_ids = itertools.count(1)
 
+#: Largest frame a client may send before its hello has passed: a hello with a credential
+#: is a few hundred bytes. A client that has not authenticated cannot make the listener
+#: buffer a 100 MiB frame.
+PREAUTH_MAX_FRAME = 8 * 1024
+
 #: Replies held back while more pipelined requests are buffered, at most this many bytes.
 _COALESCE = 256 * 1024
 
@@ -94,6 +99,8 @@ class Session:
         self.closed = False
         #: streams that keep a silent connection alive (a consumer waiting for messages)
         self.streams = 0
+        #: set when the listener dropped the connection for not passing hello in time
+        self.handshake_expired = False
         #: requests read whose replies have not been sent yet (its thread counts them):
         #: Listener.stop lets them go out (endmqm's "end" is answered just before the
         #: instance stops its listener)
@@ -184,7 +191,8 @@ class Listener:
                  *, log: Callable[[str], None] | None = None, authenticator: Any = None,
                  tls: ssl.SSLContext | None = None, idle_timeout: float = 600.0,
                  handshake_timeout: float = 10.0, max_connections: int = 5000,
-                 max_frame: int = MAX_FRAME) -> None:
+                 max_frame: int = MAX_FRAME,
+                 preauth_max_frame: int = PREAUTH_MAX_FRAME) -> None:
         self.handler = handler
         self.host = host
         self.port = port
@@ -195,8 +203,13 @@ class Listener:
         self.handshake_timeout = handshake_timeout
         self.max_connections = max_connections
         self.max_frame = max_frame
+        self.preauth_max_frame = min(preauth_max_frame, max_frame)
         self._sock: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        self._reaper_thread: threading.Thread | None = None
+        #: connections that have not passed hello yet: session id -> (deadline, session,
+        #: the accepted socket); the reaper drops those past their deadline
+        self._pending: dict[int, tuple[float, Session, socket.socket]] = {}
         self._conns: dict[int, tuple[socket.socket, Session, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -234,7 +247,48 @@ class Listener:
         self._accept_thread = threading.Thread(target=self._accept_loop, name="miqm-listener",
                                                daemon=True)
         self._accept_thread.start()
+        if self.handshake_timeout and self.handshake_timeout > 0:
+            self._reaper_thread = threading.Thread(target=self._reap_loop,
+                                                   name="miqm-listener-handshake",
+                                                   daemon=True)
+            self._reaper_thread.start()
         return self.host, self.port
+
+    def _reap_loop(self) -> None:
+        """Drop connections that have not passed hello within ``handshake_timeout`` of
+        connecting, whatever they send meanwhile (a length prefix and then silence, a
+        frame dripped a byte at a time, a TLS handshake and then silence): a client that
+        has not authenticated holds a connection slot for seconds, not ``idle_timeout``."""
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            nearest = now + 1.0
+            with self._lock:
+                expired = [(sid, entry) for sid, entry in self._pending.items()
+                           if entry[0] <= now]
+                for sid, _entry in expired:
+                    del self._pending[sid]
+                if self._pending:
+                    nearest = min(nearest, min(e[0] for e in self._pending.values()))
+                # the socket is shut down under the lock: its session's thread closes it
+                # only after taking its entry out (_done_pending), so the descriptor is
+                # still this connection's
+                for _sid, (_deadline, session, raw) in expired:
+                    session.handshake_expired = True
+                    sock = session._sock if session._sock is not None else raw
+                    try:
+                        # the plain socket call, also on a TLS socket mid-handshake
+                        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            for _expired in expired:
+                self._count("handshake_timeout")
+            self._stopping.wait(max(0.01, nearest - time.monotonic()))
+
+    def _done_pending(self, session: Session) -> None:
+        """``session`` passed hello or ended: no handshake deadline any more."""
+        if session.id in self._pending:
+            with self._lock:
+                self._pending.pop(session.id, None)
 
     def _count(self, why: str) -> None:
         with self._lock:
@@ -270,11 +324,15 @@ class Listener:
                     conn.close()
                     return
                 self._conns[session.id] = (conn, session, thread)
+                if self._reaper_thread is not None and self.handshake_timeout > 0:
+                    self._pending[session.id] = (
+                        time.monotonic() + self.handshake_timeout, session, conn)
             try:
                 thread.start()
             except RuntimeError:  # cannot start a thread: refuse this one, keep serving
                 with self._lock:
                     self._conns.pop(session.id, None)
+                    self._pending.pop(session.id, None)
                 self._count("no_thread")
                 conn.close()
 
@@ -312,9 +370,23 @@ class Listener:
             except OSError:
                 pass
             return None
+        tconn: ssl.SSLSocket | None = None
         try:
-            tconn = self.tls.wrap_socket(conn, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
+            # the handshake runs on the session's socket, so that the handshake deadline
+            # (_reap_loop) can end a client that drips it
+            tconn = self.tls.wrap_socket(conn, server_side=True,
+                                         do_handshake_on_connect=False)
+            session._sock = tconn
+            tconn.do_handshake()
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            session._sock = None
+            if tconn is not None:  # it holds the connection now (conn is detached)
+                try:
+                    tconn.close()
+                except OSError:
+                    pass
+            if session.handshake_expired:
+                return None
             self._count("tls_handshake")
             self._log(f"AMQ9637: the TLS handshake with {session.peer} failed: "
                       f"{getattr(exc, 'reason', None) or exc} (a plain client on a TLS "
@@ -329,7 +401,7 @@ class Listener:
             if conn is None:
                 return
             session._sock = conn
-            reader = FrameReader(conn, self.max_frame)
+            reader = FrameReader(conn, self.preauth_max_frame)
             if self.tls is None:
                 try:
                     prefix = reader.peek_prefix()
@@ -348,6 +420,7 @@ class Listener:
                 conn.settimeout(self.idle_timeout or None)
             self._loop(conn, reader, session)
         finally:
+            self._done_pending(session)
             if conn is not None:
                 try:
                     conn.close()
@@ -408,6 +481,9 @@ class Listener:
             close_after = False
             if session.principal is None:
                 reply, close_after = self._authenticate(request, session)
+                if session.principal is not None:  # authenticated: the usual limits
+                    self._done_pending(session)
+                    reader.max_frame = self.max_frame
                 if reply is None:
                     reply = self._dispatch(request, session)
                     if request.get("op") == "hello" and reply.get("ok"):
