@@ -666,5 +666,5 @@ def test_restart_reports_what_the_log_found_unfinished_at_its_end(tmp_path: Path
     h.log.torn_tail = "restart found an unfinished image of the log's last page: page 7"
     h.open().close()
     assert [t for a, t in h.lines if a == "AMQ1133"] == [
-        "AMQ1133: Queue manager 'QM': restart found an unfinished image of the log's last "
+        "Queue manager 'QM': restart found an unfinished image of the log's last "
         "page: page 7."]
