@@ -56,6 +56,21 @@ def controller_alive(pid: int) -> bool:
     return instance_alive(int(pid))
 
 
+def local_from_locks(locks: dict[str, Any], here: str,
+                     alive: Any = controller_alive) -> dict[str, Any] | None:
+    """This host's instance as the lock files tell it, for when its run record is missing
+    or unreadable: the ``master`` (active) or ``standby`` lock held, or not known to be
+    free, by ``here`` for a process that is alive (``alive``: pid -> bool). A record in
+    the shape of the run record, without its control ``address``; None if there is none."""
+    for lock, mode in (("master", "active"), ("standby", "standby")):
+        rec = locks.get(lock) or {}
+        pid = rec.get("pid")
+        if rec.get("held") is not False and rec.get("host") == here and pid and alive(pid):
+            return {"pid": int(pid), "host": here, "mode": mode, "status": "Running",
+                    "from_locks": True}
+    return None
+
+
 def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None,
              here: str | None = None, alive: Any = None) -> dict[str, Any]:
     """The dspmq facts for one queue manager (pure: tests feed it directly). With ``here``
@@ -183,9 +198,13 @@ def dspmq(
     deadline = time.monotonic() + DEADLINE
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
+    here = hostname()
     for e in entries:
-        info = describe(e.name, results.get(e.name), runfile.read(e.name), hostname(),
-                        controller_alive)
+        probed = results.get(e.name)
+        local = runfile.read(e.name)
+        if local is None and probed is not None:  # run record missing or unreadable
+            local = local_from_locks(probed["locks"], here)
+        info = describe(e.name, probed, local, here, controller_alive)
         if as_json:
             typer.echo(json.dumps(info))
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import typer
 
@@ -47,15 +48,23 @@ def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int] | None:
         return None
 
 
-def instances_elsewhere(qmgr: str) -> list[tuple[str, str]]:
-    """(host, Active|Standby) of the instances the lock files say run (may block on the FS)."""
+def lock_holders(qmgr: str) -> dict[str, Any]:
+    """What the lock files say (dspmq's probe ``locks``); {} when the shared filesystem
+    cannot be read (may block on the FS)."""
     from miqm.cli.dspmq import probe
     from miqm.paths import find
 
     try:
-        locks = probe(qmgr, find(qmgr).data_path)["locks"]
+        return dict(probe(qmgr, find(qmgr).data_path)["locks"])
     except Exception:  # an unreadable shared filesystem: nothing known
-        return []
+        return {}
+
+
+def instances_elsewhere(qmgr: str, locks: dict[str, Any] | None = None
+                        ) -> list[tuple[str, str]]:
+    """(host, Active|Standby) of the instances the lock files say run (may block on the FS)."""
+    if locks is None:
+        locks = lock_holders(qmgr)
     found = []
     for lock, mode in (("master", "Active"), ("standby", "Standby")):
         rec = locks.get(lock) or {}
@@ -94,17 +103,27 @@ def endmqm(
              "'endmqm -h')", 2)
     mode = ("wait" if wait else "immediate" if immediate else "preemptive" if preemptive
             else "controlled")
+    from miqm.cli.dspmq import local_from_locks
+
     local = runfile.read(qmgr)
     here = hostname()
+    locks: dict[str, Any] | None = None
     target: tuple[str, int] | None = None
-    if local is not None and local.get("address"):
+    if local is None:  # no run record, or an unreadable one: what do the lock files say?
+        locks = lock_holders(qmgr)
+        local = local_from_locks(locks, here)
+    if local is not None and (local.get("address") or local.get("from_locks")):
         if local.get("mode") == "standby" and not standby_only:
             fail_amq("AMQ1105", qmgr=qmgr, host=here)
         if local.get("mode") == ("standby" if standby_only else "active"):
-            host, port = local["address"]
-            target = (str(host), int(port))
+            if local.get("address"):
+                host, port = local["address"]
+                target = (str(host), int(port))
+            else:  # the listener the instance records in the data directory
+                target = _endpoint_from_data(qmgr, "standby-listener" if standby_only
+                                             else "listener")
     if target is None and not remote:
-        elsewhere = [(h, m) for h, m in instances_elsewhere(qmgr)
+        elsewhere = [(h, m) for h, m in instances_elsewhere(qmgr, locks)
                      if local is None or h != local.get("host")]
         if local is not None and local.get("mode") == "active" and standby_only:
             standbys = ", ".join(f"{h} (standby)" for h, m in elsewhere if m == "Standby")
@@ -114,6 +133,11 @@ def endmqm(
         if elsewhere:
             fail_amq("AMQ1106", qmgr=qmgr, host=here,
                      where=", ".join(f"{h} ({m.lower()})" for h, m in elsewhere))
+        if local is not None and local.get("from_locks"):
+            fail_amq("AMQ8146", f"Its instance on this host (pid {local.get('pid')}) holds "
+                     "the lock but has recorded no listener to reach it: run endmqm again "
+                     "once dspmq shows it running, or end pid "
+                     f"{local.get('pid')} (kill -TERM).", qmgr=qmgr)
         if local is not None and not local.get("address"):
             fail_amq("AMQ8146", f"Its instance on this host (pid {local.get('pid')}) is still "
                      "starting: run endmqm again once dspmq shows it.", qmgr=qmgr)
@@ -136,7 +160,8 @@ def endmqm(
         typer.echo(amq.text("AMQ1003"))
     pid = int(reply.get("pid") or 0)
     if mode != "controlled" or standby_only:
-        _wait_ended(qmgr, target, pid)
+        _wait_ended(qmgr, target, pid,
+                    local is not None and int(local.get("pid") or -1) == pid)
     if standby_only:
         typer.echo(amq.text("AMQ1006", qmgr=qmgr))
     elif mode != "controlled":
@@ -144,15 +169,15 @@ def endmqm(
         typer.echo(amq.text("AMQ1005" if switchover else "AMQ8004", qmgr=qmgr))
 
 
-def _wait_ended(qmgr: str, target: tuple[str, int], pid: int, timeout: float = 120.0) -> None:
-    """Until the instance's process (this host) or its listener (elsewhere) is gone."""
+def _wait_ended(qmgr: str, target: tuple[str, int], pid: int, on_this_host: bool,
+                timeout: float = 120.0) -> None:
+    """Until the instance's process (``on_this_host``) or its listener (elsewhere) is
+    gone."""
     import socket
 
     from miqm.ha import runfile
 
     deadline = time.monotonic() + timeout
-    local = runfile.read(qmgr, check_alive=False)
-    on_this_host = local is not None and int(local.get("pid", -1)) == pid
     while time.monotonic() < deadline:
         if on_this_host:
             if not runfile.alive(pid):

@@ -68,6 +68,20 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
     check_complete(text, f"{data_path}/qm.ini")
 
 
+def _refuse_if_running_here(qmgr: str) -> None:
+    """AMQ1104 when the lock files say an instance of ``qmgr`` runs on this host although
+    its run record is missing or unreadable (the controller, not finding it, would report
+    the queue manager as running elsewhere)."""
+    from miqm.cli.dspmq import local_from_locks
+    from miqm.cli.endmqm import lock_holders
+    from miqm.paths import hostname
+
+    local = local_from_locks(lock_holders(qmgr), hostname())
+    if local is not None:
+        what = "a standby instance" if local["mode"] == "standby" else "an instance"
+        fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local["pid"])
+
+
 @app.command()
 def strmqm(
     qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
@@ -124,6 +138,8 @@ def strmqm(
         fail_amq("AMQ6184", qmgr=qmgr, detail=f"the execution controller of '{qmgr}' ended "
                  f"unexpectedly (exit {proc.returncode}); see {out_path} and "
                  "errors/AMQERR01.LOG.")
+    if not verdict.get("ok"):
+        _refuse_if_running_here(qmgr)
     for line in verdict.get("lines", []):
         typer.echo(line, err=not verdict.get("ok"))
     if not verdict.get("ok"):

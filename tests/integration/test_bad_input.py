@@ -189,3 +189,21 @@ def test_bad_miqm_hostname_is_one_line(qm: Env, name: str) -> None:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "MIQM_HOSTNAME" in lines[0], (argv, proc.stderr)
     assert not list((qm.root / "qmgrs" / "QMBAD").glob("master"))  # no lock file written
+
+
+@pytest.mark.parametrize("damage", ["garbage", "missing"])
+def test_unreadable_run_record_leaves_the_instance_manageable(qm: Env, damage: str) -> None:
+    assert qm.run("strmqm", "QMBAD").returncode == 0
+    record = qm.root / "run" / "QMBAD.json"
+    if damage == "garbage":
+        record.write_text("garbage{{{\n")
+    else:
+        record.unlink()
+    out = qm.run("dspmq", "-m", "QMBAD", "-x").stdout
+    assert "STATUS(Running)" in out and "INSTANCE(hostbad) MODE(Active)" in out, out
+    assert "elsewhere" not in out
+    assert "AMQ1104" in qm.fails_with("AMQ1104", "strmqm", "QMBAD")
+    assert "AMQ1109" in qm.fails_with("AMQ1109", "endmqm", "-x", "QMBAD")
+    proc = qm.run("endmqm", "-i", "QMBAD")
+    assert proc.returncode == 0, proc.stderr
+    assert "STATUS(Ended" in qm.run("dspmq", "-m", "QMBAD").stdout
