@@ -41,6 +41,36 @@ from miqm.errors import ConfigError, MiqmError
 
 CREDENTIALS_FILE = "credentials"
 ADMIN = "admin"
+#: How many characters of a name a client presented a log line shows (then "...").
+LOGGED_NAME = 64
+#: Names longer than this never get a per-name re-read of the credentials file.
+_LONGEST_NAME = 256
+
+
+def loggable(name: str, limit: int = LOGGED_NAME) -> str:
+    """A name a client presented (a principal, before it is known to be valid), made safe
+    for one line of the error log: every character that is not printable (line breaks,
+    other control characters, Unicode format characters such as a right-to-left
+    override) is written as ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``, a backslash as
+    ``\\\\``, and the result is cut at ``limit`` characters with ``...`` after it. So
+    a credential cannot forge log entries, or fill and rotate the log with one line."""
+    out: list[str] = []
+    size = 0
+    for ch in name:
+        if ch == "\\":
+            piece = "\\\\"
+        elif ch.isprintable():
+            piece = ch
+        else:
+            code = ord(ch)
+            piece = (f"\\x{code:02x}" if code < 0x100 else
+                     f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        if size + len(piece) > limit:
+            out.append("...")
+            break
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)
 
 
 def new_secret() -> str:
@@ -122,7 +152,8 @@ class Authenticator:
     ``principals=None`` means authentication is off (a queue manager without a
     credentials file): every client is accepted as ``admin``. Failures are counted and
     reported through ``on_failure(peer, principal)``, rate-limited so that a flood of bad
-    attempts cannot fill the error log or slow the listener.
+    attempts cannot fill the error log or slow the listener. The principal reported is
+    the presented name made safe for a log line (:func:`loggable`).
     """
 
     def __init__(self, principals: dict[str, str] | None,
@@ -156,7 +187,7 @@ class Authenticator:
             ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
         if ok:
             return principal
-        self._failed(peer, principal or "(none)")
+        self._failed(peer, loggable(principal) if principal else "(none)")
         return None
 
     def _reload_due(self, principal: str) -> bool:
@@ -169,8 +200,8 @@ class Authenticator:
             return False
         now = self._clock()
         if now - self._last_reload < 1.0:
-            if principal in self._digests or now - self._unknown_reload.get(
-                    principal, -1e9) < 1.0:
+            if principal in self._digests or len(principal) > _LONGEST_NAME or (
+                    now - self._unknown_reload.get(principal, -1e9) < 1.0):
                 return False
             if len(self._unknown_reload) >= 1024:
                 self._unknown_reload.clear()

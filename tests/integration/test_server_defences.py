@@ -5,6 +5,7 @@ damaged queue, and a credentials file others can read."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -76,3 +77,28 @@ def test_a_killed_clients_get_wait_does_not_take_the_next_message(single) -> Non
                      "    print(qm.get('QW', wait=2).body.decode())\n")
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "important"
+
+
+def _errlog(pair: LocalPair) -> str:
+    path = os.path.join(pair.data_dir(), "errors", "AMQERR01.LOG")
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def test_a_refused_principal_is_logged_escaped_and_cut_short(single) -> None:
+    pair = single
+    script = ("import sys\nfrom miqm.client import connect, MQError\n"
+              "try:\n    connect('QMSRV', credential=sys.argv[1], reconnect=False)\n"
+              "except MQError as e:\n    print(e.reason)\n")
+    for credential in ("evil\n----- miqm -----\nAMQ9999 forged entry:x",
+                       "p" * 7000 + ":x"):
+        proc = subprocess.run(["python3", "-c", script, credential], env=pair.a.env(),
+                              text=True, capture_output=True, timeout=60)
+        assert proc.stdout.strip() == "2035", proc.stderr
+    text = _errlog(pair)
+    # one line, escaped: no forged entry starts a line of its own
+    assert not any(line.startswith("AMQ9999") for line in text.splitlines())
+    assert "'evil\\x0a----- miqm -----\\x0aAMQ9999 forged entry'" in text
+    refusals = [line for line in text.splitlines() if "AMQ5534" in line]
+    assert len(refusals) >= 2 and all(len(line) < 600 for line in refusals)
+    assert "p" * 64 + "..." in text and "p" * 65 not in text
