@@ -30,8 +30,9 @@ from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 
 __all__ = [
     "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "MQError", "Message",
-    "NoMessageAvailable", "NotAuthorized", "QMgrNotAvailable", "QueueManager",
-    "ReconnectFailed", "StandbyQMgr", "UnknownObjectName", "connect",
+    "NoMessageAvailable", "NotAuthorized", "QMgrNameError", "QMgrNotAvailable",
+    "QueueManager", "ReconnectFailed", "SSLInitializationError", "StandbyQMgr",
+    "UnknownObjectName", "connect",
 ]
 
 
@@ -76,6 +77,17 @@ class BackedOut(MQError):
     """2003 MQRC_BACKED_OUT: the unit of work was backed out."""
 
 
+class QMgrNameError(MQError):
+    """2058 MQRC_Q_MGR_NAME_ERROR: the queue manager is not defined here (bindings mode),
+    or the listener reached serves another queue manager."""
+
+
+class SSLInitializationError(MQError):
+    """2393 MQRC_SSL_INITIALIZATION_ERROR: TLS could not be set up: a plain client on a
+    TLS listener or the reverse, a listener certificate the client's CA does not trust,
+    or a client certificate the listener requires and did not get."""
+
+
 class ReconnectFailed(MQError):
     """2548 MQRC_RECONNECT_FAILED: the connection broke and could not be made again
     within ``reconnect_timeout``; the next call tries again. A unit of work that was open
@@ -87,7 +99,8 @@ class ReconnectFailed(MQError):
 _BY_REASON: dict[int, type[MQError]] = {
     2035: NotAuthorized, 2033: NoMessageAvailable, 2085: UnknownObjectName,
     2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
-    2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed,
+    2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed, 2058: QMgrNameError,
+    2393: SSLInitializationError,
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058
@@ -586,7 +599,8 @@ def connect(qmgr: str, conname: str | None = None, credential: str | None = None
         endpoints = _net.parse_conname(conname) if conname is not None else None
         conn = _net.connect(qmgr, timeout, reconnect=reconnect,
                             reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
-                            endpoints=endpoints, credential=credential, tls=tls)
+                            endpoints=endpoints, credential=credential, tls=tls,
+                            wait_first=False, strict=True)
     except MiqmError as exc:
         raise _error(exc) from None
     return QueueManager(conn)

@@ -35,7 +35,9 @@ from miqm.net.protocol import (
     MQRC_CALL_INTERRUPTED,
     MQRC_CONNECTION_BROKEN,
     MQRC_NOT_AUTHORIZED,
+    MQRC_Q_MGR_NAME_ERROR,
     MQRC_Q_MGR_NOT_AVAILABLE,
+    MQRC_SSL_INITIALIZATION_ERROR,
     MQRC_STANDBY_Q_MGR,
     PROTOCOL_VERSION,
     READ_TIMEOUT,
@@ -54,6 +56,10 @@ MQRC_RECONNECT_FAILED = 2548
 #: what a failed connection attempt may be retried for (nothing answered, or a standby):
 #: anything else (2035, 2058, 2393) is a permanent answer
 _TRANSIENT = frozenset({MQRC_Q_MGR_NOT_AVAILABLE, MQRC_STANDBY_Q_MGR})
+#: answers to hello that are final, not retried while reconnecting (2035 is raised at
+#: once by itself)
+_PERMANENT = {MQRC_Q_MGR_NAME_ERROR: "MQRC_Q_MGR_NAME_ERROR",
+              MQRC_SSL_INITIALIZATION_ERROR: "MQRC_SSL_INITIALIZATION_ERROR"}
 #: the ops a ``syncpoint`` field puts under a unit of work
 _UOW_OPS = frozenset({"put", "get"})
 #: what _read_one returns for a frame it queued (a push) or settled (a pipelined reply)
@@ -241,8 +247,12 @@ class Connection:
                  reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
                  endpoints: list[Endpoint] | None = None,
                  allow_standby: bool = False, credential: str | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, strict: bool = False) -> None:
         self.qmgr = qmgr
+        #: report a refusal that waiting cannot change (2058 another queue manager, 2393
+        #: TLS) as such, at once, instead of as 2059 (what the control commands, and
+        #: their tests, have always seen); the application library sets it
+        self.strict = strict
         self.endpoints = endpoints
         self.allow_standby = allow_standby
         #: True when connected to an instance that answered hello as a standby
@@ -299,9 +309,14 @@ class Connection:
     def _open(self) -> Connection:
         saw_standby = False
         errors: list[str] = []
+        #: permanent answers (2058 another queue manager, 2393 TLS): reason -> why
+        refused: dict[int, str] = {}
         endpoints = self.endpoints or candidates(self.qmgr)
         credential = self._hello_credential()
-        for ep in endpoints:
+        todo = list(endpoints)
+        eof_once: set[Endpoint] = set()
+        while todo:
+            ep = todo.pop(0)
             try:
                 sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
             except OSError as exc:
@@ -322,9 +337,18 @@ class Connection:
                 reply = reader.read()
             except ssl.SSLError as exc:
                 sock.close()
+                if isinstance(exc, ssl.SSLEOFError) and ep not in eof_once:
+                    # closed in the handshake: a plain listener does that to a TLS client
+                    # every time, a listener going away (a failover) once, refusing the
+                    # next connection. Once more tells them apart.
+                    eof_once.add(ep)
+                    todo.insert(0, ep)
+                    continue
                 errors.append(f"{ep}: the TLS handshake failed ({exc.reason or exc}): is the "
-                              "listener configured for TLS, and does MIQM_TLS_CA trust its "
-                              "certificate?")
+                              "listener configured for TLS, does MIQM_TLS_CA trust its "
+                              "certificate, and does it need a client certificate "
+                              "(MIQM_TLS_CERT, MIQM_TLS_KEY)?")
+                refused.setdefault(MQRC_SSL_INITIALIZATION_ERROR, errors[-1])
                 continue
             except (PeerClosed, ConnectionResetError):
                 sock.close()
@@ -358,18 +382,28 @@ class Connection:
                 saw_standby = True
             else:
                 errors.append(f"{ep}: {reply.get('error')}")
+                mqrc = reply.get("mqrc")
+                if mqrc in _PERMANENT:
+                    refused.setdefault(int(mqrc), errors[-1])
         if saw_standby:
             raise standby_only(self.qmgr)
+        if refused and self.strict:
+            # an answer that waiting will not change: say it now, not 2059 after the
+            # reconnect timeout with advice to start a queue manager that is running
+            mqrc, why = next(iter(refused.items()))
+            raise NetError(f"AMQ9204: the connection to queue manager '{self.qmgr}' was "
+                           f"refused: {why} (MQRC {mqrc} {_PERMANENT[mqrc]})", mqrc=mqrc,
+                           amq="AMQ9204")
         raise not_available(self.qmgr, "; ".join(errors) if errors else "")
 
     def _reopen(self, established: bool = True) -> None:
         """Keep resolving until an active instance answers or reconnect_timeout passes.
 
         Only "nothing answered" (2059) and "only a standby answered" (2543) are retried;
-        any other answer (2035, 2058, 2393) is raised at once. When time runs out, a
-        connection that had been ``established`` raises 2548 (MQRC_RECONNECT_FAILED), as
-        MQ reports for a reconnectable client; a first connection raises what the last
-        attempt found."""
+        any other answer (2035; 2058 and 2393 with :attr:`strict`) is raised at once.
+        When time runs out, a connection that had been ``established`` raises 2548
+        (MQRC_RECONNECT_FAILED), as MQ reports for a reconnectable client; a first
+        connection raises what the last attempt found."""
         self._drop()
         deadline = time.monotonic() + self.reconnect_timeout
         delay = 0.05
@@ -701,19 +735,25 @@ def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
             reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
             endpoints: list[Endpoint] | None = None,
             allow_standby: bool = False, credential: str | None = None,
-            tls: ssl.SSLContext | None = None) -> Connection:
+            tls: ssl.SSLContext | None = None, wait_first: bool = True,
+            strict: bool = False) -> Connection:
     """Connect to the active instance of ``qmgr`` (see the module docstring).
 
     ``endpoints`` replaces resolution (a control command that knows the address of a
     particular instance); ``allow_standby`` accepts an instance that answers as a standby
     (for control ops such as ``end`` and ``instance``, which a standby serves).
+    With ``reconnect`` and ``wait_first`` (tools that start beside a queue manager that
+    is starting or failing over) the first connection is waited for too, up to
+    ``reconnect_timeout``; ``wait_first=False`` fails at once, as MQ's MQCONNX does
+    (reconnection applies once a connection has been made). ``strict`` reports a
+    refusal that waiting cannot change as itself (2058, 2393; 2035 always is), at once,
+    instead of as 2059 (see :attr:`Connection.strict`).
     """
     conn = Connection(qmgr, timeout=timeout, reconnect=reconnect,
                       reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
                       endpoints=endpoints, allow_standby=allow_standby,
-                      credential=credential, tls=tls)
-    if reconnect:
-        # a reconnecting client also waits for the first connection, as MQ's does
+                      credential=credential, tls=tls, strict=strict)
+    if reconnect and wait_first:
         conn._reopen(established=False)
         conn.reconnects = 0
         return conn

@@ -394,7 +394,7 @@ def test_tls_listener_with_client_certificates(served, tmp_path) -> None:
         with pytest.raises(mq.MQError) as info:
             mq.connect("QMC", conname=conname, tls=client_tls_context(certs["ca.crt"]),
                        reconnect=False)
-        assert info.value.reason == 2059
+        assert info.value.reason == 2393  # MQRC_SSL_INITIALIZATION_ERROR
         # a plain client on the TLS listener: a clear line, not a hang
         with pytest.raises(mq.MQError) as info2:
             mq.connect("QMC", conname=conname, reconnect=False)

@@ -102,3 +102,72 @@ def test_a_consumer_whose_ack_meets_a_broken_connection_flags_what_comes_again(
             assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
         first.add(m.body)
     assert first == set(bodies) and again >= 1
+
+
+def test_permanent_refusals_and_a_first_connect_fail_at_once(served) -> None:  # noqa: F811
+    """A wrong queue manager name (2058), and a queue manager that is down at the first
+    connect (2059), are reported at once, not after the reconnect timeout."""
+    import time
+
+    conname = "{}({})".format(*served.listener.address)
+    t0 = time.monotonic()
+    with pytest.raises(mq.QMgrNameError) as info:
+        mq.connect("QMX", conname=conname, reconnect_timeout=30)
+    assert info.value.reason == 2058 and "strmqm" not in str(info.value)
+    with pytest.raises(mq.QMgrNameError):
+        mq.connect("QMX", reconnect_timeout=30)  # bindings mode: not defined here
+    served.stop()
+    with pytest.raises(mq.QMgrNotAvailable) as info2:
+        mq.connect("QMC", reconnect_timeout=30)  # bindings mode
+    assert info2.value.reason == 2059
+    with pytest.raises(mq.QMgrNotAvailable):
+        mq.connect("QMC", conname=conname, reconnect_timeout=30)
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ssl") is None, reason="needs ssl")
+def test_tls_mismatches_are_2393_at_once(served, tmp_path) -> None:  # noqa: F811
+    import os
+    import shutil
+    import time
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    from miqm.net.client import client_tls_context
+    from miqm.net.server import Listener, server_tls_context
+    from miqm.net.service import QueueService
+    from tests.unit.test_client import _make_certs
+
+    os.makedirs(tmp_path / "a")
+    os.makedirs(tmp_path / "b")
+    certs = _make_certs(str(tmp_path / "a"))
+    other = _make_certs(str(tmp_path / "b"))  # another CA
+    tls_listener = Listener(QueueService(served.store, "QMC").handle,
+                            tls=server_tls_context(certs["server.crt"], certs["server.key"],
+                                                   certs["ca.crt"]),
+                            handshake_timeout=2.0)
+    host, port = tls_listener.start()
+    tls_conname = f"{host}({port})"
+    plain_conname = "{}({})".format(*served.listener.address)
+    good = client_tls_context(certs["ca.crt"], certs["client.crt"], certs["client.key"])
+    cases = {
+        "plain client on a TLS listener": (tls_conname, None),
+        "TLS client on a plain listener": (plain_conname, good),
+        "listener's CA not trusted": (tls_conname, client_tls_context(
+            other["ca.crt"], other["client.crt"], other["client.key"])),
+        "no client certificate": (tls_conname, client_tls_context(certs["ca.crt"])),
+    }
+    try:
+        for what, (conname, ctx) in cases.items():
+            t0 = time.monotonic()
+            with pytest.raises(mq.SSLInitializationError) as info:
+                mq.connect("QMC", conname=conname, tls=ctx, credential="x",
+                           reconnect_timeout=30)
+            assert info.value.reason == 2393, what
+            assert "strmqm" not in str(info.value), what
+            assert time.monotonic() - t0 < 8, what
+        with mq.connect("QMC", conname=tls_conname, tls=good) as qm:
+            qm.put("Q1", b"fine")
+            assert qm.get("Q1").body == b"fine"
+    finally:
+        tls_listener.stop()
