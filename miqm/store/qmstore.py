@@ -642,7 +642,37 @@ class QueueManagerStore:
             return q, 0
         self._loads["scanned_queues"] += 1
         q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
+        q.file_records = q.present
+        recorded = qf.recorded_records(completed, self._aborted)
+        if recorded is not None and recorded != q.present:
+            return self._file_damaged(q, qf, recorded)
         q.idx_stale = True  # the open's checkpoint writes an index if it is deep enough
+        if qf.max_key >= self.state.next_key:
+            self.state.next_key = qf.max_key + 1
+        return q, qf.max_cp_seen
+
+    def _file_damaged(self, q: LocalQueue, qf: QueueFile, recorded: int
+                      ) -> tuple[LocalQueue, int]:
+        """A queue file that holds other than the records its last checkpoint left live in
+        it (truncated, or records overwritten: their checksums fail): never a silent
+        loss. With a linear log the queue is damaged (AMQ7472) until rcrmqobj rebuilds it
+        from its media image and the log, or it is deleted; with a circular log, which
+        has no media image, it keeps the messages that could be read and the error log
+        says how many were lost."""
+        where = f"{self.data.describe()}/{qf.path}"
+        why = (f"queue file {where} holds {q.present} readable messages where its last "
+               f"checkpoint left {recorded} (truncated or overwritten)")
+        if self.settings.log_type == "LINEAR":
+            qf.close()
+            why += ("; recover it with 'rcrmqobj -m QMGR -t qlocal NAME', or DELETE "
+                    "QLOCAL it").replace("QMGR", self.qmgr).replace("NAME", q.name)
+            self._damaged[q.name] = why
+            self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}")
+            return LocalQueue(q.name, q.qid, qf.attrs), 0
+        self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; it keeps "
+                     f"the {q.present} that could be read, {max(0, recorded - q.present)} "
+                     "are lost (a circular log has no media image to recover them from)")
+        q.idx_stale = True
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
@@ -752,7 +782,7 @@ class QueueManagerStore:
             except (qindex.IndexInvalid, LockFsError) as exc:
                 whys.append(f"{fname}: {exc}")
                 continue
-            q.present = ix.count()
+            q.present = q.file_records = ix.count()
             for key, m in d.msgids:
                 q.msgids[m] = key
             for key, c in d.correlids:
@@ -1978,18 +2008,16 @@ class QueueManagerStore:
             qf.create(q.qid, seq, q.attrs)
             q.file, q.file_qid, q.header_dirty = qf, q.qid, False
             q.to_delete.clear()
+            q.file_records = 0
             if self.data.exists(f"queues/{q.name}/q"):
                 # records of the old incarnation stay in q until the rename
                 pass
         qf = q.file
         assert qf is not None
-        dirty = False
-        if q.header_dirty:
-            if self._guard is not None:
-                self._guard()
-            qf.write_header(q.attrs)
-            q.header_dirty = False
-            dirty = True
+        dirty = q.header_dirty
+        records = q.file_records
+        if records is not None:
+            records -= len(q.to_delete)
         dx = q.dx
         for block, n, key in q.to_delete:
             if self._guard is not None:
@@ -2014,6 +2042,8 @@ class QueueManagerStore:
             # and writes them (lock released; a get meanwhile finds them in in_flight)
             w = BodyWriter(q, qf, mem, seq, _RUN_MAX)
             q.mem = w.plan()
+            if records is not None:
+                records += len(w.planned)
             if dx is not None:
                 chosen = q.msgids.get
                 blocks_for = qf.fmt.blocks_for
@@ -2028,6 +2058,15 @@ class QueueManagerStore:
             q.in_flight = mem
             plan.in_flight.append(q)
             dirty = True
+        if dirty:
+            # the definition, and the records live in the file once this checkpoint
+            # completes, which a restart's scan must find (_file_damaged): written with
+            # the records, made durable by the same sync
+            if self._guard is not None:
+                self._guard()
+            qf.write_header(q.attrs, None if records is None else (seq, records))
+            q.header_dirty = False
+            q.file_records = records
         if dirty or fresh or q.idx_stale or (q.idx_fold and not self._opening):
             if dirty or fresh:
                 plan.written.append((qf.f, runs))

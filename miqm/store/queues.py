@@ -47,6 +47,11 @@ DATA_START = 4096
 HDR_SLOT = 2048
 _QHDR = struct.Struct("<4sIIQIQI")  # magic, crc, version, seq, qid, created_cp, json length
 _QMAGIC = b"MIQQ"
+#: after a header's JSON, outside its checksum (a reader that predates it ignores it):
+#: magic, the checkpoint that wrote the header, the records live in the file once that
+#: checkpoint completed, crc32c of the three and of the header's own crc
+_QCOUNT = struct.Struct("<4sQQI")
+_QCOUNT_MAGIC = b"MIQC"
 _DEL = struct.Struct("<QII")
 _DELKEY = struct.Struct("<QQI")
 FLAG_PERSISTENT = 1
@@ -154,6 +159,10 @@ DEFAULT_ATTRS: dict[str, Any] = {
 }
 
 
+def _count_crc(header_crc: int, cp: int, live: int) -> int:
+    return crc32c(struct.pack("<IQQ", header_crc, cp, live))
+
+
 def delete_mark(key: int, cp: int, qid: int) -> bytes:
     """The 16-byte delete mark for a record, stamped with the checkpoint that wrote it."""
     return _DEL.pack(cp, crc32c(_DELKEY.pack(key, cp, qid)), 0)
@@ -187,6 +196,9 @@ class QueueFile:
         self._open_later = False
         self._known_size = 0
         self.hseq = 0
+        #: (header seq, checkpoint, live records) of each valid header slot that records
+        #: them (:meth:`recorded_records`)
+        self.counts: list[tuple[int, int, int]] = []
         self.qid = 0
         self.created_cp = 0
         self.attrs: dict[str, Any] = {}
@@ -232,6 +244,7 @@ class QueueFile:
         self.f.truncate(0)
         self.qid, self.created_cp, self.hseq = qid, created_cp, 0
         self.space = bytearray()
+        self.counts = []
         self.write_header(attrs)
 
     def open_existing(self, later: bool = False, head: FileHead | None = None) -> bool:
@@ -256,6 +269,7 @@ class QueueFile:
             self._open_later = False
             return False
         best = None
+        self.counts = []
         for slot in (0, HDR_SLOT):
             part = raw[slot:slot + HDR_SLOT]
             if len(part) < _QHDR.size:
@@ -268,6 +282,11 @@ class QueueFile:
                 continue
             if best is None or seq > best[0]:
                 best = (seq, qid, ccp, body, ver)
+            at = _QHDR.size + n
+            if len(part) >= at + _QCOUNT.size:
+                cmagic, cp, live, ccrc = _QCOUNT.unpack_from(part, at)
+                if cmagic == _QCOUNT_MAGIC and ccrc == _count_crc(crc, cp, live):
+                    self.counts.append((seq, cp, live))
         if best is None:
             raise StoreError(
                 f"queue file {self.volume.describe()}/{self.path} is corrupt: no valid header "
@@ -282,19 +301,41 @@ class QueueFile:
         self.attrs = json.loads(best[3])
         return True
 
-    def write_header(self, attrs: dict[str, Any]) -> None:
-        """Write the definition into the older header slot (the newer one stays valid)."""
+    def write_header(self, attrs: dict[str, Any], records: tuple[int, int] | None = None
+                     ) -> None:
+        """Write the definition into the older header slot (the newer one stays valid);
+        ``records``: (checkpoint, records live in the file once it completes), which a
+        restart compares with what it finds (:meth:`recorded_records`)."""
         assert self.f is not None
         self.hseq += 1
         body = json.dumps(attrs, separators=(",", ":")).encode()
-        if _QHDR.size + len(body) > HDR_SLOT:
+        if _QHDR.size + len(body) + _QCOUNT.size > HDR_SLOT:
             raise StoreError(f"queue {self.name}: definition too large for the header")
         rest = _QHDR.pack(_QMAGIC, 0, self.fmt.version, self.hseq, self.qid,
                           self.created_cp, len(body))[8:]
         crc = crc32c(rest + body)
         data = _QMAGIC + struct.pack("<I", crc) + rest + body
+        # the slot written now no longer holds what it held
+        self.counts = [c for c in self.counts if c[0] % 2 != self.hseq % 2]
+        if records is not None:
+            cp, live = records
+            data += _QCOUNT.pack(_QCOUNT_MAGIC, cp, live, _count_crc(crc, cp, live))
+            self.counts.append((self.hseq, cp, live))
         self.f.pwrite(data + bytes(HDR_SLOT - len(data)), (self.hseq % 2) * HDR_SLOT)
         self.attrs = dict(attrs)
+
+    def recorded_records(self, completed_cp: int, aborted: frozenset[int] | set[int]
+                         ) -> int | None:
+        """How many records the file held live as of checkpoint ``completed_cp``, as the
+        last header written by a checkpoint up to it says (a checkpoint that changes the
+        file's records writes it; one that never completed is passed over, and a header
+        it tore fails its checksums); None when no header says (a file written before
+        headers recorded it)."""
+        best: tuple[int, int, int] | None = None
+        for seq, cp, live in self.counts:
+            if cp <= completed_cp and cp not in aborted and (best is None or seq > best[0]):
+                best = (seq, cp, live)
+        return None if best is None else best[2]
 
     # -- scanning ------------------------------------------------------------------
     def scan(self, completed_cp: int, chunk: int = 4 << 20,
@@ -663,6 +704,9 @@ class LocalQueue:
         self.msgids: dict[bytes, int] = {}  # caller-chosen msgid -> key
         self.correlids: dict[bytes, list[int]] = {}
         self.present = 0
+        #: records live in the queue file as of the last checkpoint that wrote it (None:
+        #: not known, e.g. no file yet); what that checkpoint writes into the file's header
+        self.file_records: int | None = None
         self.to_delete: list[tuple[int, int, int]] = []  # (block, nblocks, key) in the file
         self.file: QueueFile | None = None
         self.file_qid = 0  # qid of the file on disk (0: no file yet)
