@@ -7,6 +7,8 @@ holds a queue manager: a ``qm.ini``).
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from miqm import amq
@@ -37,6 +39,20 @@ def dspmqinf(
         typer.echo(f"   {key}={value}")
 
 
+def _qm_ini_name(raw: bytes, data_path: str) -> str:
+    """The queue manager a data directory's qm.ini names ('' when it names none); a qm.ini
+    that cannot be parsed is AMQ6062."""
+    from miqm.config import parse_ini
+    from miqm.errors import ConfigError
+
+    try:
+        stanzas = parse_ini(raw.decode("utf-8", "replace"), f"{data_path}/qm.ini")
+    except ConfigError as exc:
+        fail_amq("AMQ6062", path=data_path, detail=f"its qm.ini is damaged ({exc}). Restore "
+                 "it from a backup.")
+    return next((s.values.get("Name", "") for s in stanzas if s.name == "QueueManager"), "")
+
+
 @addmqinf_app.command()
 def addmqinf(
     values: list[str] = typer.Option(..., "-v", metavar="Name=Value",
@@ -64,21 +80,30 @@ def addmqinf(
              "(run 'dspmqinf -o command QMgr' on the first host to get the line).", 2)
     name = check_qmgr_name(attrs["Name"])
     data_path = attrs["DataPath"]
+    prefix = attrs.get("Prefix") or data_root()
+    if os.path.normpath(prefix) != os.path.normpath(data_root()) and not os.path.isdir(prefix):
+        fail(f"addmqinf: -v Prefix={prefix} is not a directory on this host: give this "
+             f"host's own root ({data_root()}, MIQM_DATA_ROOT) or leave Prefix out.", 2)
     try:
         vol = open_volume(data_path)
         try:
-            has_ini = vol.exists("qm.ini")
+            raw = vol.read_bytes("qm.ini") if vol.exists("qm.ini") else None
         finally:
             vol.close()
     except LockFsError as exc:
         fail_amq("AMQ6062", path=data_path, detail=f"it cannot be reached ({exc}). Check the "
                  "mount.")
-    if not has_ini:
+    if raw is None:
         fail_amq("AMQ6062", path=data_path, detail="it does not hold a queue manager (no "
                  "qm.ini): give the shared data directory printed by dspmqinf on the first "
                  "host.")
-    register(QMgrEntry(name, attrs.get("Directory") or directory_name(name),
-                       attrs.get("Prefix") or data_root(), data_path))
+    holder = _qm_ini_name(raw, data_path)
+    if holder and holder != name:
+        fail_amq("AMQ6062", path=data_path, detail=f"it holds queue manager '{holder}', not "
+                 f"'{name}' (its qm.ini says Name={holder}): give -v Name={holder}, or the "
+                 f"data directory of '{name}' (dspmqinf -o command {name} on its first host).")
+    register(QMgrEntry(name, attrs.get("Directory") or directory_name(name), prefix,
+                       data_path))
     typer.echo(amq.text("AMQ1007"))
 
 

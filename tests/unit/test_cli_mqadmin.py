@@ -147,6 +147,27 @@ def test_dspmqinf_addmqinf_on_a_second_host(root, tmp_path, capsys, monkeypatch)
     assert rc != 0 and "AMQ7048" in one_line(err)
 
 
+def test_addmqinf_refuses_another_queue_managers_data_or_a_missing_prefix(
+        root, tmp_path, capsys, monkeypatch) -> None:
+    md = str(tmp_path / "shared")
+    run(crtmqm.main, ["crtmqm", "-md", md, "-lf", "64", "QM1"], capsys, monkeypatch)
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "hostb"))
+    rc, _, err = run(mqinf.addmqinf_main, ["addmqinf", "-v", "Name=QM7", "-v",
+                                           "Directory=QM7", "-v", f"Prefix={root}", "-v",
+                                           f"DataPath={md}/QM1"], capsys, monkeypatch)
+    line = one_line(err)
+    assert rc != 0 and "AMQ6062" in line and "'QM1', not 'QM7'" in line, line
+    rc, _, err = run(mqinf.addmqinf_main, ["addmqinf", "-v", "Name=QM1", "-v",
+                                           f"Prefix={tmp_path}/nonexistent", "-v",
+                                           f"DataPath={md}/QM1"], capsys, monkeypatch)
+    line = one_line(err)
+    assert rc == 2 and "Prefix" in line and "nonexistent" in line, line
+    assert not os.path.exists(tmp_path / "hostb" / "mqs.ini")  # nothing registered
+    rc, _, err = run(mqinf.addmqinf_main, ["addmqinf", "-v", "Name=QM1", "-v",
+                                           f"DataPath={md}/QM1"], capsys, monkeypatch)
+    assert rc == 0, err
+
+
 def test_dltmqm_refuses_while_running_then_deletes(root, capsys, monkeypatch) -> None:
     run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
     data = PosixVolume(os.path.join(root, "qmgrs", "QM1"))
