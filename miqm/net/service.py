@@ -591,6 +591,9 @@ class QueueService:
             self.store.alter_queue(cmd.name, **cmd.attrs)
             return [mqsc.MSG_CHANGED]
         if cmd.verb == "DELETE":
+            in_use = self._in_use(cmd.name)  # a connection has it open: MQ refuses too
+            if in_use:
+                return [in_use]
             # the store refuses a non-empty queue without purge (AMQ8143) or one in use
             self.store.delete_queue(cmd.name, purge="PURGE" in cmd.options)
             return [mqsc.MSG_DELETED]
@@ -817,14 +820,22 @@ class QueueService:
     def _mqsc_clear(self, cmd: mqsc.Command) -> list[str]:
         if not self._exists(cmd.name):
             return [mqsc.not_found(cmd.name)]
-        held = self._handles(cmd.name)
-        if held:
-            who = ", ".join(sorted({self.conn_id(s) for s, _q, _m in held}))
-            return [f"{amq.line('AMQ8148', severity=True, name=cmd.name)} The queue is open "
-                    f"(MQRC 2042 MQRC_OBJECT_IN_USE) by connection {who}: see DISPLAY "
-                    f"QSTATUS({cmd.name}) TYPE(HANDLE)."]
+        in_use = self._in_use(cmd.name)
+        if in_use:
+            return [in_use]
         self.store.clear_queue(cmd.name)
         return [mqsc.MSG_CLEARED]
+
+    def _in_use(self, name: str) -> str | None:
+        """AMQ8148 naming the connections that have queue ``name`` open (CLEAR and DELETE
+        QLOCAL are refused while any has, as MQ refuses them), or None."""
+        held = [h for h in self._handles(name) if h[1] == name]
+        if not held:
+            return None
+        who = ", ".join(sorted({self.conn_id(s) for s, _q, _m in held}))
+        return (f"{amq.line('AMQ8148', severity=True, name=name)} The queue is open "
+                f"(MQRC 2042 MQRC_OBJECT_IN_USE) by connection {who}: see DISPLAY "
+                f"QSTATUS({name}) TYPE(HANDLE).")
 
     def _queue_names(self, pattern: str) -> list[str]:
         return [_qname(q) for q in self.store.list_queues(pattern)]

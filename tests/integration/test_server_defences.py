@@ -102,3 +102,32 @@ def test_a_refused_principal_is_logged_escaped_and_cut_short(single) -> None:
     refusals = [line for line in text.splitlines() if "AMQ5534" in line]
     assert len(refusals) >= 2 and all(len(line) < 600 for line in refusals)
     assert "p" * 64 + "..." in text and "p" * 65 not in text
+
+
+def test_delete_qlocal_is_refused_while_a_connection_has_the_queue_open(single) -> None:
+    """As MQ (and as CLEAR QLOCAL already did): AMQ8148 while a getter waits on it; the
+    getter keeps waiting rather than getting 2085; once it is gone DELETE works."""
+    pair = single
+    pair.mqsc(pair.a, "DEFINE QLOCAL(QD)\n")
+    getter = _python(pair, "from miqm.client import connect, MQError\n"
+                           "qm = connect('QMSRV')\n"
+                           "try:\n    qm.get('QD', wait=30)\n"
+                           "except MQError as e:\n    print(e.reason, flush=True)\n")
+    try:
+        wait_until(lambda: _ipprocs(pair, "QD") == 1, "the getter waits on QD", timeout=30,
+                   poll=0.1)
+        proc = pair.run(pair.a, "runmqsc", pair.qmgr, stdin="DELETE QLOCAL(QD) PURGE\n",
+                        check=False)
+        assert "AMQ8148E" in proc.stdout and "MQRC_OBJECT_IN_USE" in proc.stdout
+        assert proc.returncode != 0
+        assert "QUEUE(QD)" in pair.mqsc(pair.a, "DISPLAY QLOCAL(QD)\n")
+        assert getter.poll() is None  # still waiting, not ended with 2085
+        getter.send_signal(signal.SIGKILL)
+        getter.wait(10)
+    finally:
+        if getter.poll() is None:
+            getter.kill()
+            getter.wait()
+    wait_until(lambda: _ipprocs(pair, "QD") == 0, "the getter's handle closes", timeout=10,
+               poll=0.1)
+    assert "AMQ8007I" in pair.mqsc(pair.a, "DELETE QLOCAL(QD)\n")
