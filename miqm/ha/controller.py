@@ -59,6 +59,22 @@ EXIT_FATAL = 71
 FATAL_EXIT = 70  # self-termination after losing ownership / unresponsive
 
 
+#: damaged objects named one by one on the console at a start; past it, a count (the
+#: error log names every one)
+CONSOLE_DAMAGE = 10
+
+
+def console_damage(lines: list[str]) -> list[str]:
+    """The AMQ7472 lines of a start, for the console: every one up to
+    :data:`CONSOLE_DAMAGE`, else the first ones and how many more the error log names
+    (a queue catalog lost in both copies names thousands)."""
+    if len(lines) <= CONSOLE_DAMAGE:
+        return list(lines)
+    keep = CONSOLE_DAMAGE - 1
+    return [*lines[:keep], f"... and {len(lines) - keep} more objects damaged: the error "
+            "log (AMQERR01.LOG) names every one"]
+
+
 class _NoSpace(Exception):
     """A takeover's store could not open because the shared filesystem is full."""
 
@@ -599,8 +615,13 @@ class Controller:
         recovery: list[str] = []
 
         def errlog(number: str, text: str) -> None:
-            recovery.append(text)
+            if number == "AMQ7472":
+                damaged.append(text)
+            else:
+                recovery.append(text)
             self.say(number, text)
+
+        damaged: list[str] = []
 
         from miqm.net.service import QueueService
         from miqm.store.qmstore import QueueManagerStore
@@ -649,7 +670,7 @@ class Controller:
             event=self._monitor_event, health=self.store_health)
         self.monitors.start()
         self.say("AMQ8003")
-        lines += recovery
+        lines += recovery + console_damage(damaged)
         lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from

@@ -1,0 +1,19 @@
+"""What a start prints on the console about damaged objects."""
+
+from miqm.ha.controller import CONSOLE_DAMAGE, console_damage
+
+
+def test_a_few_damaged_objects_are_named_one_by_one() -> None:
+    lines = [f"Object Q{i}, type queue damaged: gone" for i in range(CONSOLE_DAMAGE)]
+    assert console_damage(lines) == lines
+
+
+def test_thousands_of_damaged_objects_are_counted_not_listed() -> None:
+    """A queue catalog lost in both copies named 3,000 queues, a line each, on the
+    console: now the first ones and a count (the error log still names each)."""
+    lines = [f"Object Q{i}, type queue damaged: gone" for i in range(3000)]
+    out = console_damage(lines)
+    assert len(out) == CONSOLE_DAMAGE
+    assert out[:-1] == lines[:CONSOLE_DAMAGE - 1]
+    assert out[-1].startswith(f"... and {3000 - CONSOLE_DAMAGE + 1} more objects damaged")
+    assert "AMQERR01.LOG" in out[-1]
