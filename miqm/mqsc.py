@@ -51,6 +51,41 @@ QMGR_ATTRS: dict[str, tuple[str, Any]] = {
     "CONNAUTH": ("str", 48),
 }
 
+#: MQ's limit on the length of one MQSC command (continuations joined)
+MAX_COMMAND_LENGTH = 32_762
+
+#: how much of a command over that limit runmqsc echoes
+ECHO_PREFIX = 80
+
+
+def printable(text: str) -> str:
+    """``text`` as it may be shown on one line: a byte that was not valid UTF-8 on input
+    (decoded with ``surrogateescape``) as ``\\xNN``, other control characters (newlines
+    included) escaped the same way; tabs and printable characters as they are."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch == "\t" or ch.isprintable():
+            out.append(ch)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
+
+
+def _shortened(text: str) -> str:
+    """A command as echoed: whole up to MQ's limit, else its first characters and its
+    length."""
+    if len(text) <= MAX_COMMAND_LENGTH:
+        return text
+    return f"{text[:ECHO_PREFIX]}... ({len(text)} characters)"
+
+
 _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
           "DELETE": "DELETE", "DISPLAY": "DISPLAY", "DIS": "DISPLAY", "PING": "PING",
           "END": "END"}
@@ -164,7 +199,7 @@ def _tokens(text: str) -> list[_Token]:
             continue
         m = re.match(r"[A-Za-z][A-Za-z0-9_]*", text[i:])
         if not m:
-            raise MQSCSyntaxError(text[: i + 1], f"unexpected character {ch!r}")
+            raise MQSCSyntaxError(text[: i + 1], f"unexpected character '{printable(ch)}'")
         word = m.group(0).upper()
         i += len(m.group(0))
         j = i
@@ -251,6 +286,10 @@ def _name(tok: _Token, text: str, *, generic: bool = False) -> str:
 
 def parse_command(text: str) -> Command:
     """Parse one command (continuations already joined); MQSCSyntaxError if invalid."""
+    if len(text) > MAX_COMMAND_LENGTH:
+        raise MQSCSyntaxError(text[:ECHO_PREFIX] + "...", f"the command is {len(text)} "
+                              f"characters long: an MQSC command may be at most "
+                              f"{MAX_COMMAND_LENGTH} characters")
     tokens = _tokens(text)
     if not tokens:
         raise MQSCSyntaxError(text, "empty command")
@@ -657,7 +696,7 @@ def already_exists() -> str:
 
 def echo(number: int, text: str) -> str:
     """The numbered echo of a command: ``     1 : DEFINE QLOCAL(Q1)``."""
-    return f"{number:>6} : {text}"
+    return f"{number:>6} : {printable(_shortened(text))}"
 
 
 def header(qmgr: str) -> str:
@@ -778,7 +817,7 @@ def mq_date_time(t: float | None) -> tuple[str, str]:
 
 def syntax_error_lines(err: MQSCSyntaxError) -> list[str]:
     """What runmqsc prints for a syntax error (MQ's AMQ8405I, the segment, the reason)."""
-    return [MSG_SYNTAX, err.segment, f"({err.reason})"]
+    return [MSG_SYNTAX, printable(_shortened(err.segment)), f"({printable(err.reason)})"]
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -54,7 +54,8 @@ def runmqsc(
     emit(out)
     read = syntax = failed = 0
     try:
-        for number, text in enumerate(mqsc.split_commands(sys.stdin.read()), 1):
+        script = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+        for number, text in enumerate(mqsc.split_commands(script), 1):
             lines = [] if no_echo else [mqsc.echo(number, text)]
             try:
                 cmd = mqsc.parse_command(text)

@@ -207,3 +207,15 @@ def test_unreadable_run_record_leaves_the_instance_manageable(qm: Env, damage: s
     proc = qm.run("endmqm", "-i", "QMBAD")
     assert proc.returncode == 0, proc.stderr
     assert "STATUS(Ended" in qm.run("dspmq", "-m", "QMBAD").stdout
+
+
+def test_runmqsc_huge_command_and_binary_input(tmp_path: Path) -> None:
+    e = Env(tmp_path / "root")
+    huge = "DEFINE QLOCAL(Q1) DESCR('" + "x" * 5_000_000 + "')\n"
+    proc = subprocess.run(["runmqsc", "-v", "QMBAD"], env=e.env, capture_output=True,
+                          input=huge.encode() + b"DEF QL(\xc8)\n\xff\n", timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 10 and "Traceback" not in out + proc.stderr.decode()
+    assert len(out) < 2000, len(out)
+    assert "at most 32762 characters" in out
+    assert "(unexpected character '\\xff')" in out and "\\udc" not in out

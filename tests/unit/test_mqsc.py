@@ -209,3 +209,26 @@ def test_display_queue_covers_every_type() -> None:
     with pytest.raises(mqsc.MQSCSyntaxError) as info:
         parse("DIS Q(*) TYPE(QREMOTE)")
     assert info.value.segment == "DIS Q(*) TYPE(QREMOTE)"
+
+
+def test_a_command_over_mqs_limit_is_a_syntax_error_echoed_shortened() -> None:
+    text = "DEFINE QLOCAL(Q1) DESCR('" + "x" * 5_000_000 + "')"
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert "32762" in err.value.reason and "5000027" in err.value.reason
+    lines = [mqsc.echo(1, text), *mqsc.syntax_error_lines(err.value)]
+    assert sum(len(x) for x in lines) < 1000
+    assert "5000027 characters" in lines[0]
+    at_limit = "DIS QMGR" + " " * (mqsc.MAX_COMMAND_LENGTH - 8)
+    assert mqsc.parse_command(at_limit).verb == "DISPLAY"
+    assert mqsc.echo(1, at_limit).endswith(at_limit)
+
+
+def test_undecodable_bytes_and_control_characters_are_shown_as_hex() -> None:
+    script = b"\xc8\x00 DIS QMGR\n".decode("utf-8", "surrogateescape")
+    [text] = mqsc.split_commands(script)
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert "unexpected character '\\xc8'" in err.value.reason
+    assert mqsc.echo(1, text) == "     1 : \\xc8\\x00 DIS QMGR"
+    assert all(line.isprintable() for line in mqsc.syntax_error_lines(err.value))
