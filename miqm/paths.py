@@ -130,8 +130,15 @@ def load_registry(root: str | None = None) -> dict[str, QMgrEntry]:
             text = f.read()
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}. Check its permissions.") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is damaged: it is not valid text (byte 0x{exc.object[exc.start]:02x} at "
+            f"offset {exc.start} is not UTF-8). Restore it from a backup, or recreate it: "
+            "move it aside and register each queue manager again with addmqinf."
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Check its "
+                          "permissions.") from None
     entries: dict[str, QMgrEntry] = {}
     for s in parse_ini(text, path):
         if s.name != "QueueManager":

@@ -207,3 +207,12 @@ def test_os_host_name_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paths.socket, "gethostname", lambda: "bad name")
     with pytest.raises(UsageError, match="set MIQM_HOSTNAME"):
         paths.hostname()
+
+
+def test_mqs_ini_that_is_not_text_says_so_and_how_to_recover(tmp_path) -> None:
+    (tmp_path / "mqs.ini").write_bytes(b"QueueManager:\n   Name=\x9bQ\n")
+    with pytest.raises(ConfigError) as err:
+        paths.load_registry(str(tmp_path))
+    line = err.value.user_line()
+    assert "not valid text" in line and "0x9b" in line and "backup" in line, line
+    assert "codec" not in line and "permissions" not in line
