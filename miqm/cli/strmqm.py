@@ -53,8 +53,10 @@ def _wait_verdict(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> dic
 def _check_qm_ini(qmgr: str, data_path: str) -> None:
     """Refuse an empty or damaged qm.ini here, in one line (the controller would start
     on the defaults); a qm.ini that cannot be read is left to the controller to report."""
+    import errno
+
     from lockfs import open_volume
-    from lockfs.errors import LockFsError
+    from lockfs.errors import LockFsError, VolumePermissionError
     from miqm.config import check_complete
 
     try:
@@ -63,6 +65,12 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
             text = vol.read_bytes("qm.ini").decode("utf-8", "replace")
         finally:
             vol.close()
+    except VolumePermissionError as exc:  # files are opened read-write: a write failure
+        why = "it is on a read-only filesystem" if exc.errno == errno.EROFS else \
+            f"it cannot be written ({exc})"
+        fail_amq("AMQ6062", path=data_path, detail=f"{why}, and a queue manager writes to "
+                 "its data directory: remount it read-write or correct its ownership and "
+                 f"permissions, then run strmqm {qmgr} again.")
     except LockFsError:
         return
     check_complete(text, f"{data_path}/qm.ini")
