@@ -14,7 +14,9 @@ MQ's names: ``+put -get +all +alladm +allmqi +none`` ... The argument parsing is
 here by hand: ``-get`` is an authority, not an option.
 
 Exit codes are MQ's: 0 done, 36 bad arguments, 40 queue manager not available, 71 an
-unexpected failure (or refused: AMQ7077), 146 object name missing, 147 object type
+unexpected failure (or refused: AMQ7077); a command the queue manager answers with a
+numbered error exits with that number's code in docs/messages.md (AMQ1122, no such
+record to remove: 10); 146 object name missing, 147 object type
 missing, 148 bad object type, 149 principal missing, 150 no authorities given, 151 a
 bad authority.
 """
@@ -130,7 +132,8 @@ def _send(qmgr: str, text: str, prog: str) -> list[str]:
         first = lines[0] if lines else ""
         if first.startswith("AMQ8135"):
             _fail(f"{amq.line('AMQ7077')} {first.split(':', 1)[1].strip()}", 71)
-        _fail(f"{prog}: {first}", 71)
+        number = re.match(r"AMQ\d{4}", first)
+        _fail(f"{prog}: {first}", (amq.exit_code(number.group(0)) if number else 0) or 71)
     return lines
 
 
