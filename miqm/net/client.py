@@ -50,6 +50,13 @@ from miqm.net.protocol import (
 #: Ops a reconnecting client resends after a failover: they read state and change
 #: nothing, so a second execution cannot differ from the first.
 RETRY_SAFE_OPS = frozenset({"hello", "ping", "status", "logger_dump", "in_doubt"})
+#: ops that read and change nothing when their fields say so (``open`` with no options
+#: is MQOPEN + MQINQ, ``get`` with ``browse``): resent after a reconnect like the above
+_READ_WHEN = {"open": lambda f: "options" not in f and "dynamic" not in f,
+              "get": lambda f: bool(f.get("browse")) and not f.get("syncpoint")}
+#: a connection quiet for this long (seconds) is looked at before a call is sent on it:
+#: the listener may have closed it (qm.ini IdleTimeout)
+IDLE_PROBE_AFTER = 0.2
 #: MQRC 2548 MQRC_RECONNECT_FAILED: a connection that had been made could not be made
 #: again within ``reconnect_timeout``
 MQRC_RECONNECT_FAILED = 2548
@@ -229,7 +236,12 @@ class Connection:
     With ``reconnect=True`` a broken connection (the active instance died or switched
     over) is re-resolved and reconnected for up to ``reconnect_timeout`` seconds, then:
 
-    * the call in flight is resent only if it is in :data:`RETRY_SAFE_OPS` (reads);
+    * the call in flight is resent only if it is in :data:`RETRY_SAFE_OPS`, or a read
+      by its fields (:data:`_READ_WHEN`: an ``open`` without options, which is an
+      inquire; a browse);
+    * before a call on a connection quiet for :data:`IDLE_PROBE_AFTER` seconds, a look
+      at the socket (:meth:`peer_closed`) finds a connection the listener closed (its
+      IdleTimeout) and reconnects before anything is sent, so nothing is in doubt;
     * a ``commit`` or ``prepare`` in flight raises 2549 (MQRC_CALL_INTERRUPTED): the
       instance may have forced its record and died before replying, so the outcome is
       unknown (as MQ reports for a reconnectable client);
@@ -285,6 +297,8 @@ class Connection:
         self.reconnects = 0
         #: bumped on every new connection: a consumer resubscribes when it changes
         self.generation = 0
+        #: when a request last went out (time.monotonic)
+        self._last_sent = 0.0
 
     # -- connecting ------------------------------------------------------------------
     def open(self) -> Connection:
@@ -372,6 +386,7 @@ class Connection:
                 self.server_host = str(reply.get("host", ""))
                 self.standby = is_standby
                 self.generation += 1
+                self._last_sent = time.monotonic()
                 return self
             sock.close()
             if reply.get("mqrc") == MQRC_NOT_AUTHORIZED:
@@ -455,6 +470,7 @@ class Connection:
             self._wsize = 0
             assert self._sock is not None
             self._sock.sendall(data)
+            self._last_sent = time.monotonic()
 
     def _release_lone_put(self) -> None:
         """Something other than its commit follows a unit's first put: it goes as it is."""
@@ -533,6 +549,36 @@ class Connection:
         return self._await(request["id"])
 
     # -- calls -----------------------------------------------------------------------
+    def peer_closed(self) -> bool:
+        """Whether the queue manager has closed this connection (the listener's idle
+        timeout, an instance that ended): a look at the socket that waits for nothing
+        and reads nothing. If so the connection is dropped, and a unit of work open on
+        it is lost (as when a call finds it broken): the next call reconnects, or reports
+        2009 without reconnect, before anything is sent, so nothing is in doubt."""
+        sock = self._sock
+        if sock is None:
+            return False
+        try:
+            reader = self._reader
+            if reader is not None and len(getattr(reader, "_buf", b"")) > getattr(
+                    reader, "_pos", 0):
+                return False  # bytes already read wait to be taken
+            if isinstance(sock, ssl.SSLSocket) and sock.pending():
+                return False
+            # the TCP stream itself (for TLS too: its records are read by the next call)
+            data = socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False  # open, nothing to read
+        except OSError:
+            data = b""  # reset
+        if data:
+            return False  # something to read: the call's own read handles it
+        if self._in_uow or self._lone_put is not None:
+            self._uow_lost = True
+        self._in_uow = False
+        self._drop()
+        return True
+
     def _before(self, op: str, syncpoint: bool) -> None:
         """Before a request: a unit of work lost with a broken connection fails the
         operations under it, and a closed connection is opened again."""
@@ -585,10 +631,13 @@ class Connection:
         if syncpoint:
             self._in_uow = True
 
-    def _broken(self, op: str, syncpoint: bool, exc: BaseException) -> dict[str, Any]:
+    def _broken(self, op: str, syncpoint: bool, exc: BaseException,
+                safe: bool = False) -> dict[str, Any]:
         """The connection broke during ``op``: reconnect (or not) and raise what MQ's
         reconnectable clients report (see the class docstring); returns a reply only for a
-        backout, which the broken connection already did."""
+        backout, which the broken connection already did, and an empty dict when ``op``
+        is to be resent (in :data:`RETRY_SAFE_OPS`, or ``safe``: a read by its fields)."""
+        safe = safe or op in RETRY_SAFE_OPS
         self._drop()
         was_in_uow = self._in_uow or syncpoint
         self._in_uow = False
@@ -605,12 +654,12 @@ class Connection:
             if err.mqrc != MQRC_RECONNECT_FAILED:
                 raise
             doubt = (f"; the {op} may or may not have taken effect"
-                     if op in ("commit", "prepare")
-                     or (not was_in_uow and op not in RETRY_SAFE_OPS) else "")
+                     if op in ("commit", "prepare") or (not was_in_uow and not safe)
+                     else "")
             lost = ("; the unit of work was backed out" if self._uow_lost else "")
             raise NetError(f"the connection broke during {op} and {err}{lost}{doubt}",
                            mqrc=MQRC_RECONNECT_FAILED, amq=err.amq) from None
-        if was_in_uow:
+        if was_in_uow and not safe:
             if op in ("commit", "prepare"):
                 # the instance may have forced the COMMIT (or PREPARE) record and died
                 # before replying: restart then keeps it. Nobody here can know.
@@ -623,7 +672,7 @@ class Connection:
             raise NetError("the connection broke inside a unit of work, which was "
                            "backed out (MQRC 2009 MQRC_CONNECTION_BROKEN)",
                            mqrc=MQRC_CONNECTION_BROKEN) from None
-        if op not in RETRY_SAFE_OPS:
+        if not safe:
             raise NetError(f"the connection broke during {op}; it may or may not have "
                            "taken effect (MQRC 2549 MQRC_CALL_INTERRUPTED)",
                            mqrc=MQRC_CALL_INTERRUPTED) from None
@@ -632,6 +681,8 @@ class Connection:
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send ``op`` with ``fields``; the reply when ok, else NetError(mqrc)."""
         syncpoint = op in _UOW_OPS and bool(fields.get("syncpoint"))
+        if self._sock is not None and time.monotonic() - self._last_sent > IDLE_PROBE_AFTER:
+            self.peer_closed()  # then _before reconnects, sending nothing in doubt
         self._before(op, syncpoint)
         lone = self._lone_put
         body = None
@@ -649,7 +700,9 @@ class Connection:
         try:
             reply = self._roundtrip(request, wait, body)
         except (OSError, NetError) as exc:
-            reply = self._broken(op, syncpoint, exc)
+            read = _READ_WHEN.get(op)
+            reply = self._broken(op, syncpoint, exc,
+                                 safe=read is not None and read(fields))
             if not reply:
                 request["id"] = next(self._ids)
                 reply = self._roundtrip(request, wait, body)

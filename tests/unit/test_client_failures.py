@@ -171,3 +171,41 @@ def test_tls_mismatches_are_2393_at_once(served, tmp_path) -> None:  # noqa: F81
             assert qm.get("Q1").body == b"fine"
     finally:
         tls_listener.stop()
+
+
+def test_an_idle_connection_the_listener_dropped_is_made_again_first(
+        served, monkeypatch) -> None:  # noqa: F811
+    """The listener drops a connection quiet for its IdleTimeout: the next call finds
+    that before sending anything and reconnects, so nothing is in doubt (no 2549); a unit
+    of work open on it is reported lost (2003). Reads found broken in flight (inquire,
+    browse) are resent."""
+    from miqm.net.client import Connection
+    from tests.waiting import wait_until
+
+    served.listener.idle_timeout = 0.5
+    with mq.connect("QMC", reconnect_timeout=10) as qm:
+        qm.put("Q1", b"one")
+        wait_until(lambda: served.listener.rejected.get("idle") == 1, "idle drop", 10)
+        qm.put("Q1", b"two", persistent=True)  # not 2549: nothing had been sent
+        wait_until(lambda: served.listener.rejected.get("idle") == 2, "idle drop", 10)
+        assert int(qm.inquire("Q1")["MAXDEPTH"]) == 100000
+        qm.put("Q1", b"three", syncpoint=True)
+        qm.put("Q1", b"four", syncpoint=True)
+        wait_until(lambda: served.listener.rejected.get("idle") == 3, "idle drop", 10)
+        with pytest.raises(mq.BackedOut):
+            qm.commit()  # known lost before reconnecting
+        assert qm.get("Q1").body == b"one"
+        assert qm.reconnects == 3
+        # a break found only when the reply does not come (the look at the socket
+        # missed it): a read is sent again, not reported as in doubt
+        monkeypatch.setattr(Connection, "peer_closed", lambda self: False)
+        served.listener.idle_timeout = 600
+        served.listener.stop()
+        served.store.close()
+        served.start()
+        assert int(qm.inquire("Q1")["MAXDEPTH"]) == 100000
+        served.listener.stop()
+        served.store.close()
+        served.start()
+        assert qm.browse("Q1").body == b"two"
+        assert qm.get("Q1").body == b"two"
