@@ -529,7 +529,8 @@ class QueueService:
             if cmd.objtype in ("AUTHREC", "SECURITY"):
                 lines = self.authorizer.execute(cmd)
             else:
-                lines = self.authorizer.filter_display(cmd, session, self._execute(cmd))
+                lines = self.authorizer.filter_display(cmd, session,
+                                                       self._execute(cmd, session))
         except (ObjectError, MessagingError) as exc:
             return {"ok": True, "failed": True, "lines": [_amq_line(exc, cmd)]}
         except MiqmError as exc:
@@ -540,7 +541,9 @@ class QueueService:
     def _exists(self, name: str) -> bool:
         return any(_qname(q) == name for q in self.store.list_queues(name))
 
-    def _execute(self, cmd: mqsc.Command) -> list[str]:
+    def _execute(self, cmd: mqsc.Command, session: Session | None = None) -> list[str]:
+        """One MQSC command's response lines; ``session`` is the connection that issued it
+        (its own handles do not stop its DELETE QLOCAL)."""
         admin = self._admin_ops().get((cmd.verb, cmd.objtype))
         if admin is not None:
             return admin(cmd)
@@ -591,11 +594,15 @@ class QueueService:
             self.store.alter_queue(cmd.name, **cmd.attrs)
             return [mqsc.MSG_CHANGED]
         if cmd.verb == "DELETE":
-            in_use = self._in_use(cmd.name)  # a connection has it open: MQ refuses too
+            # another connection has it open: MQ refuses too
+            in_use = self._in_use(cmd.name, besides=session)
             if in_use:
                 return [in_use]
             # the store refuses a non-empty queue without purge (AMQ8143) or one in use
             self.store.delete_queue(cmd.name, purge="PURGE" in cmd.options)
+            if session is not None:  # the issuing connection's own handle ends with it
+                with self._sessions_lock:
+                    session.state.get("handles", {}).pop(cmd.name, None)
             return [mqsc.MSG_DELETED]
         return [f"AMQ8101E: {cmd.verb} QLOCAL is not supported."]
 
@@ -826,10 +833,11 @@ class QueueService:
         self.store.clear_queue(cmd.name)
         return [mqsc.MSG_CLEARED]
 
-    def _in_use(self, name: str) -> str | None:
-        """AMQ8148 naming the connections that have queue ``name`` open (CLEAR and DELETE
-        QLOCAL are refused while any has, as MQ refuses them), or None."""
-        held = [h for h in self._handles(name) if h[1] == name]
+    def _in_use(self, name: str, besides: Session | None = None) -> str | None:
+        """AMQ8148 naming the connections (other than ``besides``) that have queue
+        ``name`` open (CLEAR and DELETE QLOCAL are refused while any has, as MQ refuses
+        them), or None."""
+        held = [h for h in self._handles(name) if h[1] == name and h[0] is not besides]
         if not held:
             return None
         who = ", ".join(sorted({self.conn_id(s) for s, _q, _m in held}))
