@@ -558,12 +558,15 @@ class QueueService:
             return mqsc.qmgr_display(self.qmgr, self.store.qmgr_attrs(), cmd.show)
         if cmd.objtype != "QLOCAL":
             return [f"AMQ8101E: {cmd.verb} {cmd.objtype} is not supported."]
+        damaged = self._damaged(cmd.name)
         if cmd.verb == "DISPLAY":
             if cmd.generic:
                 queues = self.store.list_queues(cmd.name)
-                if not queues:
+                if not queues and not damaged:
                     return [mqsc.not_found(cmd.name)]
             else:
+                if cmd.name in damaged:
+                    return [self._damaged_line(cmd.name, damaged[cmd.name])]
                 if not self._exists(cmd.name):
                     return [mqsc.not_found(cmd.name)]
                 queues = [self.store.queue_attrs(cmd.name)]
@@ -572,8 +575,15 @@ class QueueService:
                 attrs = self._with_procs(dict(q))
                 attrs.setdefault("QUEUE", _qname(q) or cmd.name)
                 lines += mqsc.queue_display(attrs, cmd.show)
-            return lines
-        exists = self._exists(cmd.name)
+            # a generic DISPLAY shows the queues it can, and a line for each damaged one
+            return lines + [self._damaged_line(n, why) for n, why in damaged.items()]
+        if cmd.name in damaged and cmd.verb != "DELETE":
+            # DEFINE without REPLACE: it exists (AMQ8150), as before; REPLACE, ALTER and
+            # the rest cannot change a queue whose file is gone: say what can
+            if cmd.verb == "DEFINE" and "REPLACE" not in cmd.options:
+                return [mqsc.already_exists()]
+            return [self._damaged_line(cmd.name, damaged[cmd.name])]
+        exists = self._exists(cmd.name) or cmd.name in damaged
         if cmd.verb == "DEFINE":
             attrs = dict(cmd.attrs)
             if cmd.like:
@@ -826,12 +836,28 @@ class QueueService:
 
     def _mqsc_clear(self, cmd: mqsc.Command) -> list[str]:
         if not self._exists(cmd.name):
+            damaged = self._damaged(cmd.name)
+            if cmd.name in damaged:
+                return [self._damaged_line(cmd.name, damaged[cmd.name])]
             return [mqsc.not_found(cmd.name)]
         in_use = self._in_use(cmd.name)
         if in_use:
             return [in_use]
         self.store.clear_queue(cmd.name)
         return [mqsc.MSG_CLEARED]
+
+    def _damaged(self, pattern: str) -> dict[str, str]:
+        """The damaged queues matching ``pattern``, with why (none from a store that does
+        not say)."""
+        fn = getattr(self.store, "damaged", None)
+        return dict(fn(pattern)) if fn is not None else {}
+
+    def _damaged_line(self, name: str, why: str) -> str:
+        """MQ's AMQ7472 for a damaged queue, with what the administrator can do."""
+        return (f"{amq.line('AMQ7472', severity=True, name=name)[:-1]}: {why}. Delete it "
+                f"with DELETE QLOCAL({name}) and define it again, or, with linear logging, "
+                f"recreate it from its media image with 'rcrmqobj -m {self.qmgr} -t queue "
+                f"{name}'.")
 
     def _in_use(self, name: str, besides: Session | None = None) -> str | None:
         """AMQ8148 naming the connections (other than ``besides``) that have queue
@@ -981,7 +1007,7 @@ class QueueService:
         lines: list[str] = []
         if qtype in ("ALL", "QLOCAL"):
             local = mqsc.Command("DISPLAY", "QLOCAL", cmd.name, show=cmd.show, text=cmd.text)
-            if cmd.generic or self._exists(cmd.name):
+            if cmd.generic or self._exists(cmd.name) or self._damaged(cmd.name):
                 found = self._execute(local)
                 if not found[0].startswith("AMQ8147"):
                     lines += found

@@ -1157,6 +1157,15 @@ class QueueManagerStore:
             return [self._attrs_of(q) for n, q in sorted(self.state.queues.items())
                     if fnmatch.fnmatchcase(n, pattern) and n not in self._damaged]
 
+    def damaged(self, pattern: str = "*") -> dict[str, str]:
+        """The damaged queues whose name matches ``pattern`` (``*`` generic), each with
+        why (AMQ7472 at start: its file missing, unreadable or another incarnation's).
+        :meth:`list_queues` leaves them out; :meth:`delete_queue` deletes them (their files
+        go at the next checkpoint as for any delete), after which DEFINE works again."""
+        with self._lock:
+            return {n: why for n, why in sorted(self._damaged.items())
+                    if fnmatch.fnmatchcase(n, pattern) and n in self.state.queues}
+
     def set_qmgr_attrs(self, **attrs: Any) -> None:
         """ALTER QMGR (MAXUMSGS, MAXMSGL, DESCR)."""
         norm: dict[str, Any] = {}

@@ -6,6 +6,7 @@ damaged queue, and a credentials file others can read."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -131,3 +132,47 @@ def test_delete_qlocal_is_refused_while_a_connection_has_the_queue_open(single) 
     wait_until(lambda: _ipprocs(pair, "QD") == 0, "the getter's handle closes", timeout=10,
                poll=0.1)
     assert "AMQ8007I" in pair.mqsc(pair.a, "DELETE QLOCAL(QD)\n")
+
+
+def test_a_damaged_queue_can_be_deleted_and_defined_again(single) -> None:
+    """Its file removed while the queue manager was down: DISPLAY says it is damaged and
+    what to do, DEFINE REPLACE is refused with that line, DELETE removes it (circular
+    logging: no rcrmqobj), and DEFINE then works."""
+    pair = single
+    pair.mqsc(pair.a, "DEFINE QLOCAL(Q1)\nDEFINE QLOCAL(Q2)\n")
+    pair.put(pair.a, "Q1", ["one", "two"])
+    pair.run(pair.a, "endmqm", "-w", pair.qmgr, timeout=60)
+    qdir = os.path.join(pair.data_dir(), "queues", "Q1")
+    assert os.path.isdir(qdir)
+    shutil.rmtree(qdir)
+    pair.start(pair.a)
+
+    def mqsc(text: str) -> tuple[str, int]:
+        proc = pair.run(pair.a, "runmqsc", pair.qmgr, stdin=text, check=False)
+        assert "Traceback" not in proc.stdout + proc.stderr
+        return proc.stdout, proc.returncode
+
+    out, rc = mqsc("DISPLAY QLOCAL(Q1)\n")
+    assert "AMQ7472E: Object Q1, type queue damaged" in out and "DELETE QLOCAL(Q1)" in out
+    assert "rcrmqobj" in out and rc != 0
+    out, rc = mqsc("DISPLAY QLOCAL(Q*)\n")
+    assert "QUEUE(Q2)" in out and "AMQ7472E: Object Q1, type queue damaged" in out
+    assert "QUEUE(Q1)" not in out
+    out, rc = mqsc("DEFINE QLOCAL(Q1)\n")
+    assert "AMQ8150E" in out and rc != 0
+    out, rc = mqsc("DEFINE QLOCAL(Q1) REPLACE\n")
+    assert "AMQ7472E" in out and rc != 0
+    out, rc = mqsc("CLEAR QLOCAL(Q1)\n")
+    assert "AMQ7472E" in out and rc != 0
+    out, rc = mqsc("DELETE QLOCAL(Q1)\n")
+    assert "AMQ8007I" in out and rc == 0, out
+    out, rc = mqsc("DISPLAY QLOCAL(Q1)\n")
+    assert "AMQ8147E" in out
+    out, rc = mqsc("DEFINE QLOCAL(Q1)\n")
+    assert "AMQ8006I" in out and rc == 0, out
+    pair.put(pair.a, "Q1", ["three"])
+    # the new queue survives a restart, and nothing of the old one comes back
+    pair.run(pair.a, "endmqm", "-w", pair.qmgr, timeout=60)
+    pair.start(pair.a)
+    assert pair.get_all(pair.a, "Q1") == ["three"]
+    assert "damaged" not in mqsc("DISPLAY QLOCAL(*)\n")[0]
