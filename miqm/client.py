@@ -29,8 +29,8 @@ from miqm.net import client as _net
 from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 
 __all__ = [
-    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "MQError", "Message",
-    "NoMessageAvailable", "NotAuthorized", "QMgrNameError", "QMgrNotAvailable",
+    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "HConnError", "MQError",
+    "Message", "NoMessageAvailable", "NotAuthorized", "QMgrNameError", "QMgrNotAvailable",
     "QueueManager", "ReconnectFailed", "SSLInitializationError", "StandbyQMgr",
     "UnknownObjectName", "connect",
 ]
@@ -88,6 +88,11 @@ class SSLInitializationError(MQError):
     or a client certificate the listener requires and did not get."""
 
 
+class HConnError(MQError):
+    """2018 MQRC_HCONN_ERROR: a call on a connection that was closed (``close()``, or the
+    end of its ``with`` block)."""
+
+
 class ReconnectFailed(MQError):
     """2548 MQRC_RECONNECT_FAILED: the connection broke and could not be made again
     within ``reconnect_timeout``; the next call tries again. A unit of work that was open
@@ -100,7 +105,7 @@ _BY_REASON: dict[int, type[MQError]] = {
     2035: NotAuthorized, 2033: NoMessageAvailable, 2085: UnknownObjectName,
     2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
     2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed, 2058: QMgrNameError,
-    2393: SSLInitializationError,
+    2393: SSLInitializationError, 2018: HConnError,
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058

@@ -57,6 +57,8 @@ _READ_WHEN = {"open": lambda f: "options" not in f and "dynamic" not in f,
 #: a connection quiet for this long (seconds) is looked at before a call is sent on it:
 #: the listener may have closed it (qm.ini IdleTimeout)
 IDLE_PROBE_AFTER = 0.2
+#: MQRC 2018 MQRC_HCONN_ERROR: a call on a connection the application closed
+MQRC_HCONN_ERROR = 2018
 #: MQRC 2548 MQRC_RECONNECT_FAILED: a connection that had been made could not be made
 #: again within ``reconnect_timeout``
 MQRC_RECONNECT_FAILED = 2548
@@ -299,11 +301,14 @@ class Connection:
         self.generation = 0
         #: when a request last went out (time.monotonic)
         self._last_sent = 0.0
+        #: close() was called: every later call is refused with 2018 (MQRC_HCONN_ERROR)
+        self.closed = False
 
     # -- connecting ------------------------------------------------------------------
     def open(self) -> Connection:
         """Resolve and connect; NetError 2059/2543/2035 (or AMQ7048) if nothing usable
         answers."""
+        self.closed = False
         try:
             return self._open()
         except NetError as exc:
@@ -579,11 +584,18 @@ class Connection:
         self._drop()
         return True
 
+    def _closed_error(self, op: str) -> NetError:
+        return NetError(f"{op} on a connection to queue manager '{self.qmgr}' that the "
+                        "application closed (MQRC 2018 MQRC_HCONN_ERROR): connect again",
+                        mqrc=MQRC_HCONN_ERROR)
+
     def _before(self, op: str, syncpoint: bool) -> None:
         """Before a request: a unit of work lost with a broken connection fails the
         operations under it, and a closed connection is opened again."""
         if not (self._uow_lost or self._sock is None or op == "backout"):
             return  # the usual case, on every request
+        if self.closed:
+            raise self._closed_error(op)
         if op == "backout":
             self._uow_lost = False  # the application has ended the lost unit of work
         if self._uow_lost and (syncpoint or op == "commit"):
@@ -723,6 +735,8 @@ class Connection:
         if queue:
             return queue.popleft()
         if self._sock is None:
+            if self.closed:
+                raise self._closed_error("a consumer's read")
             raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
         self._flush()
         deadline = time.monotonic() + timeout
@@ -743,7 +757,9 @@ class Connection:
                 raise NetError("an unexpected reply arrived", mqrc=MQRC_CONNECTION_BROKEN)
 
     def close(self) -> None:
-        """Close the connection (the server backs out any open unit of work)."""
+        """Close the connection (the server backs out any open unit of work); later
+        calls raise 2018 (MQRC_HCONN_ERROR) until :meth:`open`."""
+        self.closed = True
         try:
             self._flush()
         except OSError:

@@ -209,3 +209,25 @@ def test_an_idle_connection_the_listener_dropped_is_made_again_first(
         served.start()
         assert qm.browse("Q1").body == b"two"
         assert qm.get("Q1").body == b"two"
+
+
+def test_a_closed_connection_refuses_every_call_with_2018(served) -> None:  # noqa: F811
+    qm = mq.connect("QMC")
+    qm.put("Q1", b"kept", persistent=True)
+    qm.close()
+    for call in (lambda: qm.put("Q1", b"x"), lambda: qm.get("Q1"),
+                 lambda: qm.browse("Q1"), lambda: qm.inquire("Q1"), qm.commit,
+                 qm.backout, lambda: qm.put("Q1", b"y", syncpoint=True),
+                 lambda: qm.consume("Q1", wait=0).next(0)):
+        with pytest.raises(mq.HConnError) as info:
+            call()
+        assert info.value.reason == 2018
+    qm.close()  # twice is harmless
+    with mq.connect("QMC") as qm2:
+        pass
+    with pytest.raises(mq.HConnError):
+        qm2.put("Q1", b"z")
+    with mq.connect("QMC") as qm3:
+        assert qm3.get("Q1").body == b"kept"  # nothing was put after the close
+        with pytest.raises(mq.NoMessageAvailable):
+            qm3.get("Q1")
