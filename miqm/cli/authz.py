@@ -28,7 +28,7 @@ import sys
 from typing import NoReturn
 
 from miqm import amq, authz, mqsc
-from miqm.cli.common import run
+from miqm.cli.common import line_number, run
 
 _TYPES = {"queue": authz.QUEUE, "q": authz.QUEUE, "qmgr": authz.QMGR}
 
@@ -132,8 +132,7 @@ def _send(qmgr: str, text: str, prog: str) -> list[str]:
         first = lines[0] if lines else ""
         if first.startswith("AMQ8135"):
             _fail(f"{amq.line('AMQ7077')} {first.split(':', 1)[1].strip()}", 71)
-        number = re.match(r"AMQ\d{4}", first)
-        _fail(f"{prog}: {first}", (amq.exit_code(number.group(0)) if number else 0) or 71)
+        _fail(f"{prog}: {first}", amq.exit_code(line_number(first)) or 71)
     return lines
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import typer
 
 from miqm import amq
-from miqm.cli.common import fail, fail_amq, make_app, run_typer
+from miqm.cli.common import fail, fail_amq, line_number, make_app, run_typer
 
 app = make_app("End a queue manager instance.")
 
@@ -155,7 +155,8 @@ def endmqm(
         if exc.mqrc == 2059:
             fail_amq("AMQ8146", f"No instance answered at {target[0]}({target[1]}).",
                      qmgr=qmgr)
-        fail(exc.user_line(), amq.exit_code(exc.amq) or 5)
+        line = exc.user_line()
+        fail(line, amq.exit_code(exc.amq or line_number(line)) or 5)
     if mode == "controlled" and not standby_only:
         typer.echo(amq.text("AMQ1003"))
     pid = int(reply.get("pid") or 0)
