@@ -60,10 +60,26 @@ def _qm_ini(qmgr: str, settings: object, log_loc: str, lease: float | None,
     return text, lease_line
 
 
+def _unusable(qmgr: str, what: str, location: str, exc: Exception) -> Exception:
+    """The error for a -md (AMQ6062) or -ld (AMQ7017) location that cannot be made or
+    reached."""
+    from miqm.errors import ConfigError
+
+    flag = "-md" if what == "data" else "-ld"
+    why = (f"cannot be created or reached ({exc}). Give {flag} an existing, writable "
+           "directory (or an nfs4:// URL).")
+    if what == "data":
+        return ConfigError(amq.line("AMQ6062", path=location, detail=f"it {why}"),
+                           amq="AMQ6062")
+    return ConfigError(amq.line("AMQ7017", qmgr=qmgr, detail=f"{location} {why}"),
+                       amq="AMQ7017")
+
+
 def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: str,
             lf: int, lp: int, ls: int, auto: dict[str, str] | None = None) -> list[str]:
     """Do the work; returns the console lines. Raises MiqmError/LockFsError on failure."""
     from lockfs import open_volume
+    from lockfs.errors import LockFsError
     from miqm import autoconfig
     from miqm.errors import ConfigError
     from miqm.paths import (
@@ -94,9 +110,12 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     parents = []
     try:
         for parent_loc, what in ((data_parent, "data"), (log_parent, "log")):
-            parent = open_volume(parent_loc)
-            parents.append(parent)
-            parent.makedirs("")
+            try:
+                parent = open_volume(parent_loc)
+                parents.append(parent)
+                parent.makedirs("")
+            except LockFsError as exc:
+                raise _unusable(qmgr, what, parent_loc, exc) from None
             if parent.exists(dirname) and parent.listdir(dirname):
                 raise ConfigError(
                     f"{amq.line('AMQ8110', qmgr=qmgr)[:-1]}: the {what} directory "
@@ -178,7 +197,9 @@ def crtmqm(
                         file_pages, primary, secondary, auto)
     except ConfigError as exc:
         if "out of range" in str(exc) or "exceeds" in str(exc):
-            fail(f"AMQ8101: crtmqm: {exc} Correct -lf, -lp or -ls.", 2)
+            # a flag's value: a usage error (exit 2) like every other bad flag, not MQ's
+            # AMQ8101, which is an unexpected error (exit 71 in docs/messages.md)
+            fail(f"crtmqm: {exc} Correct -lf, -lp or -ls.", 2)
         raise
     for line in lines:
         typer.echo(line)

@@ -104,6 +104,24 @@ def test_crtmqm_bad_input_is_one_line(root, capsys, monkeypatch, argv, code, nee
     assert not os.path.exists(os.path.join(root, "qmgrs", "QM1"))
 
 
+@pytest.mark.parametrize("flag, number", [("-md", "AMQ6062"), ("-ld", "AMQ7017")])
+def test_crtmqm_on_a_location_that_cannot_be_made_names_it_with_its_number(
+        root, capsys, monkeypatch, flag, number) -> None:
+    rc, _out, err = run(crtmqm.main, ["crtmqm", flag, "/proc/nonexistent", "-lf", "64", "QM1"],
+                        capsys, monkeypatch)
+    line = one_line(err)
+    assert rc == 71 and line.startswith(f"{number}: ") and "/proc/nonexistent" in line, line
+    assert flag in line
+    assert not os.path.exists(os.path.join(root, "qmgrs", "QM1"))
+
+
+def test_crtmqm_flag_out_of_range_is_a_usage_error_without_amq8101(
+        root, capsys, monkeypatch) -> None:
+    rc, _out, err = run(crtmqm.main, ["crtmqm", "-lf", "10", "QM1"], capsys, monkeypatch)
+    line = one_line(err)
+    assert rc == 2 and "LogFilePages=10" in line and "AMQ8101" not in line, line
+
+
 def test_crtmqm_cleans_up_after_a_store_failure(root, capsys, monkeypatch) -> None:
     def boom(*a: Any) -> None:
         from miqm.errors import LogWriteError
