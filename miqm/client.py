@@ -465,7 +465,7 @@ class Consumer:
     def _subscribe(self) -> None:
         self._batch = None
         self._empty = False
-        self._sub += 1
+        self._sub = self._conn.new_subscription()
         # the listener's features (of the last connection: a reconnect inside the call
         # may reach another release, which ignores the field; _take reads either format)
         packed = "packed" in self._conn.features
@@ -586,6 +586,7 @@ class Consumer:
                 self._conn.call("cancel", sub=self._sub, handed=handed)
         except (OSError, MiqmError):
             pass
+        self._conn.forget_subscription(self._sub)
 
 
 def connect(qmgr: str, conname: str | None = None, credential: str | None = None,

@@ -292,6 +292,7 @@ class Connection:
         #: (op, reply) of the first pipelined call that failed since the last commit/backout
         self.async_error: tuple[str, dict[str, Any]] | None = None
         self._ids = itertools.count(1)
+        self._sub_ids = itertools.count(1)
         self._in_uow = False
         self._uow_lost = False
         #: a unit of work's first put under syncpoint, not written yet: (request, body)
@@ -727,6 +728,15 @@ class Connection:
             raise NetError(str(reply.get("error") or f"{op} failed"),
                            mqrc=int(reply.get("mqrc") or 2195), amq=reply.get("amq"))
         return reply
+
+    def new_subscription(self) -> int:
+        """A subscription id (the ``sub`` of ``consume``) no other consumer on this
+        connection has had: several consumers may stream on one connection."""
+        return next(self._sub_ids)
+
+    def forget_subscription(self, sub: int) -> None:
+        """Drop what was pushed for ``sub`` and not read (its consumer has ended)."""
+        self._pushes.pop(sub, None)
 
     def next_push(self, sub: int, timeout: float) -> dict[str, Any] | None:
         """The next frame pushed for subscription ``sub``, waiting up to ``timeout``

@@ -231,3 +231,24 @@ def test_a_closed_connection_refuses_every_call_with_2018(served) -> None:  # no
         assert qm3.get("Q1").body == b"kept"  # nothing was put after the close
         with pytest.raises(mq.NoMessageAvailable):
             qm3.get("Q1")
+
+
+def test_two_consumers_stream_on_one_connection(served) -> None:  # noqa: F811
+    served.store.define_queue("Q2", MAXDEPTH=100000)
+    with mq.connect("QMC") as qm:
+        for i in range(150):
+            qm.put("Q1", b"a%d" % i, syncpoint=True)
+            qm.put("Q2", b"b%d" % i, syncpoint=True)
+        qm.commit()
+        one = qm.consume("Q1", prefetch=20, wait=0.5)
+        two = qm.consume("Q2", prefetch=30, wait=0.5)
+        got_one, got_two = [], []
+        for _ in range(100):  # interleaved
+            got_one.append(one.next(5).body)
+            got_two.append(two.next(5).body)
+        one.close()
+        three = qm.consume("Q1", prefetch=10, wait=0.5)  # a third, after the first ended
+        got_one += [m.body for m in three]
+        got_two += [m.body for m in two]
+    assert got_one == [b"a%d" % i for i in range(150)]
+    assert got_two == [b"b%d" % i for i in range(150)]
