@@ -78,6 +78,22 @@ def make_app(help_text: str) -> typer.Typer:
     )
 
 
+def command_path(default: str = "") -> str:
+    """The running (sub)command as typed, e.g. ``miqm bench store``; ``default`` outside a
+    command."""
+    try:  # typer >= 0.20 vendors click as typer._click
+        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click import get_current_context  # type: ignore[no-redef]
+    ctx = get_current_context(silent=True)
+    return str(ctx.command_path) if ctx is not None else default
+
+
+def fail_usage(message: str, code: int = 2) -> NoReturn:
+    """:func:`fail` with the running command's path in front (``miqm bench store: ...``)."""
+    fail(f"{command_path(os.path.basename(sys.argv[0]))}: {message}", code)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line to stderr and exit with ``code``."""
     typer.echo(message, err=True)
@@ -170,8 +186,10 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
     def invoke() -> None:
         try:
             rc = command.main(args=sys.argv[1:], standalone_mode=False, prog_name=name)
-        except ClickException as exc:
-            fail(f"{name}: {exc.format_message()} (try '{name} -h')", exc.exit_code)
+        except ClickException as exc:  # named as the (sub)command that refused it
+            ctx = getattr(exc, "ctx", None)
+            path = str(ctx.command_path) if ctx is not None else name
+            fail(f"{path}: {exc.format_message()} (try '{path} -h')", exc.exit_code)
         except typer.Abort:
             fail("interrupted", 130)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -7,7 +7,7 @@ import json
 import typer
 
 from miqm.cli import credential
-from miqm.cli.common import fail, make_app, run_typer
+from miqm.cli.common import fail, fail_usage, make_app, run_typer
 
 app = make_app("miqm: multi-instance queue manager tools.")
 bench_app = make_app("Benchmarks: figures measured side by side in one run.")
@@ -63,22 +63,22 @@ def bench_store(
     try:
         counts = tuple(int(x) for x in producers.split(",") if x.strip())
     except ValueError:
-        fail(f"--producers {producers!r} is not a comma-separated list of numbers", 2)
+        fail_usage(f"--producers {producers!r} is not a comma-separated list of numbers", 2)
     if not counts or min(counts) < 1:
-        fail("--producers needs at least one positive count", 2)
+        fail_usage("--producers needs at least one positive count", 2)
     try:
         chosen = tuple(int(x) for x in cpus.split(",") if x.strip())
     except ValueError:
-        fail(f"--cpus {cpus!r} is not a comma-separated list of CPU numbers", 2)
+        fail_usage(f"--cpus {cpus!r} is not a comma-separated list of CPU numbers", 2)
     allowed = os.sched_getaffinity(0)
     if not set(chosen) <= allowed:
-        fail(f"--cpus {cpus}: this process may run on CPUs "
+        fail_usage(f"--cpus {cpus}: this process may run on CPUs "
              f"{','.join(map(str, sorted(allowed)))} only", 2)
     try:
         gather = StoreTuning(group_commit_cpu=parse_cpu(
             group_commit_cpu, "--group-commit-cpu")).group_commit_cpu  # range checked there
     except ConfigError as exc:
-        fail(str(exc), 2)
+        fail_usage(str(exc), 2)
     result = run(directory, counts, seconds, recovery_records, memory_messages,
                  echo=(lambda s: None) if as_json else print, cpus=chosen,
                  group_commit_cpu=gather)
@@ -105,11 +105,11 @@ def bench_net(
     from miqm.bench.net import bench_net as run
 
     if messages < 1:
-        fail("--messages must be at least 1", 2)
+        fail_usage("--messages must be at least 1", 2)
     if rounds is not None and not 1 <= rounds <= 100:
-        fail("--rounds must be from 1 to 100", 2)
+        fail_usage("--rounds must be from 1 to 100", 2)
     if authrecs and (authrecs < 2 or authrecs > 100_000):
-        fail("--authrecs must be from 2 to 100000", 2)
+        fail_usage("--authrecs must be from 2 to 100000", 2)
     echo = (lambda s: None) if as_json else print
     if authrecs:
         result = bench_authz(messages, authrecs, rounds or 2, echo=echo, directory=directory)
@@ -143,13 +143,13 @@ def bench_failover(
 ) -> None:
     """Fail over ``cycles`` times between two instances and report the durations."""
     if fault not in ("kill", "switchover", "pause", "partition"):
-        fail(f"--fault {fault!r} is not one of kill, switchover, pause, partition", 2)
+        fail_usage(f"--fault {fault!r} is not one of kill, switchover, pause, partition", 2)
     if cycles < 1:
-        fail("--cycles must be at least 1", 2)
+        fail_usage("--cycles must be at least 1", 2)
     if rounds < 1:
-        fail("--rounds must be at least 1", 2)
+        fail_usage("--rounds must be at least 1", 2)
     if rounds > 1 and not backlog:
-        fail("--rounds goes with --backlog (it repeats the backlog cases in turn)", 2)
+        fail_usage("--rounds goes with --backlog (it repeats the backlog cases in turn)", 2)
     echo = (lambda s: None) if as_json else print
     if backlog:
         from miqm.bench.failover import (
@@ -160,7 +160,7 @@ def bench_failover(
         )
 
         if fault != "kill":
-            fail("--backlog measures kill -9 takeovers (on a local directory or, with "
+            fail_usage("--backlog measures kill -9 takeovers (on a local directory or, with "
                  "--nfs-lab, on the NFSv4 lab): leave --fault "
                  "at kill", 2)
         try:
@@ -168,14 +168,14 @@ def bench_failover(
             cases = (list(presets[backlog]) if backlog in presets
                      else parse_backlog(backlog))
         except ValueError as exc:
-            fail(f"--backlog: {exc}", 2)
+            fail_usage(f"--backlog: {exc}", 2)
         if on_lab:
             from miqm.bench.failover_lab import bench_backlog_lab
             from miqm.lab import lab_missing
 
             why = lab_missing()
             if why:
-                fail(f"--nfs-lab runs on the NFSv4 lab, which {why}", 2)
+                fail_usage(f"--nfs-lab runs on the NFSv4 lab, which {why}", 2)
             result = bench_backlog_lab(cases, cycles, lab_dir=lab or None, lease=lease,
                                        echo=echo, rounds=rounds)
         else:
@@ -184,17 +184,17 @@ def bench_failover(
             print(json.dumps(result))
         return
     if on_lab and fault == "kill":
-        fail("--nfs-lab goes with --backlog (partition and pause always run on the lab)", 2)
+        fail_usage("--nfs-lab goes with --backlog (partition and pause always run on the lab)", 2)
     if fault in ("pause", "partition"):
         from miqm.bench.failover_lab import bench_failover_lab
         from miqm.lab import lab_missing
 
         if not 4 <= lease <= 120:
-            fail("--lease must be 4..120 seconds (verify and monitor intervals must fit "
+            fail_usage("--lease must be 4..120 seconds (verify and monitor intervals must fit "
                  "under it)", 2)
         why = lab_missing()
         if why:
-            fail(f"--fault {fault} runs on the NFSv4 lab, which {why}; on a local directory "
+            fail_usage(f"--fault {fault} runs on the NFSv4 lab, which {why}; on a local directory "
                  "a paused or cut-off active keeps its lock and the standby rightly never "
                  "takes over", 2)
         result = bench_failover_lab(cycles, fault, lab_dir=lab or None, lease=lease,
@@ -238,20 +238,20 @@ def bench_campaign(
     if unknown:
         where = "on the NFSv4 lab" if on_lab else "on a local directory (partition and " \
             "pause need --nfs-lab)"
-        fail(f"--faults {faults!r}: {', '.join(unknown)} cannot be injected {where}; "
+        fail_usage(f"--faults {faults!r}: {', '.join(unknown)} cannot be injected {where}; "
              f"choose from {', '.join(allowed)}", 2)
     if cycles < 1 or producers < 1:
-        fail("--cycles and --producers must be at least 1", 2)
+        fail_usage("--cycles and --producers must be at least 1", 2)
     if consumers < 0:
-        fail("--consumers must be 0 or more", 2)
+        fail_usage("--consumers must be 0 or more", 2)
     if on_lab:
         from miqm.lab import lab_missing
 
         if not 4 <= lease <= 120:
-            fail("--lease must be 4..120 seconds", 2)
+            fail_usage("--lease must be 4..120 seconds", 2)
         why = lab_missing()
         if why:
-            fail(f"--nfs-lab: the NFSv4 lab {why}", 2)
+            fail_usage(f"--nfs-lab: the NFSv4 lab {why}", 2)
     result = run(cycles, drawn, producers=producers, seed=None if seed < 0 else seed,
                  lab=on_lab, lab_dir=lab or None, lease=lease,
                  echo=(lambda s: None) if as_json else print, round_robin=in_turn,
@@ -263,7 +263,7 @@ def bench_campaign(
            if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"
-        fail(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
+        fail_usage(f"the audit found {', '.join(f'{k}={result[k]}' for k in bad)}: both "
              f"instances' error logs and event histories are kept in {kept}", 1)
 
 
@@ -341,7 +341,7 @@ def bench_metrics(
     from miqm.metrics.bench import bench_metrics as run
 
     if seconds <= 0 or rounds < 1 or producers < 1:
-        fail("--seconds must be positive, --rounds and --producers at least 1", 2)
+        fail_usage("--seconds must be positive, --rounds and --producers at least 1", 2)
     result = run(seconds, rounds, producers, echo=(lambda s: None) if as_json else print)
     if as_json:
         print(json.dumps(result))

@@ -109,3 +109,17 @@ def test_env_seconds_default_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env_seconds("MIQM_TEST_SECONDS", 5.0) == 5.0
     monkeypatch.setenv("MIQM_TEST_SECONDS", " 2.5 ")
     assert env_seconds("MIQM_TEST_SECONDS", 5.0) == 2.5
+
+
+@pytest.mark.parametrize(("argv", "prefix"), [
+    (["bench", "store", "--bogus"], "miqm bench store: No such option: --bogus"),
+    (["bench", "store", "--producers", "abc"], "miqm bench store: --producers 'abc'"),
+    (["bench", "failover", "--fault", "nope"], "miqm bench failover: --fault 'nope'"),
+])
+def test_subcommand_errors_name_the_subcommand(argv: list[str], prefix: str) -> None:
+    proc = subprocess.run(["miqm", *argv], capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    if "No such option" in lines[0]:
+        assert lines[0].endswith("(try 'miqm bench store -h')")
