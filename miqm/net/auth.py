@@ -32,12 +32,16 @@ import hmac
 import json
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from miqm.errors import ConfigError, MiqmError
+
+#: credential files a warning about their mode was printed for (once per file)
+_warned: set[str] = set()
 
 CREDENTIALS_FILE = "credentials"
 ADMIN = "admin"
@@ -120,6 +124,37 @@ def write(volume: Any, principals: dict[str, str]) -> None:
     finally:
         os.close(fd)
     os.rename(tmp, path)
+
+
+def exposed(path: str) -> int | None:
+    """The permission bits of file ``path`` when users other than its owner may read or
+    write it (a secret in it is not secret), else None (also when it cannot be looked
+    at: reading it says why)."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return None
+    return mode if mode & 0o077 else None
+
+
+def exposed_warning(path: str, what: str) -> str | None:
+    """One line saying that ``what`` (the file ``path``) is open to other users and how
+    to fix it, or None when only its owner can use it."""
+    mode = exposed(path)
+    if mode is None:
+        return None
+    return (f"{what} {path} has mode {mode:04o}: users other than its owner can read or "
+            f"change the secrets in it. Make it private to its owner (the documented mode "
+            f"0600): chmod 600 {path}")
+
+
+def local_credentials_path(volume: Any) -> str | None:
+    """The credentials file's path when ``volume`` is a local directory (its mode means
+    something there; an ``nfs4://`` volume has the server's), else None."""
+    root = getattr(volume, "root", None)
+    if not isinstance(root, str) or not os.path.isdir(root):
+        return None
+    return os.path.join(root, CREDENTIALS_FILE)
 
 
 def read(volume: Any) -> dict[str, str] | None:
@@ -285,6 +320,12 @@ def _deref(value: str, what: str) -> str:
         raise ConfigError(f"{what} names the file {path!r}, which cannot be read "
                           f"({exc.strerror or exc}); fix the path or its permissions.",
                           amq="AMQ9204") from None
+    warning = exposed_warning(path, f"AMQ1133W: {what} names the file")
+    if warning is not None and path not in _warned:
+        # accepted (the documented mode is what crtmqm makes, not a condition), but said
+        # once per file, on stderr, where the person who made the file sees it
+        _warned.add(path)
+        print(f"{warning}.", file=sys.stderr)
     if text.startswith("{"):  # a copy of the queue manager's credentials file
         principals = parse(text.encode(), path)
         p = ADMIN if ADMIN in principals else next(iter(principals))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from miqm.net.auth import Authenticator, read
+from miqm.net.auth import Authenticator, exposed_warning, local_credentials_path, read
 from miqm.net.server import Handler, Listener, server_tls_context
 from miqm.net.settings import listener_settings
 
@@ -29,6 +29,12 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
 
     auth = Authenticator(principals, on_failure,
                          source=(lambda: read(ctl.data)) if principals is not None else None)
+    path = local_credentials_path(ctl.data) if principals is not None else None
+    warning = exposed_warning(path, "its credentials file") if path else None
+    if warning is not None:
+        # warned, not refused: the docs give 0600 as the mode crtmqm makes, and a standby
+        # that refused would leave the queue manager without one
+        ctl.say("AMQ1133", f"Queue manager '{ctl.qmgr}': {warning}.")
     if principals is None:
         ctl.say("AMQ5540", f"AMQ5540W: queue manager '{ctl.qmgr}' has no credentials file: "
                            "its listener accepts every client. Create one with "
@@ -42,8 +48,13 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
         number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ6184"
         ctl.say(number, line)
 
-    return Listener(handler, host=settings.host, port=settings.port, log=log,
-                    authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout)
+    listener = Listener(handler, host=settings.host, port=settings.port, log=log,
+                        authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout)
+    #: lines for the console of the strmqm that starts this instance (the controller
+    #: prints them with its own; they are in the error log already)
+    listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {warning}."] if warning \
+        else []
+    return listener
 
 
 def listener_stats(listener: Listener) -> dict[str, Any]:

@@ -215,6 +215,9 @@ class Listener:
         self._stopping = threading.Event()
         #: connections refused or dropped for bad input, by reason (for status/metrics)
         self.rejected: dict[str, int] = {}
+        #: warnings about its configuration for the console of the strmqm that starts the
+        #: instance (miqm/net/listen.py: a credentials file others can read)
+        self.warnings: list[str] = []
 
     @property
     def address(self) -> tuple[str, int]:

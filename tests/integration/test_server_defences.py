@@ -5,6 +5,7 @@ damaged queue, and a credentials file others can read."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -176,3 +177,45 @@ def test_a_damaged_queue_can_be_deleted_and_defined_again(single) -> None:
     pair.start(pair.a)
     assert pair.get_all(pair.a, "Q1") == ["three"]
     assert "damaged" not in mqsc("DISPLAY QLOCAL(*)\n")[0]
+
+
+def test_a_credentials_file_others_can_read_is_warned_about(tmp_path) -> None:
+    """Mode 0666: strmqm starts (the docs give 0600 as what crtmqm makes) and the error log
+    says which file, its mode and 'chmod 600'; a client's @file credential at 0666 works
+    and its stderr says the same once."""
+    pair = LocalPair(qmgr="QMCRED", base=str(tmp_path))
+    try:
+        pair.create()
+        creds = os.path.join(pair.data_dir(), "credentials")
+        assert os.stat(creds).st_mode & 0o777 == 0o600
+        os.chmod(creds, 0o666)
+        pair.start(pair.a)
+        lines = [ln for ln in _errlog(pair).splitlines() if "AMQ1133" in ln]
+        assert len(lines) == 1, lines
+        assert creds in lines[0] and "0666" in lines[0] and f"chmod 600 {creds}" in lines[0]
+        pair.mqsc(pair.a, "DEFINE QLOCAL(QC)\n")
+        with open(creds, encoding="utf-8") as fh:
+            secret = json.load(fh)["principals"]["admin"]["secret"]
+        secret_file = os.path.join(pair.base, "cred")
+        with open(secret_file, "w", encoding="utf-8") as fh:
+            fh.write(f"admin:{secret}\n")
+        os.chmod(secret_file, 0o666)
+        env = dict(pair.a.env(), MIQM_CREDENTIAL="@" + secret_file)
+        proc = subprocess.run(["python3", "-c", "from miqm.client import connect\n"
+                               "with connect('QMCRED') as qm:\n"
+                               "    qm.put('QC', b'x')\n"
+                               "    print(qm.get('QC').body.decode())\n"],
+                              env=env, text=True, capture_output=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == "x", proc.stderr
+        warned = [ln for ln in proc.stderr.splitlines() if "AMQ1133W" in ln]
+        assert len(warned) == 1 and secret_file in warned[0] and "chmod 600" in warned[0]
+        assert "Traceback" not in proc.stderr
+        # a private file: not a word
+        os.chmod(secret_file, 0o600)
+        proc = subprocess.run(["python3", "-c", "from miqm.client import connect\n"
+                               "with connect('QMCRED') as qm:\n"
+                               "    qm.put('QC', b'y')\n"],
+                              env=env, text=True, capture_output=True, timeout=60)
+        assert proc.returncode == 0 and "AMQ1133" not in proc.stderr, proc.stderr
+    finally:
+        pair.close()
