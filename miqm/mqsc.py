@@ -93,8 +93,8 @@ _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
 _VERBS.update({"SET": "SET", "REFRESH": "REFRESH", "REF": "REFRESH"})
 _QUEUE_TYPES = {"QLOCAL": "QLOCAL", "QL": "QLOCAL"}
 _DISPLAY_QUEUE_TYPES = {**_QUEUE_TYPES, "QUEUE": "QLOCAL", "Q": "QLOCAL"}
-_NAME_RE = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
-_GENERIC_RE = re.compile(r"^[A-Za-z0-9._/%]{0,47}\*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9._/%]{1,48}\Z")
+_GENERIC_RE = re.compile(r"^[A-Za-z0-9._/%]{0,47}\*\Z")
 
 
 class MQSCSyntaxError(Exception):

@@ -19,7 +19,7 @@ import fasteners
 from miqm.config import Stanza, format_ini, parse_ini
 from miqm.errors import ConfigError, QMgrNotFound, UsageError
 
-_QM_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
+_QM_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}")  # fullmatch: '$' would let "QM1\n" in
 
 
 def data_root() -> str:
@@ -55,9 +55,10 @@ def hostname() -> str:
 def check_qmgr_name(name: str) -> str:
     """Validate a queue manager name as MQ does (1-48 of A-Z a-z 0-9 . _ / %): AMQ7048 and
     exit 72, as MQ's control commands answer a name that is not valid."""
-    if not _QM_NAME.match(name or ""):
+    if not _QM_NAME.fullmatch(name or ""):
+        shown = repr(name if len(name or "") <= 60 else name[:60] + "...")
         raise UsageError(
-            f"AMQ7048: '{name}' is not a valid queue manager name: use 1 to 48 characters "
+            f"AMQ7048: {shown} is not a valid queue manager name: use 1 to 48 characters "
             "from A-Z, a-z, 0-9, '.', '_', '/' and '%'.", amq="AMQ7048"
         )
     return name

@@ -216,3 +216,10 @@ def test_mqs_ini_that_is_not_text_says_so_and_how_to_recover(tmp_path) -> None:
     line = err.value.user_line()
     assert "not valid text" in line and "0x9b" in line and "backup" in line, line
     assert "codec" not in line and "permissions" not in line
+
+
+@pytest.mark.parametrize("name", ["QM1\n", "QM1\r", "\nQM1", "QM 1", ""])
+def test_qmgr_name_with_a_newline_or_space_is_refused(name: str) -> None:
+    with pytest.raises(UsageError, match="AMQ7048") as err:
+        paths.check_qmgr_name(name)
+    assert "\n" not in err.value.user_line()
