@@ -29,13 +29,13 @@ HELP_OPTIONS = ["-h", "--help", "-?"]
 #: the environment every command reads, shown at the end of every --help
 ENVIRONMENT = (
     ("MIQM_DATA_ROOT", "this host's root (mqs.ini, qmgrs/, log/, run/); default /var/mqm"),
-    ("MIQM_HOSTNAME", "host name written into lock files; default the OS host name"),
+    ("MIQM_HOSTNAME", "host name in lock files (1-64 of A-Za-z0-9.-_); default the OS's"),
     ("MIQM_CONNECTION", "clients: host(port),host(port); unset = bindings mode"),
     ("MIQM_CREDENTIAL", "clients: credential (or @file) for a remote listener"),
     ("MIQM_LISTENER_HOST", "strmqm: listener address, over qm.ini"),
     ("MIQM_LISTENER_PORT", "strmqm: listener port, over qm.ini"),
     ("MIQM_METRICS_PORT", "strmqm: Prometheus metrics port, over qm.ini; 0 = off"),
-    ("MIQM_STRMQM_TIMEOUT", "strmqm: seconds to wait for the verdict; default 600"),
+    ("MIQM_STRMQM_TIMEOUT", "strmqm: seconds (> 0) to wait for the verdict; default 600"),
 )
 
 
