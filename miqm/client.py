@@ -29,10 +29,10 @@ from miqm.net import client as _net
 from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 
 __all__ = [
-    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "HConnError", "MQError",
-    "Message", "NoMessageAvailable", "NotAuthorized", "QMgrNameError", "QMgrNotAvailable",
-    "QueueManager", "ReconnectFailed", "SSLInitializationError", "StandbyQMgr",
-    "UnknownObjectName", "connect",
+    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "HConnError",
+    "InvalidArgument", "MQError", "Message", "NoMessageAvailable", "NotAuthorized",
+    "QMgrNameError", "QMgrNotAvailable", "QueueManager", "ReconnectFailed",
+    "SSLInitializationError", "StandbyQMgr", "UnknownObjectName", "connect",
 ]
 
 
@@ -93,6 +93,13 @@ class HConnError(MQError):
     end of its ``with`` block)."""
 
 
+class InvalidArgument(MQError, ValueError):
+    """An argument MQ would refuse before the call reaches the queue manager (also a
+    ValueError). ``reason``: 2004 MQRC_BUFFER_ERROR (a body that is not bytes), 2047
+    MQRC_PERSISTENCE_ERROR, 2050 MQRC_PRIORITY_ERROR (not an integer), 2090
+    MQRC_WAIT_INTERVAL_ERROR, 2206 MQRC_MSG_ID_ERROR, 2207 MQRC_CORREL_ID_ERROR."""
+
+
 class ReconnectFailed(MQError):
     """2548 MQRC_RECONNECT_FAILED: the connection broke and could not be made again
     within ``reconnect_timeout``; the next call tries again. A unit of work that was open
@@ -109,6 +116,52 @@ _BY_REASON: dict[int, type[MQError]] = {
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058
+MQRC_BUFFER_ERROR = 2004
+MQRC_PERSISTENCE_ERROR = 2047
+MQRC_PRIORITY_ERROR = 2050
+MQRC_WAIT_INTERVAL_ERROR = 2090
+MQRC_MSG_ID_ERROR = 2206
+MQRC_CORREL_ID_ERROR = 2207
+#: MQWI_UNLIMITED: ``get(wait=-1)`` waits without limit
+WAIT_UNLIMITED = -1
+#: the longest finite wait: MQ's WaitInterval is an MQLONG of milliseconds
+WAIT_MAX = (2**31 - 1) / 1000
+#: an unlimited get waits in calls of this many seconds each
+_WAIT_SLICE = 60.0
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def _body(body: Any) -> bytes:
+    if not isinstance(body, _BYTES):
+        raise InvalidArgument(f"a message body must be bytes, not {type(body).__name__} "
+                              "(MQRC 2004 MQRC_BUFFER_ERROR): encode text first, for "
+                              "example body.encode()", mqrc=MQRC_BUFFER_ERROR)
+    return bytes(body)
+
+
+def _ident(value: Any, what: str, mqrc: int) -> bytes | None:
+    """A msgid/correlid: bytes of up to 24; ``None``, empty or all zeros (MQMI_NONE,
+    MQCI_NONE) is None, which selects nothing on a get."""
+    if value is None:
+        return None
+    if not isinstance(value, _BYTES) or len(value) > 24:
+        name = "MQRC_MSG_ID_ERROR" if mqrc == MQRC_MSG_ID_ERROR else "MQRC_CORREL_ID_ERROR"
+        raise InvalidArgument(f"{what} must be bytes of at most 24 (MQRC {mqrc} {name})",
+                              mqrc=mqrc)
+    value = bytes(value)
+    return value if value.strip(b"\0") else None
+
+
+def _wait(wait: Any) -> float:
+    """A get's wait in seconds: 0 up to WAIT_MAX, or -1 (MQWI_UNLIMITED)."""
+    ok = isinstance(wait, (int, float)) and not isinstance(wait, bool)
+    if ok and wait == WAIT_UNLIMITED:
+        return float(WAIT_UNLIMITED)
+    if not ok or not 0 <= wait <= WAIT_MAX:  # nan fails both comparisons
+        raise InvalidArgument(f"wait={wait!r} is not a wait: give seconds from 0 to "
+                              f"{WAIT_MAX:g}, or -1 to wait without limit (MQRC 2090 "
+                              "MQRC_WAIT_INTERVAL_ERROR)", mqrc=MQRC_WAIT_INTERVAL_ERROR)
+    return float(wait)
 MQRC_CLIENT_CONN_ERROR = 2278
 MQRC_DATA_LENGTH_ERROR = 2010
 
@@ -259,14 +312,27 @@ class QueueManager:
         message id is returned. Under syncpoint the put is pipelined (no wait for the
         reply): it returns ``msgid`` as given (or None), and a failure is reported by
         :meth:`commit` (2003, naming the failed call), which backs the unit out."""
-        body = bytes(body)
+        body = _body(body)
+        if persistent is not None and not (isinstance(persistent, int)
+                                           and persistent in (0, 1)):
+            raise InvalidArgument(f"persistent={persistent!r}: give True, False or None "
+                                  "(the queue's DEFPSIST) (MQRC 2047 "
+                                  "MQRC_PERSISTENCE_ERROR)", mqrc=MQRC_PERSISTENCE_ERROR)
+        if priority is not None and (not isinstance(priority, int)
+                                     or isinstance(priority, bool)):
+            raise InvalidArgument(f"priority={priority!r}: give an integer from 0 to 9, or "
+                                  "None (the queue's DEFPRTY) (MQRC 2050 "
+                                  "MQRC_PRIORITY_ERROR)", mqrc=MQRC_PRIORITY_ERROR)
+        # empty or all zeros: none (MQMI_NONE: the queue manager makes the message id)
+        msgid = _ident(msgid, "msgid", MQRC_MSG_ID_ERROR)
+        correlid = _ident(correlid, "correlid", MQRC_CORREL_ID_ERROR)
         if len(body) > MAX_MESSAGE:
             raise MQError(f"a message of {len(body)} bytes is longer than the {MAX_MESSAGE} "
                           "bytes a message may have (MQRC 2010 MQRC_DATA_LENGTH_ERROR)",
                           mqrc=MQRC_DATA_LENGTH_ERROR)
         fields: dict[str, Any] = {"queue": queue, "body": body}
         if persistent is not None:
-            fields["persistent"] = persistent
+            fields["persistent"] = bool(persistent)
         if priority is not None:
             fields["priority"] = priority
         if msgid is not None:
@@ -289,17 +355,30 @@ class QueueManager:
     def get(self, queue: str, *, wait: float = 0.0, msgid: bytes | None = None,
             correlid: bytes | None = None, syncpoint: bool = False) -> Message:
         """MQGET: the next message (by priority, then arrival; or the one matching
-        ``msgid``/``correlid``), waiting up to ``wait`` seconds;
-        :class:`NoMessageAvailable` (2033) if none comes."""
-        reply = self._call("get", queue=queue, wait=wait, msgid=b64(msgid),
-                           correlid=b64(correlid), syncpoint=syncpoint)
-        return _message(reply, reply.get("body") or b"")
+        ``msgid``/``correlid``; empty or all-zero ids select nothing, as MQMI_NONE and
+        MQCI_NONE do), waiting up to ``wait`` seconds (-1: without limit, MQWI_UNLIMITED);
+        :class:`NoMessageAvailable` (2033) if none comes; :class:`InvalidArgument` (2090)
+        for a wait that is neither."""
+        seconds = _wait(wait)
+        ids = {"msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
+               "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
+        while True:
+            part = _WAIT_SLICE if seconds < 0 else seconds
+            try:
+                reply = self._call("get", queue=queue, wait=part, syncpoint=syncpoint,
+                                   **ids)
+            except NoMessageAvailable:
+                if seconds < 0:
+                    continue  # unlimited: wait on
+                raise
+            return _message(reply, reply.get("body") or b"")
 
     def browse(self, queue: str, *, msgid: bytes | None = None,
                correlid: bytes | None = None) -> Message:
         """The message a get would return, left on the queue (2033 if none)."""
-        reply = self._call("get", queue=queue, browse=True, msgid=b64(msgid),
-                           correlid=b64(correlid))
+        reply = self._call("get", queue=queue, browse=True,
+                           msgid=b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
+                           correlid=b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR)))
         return _message(reply, reply.get("body") or b"")
 
     def open(self, queue: str, *options: str, dynamic: str = "AMQ.*") -> str:

@@ -252,3 +252,55 @@ def test_two_consumers_stream_on_one_connection(served) -> None:  # noqa: F811
         got_two += [m.body for m in two]
     assert got_one == [b"a%d" % i for i in range(150)]
     assert got_two == [b"b%d" % i for i in range(150)]
+
+
+def test_bad_arguments_are_typed_mq_errors_and_wait_minus_one_is_unlimited(
+        served, monkeypatch) -> None:  # noqa: F811
+    import threading
+    import time
+
+    monkeypatch.setattr(mq, "_WAIT_SLICE", 0.3)  # an unlimited wait spans several calls
+
+    with mq.connect("QMC") as qm:
+        bad_puts = [
+            (dict(body=5), 2004), (dict(body="text"), 2004), (dict(body=None), 2004),
+            (dict(priority=3.7), 2050), (dict(priority=True), 2050),
+            (dict(priority="5"), 2050), (dict(persistent="yes"), 2047),
+            (dict(persistent=2), 2047), (dict(msgid=b"m" * 25), 2206),
+            (dict(msgid="m"), 2206), (dict(correlid=7), 2207),
+        ]
+        for args, reason in bad_puts:
+            args = {"body": b"x", **args}
+            for syncpoint in (False, True):
+                rest = {k: v for k, v in args.items() if k != "body"}
+                with pytest.raises(mq.InvalidArgument) as info:
+                    qm.put("Q1", args["body"], syncpoint=syncpoint, **rest)
+                assert info.value.reason == reason, args
+                assert isinstance(info.value, ValueError)
+        qm.commit()  # nothing was sent
+        for wait in (float("inf"), 1e20, float("nan"), -2, -0.5, True, "1", None):
+            with pytest.raises(mq.InvalidArgument) as info:
+                qm.get("Q1", wait=wait)
+            assert info.value.reason == 2090, wait
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+        qm.put("Q1", bytearray(b"ba"), persistent=1, priority=4, correlid=b"c1")
+        # an empty or all-zero id selects nothing (MQCI_NONE, MQMI_NONE)
+        assert qm.browse("Q1", correlid=b"", msgid=bytes(24)).body == b"ba"
+        got = qm.get("Q1", correlid=b"")
+        assert got.body == b"ba" and got.persistent and got.priority == 4
+
+        # -1 waits without limit (MQWI_UNLIMITED): the message put later arrives
+        def later() -> None:
+            time.sleep(1.0)
+            with mq.connect("QMC") as other:
+                other.put("Q1", b"late")
+
+        t = threading.Thread(target=later)
+        t0 = time.monotonic()
+        t.start()
+        try:
+            assert qm.get("Q1", wait=-1).body == b"late"
+        finally:
+            t.join()
+        assert time.monotonic() - t0 >= 0.9
