@@ -59,6 +59,21 @@ EXIT_FATAL = 71
 FATAL_EXIT = 70  # self-termination after losing ownership / unresponsive
 
 
+def filesystem_failure(qmgr: str, exc: LockFsError) -> tuple[str, str]:
+    """The AMQ number and line for a start that the data directory's filesystem failed:
+    one that cannot be written (read-only, permissions) or is full is the
+    administrator's to fix, said so (AMQ6062); anything else is AMQ6119."""
+    code = exc.errno
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "AMQ6062", (f"the data directory of '{qmgr}' cannot be written ({exc}): "
+                           "mount it read-write and give the queue manager's user write "
+                           "access to it, then start it again")
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "AMQ6062", (f"the data directory of '{qmgr}' is full ({exc}): free space "
+                           "on its filesystem, then start it again")
+    return "AMQ6119", f"the shared filesystem failed for '{qmgr}': {exc}"
+
+
 #: damaged objects named one by one on the console at a start; past it, a count (the
 #: error log names every one)
 CONSOLE_DAMAGE = 10
@@ -326,9 +341,9 @@ class Controller:
             self.verdict.send(False, [exc.user_line()], exc.exit_code or EXIT_FATAL)
             return exc.exit_code or EXIT_FATAL
         except LockFsError as exc:
-            text = f"the shared filesystem failed for '{self.qmgr}': {exc}"
-            self.say("AMQ6119", text)  # the error log puts the number in front
-            self.verdict.send(False, [f"AMQ6119: {text}"], EXIT_FATAL)
+            number, text = filesystem_failure(self.qmgr, exc)
+            self.say(number, text)  # the error log puts the number in front
+            self.verdict.send(False, [f"{number}: {text}"], EXIT_FATAL)
             return EXIT_FATAL
         finally:
             self.shutdown_logs()

@@ -17,3 +17,22 @@ def test_thousands_of_damaged_objects_are_counted_not_listed() -> None:
     assert out[:-1] == lines[:CONSOLE_DAMAGE - 1]
     assert out[-1].startswith(f"... and {3000 - CONSOLE_DAMAGE + 1} more objects damaged")
     assert "AMQERR01.LOG" in out[-1]
+
+
+def test_a_data_directory_that_cannot_be_written_or_is_full_is_the_admins_to_fix() -> None:
+    """A read-only or full data directory at start is said to be one (AMQ6062, with
+    what to do), not reported as an internal error (AMQ6119); other failures still are."""
+    import errno
+
+    from lockfs.errors import LockFsError
+    from miqm.ha.controller import filesystem_failure
+
+    number, text = filesystem_failure("QM1", LockFsError("open master: Read-only file "
+                                                         "system", errno=errno.EROFS))
+    assert number == "AMQ6062" and "cannot be written" in text and "read-write" in text
+    number, text = filesystem_failure("QM1", LockFsError("write: No space left on device",
+                                                         errno=errno.ENOSPC))
+    assert number == "AMQ6062" and "is full" in text
+    number, text = filesystem_failure("QM1", LockFsError("stale file handle",
+                                                         errno=errno.ESTALE))
+    assert number == "AMQ6119" and "shared filesystem failed" in text
