@@ -37,7 +37,16 @@ __all__ = [
 
 
 class MQError(NetError):
-    """A failed MQ call; ``reason`` is the MQ reason code (MQRC)."""
+    """A failed MQ call; ``reason`` is the MQ reason code (MQRC). Made without ``mqrc``,
+    each class has its own reason (:attr:`default_reason`)."""
+
+    #: the reason of an error made without ``mqrc``
+    default_reason: int = 2059
+
+    def __init__(self, message: str, *, mqrc: int | None = None,
+                 amq: str | None = None) -> None:
+        super().__init__(message, mqrc=self.default_reason if mqrc is None else mqrc,
+                         amq=amq)
 
     @property
     def reason(self) -> int:
@@ -48,38 +57,56 @@ class MQError(NetError):
 class NotAuthorized(MQError):
     """2035 MQRC_NOT_AUTHORIZED: the credential is missing or wrong."""
 
+    default_reason = 2035
+
 
 class NoMessageAvailable(MQError):
     """2033 MQRC_NO_MSG_AVAILABLE: nothing arrived within the wait."""
+
+    default_reason = 2033
 
 
 class UnknownObjectName(MQError):
     """2085 MQRC_UNKNOWN_OBJECT_NAME: the queue is not defined."""
 
+    default_reason = 2085
+
 
 class StandbyQMgr(MQError):
     """2543 MQRC_STANDBY_Q_MGR: only a standby instance answered."""
+
+    default_reason = 2543
 
 
 class QMgrNotAvailable(MQError):
     """2059 MQRC_Q_MGR_NOT_AVAILABLE: no instance answered."""
 
+    default_reason = 2059
+
 
 class ConnectionBroken(MQError):
     """2009 MQRC_CONNECTION_BROKEN (inside a unit of work: it was backed out)."""
+
+    default_reason = 2009
 
 
 class CallInterrupted(MQError):
     """2549 MQRC_CALL_INTERRUPTED: the call may or may not have taken effect."""
 
+    default_reason = 2549
+
 
 class BackedOut(MQError):
     """2003 MQRC_BACKED_OUT: the unit of work was backed out."""
+
+    default_reason = 2003
 
 
 class QMgrNameError(MQError):
     """2058 MQRC_Q_MGR_NAME_ERROR: the queue manager is not defined here (bindings mode),
     or the listener reached serves another queue manager."""
+
+    default_reason = 2058
 
 
 class SSLInitializationError(MQError):
@@ -87,10 +114,14 @@ class SSLInitializationError(MQError):
     TLS listener or the reverse, a listener certificate the client's CA does not trust,
     or a client certificate the listener requires and did not get."""
 
+    default_reason = 2393
+
 
 class HConnError(MQError):
     """2018 MQRC_HCONN_ERROR: a call on a connection that was closed (``close()``, or the
     end of its ``with`` block)."""
+
+    default_reason = 2018
 
 
 class InvalidArgument(MQError, ValueError):
@@ -99,6 +130,8 @@ class InvalidArgument(MQError, ValueError):
     MQRC_PERSISTENCE_ERROR, 2050 MQRC_PRIORITY_ERROR (not an integer), 2090
     MQRC_WAIT_INTERVAL_ERROR, 2206 MQRC_MSG_ID_ERROR, 2207 MQRC_CORREL_ID_ERROR."""
 
+    default_reason = 2046
+
 
 class ReconnectFailed(MQError):
     """2548 MQRC_RECONNECT_FAILED: the connection broke and could not be made again
@@ -106,6 +139,8 @@ class ReconnectFailed(MQError):
     is lost (its syncpoint calls and ``commit`` raise :class:`BackedOut` until
     ``backout``); a put or get outside syncpoint, or a commit, in flight may or may not
     have taken effect."""
+
+    default_reason = 2548
 
 
 _BY_REASON: dict[int, type[MQError]] = {
@@ -681,7 +716,8 @@ def connect(qmgr: str, conname: str | None = None, credential: str | None = None
     ``reconnect=True`` follows a failover (see :class:`miqm.net.client.Connection`).
     """
     try:
-        endpoints = _net.parse_conname(conname) if conname is not None else None
+        endpoints = (_net.parse_conname(conname, "conname") if conname is not None
+                     else None)
         conn = _net.connect(qmgr, timeout, reconnect=reconnect,
                             reconnect_timeout=reconnect_timeout, call_timeout=call_timeout,
                             endpoints=endpoints, credential=credential, tls=tls,

@@ -100,8 +100,13 @@ def appltag() -> str:
     return tag[-28:]
 
 
-def parse_conname(text: str) -> list[Endpoint]:
-    """Parse MQ's CONNAME list ``host(port),host(port)``; ConfigError naming the bad entry."""
+def parse_conname(text: str, source: str = "MIQM_CONNECTION") -> list[Endpoint]:
+    """Parse MQ's CONNAME list ``host(port),host(port)``; ConfigError naming the bad entry
+    and where it came from (``source``: the environment variable, or ``"conname"`` for
+    the argument of :func:`miqm.client.connect`)."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{source} must be a string such as 'hosta(1414),hostb(1414)', "
+                          f"not {type(text).__name__}.", amq="AMQ9204")
     endpoints = []
     for part in text.split(","):
         if not part.strip():
@@ -109,12 +114,13 @@ def parse_conname(text: str) -> list[Endpoint]:
         m = _CONNAME_RE.match(part)
         if not m or not 0 < int(m.group(2)) < 65536:
             raise ConfigError(
-                f"MIQM_CONNECTION entry {part.strip()!r} is not valid: use host(port), "
-                "for example MIQM_CONNECTION='hosta(1414),hostb(1414)'.", amq="AMQ9204")
+                f"{source} entry {part.strip()!r} is not valid: use host(port), "
+                f"for example {source}='hosta(1414),hostb(1414)'.", amq="AMQ9204")
         endpoints.append(Endpoint(m.group(1), int(m.group(2))))
     if not endpoints:
-        raise ConfigError("MIQM_CONNECTION is set but empty: use host(port),host(port) or "
-                          "unset it to connect in bindings mode.", amq="AMQ9204")
+        unset = ("unset it" if source == "MIQM_CONNECTION" else "pass None")
+        raise ConfigError(f"{source} is empty: use host(port),host(port) or {unset} to "
+                          "connect in bindings mode.", amq="AMQ9204")
     return endpoints
 
 

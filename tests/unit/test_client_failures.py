@@ -304,3 +304,22 @@ def test_bad_arguments_are_typed_mq_errors_and_wait_minus_one_is_unlimited(
         finally:
             t.join()
         assert time.monotonic() - t0 >= 0.9
+
+
+def test_error_classes_default_to_their_own_reason_and_conname_is_named() -> None:
+    import os
+
+    classes = {mq.NotAuthorized: 2035, mq.NoMessageAvailable: 2033,
+               mq.UnknownObjectName: 2085, mq.StandbyQMgr: 2543, mq.QMgrNotAvailable: 2059,
+               mq.ConnectionBroken: 2009, mq.CallInterrupted: 2549, mq.BackedOut: 2003,
+               mq.QMgrNameError: 2058, mq.SSLInitializationError: 2393,
+               mq.HConnError: 2018, mq.ReconnectFailed: 2548}
+    for cls, reason in classes.items():
+        assert cls("x").reason == reason, cls
+        assert cls("x", mqrc=2195).reason == 2195
+    for bad in ("hosta", "hosta(1414),hostb(x)", " , "):
+        with pytest.raises(mq.MQError) as info:
+            mq.connect("QM1", conname=bad)
+        assert info.value.reason == 2278
+        assert "conname" in str(info.value) and "MIQM_CONNECTION" not in str(info.value)
+    assert os.path.exists(os.path.join(os.path.dirname(mq.__file__), "py.typed"))
