@@ -499,10 +499,16 @@ class QueueService:
                          f"of queue manager {self.qmgr} is {st['MEDIALOG']}.")
         return lines
 
-    def _media_targets(self, req: dict[str, Any]) -> list[str]:
+    def _media_targets(self, req: dict[str, Any], damaged: bool = False) -> list[str]:
+        """The queues a media op names (``name``, a trailing ``*`` generic); with
+        ``damaged``, a generic name matches the damaged queues too (rcrmqobj is how they
+        are recreated)."""
         name = str(req["name"])
         if name.endswith("*"):
-            return [_qname(q) for q in self.store.list_queues(name)]
+            names = {_qname(q) for q in self.store.list_queues(name)}
+            if damaged:
+                names.update(self._damaged(name))
+            return sorted(names)
         return [name]
 
     def _rcdmqimg(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -514,7 +520,7 @@ class QueueService:
 
     def _rcrmqobj(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         lines = []
-        for name in self._media_targets(req):
+        for name in self._media_targets(req, damaged=True):
             self.store.recreate_object(name)
             lines.append(f"AMQ7107I: Object {name}, type queue recreated.")
         return {"ok": True, "lines": lines}
