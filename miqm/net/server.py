@@ -15,7 +15,9 @@ session runs its ``on_close`` callbacks exactly once, which is how the service b
 a unit of work left open by a client that went away.
 
 Defences, each answered with MQ's reason code or a logged line, never a dead listener:
-a client that says nothing (``handshake_timeout``) or goes silent (``idle_timeout``),
+a client that has not passed hello within ``handshake_timeout`` of connecting, whatever it
+sends meanwhile, or sends a frame longer than ``preauth_max_frame`` before it (2010); a
+client that goes silent (``idle_timeout``),
 a frame longer than ``max_frame`` (2010), a malformed frame (2195, then closed), a
 version 1 client (a version 1 refusal it can print), a TLS client on a plain listener
 and the reverse (logged, closed), more than ``max_connections`` (2025), and a wrong or
