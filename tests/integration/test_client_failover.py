@@ -1,0 +1,103 @@
+"""The client library against real instances (crtmqm, strmqm, endmqm in their own
+processes, two 'hosts' on this machine): a unit of work open when the instance ends
+with ``endmqm -i`` stays lost even when the reconnect gives up (2548, then 2003, never a
+half commit), and a streaming consumer across a switchover (``endmqm -s``) delivers
+every message, none a second time without saying so."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from miqm import client as mq
+from miqm.localpair import LocalPair
+
+pytestmark = pytest.mark.integration
+
+QM = "QMCLF"
+
+
+@pytest.fixture()
+def pair(tmp_path, monkeypatch) -> Iterator[LocalPair]:
+    p = LocalPair(qmgr=QM, base=str(tmp_path))
+    try:
+        p.create()
+        # this test process is a client in bindings mode on host A: it follows the
+        # listener the active instance records in the shared data directory
+        monkeypatch.setenv("MIQM_DATA_ROOT", p.a.root)
+        monkeypatch.delenv("MIQM_CONNECTION", raising=False)
+        monkeypatch.delenv("MIQM_CREDENTIAL", raising=False)
+        yield p
+    finally:
+        p.close()
+
+
+def test_a_unit_open_at_endmqm_i_is_never_half_committed(pair) -> None:
+    pair.start(pair.a)
+    pair.mqsc(pair.a, "DEFINE QLOCAL(Q1) DEFPSIST(YES)\n")
+    qm = mq.connect(QM, reconnect_timeout=3)
+    try:
+        qm.put("Q1", b"debit", syncpoint=True)
+        qm.put("Q1", b"debit2", syncpoint=True)
+        pair.run(pair.a, "endmqm", "-i", QM)
+        # found before sending (the connection is seen closed: the unit is known lost,
+        # 2003) or in flight (the reconnect gives up: 2548)
+        with pytest.raises((mq.BackedOut, mq.ReconnectFailed)):
+            qm.get("Q1", syncpoint=True)
+        t0 = time.monotonic()
+        with pytest.raises(mq.ReconnectFailed) as info:
+            qm.inquire("Q1")  # nothing to reconnect to: not 2059 for an established one
+        assert info.value.reason == 2548 and time.monotonic() - t0 < 15
+        pair.start(pair.a)
+        with pytest.raises(mq.BackedOut):
+            qm.put("Q1", b"credit", syncpoint=True)
+        with pytest.raises(mq.BackedOut):
+            qm.commit()
+        qm.put("Q1", b"credit", syncpoint=True)
+        qm.commit()
+        assert qm.get("Q1").body == b"credit"
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.get("Q1")
+    finally:
+        qm.close()
+
+
+def test_a_consumer_across_a_switchover_flags_every_redelivery(pair) -> None:
+    pair.start(pair.a)
+    pair.start(pair.b)
+    pair.mqsc(pair.a, "DEFINE QLOCAL(Q1) MAXDEPTH(100000)\n")
+    n = 2000
+    bodies = [f"m{i:05d}".encode() for i in range(n)]
+    with mq.connect(QM) as qm:
+        for i, b in enumerate(bodies):
+            qm.put("Q1", b, persistent=True, syncpoint=True)
+            if i % 200 == 199:
+                qm.commit()
+        qm.commit()
+    seen: list[mq.Message] = []
+    ender: threading.Thread | None = None
+    with mq.connect(QM, reconnect_timeout=60) as qm:
+        consumer = qm.consume("Q1", prefetch=100)
+        while len({m.body for m in seen}) < n:
+            msg = consumer.next(60)
+            assert msg is not None, f"the consumer stalled after {len(seen)}"
+            seen.append(msg)
+            if ender is not None and qm.reconnects == 0:
+                time.sleep(0.01)  # an application that takes its time: mid-stream
+            if len(seen) == 750:
+                ender = threading.Thread(target=pair.run, args=(
+                    pair.a, "endmqm", "-s", QM), kwargs={"check": False}, daemon=True)
+                ender.start()
+        consumer.close()
+        assert qm.reconnects >= 1 and qm.host == "hostb"
+    assert ender is not None
+    ender.join(60)
+    first: set[bytes] = set()
+    for m in seen:
+        if m.body in first:
+            assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
+        first.add(m.body)
+    assert first == set(bodies)
