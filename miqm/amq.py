@@ -134,6 +134,8 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ1132": W("The queue catalog cannot be used ({why}); its second copy is used and "
                  "the next checkpoint writes both again."),
     "AMQ1133": W("Queue manager '{qmgr}': {detail}."),
+    "AMQ1134": W("Queue manager '{qmgr}' restarted from a log whose last page has an "
+                 "unfinished image: {detail}."),
     "AMQ1300": W("The standby instance of queue manager '{qmgr}' cannot reach the shared "
                  "filesystem ({detail}); it keeps polling for the master lock."),
     "AMQ1301": I("The standby instance of queue manager '{qmgr}' reaches the shared "

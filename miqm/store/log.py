@@ -537,8 +537,7 @@ class RecoveryLog:
                     places.append(f"page {g} ({where} of {self._name_of(k)})")
         if not places:
             return None
-        return (f"restart found an unfinished image of the log's last page: "
-                f"{', '.join(places)}; the log ends at LSN {end}, before it. A force cut "
+        return (f"{', '.join(places)}; the log ends at LSN {end}, before it. A force cut "
                 "short by a crash (it was never acknowledged) leaves this; if no crash "
                 "preceded this start, the log's storage damaged data already forced")
 

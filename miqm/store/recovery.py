@@ -480,7 +480,7 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
                {int(d["txid"]) for d in cp_uows}, defer_puts)
     torn = getattr(log, "torn_tail", None)
     if torn:
-        errlog("AMQ1133", amq.text("AMQ1133", qmgr=qmgr, detail=torn))
+        errlog("AMQ1134", amq.text("AMQ1134", qmgr=qmgr, detail=torn))
     errlog("AMQ7229", amq.text("AMQ7229", count=n, qmgr=qmgr))
     errlog("AMQ7230", amq.text("AMQ7230", qmgr=qmgr))
     total = len(state.uows.units)

@@ -656,18 +656,18 @@ def test_get_many_reads_runs_of_file_records_and_checks_each(
 
 def test_restart_reports_what_the_log_found_unfinished_at_its_end(tmp_path: Path) -> None:
     """The log's note of an unfinished image of its last page (RecoveryLog.torn_tail,
-    tested in test_log.py) reaches the error log as AMQ1133 at restart; a clean log's
+    tested in test_log.py) reaches the error log as AMQ1134 at restart; a clean log's
     restart writes no such line."""
     h = Harness(tmp_path)
     s = h.open()
     s.define_queue("Q")
     s.close()
-    assert not any(a == "AMQ1133" for a, _t in h.lines)
-    h.log.torn_tail = "restart found an unfinished image of the log's last page: page 7"
+    assert not any(a == "AMQ1134" for a, _t in h.lines)
+    h.log.torn_tail = "page 7 (slot 1 of S0000000.LOG); the log ends at LSN 100"
     h.open().close()
-    assert [t for a, t in h.lines if a == "AMQ1133"] == [
-        "Queue manager 'QM': restart found an unfinished image of the log's last "
-        "page: page 7."]
+    assert [t for a, t in h.lines if a == "AMQ1134"] == [
+        "Queue manager 'QM' restarted from a log whose last page has an unfinished image: "
+        "page 7 (slot 1 of S0000000.LOG); the log ends at LSN 100."]
 
 
 def _file_records(tmp: Path, queue: str = "Q") -> list[tuple[int, int]]:
