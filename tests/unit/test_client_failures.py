@@ -166,9 +166,15 @@ def test_tls_mismatches_are_2393_at_once(served, tmp_path) -> None:  # noqa: F81
             assert info.value.reason == 2393, what
             assert "strmqm" not in str(info.value), what
             assert time.monotonic() - t0 < 8, what
+        from tests.waiting import wait_until
+
+        tls_listener.idle_timeout = 0.5
         with mq.connect("QMC", conname=tls_conname, tls=good) as qm:
             qm.put("Q1", b"fine")
+            # dropped as idle: over TLS too the next call finds it and reconnects first
+            wait_until(lambda: tls_listener.rejected.get("idle") == 1, "idle drop", 10)
             assert qm.get("Q1").body == b"fine"
+            assert qm.reconnects == 1
     finally:
         tls_listener.stop()
 
