@@ -260,7 +260,11 @@ class Connection:
     * after a unit of work was lost, further syncpoint puts/gets and ``commit`` raise 2003
       (MQRC_BACKED_OUT) until the application calls ``commit`` (which reports 2003 once) or
       ``backout``: committing only the second half of a transaction would be worse than
-      failing it.
+      failing it. That holds when reconnecting fails too: the unit is marked lost first;
+    * if no active instance answers within ``reconnect_timeout``, the call raises 2548
+      (MQRC_RECONNECT_FAILED) instead, saying whether the call in flight may have taken
+      effect; the next call tries to reconnect again. After :meth:`close` every call
+      raises 2018 (MQRC_HCONN_ERROR).
     """
 
     def __init__(self, qmgr: str, *, timeout: float = 5.0, reconnect: bool = False,
