@@ -67,15 +67,6 @@ _WAIT_SLICE = 0.25
 _GONE = object()
 
 
-def _quietly(fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)``, its failure ignored (cleaning up after another failure, which is the
-    one to report)."""
-    try:
-        fn(*args)
-    except Exception:  # the first failure is the one that is reported
-        pass
-
-
 def standby_reply() -> dict[str, Any]:
     """What a standby instance answers to every request but the control ops."""
     return error_reply(
@@ -121,6 +112,7 @@ class QueueService:
         self.host_name = host_name
         #: authority checks of remote identities (miqm/net/authorize.py)
         self.authorizer = Authorizer(store, qmgr, errlog)
+        self._errlog = errlog or (lambda number, text: None)
         #: MQ's BackoutCount per message, held by this (active) instance in memory
         self.backout_counts = BackoutCounts()
         # messages put and got (destructively) through this service: the metrics endpoint
@@ -364,40 +356,43 @@ class QueueService:
         connection).
 
         It waits in slices of ``_WAIT_SLICE`` seconds and looks at the connection between
-        them. Outside syncpoint each slice waits under a unit of work of this get's own,
-        which commits only once the connection is seen still there: a message that
-        arrives for a client that has just gone is backed out and stays on the queue,
-        instead of being taken and lost with a reply that cannot be sent. What remains is
-        the window MQ has too: the client going away between that look and the reply."""
+        them, and again once a message came. A message got outside syncpoint for a
+        client seen gone by then is put back (:meth:`_put_back`) rather than lost with a
+        reply that cannot be sent; under syncpoint the session's end backs it out. What
+        remains is the window MQ has too: the client going away between that look and
+        the reply. The message that came costs what it did before (a put handed to the
+        waiting getter is logged only when it has to be put back)."""
         deadline = time.monotonic() + wait
-        own_unit = not under and not browse
+        uow = self._uow(session) if under else None
         while True:
             if session is not None and session.peer_gone():
                 return _GONE
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            part = min(remaining, _WAIT_SLICE)
-            if not own_unit:
-                msg, _queue = self._on_queue(
-                    self.store.get, name, "GET", **ids, wait=part, browse=browse,
-                    uow=self._uow(session) if under else None)
-                if msg is not None:
-                    return msg
+            msg, queue = self._on_queue(self.store.get, name, "GET", **ids,
+                                        wait=min(remaining, _WAIT_SLICE), browse=browse,
+                                        uow=uow)
+            if msg is None:
                 continue
-            unit = self.store.begin()
-            try:
-                msg, _queue = self._on_queue(self.store.get, name, "GET", **ids,
-                                             wait=part, uow=unit)
-                if msg is not None and not (session is not None and session.peer_gone()):
-                    self.store.commit(unit)
-                    return msg
-            except BaseException:
-                _quietly(self.store.backout, unit)
-                raise
-            self.store.backout(unit)  # nothing got, or got for a client that has gone
-            if msg is not None:
+            if not under and not browse and session is not None and session.peer_gone():
+                self._put_back(queue, msg)
                 return _GONE
+            return msg
+
+    def _put_back(self, queue: str, msg: Any) -> None:
+        """A message got outside syncpoint for a client that has gone: on the queue again,
+        as it was put (body, persistence, priority, message and correlation ids). If it
+        cannot be put back (the queue filled meanwhile, the store stopped) the error log
+        says which message was lost and why."""
+        correlid = msg.correlid if (msg.correlid or b"").strip(b"\0") else None
+        try:
+            self.store.put(queue, msg.body, persistent=msg.persistent, priority=msg.priority,
+                           msgid=msg.msgid, correlid=correlid)
+        except Exception as exc:  # nothing to return it to: say so, loudly
+            self._errlog("AMQ6184", f"a message got from queue '{queue}' for a client that "
+                         f"had gone (MSGID {msg.msgid.hex()}) could not be put back, and is "
+                         f"lost: {exc}")
 
     def _count_got(self, n: int) -> None:
         with self._count_lock:

@@ -40,9 +40,9 @@ def test_a_gone_clients_get_wait_leaves_the_next_message(served) -> None:  # noq
     assert [m.body for m in store.msgs["Q1"]] == [b"important"]
 
 
-def test_a_message_for_a_client_gone_mid_wait_is_backed_out(served) -> None:  # noqa: F811
+def test_a_message_for_a_client_gone_mid_wait_is_put_back(served) -> None:  # noqa: F811
     """The message arrives in the same slice of the wait in which the client goes: the
-    get's own unit of work is backed out, not committed."""
+    get finds the client gone once it has the message, and puts it back."""
     store, listener = served
     store.define_queue("Q1")
     s = _send_get(listener, wait=20)
