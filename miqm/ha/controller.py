@@ -389,7 +389,8 @@ class Controller:
         self._run_record()
         self.event("role", role="standby")
         self.say("AMQ1002")
-        self.verdict.send(True, [decided.line], EXIT_OK, "standby")
+        self.verdict.send(True, [decided.line, *self._listener_warnings()], EXIT_OK,
+                          "standby")
         from lockfs.watch import watch_local
 
         self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
@@ -685,7 +686,7 @@ class Controller:
             event=self._monitor_event, health=self.store_health)
         self.monitors.start()
         self.say("AMQ8003")
-        lines += recovery + console_damage(damaged)
+        lines += recovery + console_damage(damaged) + self._listener_warnings()
         lines.append(amq.text("AMQ8003", qmgr=self.qmgr))
         if failover_from is not None:
             took = time.monotonic() - failover_from
@@ -717,6 +718,11 @@ class Controller:
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
+
+    def _listener_warnings(self) -> list[str]:
+        """What the listener found to warn of at its start (a credentials file others can
+        read), for the console of the strmqm that starts this instance."""
+        return list(getattr(self.listener, "warnings", None) or [])
 
     def _monitor_event(self, name: str, **fields: Any) -> None:
         """A monitor thread's event; liveness checks also carry the log's write times (the

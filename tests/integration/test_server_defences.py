@@ -189,10 +189,13 @@ def test_a_credentials_file_others_can_read_is_warned_about(tmp_path) -> None:
         creds = os.path.join(pair.data_dir(), "credentials")
         assert os.stat(creds).st_mode & 0o777 == 0o600
         os.chmod(creds, 0o666)
-        pair.start(pair.a)
+        console = pair.start(pair.a)
         lines = [ln for ln in _errlog(pair).splitlines() if "AMQ1133" in ln]
         assert len(lines) == 1, lines
         assert creds in lines[0] and "0666" in lines[0] and f"chmod 600 {creds}" in lines[0]
+        # and on the console of the strmqm that started it
+        shown = [ln for ln in console.splitlines() if "AMQ1133W" in ln]
+        assert len(shown) == 1 and "chmod 600" in shown[0], console
         pair.mqsc(pair.a, "DEFINE QLOCAL(QC)\n")
         with open(creds, encoding="utf-8") as fh:
             secret = json.load(fh)["principals"]["admin"]["secret"]
