@@ -877,7 +877,8 @@ class QueueManagerStore:
                                  mqrc=MQRC_UNKNOWN_OBJECT_NAME)
         if name in self._damaged:
             raise StoreError(f"queue '{name}' is damaged: {self._damaged[name]}; recreate it "
-                             "with rcrmqobj", amq="AMQ7472")
+                             "with rcrmqobj (a linear log) or DELETE QLOCAL it",
+                             amq="AMQ7472")
         return q
 
     def _append(self, payload: bytes, uow: UnitOfWork | None = None) -> int:
