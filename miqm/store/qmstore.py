@@ -664,10 +664,10 @@ class QueueManagerStore:
                f"checkpoint left {recorded} (truncated or overwritten)")
         if self.settings.log_type == "LINEAR":
             qf.close()
-            why += ("; recover it with 'rcrmqobj -m QMGR -t qlocal NAME', or DELETE "
-                    "QLOCAL it").replace("QMGR", self.qmgr).replace("NAME", q.name)
             self._damaged[q.name] = why
-            self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}")
+            self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; recover "
+                         f"it with 'rcrmqobj -m {self.qmgr} -t qlocal {q.name}', or DELETE "
+                         "QLOCAL it")
             return LocalQueue(q.name, q.qid, qf.attrs), 0
         self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; it keeps "
                      f"the {q.present} that could be read, {max(0, recorded - q.present)} "
