@@ -204,6 +204,8 @@ class Authorizer:
 
         def flush() -> None:
             m = next((re.search(r"\bQUEUE\(([^)]*)\)", x) for x in block[1:2]), None)
+            if m is None and block:  # a damaged queue's one line (AMQ7472) names it
+                m = re.match(r"AMQ7472\w?: Object (\S+), type queue damaged", block[0])
             if block and (m is None or self.allows(principal, authz.QUEUE, m.group(1), "DSP")):
                 out.extend(block)
             block.clear()

@@ -423,3 +423,22 @@ def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
     assert service.store.get("APP.IN") is None  # the unit's earlier put was backed out
     assert service.handle({**put, "queue": "APP.IN", "commit": True}, app)["ok"]
     assert service.store.get("APP.IN").body == b"x"
+
+
+def test_a_generic_display_shows_damaged_queues_only_to_who_may_display_them(served
+                                                                             ) -> None:
+    """A generic DISPLAY names a damaged queue in one AMQ7472 line: it is filtered by the
+    principal's display authority as a queue's block of attributes is."""
+    service, _ = served
+    admin = _session("admin")
+    for text in ("SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+                 "SET AUTHREC PROFILE(APP.IN) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+                 "AUTHADD(DSP)"):
+        assert not _mqsc(service, admin, text)["failed"]
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    lines = ["AMQ7472E: Object APP.IN, type queue damaged: its file is missing. Delete it",
+             "AMQ7472E: Object APP.OUT, type queue damaged: its file is missing. Delete it"]
+    cmd = mqsc.parse_command("DISPLAY QLOCAL(APP.*)")
+    assert service.authorizer.filter_display(cmd, app, lines) == lines[:1]
+    assert service.authorizer.filter_display(cmd, admin, lines) == lines
