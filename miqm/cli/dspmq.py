@@ -4,7 +4,8 @@ The status comes from this host's run record (an instance here), the lock files
 (``master``/``active``/``standby``: held or not, asked without taking a lock) and
 ``qmstatus.ini``. Every queue manager is probed on a separate thread with a deadline, so
 ``dspmq`` answers within a second even when the shared filesystem hangs: the queue
-manager is then reported as ``Status not available``.
+manager is then reported as ``Status not available``, as it is when its data directory
+or qm.ini cannot be read (removed, or a filesystem unmounted under it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ DEADLINE = 0.9  # seconds for all probes together
 
 
 def probe(name: str, data_path: str) -> dict[str, Any]:
-    """What the lock files and qmstatus.ini say about ``name`` (may block on the FS)."""
+    """What the lock files and qmstatus.ini say about ``name`` (may block on the FS).
+
+    Raises (so that dspmq shows ``Status not available``, as MQ does) when the data
+    directory or its qm.ini cannot be read: the directory removed, or a filesystem
+    unmounted under it, says nothing about the queue manager's state."""
     from lockfs import open_volume
     from lockfs.faults import wrap_from_env
     from lockfs.lockfile import peek
@@ -32,6 +37,7 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
 
     volume = wrap_from_env(open_volume(data_path), "data")
     try:
+        volume.read_head("qm.ini", 1)  # VolumeNotFound/LockFsError: status not available
         locks = {}
         for lock in ("master", "active", "standby"):
             rec, held = peek(volume, lock)
