@@ -9,11 +9,18 @@ back to its subsystem's ``default_exit``.
 
 from __future__ import annotations
 
+import re
+
+#: the AMQ number a user's line starts with: ``AMQ7026: ...`` (or ``AMQ7026E: ...``)
+_LEADING_AMQ = re.compile(r"(AMQ\d{4})[IWES]?: ")
+
 
 class MiqmError(Exception):
     """Root of every miqm error.
 
-    ``amq`` is an MQ message number such as ``"AMQ7279"`` (see :mod:`miqm.amq`);
+    ``amq`` is an MQ message number such as ``"AMQ7279"`` (see :mod:`miqm.amq`): given
+    explicitly, else the table's number the message starts with (``ConfigError("AMQ7026:
+    ...")`` is an AMQ7026, not its class's AMQ7880), else the class's;
     ``exit_code`` is what the command exits with: given explicitly, else the table's exit
     code for ``amq``, else the subsystem's ``default_exit``.
     """
@@ -26,6 +33,8 @@ class MiqmError(Exception):
         self, message: str, *, amq: str | None = None, exit_code: int | None = None
     ) -> None:
         super().__init__(message)
+        if amq is None:
+            amq = _leading_number(message)
         if amq is not None:
             self.amq = amq
         if exit_code is not None:
@@ -48,6 +57,16 @@ class MiqmError(Exception):
         """The one line shown to a user."""
         text = str(self)
         return f"{self.amq}: {text}" if self.amq and not text.startswith("AMQ") else text
+
+
+def _leading_number(message: object) -> str | None:
+    """The message table's number that ``message`` starts with, or None."""
+    m = _LEADING_AMQ.match(message) if isinstance(message, str) else None
+    if m is None:
+        return None
+    from miqm import amq as table
+
+    return m.group(1) if m.group(1) in table.MESSAGES else None
 
 
 class UsageError(MiqmError):

@@ -52,7 +52,8 @@ def credential(qmgr: str, rotate: bool, show: bool, add: str = "",
 
 
 def _principal(qmgr: str, add: str, remove: str, rotate: bool) -> list[str]:
-    """--add/--remove of an application principal."""
+    """--add/--remove of an application principal. A refusal is a ConfigError whose line
+    starts with AMQ7026, so the command exits with AMQ7026's code (1), not AMQ7880's."""
     from lockfs.volume import open_volume
     from miqm import authz
     from miqm.errors import ConfigError
@@ -63,7 +64,7 @@ def _principal(qmgr: str, add: str, remove: str, rotate: bool) -> list[str]:
     try:
         authz.check_principal(name)
     except authz.AuthzError as exc:
-        raise ConfigError(f"AMQ7026: {exc}.", amq="AMQ7026") from None
+        raise ConfigError(f"AMQ7026: {exc}.") from None
     entry = find(qmgr)
     volume = open_volume(entry.data_path)
     try:
@@ -74,17 +75,17 @@ def _principal(qmgr: str, add: str, remove: str, rotate: bool) -> list[str]:
         if remove:
             if name == auth.ADMIN:
                 raise ConfigError("AMQ7026: the admin principal cannot be removed (rotate "
-                                  "its secret with --rotate).", amq="AMQ7026")
+                                  "its secret with --rotate).")
             if name not in principals:
                 raise ConfigError(f"AMQ7026: principal '{name}' is not in the credentials "
-                                  "file.", amq="AMQ7026")
+                                  "file.")
             del principals[name]
             auth.write(volume, principals)
             return [f"Principal '{name}' removed; its authority records stay until "
                     "DELETE AUTHREC."]
         if name in principals and not rotate:
             raise ConfigError(f"AMQ7026: principal '{name}' already exists; add --rotate to "
-                              "replace its secret.", amq="AMQ7026")
+                              "replace its secret.")
         principals[name] = auth.new_secret()
         auth.write(volume, principals)
         return [f"{name}:{principals[name]}"]
