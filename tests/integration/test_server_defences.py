@@ -41,6 +41,13 @@ def _run(pair: LocalPair, script: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, timeout=60)
 
 
+def _kill(proc: subprocess.Popen[str]) -> None:
+    """``kill -9`` of a client process (it may have ended already), reaped."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+
 def _ipprocs(pair: LocalPair, queue: str) -> int:
     out = pair.mqsc(pair.a, f"DISPLAY QLOCAL({queue}) IPPROCS\n")
     for word in out.replace(")", ") ").split():
@@ -61,12 +68,8 @@ def test_a_killed_clients_get_wait_does_not_take_the_next_message(single) -> Non
         wait_until(lambda: _ipprocs(pair, "QW") == 1, "the getter waits on QW", timeout=30,
                    poll=0.1)
         time.sleep(0.3)
-        getter.send_signal(signal.SIGKILL)
-        getter.wait(10)
     finally:
-        if getter.poll() is None:
-            getter.kill()
-            getter.wait()
+        _kill(getter)
     put = _run(pair, "from miqm.client import connect\n"
                      "with connect('QMSRV') as qm:\n"
                      "    qm.put('QW', b'important', persistent=True)\n")
@@ -124,12 +127,8 @@ def test_delete_qlocal_is_refused_while_a_connection_has_the_queue_open(single) 
         assert proc.returncode != 0
         assert "QUEUE(QD)" in pair.mqsc(pair.a, "DISPLAY QLOCAL(QD)\n")
         assert getter.poll() is None  # still waiting, not ended with 2085
-        getter.send_signal(signal.SIGKILL)
-        getter.wait(10)
     finally:
-        if getter.poll() is None:
-            getter.kill()
-            getter.wait()
+        _kill(getter)
     wait_until(lambda: _ipprocs(pair, "QD") == 0, "the getter's handle closes", timeout=10,
                poll=0.1)
     assert "AMQ8007I" in pair.mqsc(pair.a, "DELETE QLOCAL(QD)\n")

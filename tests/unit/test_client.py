@@ -94,6 +94,14 @@ def test_put_get_browse_commit_backout_and_typed_errors(served) -> None:
             qm.get("Q1")
 
 
+def put_committed(bodies: list[bytes], queue: str = "Q1") -> None:
+    """``bodies`` put on ``queue`` of QMC as persistent messages, in one unit of work."""
+    with mq.connect("QMC") as qm:
+        for b in bodies:
+            qm.put(queue, b, persistent=True, syncpoint=True)
+        qm.commit()
+
+
 def test_streaming_consumer_delivers_everything_once_and_close_returns_the_rest(served) -> None:
     bodies = [f"m{i:04d}".encode() * 10 for i in range(600)]
     with mq.connect("QMC") as qm:
@@ -125,10 +133,7 @@ def test_consumer_resumes_when_its_listener_is_replaced(served) -> None:
     """The serving listener goes away (as at a failover) while a consumer streams: it
     reconnects by itself, nothing is lost, and anything seen twice says so."""
     bodies = [f"r{i:04d}".encode() for i in range(400)]
-    with mq.connect("QMC") as qm:
-        for b in bodies:
-            qm.put("Q1", b, persistent=True, syncpoint=True)
-        qm.commit()
+    put_committed(bodies)
     seen: list[mq.Message] = []
     with mq.connect("QMC", reconnect=True, reconnect_timeout=20) as qm:
         consumer = qm.consume("Q1", prefetch=40)

@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 
 from miqm import client as mq
-from tests.unit.test_client import served  # noqa: F401  (the fixture)
+from tests.unit.test_client import put_committed, served  # noqa: F401  (served: fixture)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
                                 reason="needs the store's recovery log")
@@ -72,10 +72,7 @@ def test_a_consumer_whose_ack_meets_a_broken_connection_flags_what_comes_again(
     import socket
 
     bodies = [f"s{i:04d}".encode() for i in range(300)]
-    with mq.connect("QMC") as qm:
-        for b in bodies:
-            qm.put("Q1", b, persistent=True, syncpoint=True)
-        qm.commit()
+    put_committed(bodies)
     seen: list[mq.Message] = []
     restarted = False
     with mq.connect("QMC", reconnect_timeout=20) as qm:
