@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -373,17 +374,23 @@ def _make_certs(d: str) -> dict[str, str]:
                                              "client.crt", "client.key")}
 
 
+def tls_listener_of(served: Any, certs: dict[str, str]) -> tuple[Listener, str]:
+    """A started TLS listener over ``served``'s store that requires client certificates
+    signed by ``certs``' CA, and its CONNAME."""
+    from miqm.net.service import QueueService
+
+    listener = Listener(QueueService(served.store, "QMC").handle,
+                        tls=server_tls_context(certs["server.crt"], certs["server.key"],
+                                               certs["ca.crt"]),
+                        handshake_timeout=2.0)
+    host, port = listener.start()
+    return listener, f"{host}({port})"
+
+
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 def test_tls_listener_with_client_certificates(served, tmp_path) -> None:
     certs = _make_certs(str(tmp_path))
-    from miqm.net.service import QueueService
-
-    tls_listener = Listener(QueueService(served.store, "QMC").handle,
-                            tls=server_tls_context(certs["server.crt"], certs["server.key"],
-                                                   certs["ca.crt"]),
-                            handshake_timeout=2.0)
-    host, port = tls_listener.start()
-    conname = f"{host}({port})"
+    tls_listener, conname = tls_listener_of(served, certs)
     try:
         good_ctx = client_tls_context(certs["ca.crt"], certs["client.crt"],
                                       certs["client.key"])

@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 
 from miqm import client as mq
-from tests.unit.test_client import put_committed, served  # noqa: F401  (served: fixture)
+from tests.unit.test_client import put_committed, served, tls_listener_of  # noqa: F401  (served: fixture)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
                                 reason="needs the store's recovery log")
@@ -131,20 +131,13 @@ def test_tls_mismatches_are_2393_at_once(served, tmp_path) -> None:  # noqa: F81
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command")
     from miqm.net.client import client_tls_context
-    from miqm.net.server import Listener, server_tls_context
-    from miqm.net.service import QueueService
     from tests.unit.test_client import _make_certs
 
     os.makedirs(tmp_path / "a")
     os.makedirs(tmp_path / "b")
     certs = _make_certs(str(tmp_path / "a"))
     other = _make_certs(str(tmp_path / "b"))  # another CA
-    tls_listener = Listener(QueueService(served.store, "QMC").handle,
-                            tls=server_tls_context(certs["server.crt"], certs["server.key"],
-                                                   certs["ca.crt"]),
-                            handshake_timeout=2.0)
-    host, port = tls_listener.start()
-    tls_conname = f"{host}({port})"
+    tls_listener, tls_conname = tls_listener_of(served, certs)
     plain_conname = "{}({})".format(*served.listener.address)
     good = client_tls_context(certs["ca.crt"], certs["client.crt"], certs["client.key"])
     cases = {
