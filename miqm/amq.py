@@ -153,6 +153,7 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ7017": E(71, "Log not available for queue manager '{qmgr}': {detail}"),
     "AMQ7048": E(72, "The queue manager name '{qmgr}' is either not valid or not known."),
     "AMQ7077": E(71, "You are not authorized to perform the requested operation."),
+    "AMQ7085": E(133, "Object {name}, type {objtype} not found."),
     "AMQ7086": I("Media image for object {name}, type queue recorded."),
     "AMQ7026": E(1, "A principal or group name was invalid: {detail}"),
     "AMQ7089": E(71, "Media recovery not allowed: queue manager '{qmgr}' uses circular "

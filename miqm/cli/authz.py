@@ -16,7 +16,9 @@ here by hand: ``-get`` is an authority, not an option.
 Exit codes are MQ's: 0 done, 36 bad arguments, 40 queue manager not available, 71 an
 unexpected failure (or refused: AMQ7077); a command the queue manager answers with a
 numbered error exits with that number's code in docs/messages.md (AMQ1122, no such
-record to remove: 10); 146 object name missing, 147 object type
+record to remove: 10); 133 dspmqaut on a queue that does not exist (AMQ7085; a generic
+profile is not an object: setmqaut takes it, dspmqaut refuses it with 36); 146 object
+name missing, 147 object type
 missing, 148 bad object type, 149 principal missing, 150 no authorities given, 151 a
 bad authority.
 """
@@ -115,8 +117,9 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _send(qmgr: str, text: str, prog: str) -> list[str]:
-    """Run one MQSC command on the active instance; its lines. Exits on failure."""
+def _call(qmgr: str, text: str) -> tuple[bool, list[str]]:
+    """Run one MQSC command on the active instance: (failed, its lines). Exits when the
+    queue manager cannot be reached."""
     from miqm.errors import MiqmError
     from miqm.net.client import connect
 
@@ -127,8 +130,13 @@ def _send(qmgr: str, text: str, prog: str) -> list[str]:
     except MiqmError as exc:
         code = 40 if getattr(exc, "mqrc", None) in (2059, 2543) else exc.exit_code or 71
         _fail(exc.user_line(), code)
-    lines = [str(x) for x in reply.get("lines", [])]
-    if reply.get("failed"):
+    return bool(reply.get("failed")), [str(x) for x in reply.get("lines", [])]
+
+
+def _send(qmgr: str, text: str, prog: str) -> list[str]:
+    """Run one MQSC command on the active instance; its lines. Exits on failure."""
+    failed, lines = _call(qmgr, text)
+    if failed:
         first = lines[0] if lines else ""
         if first.startswith("AMQ8135"):
             _fail(f"{amq.line('AMQ7077')} {first.split(':', 1)[1].strip()}", 71)
@@ -183,6 +191,15 @@ def effective(lines: list[str]) -> tuple[str | None, list[str]]:
     return (None, []) if best is None else (best[1], best[2])
 
 
+def _require_queue(qmgr: str, name: str) -> None:
+    """Exit with AMQ7085 (133, MQ's 'unknown object name') when no queue (local, alias or
+    model) called ``name`` exists; a caller who may not display it goes on to the
+    authority records, which the queue manager checks on their own."""
+    failed, lines = _call(qmgr, f"DISPLAY QUEUE({_quote(name)})")
+    if failed and lines and line_number(lines[0]) == "AMQ8147":
+        _fail(amq.line("AMQ7085", name=name, objtype="queue"), amq.exit_code("AMQ7085"))
+
+
 def dspmqaut(argv: list[str]) -> None:
     """The dspmqaut command (see the module docstring)."""
     prog = "dspmqaut"
@@ -192,6 +209,8 @@ def dspmqaut(argv: list[str]) -> None:
     if objtype == authz.QUEUE and authz.is_generic(name):
         _fail(f"{prog}: -n names one object; '{name}' is a generic profile (DISPLAY "
               "AUTHREC in runmqsc lists profiles).", 36)
+    if objtype == authz.QUEUE:
+        _require_queue(opts["m"], name)
     profile = f" PROFILE({_quote(name)})" if objtype == authz.QUEUE else ""
     lines = _send(opts["m"], f"DISPLAY AUTHREC{profile} OBJTYPE({objtype}) "
                   f"PRINCIPAL({_quote(opts['p'])}) MATCH(PROFILE)", prog)
