@@ -126,6 +126,9 @@ MESSAGES: dict[str, str | Message] = {
                  "MQRC_NOT_AUTHORIZED)."),
     "AMQ1122": E(10, "No authority record for PROFILE({profile}) OBJTYPE({objtype}) "
                  "PRINCIPAL({principal})."),
+    "AMQ1123": W("Principal '{principal}' has no credential for queue manager '{qmgr}', so "
+                 "it cannot connect until it has one: run 'miqm credential -m {qmgr} --add "
+                 "{principal}' to give it a secret."),
     "AMQ1130": W("The index file of queue {queue} cannot be used ({why}); the queue is "
                  "rebuilt from its queue file and the next checkpoint writes a new index."),
     "AMQ1131": W("The queue catalog cannot be used ({why}); every queue file is opened "

@@ -5,6 +5,10 @@
     setmqaut -m QMgr -t queue|qmgr [-n Profile] -p Principal (+auth|-auth ...) | -remove
     dspmqaut -m QMgr -t queue|qmgr [-n ObjectName] -p Principal
 
+setmqaut keeps records for any principal, as MQ does, but warns (AMQ1123, on stderr,
+exit 0) when the data directory's credentials file gives the principal no secret, so it
+cannot connect until ``miqm credential -m QMgr --add Principal``.
+
 Both talk to the active instance like runmqsc (bindings mode with the data directory's
 credential, or ``MIQM_CONNECTION`` + ``MIQM_CREDENTIAL``) and run the equivalent MQSC
 (``SET AUTHREC``, ``DELETE AUTHREC``, ``DISPLAY AUTHREC ... MATCH(PROFILE)``), so the
@@ -172,6 +176,34 @@ def setmqaut(argv: list[str]) -> None:
             parts.append(f"AUTHRMV({','.join(rmv)})")
         _send(opts["m"], " ".join(parts), prog)
     sys.stdout.write("The setmqaut command completed successfully.\n")
+    warning = None if remove else no_credential_warning(opts["m"], opts["p"])
+    if warning:
+        sys.stderr.write(warning + "\n")
+
+
+def no_credential_warning(qmgr: str, principal: str) -> str | None:
+    """AMQ1123 when the data directory's credentials file (``miqm credential``) has no
+    secret for ``principal``: its authority records are kept, as MQ keeps them for any
+    principal, but it cannot connect. None when it has one, when the queue manager has
+    no credentials file (its listener accepts every client), or when the data directory
+    cannot be read from here (setmqaut over MIQM_CONNECTION from another host)."""
+    from lockfs.errors import LockFsError
+    from lockfs.volume import open_volume
+    from miqm.errors import MiqmError
+    from miqm.net import auth
+    from miqm.paths import find
+
+    try:
+        volume = open_volume(find(qmgr).data_path)
+        try:
+            principals = auth.read(volume)
+        finally:
+            volume.close()
+    except (MiqmError, LockFsError, OSError):
+        return None
+    if principals is None or principal in principals:
+        return None
+    return amq.line("AMQ1123", qmgr=qmgr, principal=principal)
 
 
 def effective(lines: list[str]) -> tuple[str | None, list[str]]:

@@ -101,3 +101,33 @@ def test_generic_profiles_are_not_objects(qm1, capsys, monkeypatch) -> None:
     rc, out, err = dspmqaut(["-t", "queue", "-n", "Q.**", "-p", "admin"], capsys,
                             monkeypatch)  # dspmqaut names one object, as before
     assert rc == 36 and "generic profile" in one_line(err)
+
+
+def test_setmqaut_warns_of_a_principal_without_a_credential(
+        qm1, root, capsys, monkeypatch) -> None:  # noqa: F811 - the imported fixture
+    import os
+
+    from miqm.cli import umbrella
+
+    warning = ("AMQ1123: Principal 'app1' has no credential for queue manager 'QM1', so it "
+               "cannot connect until it has one: run 'miqm credential -m QM1 --add app1' "
+               "to give it a secret.")
+    rc, out, err = setmqaut(["-t", "qmgr", "-p", "app1", "+connect"], capsys, monkeypatch)
+    assert rc == 0 and out == "The setmqaut command completed successfully.\n"
+    assert one_line(err) == warning
+    assert qm1.recs == {("QMGR", "self", "app1"): ["CONNECT"]}  # kept all the same
+    rc, out, err = setmqaut(["-t", "qmgr", "-p", "app1", "-remove"], capsys, monkeypatch)
+    assert rc == 0 and err == ""  # removing a record needs no credential
+
+    rc, out, err = setmqaut(["-t", "qmgr", "-p", "admin", "+connect"], capsys, monkeypatch)
+    assert rc == 0 and err == ""
+    rc, out, err = run(umbrella.main, ["miqm", "credential", "-m", "QM1", "--add", "app1"],
+                       capsys, monkeypatch)
+    assert rc == 0, err
+    rc, out, err = setmqaut(["-t", "queue", "-n", "APP.**", "-p", "app1", "+put"], capsys,
+                            monkeypatch)
+    assert rc == 0 and err == ""
+    # no credentials file at all: the listener accepts every client, nothing to warn of
+    os.unlink(os.path.join(root, "qmgrs", "QM1", "credentials"))
+    rc, out, err = setmqaut(["-t", "qmgr", "-p", "app2", "+connect"], capsys, monkeypatch)
+    assert rc == 0 and err == ""
