@@ -33,7 +33,13 @@ def format_entry(amq: str, text: str, *, qmgr: str, host: str, pid: int,
 
 
 class ErrorLog:
-    """Append-only MQ error log on a volume, written by a daemon thread."""
+    """Append-only MQ error log on a volume, written by a daemon thread.
+
+    The constructor first checks (synchronously) that ``errors/AMQERR01.LOG`` can be
+    written, and raises ConfigError (AMQ6062) if not: an instance must not start with its
+    error log lost, since that log is where MQ administrators look first. Later failures
+    to write are dropped (an unwritable error log must not stop a running queue manager).
+    """
 
     def __init__(self, volume: Volume, qmgr: str, host: str, *,
                  echo: Callable[[str, str], None] | None = None,
@@ -44,12 +50,37 @@ class ErrorLog:
         self.pid = os.getpid()
         self.max_bytes = max_bytes
         self.echo = echo
+        self.check()
         self._q: queue.Queue[str | None] = queue.Queue()
         self._done = threading.Condition()
         self._queued = 0
         self._written = 0
         self._thread = threading.Thread(target=self._run, name="errlog", daemon=True)
         self._thread.start()
+
+    def check(self) -> None:
+        """ConfigError (AMQ6062, one line saying what to do) unless ``errors/`` is (or can
+        be made) a directory holding a writable ``AMQERR01.LOG``: e.g. ``errors`` replaced
+        by a plain file, or AMQERR01.LOG by a directory."""
+        from miqm import amq as table
+        from miqm.errors import ConfigError
+
+        try:
+            self.volume.makedirs(DIR)
+            with self.volume.open(f"{DIR}/AMQERR01.LOG", create=True):
+                pass
+        except LockFsError as exc:
+            where = self.volume.describe()
+            why = str(exc)
+            try:
+                if not self.volume.stat(DIR).is_dir:
+                    why = f"{where}/{DIR} is a file, not a directory"
+            except LockFsError:
+                pass
+            raise ConfigError(table.line("AMQ6062", path=where, detail=(
+                f"its error log {DIR}/AMQERR01.LOG cannot be written ({why}). Make "
+                f"{where}/{DIR} a directory the queue manager can write (move aside "
+                "whatever is in its place) and start the queue manager again."))) from None
 
     def write(self, amq: str, text: str | None = None, **fields: object) -> None:
         """Queue an entry (never blocks on the filesystem). Without ``text`` the entry is

@@ -219,3 +219,27 @@ def test_runmqsc_huge_command_and_binary_input(tmp_path: Path) -> None:
     assert len(out) < 2000, len(out)
     assert "at most 32762 characters" in out
     assert "(unexpected character '\\xff')" in out and "\\udc" not in out
+
+
+def test_errors_directory_replaced_by_a_file_refuses_strmqm(qm: Env) -> None:
+    errors = qm.root / "qmgrs" / "QMBAD" / "errors"
+    for f in errors.iterdir():
+        f.unlink()
+    errors.rmdir()
+    errors.write_text("a file where the error log's directory was\n")
+    line = qm.fails_with("AMQ6062", "strmqm", "QMBAD")
+    assert line.startswith("AMQ6062: ") and "errors/AMQERR01.LOG cannot be written" in line
+    assert "is a file, not a directory" in line and "start the queue manager again" in line
+    assert qm.run("strmqm", "QMBAD").returncode == 71
+    assert errors.is_file()  # left for the administrator to move aside
+    assert "STATUS(Ended" in qm.run("dspmq", "-m", "QMBAD").stdout  # nothing started
+
+
+def test_a_missing_data_directory_is_status_not_available(qm: Env) -> None:
+    data = qm.root / "qmgrs" / "QMBAD"
+    data.rename(qm.root / "moved")
+    out = qm.run("dspmq", "-m", "QMBAD", "-x", "-o", "all").stdout
+    assert "STATUS(Status not available)" in out and "Ended" not in out, out
+    assert "restore it" in qm.fails_with("AMQ7880", "strmqm", "QMBAD")
+    (qm.root / "moved").rename(data)
+    assert "STATUS(Ended normally)" in qm.run("dspmq", "-m", "QMBAD").stdout
