@@ -13,7 +13,9 @@ back out, and consume a stream of messages. Documented in docs/client.md.
 
 Every failure raises :class:`MQError` (or a subclass) whose ``reason`` is MQ's reason
 code (MQRC). Around a failover a reconnecting connection reports only MQ's failover
-reasons (2009, 2549, 2003, 2543): see :class:`miqm.net.client.Connection`.
+reasons (2009, 2549, 2003, 2543): see :class:`miqm.net.client.Connection`. While the
+queue manager ends, calls raise :class:`QMgrQuiescing` (2161) or :class:`QMgrStopping`
+(2162); a switchover (``endmqm -s``) moves a reconnecting connection instead.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 __all__ = [
     "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "HConnError",
     "InvalidArgument", "MQError", "Message", "NoMessageAvailable", "NotAuthorized",
-    "QMgrNameError", "QMgrNotAvailable", "QueueManager", "ReconnectFailed",
+    "QMgrNameError", "QMgrNotAvailable", "QMgrQuiescing", "QMgrStopping", "QueueManager",
+    "ReconnectFailed",
     "SSLInitializationError", "StandbyQMgr", "UnknownObjectName", "connect",
 ]
 
@@ -143,11 +146,29 @@ class ReconnectFailed(MQError):
     default_reason = 2548
 
 
+class QMgrQuiescing(MQError):
+    """2161 MQRC_Q_MGR_QUIESCING: the queue manager is ending (endmqm, ``-c``, ``-w``)
+    and refused the call, which was not done. A unit of work open may still be
+    committed or backed out for a few seconds; then disconnect."""
+
+    default_reason = 2161
+
+
+class QMgrStopping(MQError):
+    """2162 MQRC_Q_MGR_STOPPING: the queue manager is ending at once (``endmqm -i``,
+    ``-p``) and refused the call, which was not done; a unit of work open is backed
+    out. With ``reconnect=True`` a switchover (``endmqm -s``) is not reported: the
+    connection moves to the new active instance."""
+
+    default_reason = 2162
+
+
 _BY_REASON: dict[int, type[MQError]] = {
     2035: NotAuthorized, 2033: NoMessageAvailable, 2085: UnknownObjectName,
     2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
     2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed, 2058: QMgrNameError,
-    2393: SSLInitializationError, 2018: HConnError,
+    2393: SSLInitializationError, 2018: HConnError, 2161: QMgrQuiescing,
+    2162: QMgrStopping,
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058
@@ -542,7 +563,8 @@ class Consumer:
             except MQError:
                 raise
             except (OSError, NetError) as exc:
-                if isinstance(exc, NetError) and exc.mqrc not in (2009, 2059):
+                if (isinstance(exc, NetError) and exc.mqrc not in (2009, 2059)
+                        and not self._moves(exc)):
                     raise _error(exc) from None
                 self._lost(exc)
                 continue
@@ -556,8 +578,11 @@ class Consumer:
                     self._suspect.pop(m, None)
                 continue
             if frame.get("ok") is False:
-                raise _error(NetError(str(frame.get("error")),
-                                      mqrc=int(frame.get("mqrc") or 2195)))
+                err = NetError(str(frame.get("error")), mqrc=int(frame.get("mqrc") or 2195))
+                if frame.get("reconnect") and self._conn.reconnect:
+                    self._lost(err)  # a switchover: on to the new active instance
+                    continue
+                raise _error(err)
             try:
                 self._take(frame)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -607,6 +632,11 @@ class Consumer:
         self._acked.clear()
         self._suspect.update({m: 1 for m in self._unconfirmed})
         self._generation = -1
+
+    def _moves(self, exc: NetError) -> bool:
+        """Whether ``exc`` is an instance ending that asked a reconnecting client to
+        move to another instance (a switchover): the consumer follows it."""
+        return bool(getattr(exc, "reconnect", False)) and self._conn.reconnect
 
     def _lost(self, exc: BaseException) -> None:
         """The connection broke while streaming: reconnect (the next loop resubscribes),

@@ -77,6 +77,10 @@ def filesystem_failure(qmgr: str, exc: LockFsError) -> tuple[str, str]:
 #: damaged objects named one by one on the console at a start; past it, a count (the
 #: error log names every one)
 CONSOLE_DAMAGE = 10
+#: A controlled end (endmqm, -c, -w) waits this many seconds at most for the units of
+#: work open when it began to commit or back out; those still open then are backed out
+#: with their connections (docs/runbook.md, "Ending a queue manager")
+QUIESCE_GRACE = 10.0
 
 
 def console_damage(lines: list[str]) -> list[str]:
@@ -776,6 +780,7 @@ class Controller:
                        "immediate": "Ending immediately",
                        "preemptive": "Ending pre-emptively"}.get(mode, "Quiescing")
         self._run_record()
+        mode = self._quiesce(mode, switchover or bool(req.get("reconnect")))
         if self.monitors is not None:
             self.monitors.stop()
         if self.listener is not None:
@@ -802,6 +807,40 @@ class Controller:
         self.release_locks()
         return EXIT_OK
 
+    def _quiesce(self, mode: str, reconnect: bool) -> str:
+        """Before the listener stops: refuse new work with 2161 (controlled) or 2162
+        (immediate, pre-emptive), and in a controlled end give the units of work already
+        open up to :data:`QUIESCE_GRACE` seconds to commit or back out (an ``endmqm -i``
+        meanwhile cuts it short). Every connection then gets the end's reason as its last
+        frame. Returns the mode the end finished in."""
+        from miqm.net.server import MQRC_Q_MGR_QUIESCING, MQRC_Q_MGR_STOPPING
+        from miqm.net.service import quiesce_reply
+
+        service = self.service
+        if service is None or not hasattr(service, "quiesce"):
+            return mode
+        controlled = mode in ("controlled", "wait")
+        mqrc = MQRC_Q_MGR_QUIESCING if controlled else MQRC_Q_MGR_STOPPING
+        service.quiesce(mqrc, reconnect)
+        if controlled:
+            deadline = time.monotonic() + QUIESCE_GRACE
+            while service.open_units() and time.monotonic() < deadline:
+                now = str((self._end_request or {}).get("mode", mode))
+                if now not in ("controlled", "wait"):  # endmqm -i or -p meanwhile
+                    mode, mqrc = now, MQRC_Q_MGR_STOPPING
+                    self.status = ("Ending pre-emptively" if now == "preemptive"
+                                   else "Ending immediately")
+                    self._run_record()
+                    service.quiesce(mqrc, reconnect)
+                    break
+                time.sleep(0.05)
+            left = service.open_units()
+            if left and mqrc == MQRC_Q_MGR_QUIESCING:
+                self.event("quiesce_grace_expired", units=left)
+        if self.listener is not None and hasattr(self.listener, "quiesce"):
+            self.listener.quiesce(quiesce_reply(mqrc, reconnect, notice=True))
+        return mode
+
     # ------------------------------------------------------------------ listener
     def _start_listener(self) -> None:
         """Bind the listener (qm.ini's Listener/TCP stanza, MIQM_LISTENER_HOST/PORT over
@@ -827,6 +866,9 @@ class Controller:
             return reply
         if op == "end":
             return self.request_end(request)
+        if (self.mode == "active" and self.service is not None
+                and getattr(self.service, "quiescing", None) is not None):
+            return self.service.handle(request, session)  # refused: 2161 or 2162
         if self.mode != "active" or self.service is None or self.status != "Running":
             reply = standby_reply()
             reply["host"] = self.host
@@ -845,6 +887,10 @@ class Controller:
         with self._lock:
             if self._end_request is None:
                 self._end_request = dict(request)
+            elif (request.get("mode") in ("immediate", "preemptive")
+                  and self._end_request.get("mode") in ("controlled", "wait", None)):
+                # endmqm -i (or -p) while a controlled end waits for units of work
+                self._end_request["mode"] = request.get("mode")
         self._wake.set()
         self._ended.set()
         return {"ok": True, "pid": self.pid, "host": self.host, "mode": self.mode}

@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import re
+import select
 import socket
 import ssl
 import time
@@ -62,9 +63,15 @@ MQRC_HCONN_ERROR = 2018
 #: MQRC 2548 MQRC_RECONNECT_FAILED: a connection that had been made could not be made
 #: again within ``reconnect_timeout``
 MQRC_RECONNECT_FAILED = 2548
-#: what a failed connection attempt may be retried for (nothing answered, or a standby):
-#: anything else (2035, 2058, 2393) is a permanent answer
-_TRANSIENT = frozenset({MQRC_Q_MGR_NOT_AVAILABLE, MQRC_STANDBY_Q_MGR})
+#: MQRC 2161 MQRC_Q_MGR_QUIESCING: the instance is ending (endmqm, -c, -w)
+MQRC_Q_MGR_QUIESCING = 2161
+#: MQRC 2162 MQRC_Q_MGR_STOPPING: the instance is ending at once (-i, -p) or switching over
+MQRC_Q_MGR_STOPPING = 2162
+#: the reasons of an instance that is ending (docs/protocol.md, "Ending")
+_ENDING = frozenset({MQRC_Q_MGR_QUIESCING, MQRC_Q_MGR_STOPPING})
+#: what a failed connection attempt may be retried for (nothing answered, a standby, an
+#: instance that is ending): anything else (2035, 2058, 2393) is a permanent answer
+_TRANSIENT = frozenset({MQRC_Q_MGR_NOT_AVAILABLE, MQRC_STANDBY_Q_MGR, *_ENDING})
 #: answers to hello that are final, not retried while reconnecting (2035 is raised at
 #: once by itself)
 _PERMANENT = {MQRC_Q_MGR_NAME_ERROR: "MQRC_Q_MGR_NAME_ERROR",
@@ -76,6 +83,21 @@ _PUSHED: dict[str, Any] = {"_push": True}
 _SETTLED: dict[str, Any] = {"_settled": True}
 
 _CONNAME_RE = re.compile(r"^\s*([^()\s,]+)\s*\(\s*(\d{1,5})\s*\)\s*$")
+
+
+class QMgrEnding(NetError):
+    """2161 (MQRC_Q_MGR_QUIESCING) or 2162 (MQRC_Q_MGR_STOPPING): the instance is ending
+    and refused the call, which was not done. ``reconnect``: it asked clients to
+    reconnect to another instance (endmqm -s, -r)."""
+
+    def __init__(self, message: str, *, mqrc: int, reconnect: bool = False) -> None:
+        super().__init__(message, mqrc=mqrc)
+        self.reconnect = reconnect
+
+
+def _ending_error(reply: dict[str, Any]) -> QMgrEnding:
+    return QMgrEnding(str(reply.get("error") or "the queue manager is ending"),
+                      mqrc=int(reply["mqrc"]), reconnect=bool(reply.get("reconnect")))
 
 
 @dataclass(frozen=True)
@@ -314,6 +336,9 @@ class Connection:
         self._last_sent = 0.0
         #: close() was called: every later call is refused with 2018 (MQRC_HCONN_ERROR)
         self.closed = False
+        #: a controlled end closed this connection without asking clients to reconnect:
+        #: the 2161 it sent, raised again by later calls (:meth:`_after_end`)
+        self.ended: QMgrEnding | None = None
 
     # -- connecting ------------------------------------------------------------------
     def open(self) -> Connection:
@@ -338,6 +363,7 @@ class Connection:
 
     def _open(self) -> Connection:
         saw_standby = False
+        ending: dict[str, Any] | None = None  # an instance that is ending refused hello
         errors: list[str] = []
         #: permanent answers (2058 another queue manager, 2393 TLS): reason -> why
         refused: dict[int, str] = {}
@@ -391,7 +417,9 @@ class Connection:
                 errors.append(f"{ep}: {exc}")
                 continue
             is_standby = reply.get("mqrc") == MQRC_STANDBY_Q_MGR
-            if reply.get("ok") or (is_standby and self.allow_standby):
+            is_ending = reply.get("mqrc") in _ENDING
+            # a control command (endmqm -i after endmqm -c) reaches an ending instance
+            if reply.get("ok") or ((is_standby or is_ending) and self.allow_standby):
                 self._sock, self._reader, self.endpoint = sock, reader, ep
                 self._deadline_now = None
                 #: what this listener does beyond protocol version 2 (server.FEATURES)
@@ -411,6 +439,9 @@ class Connection:
                                amq="AMQ5534")
             if is_standby:
                 saw_standby = True
+            elif is_ending:
+                ending = reply
+                errors.append(f"{ep}: {reply.get('error')}")
             else:
                 errors.append(f"{ep}: {reply.get('error')}")
                 mqrc = reply.get("mqrc")
@@ -418,6 +449,8 @@ class Connection:
                     refused.setdefault(int(mqrc), errors[-1])
         if saw_standby:
             raise standby_only(self.qmgr)
+        if ending is not None:
+            raise _ending_error(ending)
         if refused and self.strict:
             # an answer that waiting will not change: say it now, not 2059 after the
             # reconnect timeout with advice to start a queue manager that is running
@@ -581,6 +614,13 @@ class Connection:
                 return False  # bytes already read wait to be taken
             if isinstance(sock, ssl.SSLSocket) and sock.pending():
                 return False
+            # nothing to read and no end: open (a look that cannot wait, whatever the
+            # socket's timeout mode: a socket that never made a call is still in the
+            # connect timeout's, where Python would wait before the recv below)
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+            if not poller.poll(0):
+                return False
             # the TCP stream itself (for TLS too: its records are read by the next call)
             data = socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
@@ -616,9 +656,98 @@ class Connection:
                            "queue manager broke (MQRC 2003 MQRC_BACKED_OUT)",
                            mqrc=MQRC_BACKED_OUT)
         if self._sock is None:
+            if self.ended is not None:
+                self._after_end()
+                return
             if not self.reconnect and self.endpoint is not None:
                 raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
             self._reopen() if self.endpoint is not None else self.open()
+
+    def _after_end(self) -> None:
+        """A call after a controlled end closed this connection (2161, no reconnect
+        asked): a reconnectable connection tries once, at once (the queue manager may
+        have been started again); otherwise the end's reason is raised again, not 2548
+        after ``reconnect_timeout`` for a queue manager that was ended on purpose."""
+        ended = self.ended
+        assert ended is not None
+        if self.reconnect:
+            try:
+                self.open()
+            except NetError as exc:
+                if exc.mqrc not in _TRANSIENT:
+                    raise
+            else:
+                self.ended = None
+                self.reconnects += 1
+                return
+        raise QMgrEnding(f"the queue manager ended this connection: {ended}",
+                         mqrc=ended.mqrc)
+
+    def _ending(self, op: str, syncpoint: bool, reply: dict[str, Any]
+                ) -> dict[str, Any] | None:
+        """The instance refused ``op`` because it is ending (2161/2162; the call was not
+        done). Returns None to send the call again on a new connection, a reply to
+        return, or raises. ``quiesce`` in the reply: the connection's last frame.
+
+        Asked to reconnect (a switchover, endmqm -s or -r) a reconnectable connection
+        treats it as a broken connection whose call is known not done: it reconnects to
+        the new active instance and sends a call outside a unit of work again; inside a
+        unit (backed out with the old connection) the call raises 2009, a commit 2003,
+        later syncpoint calls 2003 until commit or backout. Otherwise the application is
+        told the reason at once (:class:`QMgrEnding`); when the connection's last frame
+        finds a unit of work open, a syncpoint call or commit raises 2003 (the unit was
+        backed out), a backout succeeds."""
+        err = _ending_error(reply)
+        was_open = self._in_uow or self._lone_put is not None  # before this call
+        in_uow = was_open or syncpoint
+        if in_uow and op in ("commit", "prepare"):
+            err = QMgrEnding(f"the {op} was not done and the unit of work is backed out: "
+                             f"{err}", mqrc=err.mqrc, reconnect=err.reconnect)
+        if not (err.reconnect and self.reconnect):
+            if not reply.get("quiesce"):
+                raise err  # refused; the connection stays for the unit to end
+            # the connection's last frame: the instance closes it, and backs out the
+            # unit of work open on it, as a broken connection's (the call was not done)
+            self._drop()
+            self._in_uow = False
+            if err.mqrc == MQRC_Q_MGR_QUIESCING:
+                # a controlled end: later calls are told at once (_after_end); after an
+                # immediate one they reconnect as after a failure
+                self.ended = err
+            if was_open:
+                if op == "backout":
+                    return {"ok": True}
+                if op not in ("commit", "prepare"):
+                    self._uow_lost = True
+                if op in ("commit", "prepare") or syncpoint:
+                    raise NetError(f"the unit of work was backed out when the queue "
+                                   f"manager ended (MQRC 2003 MQRC_BACKED_OUT): {err}",
+                                   mqrc=MQRC_BACKED_OUT)
+            raise err
+        # a syncpoint call that would have begun a unit was not done: nothing is lost
+        self._drop()
+        self._in_uow = False
+        if was_open and op not in ("commit", "backout", "prepare"):
+            self._uow_lost = True
+        try:
+            self._reopen()
+        except NetError as exc:
+            if exc.mqrc != MQRC_RECONNECT_FAILED:
+                raise
+            lost = "; the unit of work was backed out" if was_open else ""
+            raise NetError(f"the queue manager ended during {op} (not done) and {exc}"
+                           f"{lost}", mqrc=MQRC_RECONNECT_FAILED, amq=exc.amq) from None
+        if not was_open:
+            return None
+        if op == "backout":
+            return {"ok": True}
+        if op in ("commit", "prepare"):
+            raise NetError(f"the queue manager ended before the {op}, which was not done: "
+                           "the unit of work was backed out (MQRC 2003 MQRC_BACKED_OUT)",
+                           mqrc=MQRC_BACKED_OUT)
+        raise NetError("the queue manager switched over inside a unit of work, which was "
+                       "backed out (MQRC 2009 MQRC_CONNECTION_BROKEN)",
+                       mqrc=MQRC_CONNECTION_BROKEN)
 
     def send(self, op: str, *, on_reply: Callable[[dict[str, Any]], None] | None = None,
              flush: bool = False, **fields: Any) -> None:
@@ -729,6 +858,13 @@ class Connection:
             if not reply:
                 request["id"] = next(self._ids)
                 reply = self._roundtrip(request, wait, body)
+        if not reply.get("ok") and reply.get("mqrc") in _ENDING:
+            if op in ("commit", "backout", "prepare"):
+                self.async_error = None
+            again = self._ending(op, syncpoint, reply)
+            if again is None:
+                return self.call(op, **fields)  # not done: again on the new connection
+            return again
         if syncpoint:
             self._in_uow = True
         if op in ("commit", "backout", "prepare"):
@@ -774,6 +910,14 @@ class Connection:
                 if queue:
                     return queue.popleft()
             elif frame is not _SETTLED:
+                if frame.get("mqrc") in _ENDING:  # the instance ends this connection
+                    err = _ending_error(frame)
+                    if frame.get("quiesce"):
+                        self._drop()
+                        if (not (err.reconnect and self.reconnect)
+                                and err.mqrc == MQRC_Q_MGR_QUIESCING):
+                            self.ended = err
+                    raise err
                 raise NetError("an unexpected reply arrived", mqrc=MQRC_CONNECTION_BROKEN)
 
     def close(self) -> None:

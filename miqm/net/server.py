@@ -77,6 +77,11 @@ _COALESCE = 256 * 1024
 #: one put, committed (the service's ``_put``).
 FEATURES = ("quiet", "packed", "putcommit")
 
+#: MQRC 2161 MQRC_Q_MGR_QUIESCING: a controlled end (endmqm, -c, -w) is under way
+MQRC_Q_MGR_QUIESCING = 2161
+#: MQRC 2162 MQRC_Q_MGR_STOPPING: an immediate or pre-emptive end, or a switchover
+MQRC_Q_MGR_STOPPING = 2162
+
 #: What poll reports for a connection whose client has gone (POLLRDHUP: the peer closed
 #: its end, even with unread data before the end; Linux). POLLIN is asked for only so that
 #: poll answers at once; it alone means "a request is waiting", not "gone".
@@ -220,6 +225,8 @@ class Listener:
         #: warnings about its configuration for the console of the strmqm that starts the
         #: instance (miqm/net/listen.py: a credentials file others can read)
         self.warnings: list[str] = []
+        #: the frame each connection gets as its last (:meth:`quiesce`), or None
+        self._notice: dict[str, Any] | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -481,6 +488,7 @@ class Listener:
                     pass
                 return
             except (NetError, OSError):
+                self._send_notice(session)
                 return
             session.unanswered += 1
             close_after = False
@@ -520,6 +528,7 @@ class Listener:
             size = 0
             if close_after:
                 return
+        self._send_notice(session)  # the listener stopped between two requests
 
     def _authenticate(self, request: dict[str, Any],
                       session: Session) -> tuple[dict[str, Any] | None, bool]:
@@ -562,6 +571,23 @@ class Listener:
         # handlers make a new dict per reply: the id is set on it without a copy
         return reply if isinstance(reply, dict) else {"ok": True, "result": reply}
 
+    def quiesce(self, notice: dict[str, Any]) -> None:
+        """The instance is ending: :meth:`stop` gives each connection ``notice`` (an error
+        reply without an ``id``: ``mqrc`` 2161 or 2162, ``quiesce``, ``reconnect``) as its
+        last frame, after the replies of every request it has read. The client takes it
+        as the answer to a call it sent that was never read (so never done)."""
+        self._notice = dict(notice)
+
+    def _send_notice(self, session: Session) -> None:
+        """A connection whose reading ended while the listener stops gets the notice."""
+        notice = self._notice
+        if notice is None or not self._stopping.is_set():
+            return
+        try:
+            session.send(encode(notice))
+        except (OSError, ValueError):
+            pass
+
     def sessions(self) -> list[Session]:
         """The sessions open now."""
         with self._lock:
@@ -591,6 +617,18 @@ class Listener:
             if all(s.unanswered <= 0 for _c, s, _t in conns) or time.monotonic() >= grace:
                 break
             time.sleep(0.002)
+        if self._notice is not None:
+            # stop reading: each session thread, its replies sent, sends the notice
+            # (_send_notice) and ends; the plain call, so TLS can still write
+            for conn, session, _thread in conns:
+                sock = session._sock if session._sock is not None else conn
+                try:
+                    socket.socket.shutdown(sock, socket.SHUT_RD)
+                except OSError:
+                    pass
+            told = time.monotonic() + min(1.0, max(0.0, timeout))
+            for _conn, _session, thread in conns:
+                thread.join(max(0.0, told - time.monotonic()))
         for conn, _session, _thread in conns:
             try:
                 conn.shutdown(socket.SHUT_RDWR)

@@ -36,7 +36,7 @@ from miqm.net.protocol import (
     error_reply,
     unb64,
 )
-from miqm.net.server import Session
+from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
 
 MQRC_NO_MSG_AVAILABLE = 2033
@@ -65,6 +65,33 @@ IDEMPOTENT_OPS = frozenset({"hello", "ping", "status", "logger_dump", "in_doubt"
 _WAIT_SLICE = 0.25
 #: what _wait_get returns when the client went away while its get waited
 _GONE = object()
+#: what _wait_get returns when the instance began to end while its get waited
+_QUIESCED = object()
+
+
+#: What a session with a unit of work open may still do during a controlled end (2161):
+#: finish that unit (MQ lets an application that is told 2161 commit or back out), and
+#: end its consumers' batches. Everything else is refused with the end's reason.
+_UNIT_OPS = frozenset({"commit", "backout", "prepare", "resolve", "ack", "cancel",
+                       "qclose"})
+
+
+def quiesce_reply(mqrc: int, reconnect: bool, *, notice: bool = False) -> dict[str, Any]:
+    """The refusal of a call while the instance ends: ``mqrc`` 2161
+    (MQRC_Q_MGR_QUIESCING, endmqm / -c / -w) or 2162 (MQRC_Q_MGR_STOPPING, -i / -p);
+    ``reconnect`` when clients are asked to reconnect to another instance (-s, -r).
+    ``notice``: the last frame of a connection (no ``id``: the answer to a call the
+    listener never read)."""
+    name = "MQRC_Q_MGR_QUIESCING" if mqrc == MQRC_Q_MGR_QUIESCING else "MQRC_Q_MGR_STOPPING"
+    what = ("is ending (controlled)" if mqrc == MQRC_Q_MGR_QUIESCING
+            else "is ending immediately")
+    then = ("; reconnect to its other instance" if reconnect
+            else "; end the unit of work and disconnect")
+    reply = error_reply(mqrc, f"the queue manager {what} (MQRC {mqrc} {name}){then}")
+    reply["reconnect"] = bool(reconnect)
+    if notice:
+        reply["quiesce"] = 1
+    return reply
 
 
 def standby_reply() -> dict[str, Any]:
@@ -128,6 +155,8 @@ class QueueService:
         self._listener: Any = None
         self._auth_possible = False  # the listener has a credentials table to check
         self.started_at = time.time()
+        #: (mqrc, reconnect) once the instance is ending (:meth:`quiesce`), else None
+        self.quiescing: tuple[int, bool] | None = None
         self._drop_temporary_queues()
         self._ops: dict[str, Callable[[dict[str, Any], Session], dict[str, Any]]] = {
             "hello": self._hello, "ping": self._ping,
@@ -153,7 +182,9 @@ class QueueService:
         if fn is None:
             return error_reply(MQRC_FUNCTION_NOT_SUPPORTED, f"unknown op {op!r}")
         try:
-            refused = self.authorizer.check(op, request, session)
+            refused = self._quiesce_check(op, request, session)
+            if refused is None:
+                refused = self.authorizer.check(op, request, session)
             if refused is None:
                 reply = fn(request, session)
             elif op == "put" and request.get("commit") and request.get("syncpoint"):
@@ -171,6 +202,64 @@ class QueueService:
             # would acknowledge a message that was never stored
             session.state["uow_failed"] = _failed_call(op, reply)
         return reply
+
+    # -- ending ----------------------------------------------------------------------
+    def quiesce(self, mqrc: int, reconnect: bool = False) -> None:
+        """The instance is ending (endmqm): from now on calls are refused with ``mqrc``
+        (2161 controlled, 2162 immediate; see :meth:`_quiesce_check`), get-waits in
+        progress end with it within ``_WAIT_SLICE``, and each streaming consumer is told
+        and stopped (its unacknowledged batches return to the queue)."""
+        self.quiescing = (mqrc, bool(reconnect))
+        frame = quiesce_reply(mqrc, reconnect)
+        for session in self.sessions():
+            subs = session.state.get("subs") or {}
+            for sub_id in list(subs):
+                sub = subs.pop(sub_id, None)
+                if sub is None:
+                    continue
+                try:
+                    session.push({"push": sub_id, **frame})
+                except OSError:
+                    pass
+                sub.stop(broken=True)
+
+    def sessions(self) -> list[Session]:
+        """The connections known to this service now."""
+        with self._sessions_lock:
+            return list(self._sessions.values())
+
+    def open_units(self) -> int:
+        """How many connections have a unit of work open (the grace of a controlled
+        end waits for these to commit or back out)."""
+        return sum(1 for s in self.sessions()
+                   if "uow" in s.state or "uow_failed" in s.state)
+
+    def _quiesce_check(self, op: str, req: dict[str, Any],
+                       session: Session | None) -> dict[str, Any] | None:
+        """None, or the refusal of ``op`` while the instance ends (MQ's
+        MQGMO/MQPMO_FAIL_IF_QUIESCING for every call): during a controlled end (2161) a
+        session with a unit of work open may still finish it (its puts, gets without
+        wait, commit, backout) and end its consumers; during an immediate end (2162)
+        nothing is done."""
+        state = self.quiescing
+        if state is None:
+            return None
+        mqrc, reconnect = state
+        if mqrc == MQRC_Q_MGR_QUIESCING and session is not None:
+            if op in _UNIT_OPS:
+                return None
+            in_unit = "uow" in session.state or "uow_failed" in session.state
+            if op == "put" and req.get("syncpoint") and (
+                    in_unit or req.get("commit") or req.get("async")):
+                # a unit's puts; pipelined puts under syncpoint (the client, which hears
+                # of them only at the commit, may have issued them before the end); a
+                # unit of one put (put and commit in one request: the client held the
+                # put back until the commit)
+                return None
+            if (op == "get" and req.get("syncpoint") and in_unit
+                    and not float(req.get("wait") or 0.0)):
+                return None
+        return quiesce_reply(mqrc, reconnect)
 
     # -- connection ------------------------------------------------------------------
     def _hello(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
@@ -337,6 +426,9 @@ class QueueService:
             if msg is _GONE:
                 return error_reply(MQRC_CONNECTION_BROKEN, "the connection ended while the "
                                    "get waited (MQRC 2009 MQRC_CONNECTION_BROKEN)")
+            if msg is _QUIESCED and self.quiescing is not None:
+                # MQGMO_FAIL_IF_QUIESCING: the wait ends with the end's reason
+                return quiesce_reply(*self.quiescing)
         if msg is None:
             return error_reply(MQRC_NO_MSG_AVAILABLE, "no message available (MQRC 2033)")
         if under:
@@ -367,6 +459,8 @@ class QueueService:
         while True:
             if session is not None and session.peer_gone():
                 return _GONE
+            if self.quiescing is not None:
+                return _QUIESCED
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
