@@ -7,7 +7,13 @@
   it the standby ends too (it sees the queue manager ended, not crashed).
 * ``-x`` ends the standby instance only. ``endmqm`` on a host whose instance is the
   standby, without ``-x``, is an error.
-* ``-r`` is accepted for MQ compatibility: clients reconnect by themselves.
+* ``-r`` asks reconnectable clients to reconnect to another instance, as ``-s`` does.
+
+What connected applications see (docs/client.md, "When the queue manager ends"): a
+controlled end refuses new connections and new work with 2161 (MQRC_Q_MGR_QUIESCING) and
+gives units of work already open up to 10 s to commit or back out; ``-i`` and ``-p``
+answer 2162 (MQRC_Q_MGR_STOPPING) at once; ``endmqm -i`` during a controlled end cuts the
+wait short.
 
 As MQ's, endmqm acts where it is typed: it ends the instance that runs on this host
 (found through its run record). Typed on a host where no instance of the queue manager
@@ -82,8 +88,8 @@ def endmqm(
     preemptive: bool = typer.Option(False, "-p", help="pre-emptive end (no checkpoint)"),
     switchover: bool = typer.Option(False, "-s", help="permit switchover to the standby"),
     standby_only: bool = typer.Option(False, "-x", help="end the standby instance only"),
-    reconnect: bool = typer.Option(False, "-r", help="ask clients to reconnect (they do "
-                                   "anyway)"),
+    reconnect: bool = typer.Option(False, "-r", help="ask reconnectable clients to "
+                                   "reconnect to another instance"),
     remote: bool = typer.Option(False, "--remote", help="act on instances running on other "
                                 "hosts (without it, endmqm ends only an instance on this "
                                 "host)"),
