@@ -114,3 +114,32 @@ def test_a_unit_open_at_the_last_frame_is_reported_backed_out(served, monkeypatc
         conn.call("commit")
     assert info.value.mqrc == 2003 and "2162" in str(info.value)
     assert not service.store.msgs.get("Q1")
+
+
+def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
+    """2161 with ``reconnect`` (endmqm -s): the refused call, not done, is sent again on
+    the other instance, which the old one's 2161 to hello does not hide."""
+    old = QueueService(FakeStore(), "QM1", host_name="hosta")
+    new = QueueService(FakeStore(), "QM1", host_name="hostb")
+    listeners = []
+    for service in (old, new):
+        service.store.define_queue("Q1")
+        listener = Listener(service.handle)
+        listener.start()
+        listeners.append(listener)
+    try:
+        (h1, p1), (h2, p2) = (lst.address for lst in listeners)
+        conn = _connect(f"{h1}({p1}),{h2}({p2})", monkeypatch, reconnect=True,
+                        reconnect_timeout=10)
+        assert conn.server_host == "hosta"
+        old.quiesce(2161, reconnect=True)
+        conn.call("put", queue="Q1", body=b"moved", persistent=True)
+        assert conn.server_host == "hostb" and conn.reconnects == 1
+        assert len(new.store.msgs["Q1"]) == 1 and not old.store.msgs.get("Q1")
+        got = conn.call("get", queue="Q1", syncpoint=True)
+        assert got["body"] == b"moved"
+        conn.call("commit")
+        conn.close()
+    finally:
+        for listener in listeners:
+            listener.stop()
