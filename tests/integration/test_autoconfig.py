@@ -116,8 +116,9 @@ def test_setmqini_sets_and_deletes_and_refuses_an_invalid_result(env: Env) -> No
     before = env.ini("QMSET")
     assert "FilesystemLease" in env.fails("setmqini", "-m", "QMSET", "-s", "TuningParameters",
                                           "-k", "MonitorStall", "-v", "100")
-    assert "must be a number of seconds" in env.fails("setmqini", "-m", "QMSET", "-s", "TuningParameters",
-                                       "-k", "VerifyInterval", "-v", "soon")
+    assert "must be a number of seconds" in env.fails(
+        "setmqini", "-m", "QMSET", "-s", "TuningParameters", "-k", "VerifyInterval", "-v",
+        "soon")
     assert "exactly one" in env.fails("setmqini", "-m", "QMSET", "-s", "S", "-k", "K")
     assert "not valid" in env.fails("setmqini", "-m", "QMSET", "-s", "a b", "-k", "K",
                                     "-v", "1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,19 +21,24 @@ pytestmark = pytest.mark.integration
 QM = "QMCLF"
 
 
-@pytest.fixture()
-def pair(tmp_path, monkeypatch) -> Iterator[LocalPair]:
-    p = LocalPair(qmgr=QM, base=str(tmp_path))
+def bindings_pair(qmgr: str, tmp_path: Any, monkeypatch: Any) -> Iterator[LocalPair]:
+    """Queue manager ``qmgr`` created on two 'hosts', this test process a client of it in
+    bindings mode on host A (it follows the listener the active instance records in the
+    shared data directory); closed after."""
+    p = LocalPair(qmgr=qmgr, base=str(tmp_path))
     try:
         p.create()
-        # this test process is a client in bindings mode on host A: it follows the
-        # listener the active instance records in the shared data directory
         monkeypatch.setenv("MIQM_DATA_ROOT", p.a.root)
         monkeypatch.delenv("MIQM_CONNECTION", raising=False)
         monkeypatch.delenv("MIQM_CREDENTIAL", raising=False)
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture()
+def pair(tmp_path, monkeypatch) -> Iterator[LocalPair]:
+    yield from bindings_pair(QM, tmp_path, monkeypatch)
 
 
 def test_a_unit_open_at_endmqm_i_is_never_half_committed(pair) -> None:

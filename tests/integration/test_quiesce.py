@@ -23,6 +23,7 @@ import pytest
 
 from miqm import client as mq
 from miqm.localpair import LocalPair
+from tests.integration.test_client_failover import bindings_pair
 
 pytestmark = pytest.mark.integration
 
@@ -31,15 +32,16 @@ QM = "QMQSC"
 
 @pytest.fixture()
 def pair(tmp_path, monkeypatch) -> Iterator[LocalPair]:
-    p = LocalPair(qmgr=QM, base=str(tmp_path))
-    try:
-        p.create()
-        monkeypatch.setenv("MIQM_DATA_ROOT", p.a.root)
-        monkeypatch.delenv("MIQM_CONNECTION", raising=False)
-        monkeypatch.delenv("MIQM_CREDENTIAL", raising=False)
-        yield p
-    finally:
-        p.close()
+    yield from bindings_pair(QM, tmp_path, monkeypatch)
+
+
+def _open_unit(conn: mq.QueueManager, *bodies: bytes) -> None:
+    """A unit of work the queue manager knows of on ``conn``: ``bodies`` put under
+    syncpoint (pipelined: they reach it with the next call) and the "request" on Q1 got
+    under syncpoint (not pipelined)."""
+    for body in bodies:
+        conn.put("Q1", body, syncpoint=True)
+    assert conn.get("Q1", syncpoint=True).body == b"request"
 
 
 class _Call(threading.Thread):
@@ -84,10 +86,7 @@ def test_controlled_end_refuses_new_work_and_lets_an_open_unit_commit(pair) -> N
     streamer = mq.connect(QM)
     idle = mq.connect(QM)
     try:
-        # a unit the queue manager knows of (its puts are pipelined; the get is not)
-        unit.put("Q1", b"one", syncpoint=True)
-        unit.put("Q1", b"two", syncpoint=True)
-        assert unit.get("Q1", syncpoint=True).body == b"request"
+        _open_unit(unit, b"one", b"two")
         getter = _Call(lambda: waiter.get("Q2", wait=60))
         consumer = _Call(lambda: _consume_one(streamer))
         getter.start()
@@ -180,9 +179,7 @@ def test_switchover_moves_a_reconnecting_client_instead_of_telling_it(pair) -> N
     unit = mq.connect(QM)
     waiter = mq.connect(QM)
     try:
-        unit.put("Q1", b"before", syncpoint=True)
-        unit.put("Q1", b"before 2", syncpoint=True)
-        assert unit.get("Q1", syncpoint=True).body == b"request"
+        _open_unit(unit, b"before", b"before 2")
         getter = _Call(lambda: waiter.get("Q2", wait=60))
         getter.start()
         time.sleep(0.5)
