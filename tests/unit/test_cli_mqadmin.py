@@ -10,7 +10,7 @@ import io
 import os
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -244,14 +244,19 @@ def test_runmqsc_verify_mode_reports_syntax_like_mq(root, capsys, monkeypatch) -
     assert "DIS QL" not in out  # END stopped reading
 
 
-@pytest.fixture()
-def served(root, monkeypatch):
-    store = FakeStore()
+def serve(store: Any, monkeypatch: Any) -> Iterator[Any]:
+    """``store`` served as QM1 by a listener the commands reach through MIQM_CONNECTION
+    (a fixture's body: yields the store, stops the listener after)."""
     listener = Listener(QueueService(store, "QM1").handle)
     host, port = listener.start()
     monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
     yield store
     listener.stop()
+
+
+@pytest.fixture()
+def served(root, monkeypatch):
+    yield from serve(FakeStore(), monkeypatch)
 
 
 def test_runmqsc_and_samples_against_a_listener(served, capsys, monkeypatch) -> None:

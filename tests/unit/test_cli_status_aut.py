@@ -13,9 +13,7 @@ import pytest
 from miqm import amq
 from miqm.cli import authz as authz_cli
 from miqm.cli import crtmqm, runmqsc
-from miqm.net.server import Listener
-from miqm.net.service import QueueService
-from tests.unit.test_cli_mqadmin import one_line, root, run  # noqa: F401 - root: fixture
+from tests.unit.test_cli_mqadmin import one_line, root, run, serve  # noqa: F401 - root: fixture
 from tests.unit.test_net import FakeStore
 
 
@@ -47,12 +45,7 @@ def qm1(root, capsys, monkeypatch) -> Iterator[AuthStore]:  # noqa: F811 - impor
     monkeypatch.setenv("MIQM_HOSTNAME", "hosta")
     rc, _, err = run(crtmqm.main, ["crtmqm", "QM1"], capsys, monkeypatch)
     assert rc == 0, err
-    store = AuthStore()
-    listener = Listener(QueueService(store, "QM1").handle)
-    host, port = listener.start()
-    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
-    yield store
-    listener.stop()
+    yield from serve(AuthStore(), monkeypatch)
 
 
 def _ends(main: Any) -> Any:
