@@ -34,6 +34,7 @@ import typer
 
 from miqm import amq
 from miqm.cli.common import fail, fail_amq, line_number, make_app, run_typer
+from miqm.net.protocol import MQRC_SSL_INITIALIZATION_ERROR
 
 app = make_app("End a queue manager instance.")
 
@@ -153,6 +154,7 @@ def endmqm(
     if target is None:
         fail_amq("AMQ8146", f"It has no {'standby' if standby_only else 'running'} instance "
                  "to end.", qmgr=qmgr)
+    pid_here = int(local.get("pid") or 0) if local is not None else 0
     try:
         with connect(qmgr, endpoints=[Endpoint(*target)], allow_standby=True) as conn:
             reply = conn.call("end", mode=mode, switchover=switchover,
@@ -161,8 +163,17 @@ def endmqm(
         if exc.mqrc == 2059:
             fail_amq("AMQ8146", f"No instance answered at {target[0]}({target[1]}).",
                      qmgr=qmgr)
-        line = exc.user_line()
-        fail(line, amq.exit_code(exc.amq or line_number(line)) or 5)
+        if (exc.mqrc == MQRC_SSL_INITIALIZATION_ERROR and mode == "immediate"
+                and not (switchover or reconnect) and pid_here and runfile.alive(pid_here)):
+            # a listener that requires client certificates this shell has none of: an
+            # instance on this host takes SIGTERM as endmqm -i (its controller's handler)
+            reply = _signal_end(pid_here)
+        else:
+            line = exc.user_line()
+            if exc.mqrc == MQRC_SSL_INITIALIZATION_ERROR and pid_here:
+                line = (f"{line.rstrip('.')}. On this host, 'endmqm -i {qmgr}' ends the "
+                        "instance without its listener.")
+            fail(line, amq.exit_code(exc.amq or line_number(line)) or 5)
     if mode == "controlled" and not standby_only:
         typer.echo(amq.text("AMQ1003"))
     pid = int(reply.get("pid") or 0)
@@ -174,6 +185,24 @@ def endmqm(
     elif mode != "controlled":
         typer.echo(amq.text("AMQ1004", qmgr=qmgr))
         typer.echo(amq.text("AMQ1005" if switchover else "AMQ8004", qmgr=qmgr))
+
+
+def _signal_end(pid: int) -> dict[str, Any]:
+    """End the instance with process ``pid`` on this host as ``endmqm -i`` does, by the
+    signal its controller takes for that (SIGTERM): for a listener this shell cannot
+    reach (TLS with client certificates); what the listener's reply would have been."""
+    import os
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended meanwhile: _wait_ended returns at once
+    except PermissionError:
+        fail(f"endmqm: the instance's process {pid} belongs to another user: run endmqm "
+             "as that user (or set MIQM_TLS_CA, MIQM_TLS_CERT and MIQM_TLS_KEY to reach "
+             "its listener)", 5)
+    return {"pid": pid}
 
 
 def _wait_ended(qmgr: str, target: tuple[str, int], pid: int, on_this_host: bool,

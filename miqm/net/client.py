@@ -293,11 +293,12 @@ class Connection:
                  reconnect_timeout: float = 60.0, call_timeout: float = 60.0,
                  endpoints: list[Endpoint] | None = None,
                  allow_standby: bool = False, credential: str | None = None,
-                 tls: ssl.SSLContext | None = None, strict: bool = False) -> None:
+                 tls: ssl.SSLContext | None = None, strict: bool = True) -> None:
         self.qmgr = qmgr
         #: report a refusal that waiting cannot change (2058 another queue manager, 2393
-        #: TLS) as such, at once, instead of as 2059 (what the control commands, and
-        #: their tests, have always seen); the application library sets it
+        #: TLS) as such, at once (the default: a command told 2059 "not available" about
+        #: a running queue manager whose TLS listener it could not use advised starting
+        #: it); False reports them as 2059
         self.strict = strict
         self.endpoints = endpoints
         self.allow_standby = allow_standby
@@ -969,7 +970,7 @@ def connect(qmgr: str, timeout: float = 5.0, *, reconnect: bool = False,
             endpoints: list[Endpoint] | None = None,
             allow_standby: bool = False, credential: str | None = None,
             tls: ssl.SSLContext | None = None, wait_first: bool = True,
-            strict: bool = False) -> Connection:
+            strict: bool = True) -> Connection:
     """Connect to the active instance of ``qmgr`` (see the module docstring).
 
     ``endpoints`` replaces resolution (a control command that knows the address of a

@@ -295,9 +295,12 @@ def test_listener_stop_runs_close_hooks_of_open_sessions(served) -> None:
 
 
 def test_wrong_qmgr_and_standby_and_nothing_listening(monkeypatch, served) -> None:
-    with pytest.raises(NetError) as info:
+    with pytest.raises(NetError) as info:  # a listener of another queue manager: 2058
         connect("OTHER")
-    assert info.value.mqrc == 2059 and "OTHER" in str(info.value)
+    assert info.value.mqrc == 2058 and "OTHER" in str(info.value)
+    with pytest.raises(NetError) as info:  # as before, for a caller that asks
+        connect("OTHER", strict=False)
+    assert info.value.mqrc == 2059
     standby = Listener(lambda req, session: standby_reply())
     host, port = standby.start()
     try:
