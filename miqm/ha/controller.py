@@ -74,6 +74,11 @@ def filesystem_failure(qmgr: str, exc: LockFsError) -> tuple[str, str]:
     return "AMQ6119", f"the shared filesystem failed for '{qmgr}': {exc}"
 
 
+#: an active instance's statuses in which its service answers: running, and ending until
+#: the service refuses with 2161/2162 itself (_quiesce). Answering 2543 "a standby" in the
+#: moment between the two misled clients, and a refused commit left its unit open.
+_SERVING = frozenset({"Running", "Quiescing", "Ending immediately", "Ending pre-emptively"})
+
 #: damaged objects named one by one on the console at a start; past it, a count (the
 #: error log names every one)
 CONSOLE_DAMAGE = 10
@@ -869,7 +874,7 @@ class Controller:
         if (self.mode == "active" and self.service is not None
                 and getattr(self.service, "quiescing", None) is not None):
             return self.service.handle(request, session)  # refused: 2161 or 2162
-        if self.mode != "active" or self.service is None or self.status != "Running":
+        if self.mode != "active" or self.service is None or self.status not in _SERVING:
             reply = standby_reply()
             reply["host"] = self.host
             return reply

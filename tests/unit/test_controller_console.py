@@ -36,3 +36,24 @@ def test_a_data_directory_that_cannot_be_written_or_is_full_is_the_admins_to_fix
     number, text = filesystem_failure("QM1", LockFsError("stale file handle",
                                                          errno=errno.ESTALE))
     assert number == "AMQ6119" and "shared filesystem failed" in text
+
+
+def test_an_ending_active_instance_keeps_answering_until_its_service_refuses() -> None:
+    """Between the status turning to Quiescing (or Ending) and the service refusing with
+    2161/2162, requests used to get 2543 'this instance is a standby': clients saw it on
+    their commits during endmqm. They reach the service now."""
+    from miqm.ha.controller import Controller
+
+    class Service:
+        quiescing = None
+
+        def handle(self, request: dict, session: object) -> dict:
+            return {"ok": True, "served": request["op"]}
+
+    ctl = Controller.__new__(Controller)
+    ctl.mode, ctl.service, ctl.host = "active", Service(), "hosta"
+    for status in ("Running", "Quiescing", "Ending immediately", "Ending pre-emptively"):
+        ctl.status = status
+        assert ctl.handle({"op": "commit"}, None) == {"ok": True, "served": "commit"}, status
+    ctl.status = "Starting"
+    assert ctl.handle({"op": "commit"}, None)["mqrc"] == 2543
