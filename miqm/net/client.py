@@ -872,9 +872,24 @@ class Connection:
             self._in_uow = False
             self.async_error = None
         if not reply.get("ok"):
-            raise NetError(str(reply.get("error") or f"{op} failed"),
-                           mqrc=int(reply.get("mqrc") or 2195), amq=reply.get("amq"))
+            error = str(reply.get("error") or f"{op} failed")
+            if op == "commit" and reply.get("mqrc") != MQRC_BACKED_OUT:
+                # refused without being done: the unit would stay open on the server and
+                # the application's next unit would join it (and commit both). Ended here.
+                error += self._back_out_refused_unit()
+            raise NetError(error, mqrc=int(reply.get("mqrc") or 2195), amq=reply.get("amq"))
         return reply
+
+    def _back_out_refused_unit(self) -> str:
+        """A commit was refused: back the unit out on the server; what to add to the
+        refusal's text."""
+        try:
+            request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": "backout"}
+            ok = bool(self._roundtrip(request, 0.0, None).get("ok"))
+        except (OSError, NetError):
+            ok = False  # a broken connection backs it out on the server as it ends
+        return ("; the unit of work was backed out" if ok else
+                "; the unit of work could not be backed out here: call backout")
 
     def new_subscription(self) -> int:
         """A subscription id (the ``sub`` of ``consume``) no other consumer on this

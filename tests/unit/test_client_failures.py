@@ -319,3 +319,38 @@ def test_error_classes_default_to_their_own_reason_and_conname_is_named() -> Non
         assert info.value.reason == 2278
         assert "conname" in str(info.value) and "MIQM_CONNECTION" not in str(info.value)
     assert os.path.exists(os.path.join(os.path.dirname(mq.__file__), "py.typed"))
+
+
+def test_a_refused_commit_backs_the_unit_out_so_the_next_unit_starts_clean() -> None:
+    """A commit the queue manager refused without doing it (here: 2195) left the unit
+    open on the server while the client took it as ended: the application's next unit
+    joined it and its commit committed both. The client now backs the refused unit out
+    on the server and says so."""
+    from miqm.errors import NetError
+    from miqm.net.client import Endpoint, connect
+    from miqm.net.server import Listener
+
+    ops: list[str] = []
+
+    def handle(request: dict, session: object) -> dict:
+        ops.append(str(request.get("op")))
+        if request.get("op") == "hello":
+            return {"ok": True, "qmgr": "QM1", "host": "h", "session": 1, "version": 2}
+        if request.get("op") == "commit" and ops.count("commit") == 1:
+            return {"ok": False, "mqrc": 2195, "error": "the commit was refused"}
+        return {"ok": True}
+
+    listener = Listener(handle)
+    host, port = listener.start()
+    try:
+        with connect("QM1", endpoints=[Endpoint(host, port)]) as conn:
+            conn.call("put", queue="Q", body=b"first", syncpoint=True)
+            with pytest.raises(NetError) as info:
+                conn.call("commit")
+            assert info.value.mqrc == 2195 and "backed out" in str(info.value)
+            assert ops[-2:] == ["commit", "backout"]
+            conn.call("put", queue="Q", body=b"second", syncpoint=True)
+            conn.call("commit")
+            assert ops[-2:] == ["put", "commit"]
+    finally:
+        listener.stop()
