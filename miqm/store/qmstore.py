@@ -111,6 +111,10 @@ _ENUM_ATTRS = {"DEFPSIST": ("YES", "NO"), "PUT": ("ENABLED", "DISABLED"),
                "DEFTYPE": ("PREDEFINED", "TEMPDYN", "PERMDYN")}
 
 
+#: MQ's reason for a call on a damaged object (the service's reply carries it)
+MQRC_OBJECT_DAMAGED = 2101
+
+
 @dataclass(frozen=True)
 class Message:
     """A message as returned by ``get``."""
@@ -671,8 +675,9 @@ class QueueManagerStore:
             return LocalQueue(q.name, q.qid, qf.attrs), 0
         self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; it keeps "
                      f"the {q.present} that could be read, {max(0, recorded - q.present)} "
-                     "are lost (a circular log has no media image to recover them from)")
+                     "lost (a circular log has no media image to recover them from)")
         q.idx_stale = True
+        q.header_dirty = True  # the next checkpoint records the count kept: said once
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
@@ -876,9 +881,11 @@ class QueueManagerStore:
             raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
                                  mqrc=MQRC_UNKNOWN_OBJECT_NAME)
         if name in self._damaged:
-            raise StoreError(f"queue '{name}' is damaged: {self._damaged[name]}; recreate it "
-                             "with rcrmqobj (a linear log) or DELETE QLOCAL it",
-                             amq="AMQ7472")
+            damaged = StoreError(f"queue '{name}' is damaged: {self._damaged[name]}; "
+                                 "recreate it with rcrmqobj (a linear log) or DELETE QLOCAL "
+                                 "it (MQRC 2101 MQRC_OBJECT_DAMAGED)", amq="AMQ7472")
+            damaged.mqrc = MQRC_OBJECT_DAMAGED  # type: ignore[attr-defined]  # the reply's
+            raise damaged
         return q
 
     def _append(self, payload: bytes, uow: UnitOfWork | None = None) -> int:
