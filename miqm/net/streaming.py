@@ -38,6 +38,9 @@ WAIT_SLICE = 0.5
 #: Threads per stream that commit its acknowledged batches (each commit waits for a log
 #: force, which the commits of other batches and streams share).
 COMMITTERS = 2
+#: how long a stop waits for the commits of batches acknowledged before it (seconds): a
+#: log force each, normally milliseconds; bounded so a stuck store cannot hold a cancel
+COMMIT_WAIT = 30.0
 
 
 class BackoutCounts:
@@ -325,9 +328,15 @@ class Subscription:
             self._stopped = True
             batches, self._batches = self._batches, {}
             self._cond.notify_all()
-            for _ in self._committers:  # after the batches already acknowledged
+            committers, self._committers = self._committers, []
+            for _ in committers:  # after the batches already acknowledged
                 self._to_commit.put(None)
-            self._committers = []
+        # every batch acknowledged before the stop is committed before it returns: a
+        # cancel's reply says so, and the client closes the socket on it (a crash just
+        # after must not bring back messages the application has had, unmarked)
+        for t in committers:
+            if t is not threading.current_thread():
+                t.join(COMMIT_WAIT)
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(WAIT_SLICE * 4)
         with self._cond:  # a batch the thread added while stopping

@@ -354,3 +354,29 @@ def test_a_refused_commit_backs_the_unit_out_so_the_next_unit_starts_clean() -> 
             assert ops[-2:] == ["put", "commit"]
     finally:
         listener.stop()
+
+
+def test_closing_a_consumer_returns_once_its_acknowledged_batches_are_committed(
+        served, monkeypatch) -> None:  # noqa: F811
+    """A consumer's close waits for the cancel's reply, which said every batch
+    acknowledged before it was committed; the server answered before its committer
+    threads had done so. A crash just after brought back, unmarked, messages the
+    application had had. With each commit slowed, the messages are gone from the queue
+    when close returns."""
+    import time
+
+    put_committed([b"c%03d" % i for i in range(40)])
+    real_commit = served.store.commit
+
+    def slow_commit(uow: object) -> None:
+        time.sleep(0.3)
+        real_commit(uow)
+
+    monkeypatch.setattr(served.store, "commit", slow_commit)
+    with mq.connect("QMC") as qm:
+        consumer = qm.consume("Q1", prefetch=10)
+        got = [consumer.next(5.0) for _ in range(20)]
+        assert all(m is not None for m in got)
+        consumer.close()
+        attrs = served.store.queue_attrs("Q1")
+    assert attrs["CURDEPTH"] == 20 and attrs["UNCOM"] == "NO", attrs  # all committed
