@@ -582,12 +582,49 @@ class Consumer:
                 if frame.get("reconnect") and self._conn.reconnect:
                     self._lost(err)  # a switchover: on to the new active instance
                     continue
-                raise _error(err)
+                raise _error(self._ended_by(err))
             try:
                 self._take(frame)
             except (KeyError, TypeError, ValueError, IndexError) as exc:
                 raise MQError(f"the queue manager pushed a malformed batch ({exc!r}): the "
                               "client and queue manager versions differ?", mqrc=2195) from None
+
+    def _ended_by(self, err: NetError) -> NetError:
+        """The queue manager ended the stream (``err``: 2161 as it quiesces, 2162 as it
+        stops): settle what the application has had, as :meth:`close` does (a quiescing
+        queue manager still takes the cancel: the messages handed out are removed and
+        the acknowledged batches committed), and say in the error if some of them may
+        come again (the cancel was refused: an immediate end)."""
+        unconfirmed = self._index + sum(len(v) for v in self._acked.values())
+        settled = self._cancel()
+        if unconfirmed and not settled:
+            err = NetError(f"{err}; {unconfirmed} messages handed out were not confirmed "
+                           "and may be delivered again", mqrc=err.mqrc, amq=err.amq)
+        return err
+
+    def _cancel(self) -> bool:
+        """End the subscription as :meth:`close` does; whether the queue manager took the
+        cancel (then every message handed out is settled: none comes again)."""
+        if self._closed:
+            return False
+        self._closed = True
+        if self.syncpoint or self._generation != self._conn.generation:
+            return False
+        handed = {}
+        if self._batch is not None and self._index:
+            handed[str(self._batch[0])] = self._index
+        self._batch = None
+        ok = False
+        try:
+            if self._conn.connected:
+                # waited for: once answered, every ack before it has been committed, so
+                # closing the socket right after cannot lose one
+                self._conn.call("cancel", sub=self._sub, handed=handed)
+                ok = True
+        except (OSError, MiqmError):
+            pass
+        self._conn.forget_subscription(self._sub)
+        return ok
 
     def _next_pulled(self, timeout: float | None) -> Message | None:
         slice_ = 1.0 if timeout is None else timeout
@@ -714,23 +751,7 @@ class Consumer:
 
     def close(self) -> None:
         """Stop the stream: messages pushed but not handed out return to the queue."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.syncpoint or self._generation != self._conn.generation:
-            return
-        handed = {}
-        if self._batch is not None and self._index:
-            handed[str(self._batch[0])] = self._index
-        self._batch = None
-        try:
-            if self._conn.connected:
-                # waited for: once answered, every ack before it has been committed, so
-                # closing the socket right after cannot lose one
-                self._conn.call("cancel", sub=self._sub, handed=handed)
-        except (OSError, MiqmError):
-            pass
-        self._conn.forget_subscription(self._sub)
+        self._cancel()
 
 
 def connect(qmgr: str, conname: str | None = None, credential: str | None = None,

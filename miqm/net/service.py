@@ -209,21 +209,30 @@ class QueueService:
     def quiesce(self, mqrc: int, reconnect: bool = False) -> None:
         """The instance is ending (endmqm): from now on calls are refused with ``mqrc``
         (2161 controlled, 2162 immediate; see :meth:`_quiesce_check`), get-waits in
-        progress end with it within ``_WAIT_SLICE``, and each streaming consumer is told
-        and stopped (its unacknowledged batches return to the queue)."""
+        progress end with it within ``_WAIT_SLICE``, and each streaming consumer is told.
+        An immediate end stops the consumers (their unacknowledged batches return to the
+        queue); a controlled one only pauses them: what they pushed stays for the
+        client's ack or cancel, and :meth:`open_units` counts it within the grace."""
         self.quiescing = (mqrc, bool(reconnect))
         frame = quiesce_reply(mqrc, reconnect)
+        controlled = mqrc == MQRC_Q_MGR_QUIESCING
         for session in self.sessions():
             subs = session.state.get("subs") or {}
             for sub_id in list(subs):
-                sub = subs.pop(sub_id, None)
+                sub = subs.get(sub_id) if controlled else subs.pop(sub_id, None)
                 if sub is None:
                     continue
+                if controlled:
+                    # no more batches; those pushed stay for the client's ack or cancel
+                    # (it names what it handed out: those are removed, not returned to
+                    # come again unmarked after the restart), within the grace
+                    sub.pause()
                 try:
                     session.push({"push": sub_id, **frame})
                 except OSError:
                     pass
-                sub.stop(broken=True)
+                if not controlled:
+                    sub.stop(broken=True)
 
     def sessions(self) -> list[Session]:
         """The connections known to this service now."""
@@ -231,10 +240,12 @@ class QueueService:
             return list(self._sessions.values())
 
     def open_units(self) -> int:
-        """How many connections have a unit of work open (the grace of a controlled
-        end waits for these to commit or back out)."""
+        """How many connections have a unit of work open, or a consumer's batches not yet
+        settled (the grace of a controlled end waits for these to commit, back out or
+        cancel)."""
         return sum(1 for s in self.sessions()
-                   if "uow" in s.state or "uow_failed" in s.state)
+                   if "uow" in s.state or "uow_failed" in s.state
+                   or any(sub.unsettled() for sub in (s.state.get("subs") or {}).values()))
 
     def _quiesce_check(self, op: str, req: dict[str, Any],
                        session: Session | None) -> dict[str, Any] | None:

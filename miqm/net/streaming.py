@@ -183,6 +183,7 @@ class Subscription:
         self._batches: dict[int, tuple[Any, list[bytes]]] = {}
         self._next_batch = 1
         self._stopped = False
+        self._paused = False  # pause(): no more batches, those pushed stay
         # acknowledged batches waiting to be committed, and the threads committing them
         self._to_commit: SimpleQueue[tuple[int, Any, list[bytes]] | None] = (
             SimpleQueue())
@@ -206,9 +207,10 @@ class Subscription:
                 if gather is not None and gather():
                     gather = None
                 with self._cond:
-                    while not self._stopped and self._outstanding >= self.prefetch:
+                    while (not self._stopped and not self._paused
+                           and self._outstanding >= self.prefetch):
                         self._cond.wait(WAIT_SLICE)
-                    if self._stopped:
+                    if self._stopped or self._paused:
                         return
                     room = min(self.prefetch - self._outstanding, BATCH_MAX)
                 uow = self.store.begin()
@@ -230,7 +232,7 @@ class Subscription:
                     self.store.backout(uow)
                     continue
                 with self._cond:
-                    if self._stopped:
+                    if self._stopped or self._paused:
                         self.store.backout(uow)
                         return
                     bid = self._next_batch
@@ -319,6 +321,22 @@ class Subscription:
             self.session.push({"push": self.id, "committed": batch})
         except OSError:
             pass
+
+    def pause(self) -> None:
+        """Push no more batches (the queue manager quiesces): the batches pushed stay
+        for the client to acknowledge, or to cancel naming what it handed out, as a
+        consumer told 2161 does; whatever is left when the session ends is backed out
+        (:meth:`stop`)."""
+        with self._cond:
+            self._paused = True
+            self._cond.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(WAIT_SLICE * 4)
+
+    def unsettled(self) -> int:
+        """Batches pushed and not yet acknowledged or committed."""
+        with self._cond:
+            return len(self._batches) + self._to_commit.qsize()
 
     def stop(self, handed: dict[int, int] | None = None, broken: bool = False) -> None:
         """End the stream: back out every unacknowledged batch (its messages return to

@@ -213,3 +213,37 @@ def test_endmqm_i_cuts_a_controlled_end_short(pair) -> None:
         assert "2162" in str(info.value)
     pair.start(pair.a)
     assert pair.get_all(pair.a, "Q1") == ["kept"]
+
+
+def test_a_consumer_mid_batch_at_a_controlled_end_leaves_nothing_to_come_again(pair
+                                                                                ) -> None:
+    """A consumer has handed out part of a batch when ``endmqm -c`` starts: the queue
+    manager pushes no more, the consumer finishes the batch, acknowledges it and is told
+    2161; nothing it handed out is on the queue after the restart (the batch used to be
+    backed out at once, and came again with backout count 0 after the restart)."""
+    pair.start(pair.a)
+    pair.mqsc(pair.a, "DEFINE QLOCAL(Q3) DEFPSIST(YES)\n")
+    pair.put(pair.a, "Q3", [f"m{i:03d}" for i in range(120)])
+    handed: list[bytes] = []
+    with mq.connect(QM) as qm:
+        consumer = qm.consume("Q3", prefetch=50)
+        for _ in range(30):
+            msg = consumer.next(30)
+            assert msg is not None
+            handed.append(msg.body)
+        ender = _Call(lambda: pair.run(pair.a, "endmqm", "-c", QM))
+        ender.start()
+        time.sleep(1.0)  # the end has begun: the stream is paused, told 2161
+        with pytest.raises(mq.QMgrQuiescing) as info:
+            while True:
+                msg = consumer.next(30)
+                assert msg is not None
+                handed.append(msg.body)
+        assert "may be delivered again" not in str(info.value)
+        ender.join(60)
+    assert len(handed) >= 50 and len(set(handed)) == len(handed)
+    _ended(pair, timeout=60)
+    pair.start(pair.a)
+    left = [line.encode() for line in pair.get_all(pair.a, "Q3")]
+    assert not set(left) & set(handed)  # nothing handed out comes again
+    assert sorted(left + handed) == sorted(f"m{i:03d}".encode() for i in range(120))
