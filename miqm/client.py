@@ -595,7 +595,8 @@ class Consumer:
         queue manager still takes the cancel: the messages handed out are removed and
         the acknowledged batches committed), and say in the error if some of them may
         come again (the cancel was refused: an immediate end)."""
-        unconfirmed = self._index + sum(len(v) for v in self._acked.values())
+        unconfirmed = ((self._index if self._batch is not None else 0)
+                       + sum(len(v) for v in self._acked.values()))
         settled = self._cancel()
         if unconfirmed and not settled:
             err = NetError(f"{err}; {unconfirmed} messages handed out were not confirmed "
