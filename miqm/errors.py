@@ -34,7 +34,7 @@ class MiqmError(Exception):
     ) -> None:
         super().__init__(message)
         if amq is None:
-            amq = _leading_number(message)
+            amq = leading_number(message)
         if amq is not None:
             self.amq = amq
         if exit_code is not None:
@@ -59,8 +59,9 @@ class MiqmError(Exception):
         return f"{self.amq}: {text}" if self.amq and not text.startswith("AMQ") else text
 
 
-def _leading_number(message: object) -> str | None:
-    """The message table's number that ``message`` starts with, or None."""
+def leading_number(message: object) -> str | None:
+    """The message table's number that ``message`` starts with (``AMQ8146: ...`` or
+    ``AMQ8146E: ...``), or None."""
     m = _LEADING_AMQ.match(message) if isinstance(message, str) else None
     if m is None:
         return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -21,7 +20,7 @@ import typer
 
 from lockfs.errors import LockFsError, VolumeNotFound, VolumePermissionError
 from miqm import amq
-from miqm.errors import MiqmError, UsageError
+from miqm.errors import MiqmError, UsageError, leading_number
 
 #: help options of every command: MQ's administrators type -? for help
 HELP_OPTIONS = ["-h", "--help", "-?"]
@@ -106,30 +105,15 @@ def fail_amq(number: str, hint: str = "", **fields: object) -> NoReturn:
     fail(f"{line} {hint}".rstrip(), amq.exit_code(number) or 1)
 
 
-_LEADING_AMQ = re.compile(r"(AMQ\d{4})[IWES]?: ")
-
-
-def line_number(line: str) -> str | None:
-    """The AMQ number a line starts with (``AMQ8146: ...`` or ``AMQ8146E: ...``), or None."""
-    m = _LEADING_AMQ.match(line)
-    return m.group(1) if m else None
-
-
-def exit_code_for(exc: MiqmError) -> int:
-    """The exit code of a command ending on ``exc``: its own, except that an error that
-    names no AMQ number and no exit code of its own but whose line starts with a number
-    exits with that number's code in the table (docs/messages.md)."""
-    if exc.amq is None and getattr(exc, "_exit", None) is None:
-        code = amq.exit_code(line_number(exc.user_line()))
-        if code:
-            return code
-    return exc.exit_code
+#: the table's AMQ number a line starts with, or None (an error made from such a line
+#: takes that number, and its exit code, by itself: MiqmError)
+line_number = leading_number
 
 
 def error_line(exc: BaseException) -> tuple[str, int]:
     """The user's line and exit code for an exception."""
     if isinstance(exc, MiqmError):
-        return exc.user_line(), exit_code_for(exc)
+        return exc.user_line(), exc.exit_code
     if isinstance(exc, VolumePermissionError):
         return (f"AMQ7077: permission denied on the shared filesystem: {exc}. "
                 "Check ownership and permissions of the directory."), 71
