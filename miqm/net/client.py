@@ -610,8 +610,7 @@ class Connection:
             return False
         try:
             reader = self._reader
-            if reader is not None and len(getattr(reader, "_buf", b"")) > getattr(
-                    reader, "_pos", 0):
+            if reader is not None and reader.unread():
                 return False  # bytes already read wait to be taken
             if isinstance(sock, ssl.SSLSocket) and sock.pending():
                 return False

@@ -230,6 +230,10 @@ class FrameReader:
         self._fill(4, True)
         return bytes(self._buf[self._pos:self._pos + 8])
 
+    def unread(self) -> int:
+        """Bytes read from the socket and not yet taken as frames (part of one, maybe)."""
+        return len(self._buf) - self._pos
+
     def buffered(self) -> bool:
         """True if a whole frame is already in the buffer."""
         avail = len(self._buf) - self._pos
