@@ -648,21 +648,22 @@ class QueueManagerStore:
         q.add_scanned(qf.scan(completed, aborted=self._aborted), generated_key)
         q.file_records = q.present
         recorded = qf.recorded_records(completed, self._aborted)
-        if recorded is not None and recorded != q.present:
-            return self._file_damaged(q, qf, recorded)
+        if recorded is not None and recorded != q.present and \
+                not self._file_damaged(q, qf, recorded):
+            return LocalQueue(q.name, q.qid, qf.attrs), 0  # damaged until rcrmqobj
         q.idx_stale = True  # the open's checkpoint writes an index if it is deep enough
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
 
-    def _file_damaged(self, q: LocalQueue, qf: QueueFile, recorded: int
-                      ) -> tuple[LocalQueue, int]:
+    def _file_damaged(self, q: LocalQueue, qf: QueueFile, recorded: int) -> bool:
         """A queue file that holds other than the records its last checkpoint left live in
         it (truncated, or records overwritten: their checksums fail): never a silent
         loss. With a linear log the queue is damaged (AMQ7472) until rcrmqobj rebuilds it
-        from its media image and the log, or it is deleted; with a circular log, which
-        has no media image, it keeps the messages that could be read and the error log
-        says how many were lost."""
+        from its media image and the log, or it is deleted (False: the file is closed
+        and the queue not to be used); with a circular log, which has no media image, it
+        keeps the messages that could be read (True) and the error log says how many
+        were lost."""
         where = f"{self.data.describe()}/{qf.path}"
         why = (f"queue file {where} holds {q.present} readable messages where its last "
                f"checkpoint left {recorded} (truncated or overwritten)")
@@ -672,15 +673,12 @@ class QueueManagerStore:
             self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; recover "
                          f"it with 'rcrmqobj -m {self.qmgr} -t qlocal {q.name}', or DELETE "
                          "QLOCAL it")
-            return LocalQueue(q.name, q.qid, qf.attrs), 0
+            return False
         self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; it keeps "
                      f"the {q.present} that could be read, {max(0, recorded - q.present)} "
                      "lost (a circular log has no media image to recover them from)")
-        q.idx_stale = True
         q.header_dirty = True  # the next checkpoint records the count kept: said once
-        if qf.max_key >= self.state.next_key:
-            self.state.next_key = qf.max_key + 1
-        return q, qf.max_cp_seen
+        return True
 
     def _open_queue_file(self, name: str, qid: int, completed: int, later: bool = False
                          ) -> tuple[QueueFile, bool, StoreError | None]:
