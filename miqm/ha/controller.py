@@ -871,9 +871,7 @@ class Controller:
             return reply
         if op == "end":
             return self.request_end(request)
-        if (self.mode == "active" and self.service is not None
-                and getattr(self.service, "quiescing", None) is not None):
-            return self.service.handle(request, session)  # refused: 2161 or 2162
+        # an ending instance's service refuses with 2161 or 2162 by itself (_SERVING)
         if self.mode != "active" or self.service is None or self.status not in _SERVING:
             reply = standby_reply()
             reply["host"] = self.host
