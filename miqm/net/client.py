@@ -849,6 +849,7 @@ class Connection:
         else:
             request = {"v": PROTOCOL_VERSION, "id": next(self._ids), "op": op, **fields}
         wait = float(fields.get("wait") or 0.0) if op == "get" else 0.0
+        started = time.monotonic()
         try:
             reply = self._roundtrip(request, wait, body)
         except (OSError, NetError) as exc:
@@ -863,6 +864,10 @@ class Connection:
                 self.async_error = None
             again = self._ending(op, syncpoint, reply)
             if again is None:
+                if wait > 0:
+                    # a get-wait ended by the end goes on for what is left of its wait
+                    # (MQ's WaitInterval is the whole call's), not for all of it again
+                    fields = {**fields, "wait": max(0.0, wait - (time.monotonic() - started))}
                 return self.call(op, **fields)  # not done: again on the new connection
             return again
         if syncpoint:

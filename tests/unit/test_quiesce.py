@@ -143,3 +143,34 @@ def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
     finally:
         for listener in listeners:
             listener.stop()
+
+
+def test_a_get_wait_moved_by_a_switchover_waits_only_what_is_left(monkeypatch) -> None:
+    """A get-wait refused by endmqm -s goes on on the other instance for the rest of
+    its wait, not for the whole wait again (MQ's WaitInterval is the call's)."""
+    old = QueueService(FakeStore(), "QM1", host_name="hosta")
+    new = QueueService(FakeStore(), "QM1", host_name="hostb")
+    listeners = []
+    for service in (old, new):
+        service.store.define_queue("Q1")
+        listener = Listener(service.handle)
+        listener.start()
+        listeners.append(listener)
+    try:
+        (h1, p1), (h2, p2) = (lst.address for lst in listeners)
+        conn = _connect(f"{h1}({p1}),{h2}({p2})", monkeypatch, reconnect=True,
+                        reconnect_timeout=10)
+        timer = threading.Timer(1.5, old.quiesce, args=(2161,), kwargs={"reconnect": True})
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(NetError) as info:
+            conn.call("get", queue="Q1", wait=3.0)
+        elapsed = time.monotonic() - t0
+        timer.join()
+        assert info.value.mqrc == 2033 and conn.server_host == "hostb"
+        # the whole wait again would end after 1.5 + 3 s
+        assert 2.9 <= elapsed < 4.0, elapsed
+        conn.close()
+    finally:
+        for listener in listeners:
+            listener.stop()
