@@ -39,9 +39,12 @@ from miqm.net.protocol import MQRC_SSL_INITIALIZATION_ERROR
 app = make_app("End a queue manager instance.")
 
 
-def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int] | None:
+def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int, str | None] | None:
+    """An instance's listener from its record in the data directory: host, port and its
+    local socket (None if it records none)."""
     from lockfs import open_volume
     from lockfs.errors import LockFsError
+    from miqm.net.client import local_socket
     from miqm.paths import find
 
     try:
@@ -50,8 +53,8 @@ def _endpoint_from_data(qmgr: str, name: str) -> tuple[str, int] | None:
             rec = json.loads(volume.read_bytes(name))
         finally:
             volume.close()
-        return str(rec["host"]), int(rec["port"])
-    except (LockFsError, ValueError, KeyError, TypeError):
+        return str(rec["host"]), int(rec["port"]), local_socket(rec.get("ipc"))
+    except (LockFsError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -98,7 +101,7 @@ def endmqm(
     """End the queue manager's instance."""
     from miqm.errors import NetError
     from miqm.ha import runfile
-    from miqm.net.client import Endpoint, connect
+    from miqm.net.client import Endpoint, connect, local_socket
     from miqm.paths import check_qmgr_name, find, hostname
 
     check_qmgr_name(qmgr)
@@ -115,7 +118,7 @@ def endmqm(
     local = runfile.read(qmgr)
     here = hostname()
     locks: dict[str, Any] | None = None
-    target: tuple[str, int] | None = None
+    target: tuple[str, int, str | None] | None = None
     if local is None:  # no run record, or an unreadable one: what do the lock files say?
         locks = lock_holders(qmgr)
         local = local_from_locks(locks, here)
@@ -125,7 +128,7 @@ def endmqm(
         if local.get("mode") == ("standby" if standby_only else "active"):
             if local.get("address"):
                 host, port = local["address"]
-                target = (str(host), int(port))
+                target = (str(host), int(port), local_socket(local.get("ipc")))
             else:  # the listener the instance records in the data directory
                 target = _endpoint_from_data(qmgr, "standby-listener" if standby_only
                                              else "listener")
@@ -178,7 +181,7 @@ def endmqm(
         typer.echo(amq.text("AMQ1003"))
     pid = int(reply.get("pid") or 0)
     if mode != "controlled" or standby_only:
-        _wait_ended(qmgr, target, pid,
+        _wait_ended(qmgr, target[:2], pid,
                     local is not None and int(local.get("pid") or -1) == pid)
     if standby_only:
         typer.echo(amq.text("AMQ1006", qmgr=qmgr))

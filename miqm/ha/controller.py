@@ -202,8 +202,12 @@ class Controller:
         runfile.write(self.qmgr, {
             "pid": self.pid, "qmgr": self.qmgr, "host": self.host, "mode": self.mode,
             "status": self.status, "address": list(self.address) if self.address else None,
-            "started": time.time(), "lock_id": self.lock_id,
+            "ipc": self._ipc(), "started": time.time(), "lock_id": self.lock_id,
         })
+
+    def _ipc(self) -> str | None:
+        """The listener's local socket name (for commands on this host), if it has one."""
+        return getattr(self.listener, "ipc", None) if self.listener is not None else None
 
     def fatal(self, number: str, detail: str) -> None:
         """Stop now, writing nothing more to the queue manager's data."""
@@ -566,7 +570,7 @@ class Controller:
         try:
             self.data.write_atomic("standby-listener", json.dumps({
                 "host": self.address[0], "port": self.address[1], "host_name": self.host,
-                "pid": self.pid}).encode())
+                "pid": self.pid, "ipc": self._ipc()}).encode())
         except LockFsError:
             pass  # endmqm -x from this host still finds it through the run file
 
@@ -682,7 +686,7 @@ class Controller:
         assert self.address is not None
         self.data.write_atomic("listener", json.dumps({
             "host": self.address[0], "port": self.address[1], "host_name": self.host,
-            "pid": self.pid}).encode())
+            "pid": self.pid, "ipc": self._ipc()}).encode())
         self.status = "Running"
         qmstatus.write(self.data, QMStatus("Running", self.permit_standby, True,
                                            qmstatus.platform_signature(),

@@ -1,7 +1,8 @@
 """This host's record of a running instance: ``$MIQM_DATA_ROOT/run/<dir>.json``.
 
 Written by the execution controller (JSON ``pid``, ``qmgr``, ``host``, ``mode``,
-``status``, ``address`` [host, port] of its control listener, ``started``) and removed
+``status``, ``address`` [host, port] of its control listener, ``ipc`` the name of its
+local socket (None if it has none), ``started``) and removed
 when it ends. Local commands (``endmqm``, ``dspmq``, ``strmqm``) read it to find the
 instance on this host without touching the shared filesystem; a record whose process is
 gone is stale and ignored.

@@ -5,7 +5,8 @@ Resolution (:func:`candidates`):
 * ``MIQM_CONNECTION="host(port),host(port)"`` (MQ's CONNAME form): try each in order;
 * otherwise bindings mode: look the queue manager up in this host's mqs.ini, open its
   data directory (a local path or ``nfs4://`` URL) and read ``listener``, the address the
-  active instance recorded there.
+  active instance recorded there, with its local socket, tried first (no TLS on this
+  host; the TCP address where it does not answer).
 
 :func:`connect` sends ``hello`` to each candidate. The first that answers as the active
 instance of the right queue manager wins. If none answers: MQRC 2059
@@ -102,10 +103,13 @@ def _ending_error(reply: dict[str, Any]) -> QMgrEnding:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One address to try."""
+    """One address to try; ``ipc``: the instance's local socket (its listener record
+    names it), tried first, the TCP address if it does not answer here (another host,
+    another network namespace)."""
 
     host: str
     port: int
+    ipc: str | None = None
 
     def __str__(self) -> str:
         return f"{self.host}({self.port})"
@@ -185,10 +189,28 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
                                   f"{exc}") from None
     try:
         rec = json.loads(raw.decode("utf-8"))
-        return Endpoint(str(rec["host"]), int(rec["port"]))
+        return Endpoint(str(rec["host"]), int(rec["port"]), local_socket(rec.get("ipc")))
     except (UnicodeDecodeError, ValueError, KeyError, TypeError):
         raise not_available(qmgr, f"the listener record in {entry.data_path} is unreadable; "
                                   "restart the queue manager to rewrite it") from None
+
+
+def local_socket(name: Any) -> str | None:
+    """A listener record's local socket name, or None (none recorded, or not a name)."""
+    return name if isinstance(name, str) and 0 < len(name) < 100 else None
+
+
+def connect_local(name: str, timeout: float) -> socket.socket:
+    """A connection to the local socket ``name`` (Linux's abstract namespace); OSError
+    if nothing listens there from this host (ECONNREFUSED at once)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect("\0" + name)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def lock_held(volume: Any, name: str, *, probe: bool = False) -> bool | None:
@@ -374,15 +396,24 @@ class Connection:
         eof_once: set[Endpoint] = set()
         while todo:
             ep = todo.pop(0)
+            local = False
             try:
-                sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
+                if ep.ipc:
+                    try:
+                        # the instance on this host: no TLS, as MQ's local bindings
+                        sock, local = connect_local(ep.ipc, self.timeout), True
+                    except OSError:
+                        ep = Endpoint(ep.host, ep.port)  # elsewhere: its TCP address
+                if not local:
+                    sock = socket.create_connection((ep.host, ep.port), timeout=self.timeout)
             except OSError as exc:
                 errors.append(f"{ep}: {exc.strerror or exc}")
                 continue
             try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if not local:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.settimeout(self.timeout)
-                if self.tls is not None:
+                if self.tls is not None and not local:
                     sock = self.tls.wrap_socket(sock, server_hostname=ep.host)
                 hello: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": 0, "op": "hello",
                                          "qmgr": self.qmgr, "pid": os.getpid(),
@@ -407,15 +438,21 @@ class Connection:
                               "(MIQM_TLS_CERT, MIQM_TLS_KEY)?")
                 refused.setdefault(MQRC_SSL_INITIALIZATION_ERROR, errors[-1])
                 continue
-            except (PeerClosed, ConnectionResetError):
+            except (PeerClosed, ConnectionResetError, OSError, NetError) as exc:
                 sock.close()
+                if local:  # the local socket did not serve this process: its TCP address
+                    todo.insert(0, Endpoint(ep.host, ep.port))
+                    continue
+                if not isinstance(exc, (PeerClosed, ConnectionResetError)):
+                    errors.append(f"{ep}: {exc}")
+                    continue
                 hint = (" (a TLS listener? set MIQM_TLS_CA to connect with TLS)"
                         if self.tls is None else "")
                 errors.append(f"{ep}: the listener closed the connection during hello{hint}")
                 continue
-            except (OSError, NetError) as exc:
+            if local and reply.get("local") == "refused":  # another user's process
                 sock.close()
-                errors.append(f"{ep}: {exc}")
+                todo.insert(0, Endpoint(ep.host, ep.port))
                 continue
             is_standby = reply.get("mqrc") == MQRC_STANDBY_Q_MGR
             is_ending = reply.get("mqrc") in _ENDING

@@ -6,6 +6,7 @@ Kept apart from the controller so the HA code only calls :func:`make_listener`.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from miqm.net.auth import Authenticator, exposed_warning, local_credentials_path, read
@@ -14,8 +15,10 @@ from miqm.net.settings import listener_settings
 
 
 def make_listener(ctl: Any, handler: Handler) -> Listener:
-    """A listener for controller ``ctl`` (its ``cfg``, ``data`` volume and ``say``);
-    ConfigError with one line for a bad setting or an unusable credentials/TLS file."""
+    """A listener for controller ``ctl`` (its ``cfg``, ``data`` volume, ``qmgr``, ``pid``
+    and ``say``), on the configured address and on a local socket for this host's
+    commands (:class:`~miqm.net.server.Listener`'s ``ipc``); ConfigError with one line
+    for a bad setting or an unusable credentials/TLS file."""
     settings = listener_settings(ctl.cfg.stanzas)
     principals = read(ctl.data)
 
@@ -48,8 +51,12 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
         number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ6184"
         ctl.say(number, line)
 
+    # the local socket's name: unique to this start of this instance (a record left by a
+    # dead instance cannot lead a command to another queue manager of the same name)
+    ipc = f"miqm/{ctl.qmgr}/{ctl.pid}/{secrets.token_hex(6)}"
     listener = Listener(handler, host=settings.host, port=settings.port, log=log,
-                        authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout)
+                        authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout,
+                        ipc=ipc)
     #: lines for the console of the strmqm that starts this instance (the controller
     #: prints them with its own; they are in the error log already)
     listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {warning}."] if warning \

@@ -7,6 +7,10 @@ requests are already buffered, so a burst of requests costs one send for its rep
 A streaming consumer's messages are pushed by the service through
 :meth:`Session.push`, under the same write lock as the replies.
 
+With ``ipc`` the listener also accepts on a local socket (Linux's abstract namespace)
+for commands on the same host, as MQ's local commands use IPC rather than a channel: no
+TLS there, only the listener's own user (or root), hello and its credential as on TCP.
+
 The execution controller creates a :class:`Listener` with a handler (the
 :class:`~miqm.net.service.QueueService`, wrapped for its control ops), calls
 :meth:`Listener.start` (which binds, so a port in use fails there, before the
@@ -28,9 +32,11 @@ missing credential (2035, counted and logged with the peer address by the
 from __future__ import annotations
 
 import itertools
+import os
 import select
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +73,9 @@ PREAUTH_MAX_FRAME = 8 * 1024
 
 #: Replies held back while more pipelined requests are buffered, at most this many bytes.
 _COALESCE = 256 * 1024
+
+#: SO_PEERCRED's answer: the peer process's pid, uid and gid (Linux ``struct ucred``)
+_UCRED = struct.Struct("3i")
 
 #: What this listener does beyond protocol version 2, named in its hello reply so that a
 #: client uses it only where it is there (the instances of a queue manager may run
@@ -199,7 +208,7 @@ class Listener:
                  tls: ssl.SSLContext | None = None, idle_timeout: float = 600.0,
                  handshake_timeout: float = 10.0, max_connections: int = 5000,
                  max_frame: int = MAX_FRAME,
-                 preauth_max_frame: int = PREAUTH_MAX_FRAME) -> None:
+                 preauth_max_frame: int = PREAUTH_MAX_FRAME, ipc: str | None = None) -> None:
         self.handler = handler
         self.host = host
         self.port = port
@@ -213,6 +222,10 @@ class Listener:
         self.preauth_max_frame = min(preauth_max_frame, max_frame)
         self._sock: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        #: the local (IPC) socket's abstract name once bound, else None: see start()
+        self.ipc = ipc
+        self._ipc_sock: socket.socket | None = None
+        self._ipc_thread: threading.Thread | None = None
         self._reaper_thread: threading.Thread | None = None
         #: connections that have not passed hello yet: session id -> (deadline, session,
         #: the accepted socket); the reaper drops those past their deadline
@@ -256,15 +269,46 @@ class Listener:
                 mqrc=2059) from None
         self._sock = sock
         self.host, self.port = sock.getsockname()[:2]
-        self._accept_thread = threading.Thread(target=self._accept_loop, name="miqm-listener",
-                                               daemon=True)
+        self._accept_thread = threading.Thread(target=self._accept_loop, args=(sock, False),
+                                               name="miqm-listener", daemon=True)
         self._accept_thread.start()
+        if self.ipc:
+            self._start_ipc(self.ipc)
         if self.handshake_timeout and self.handshake_timeout > 0:
             self._reaper_thread = threading.Thread(target=self._reap_loop,
                                                    name="miqm-listener-handshake",
                                                    daemon=True)
             self._reaper_thread.start()
         return self.host, self.port
+
+    def _start_ipc(self, name: str) -> None:
+        """Listen also on a local socket in Linux's abstract namespace (MQ's local
+        commands use IPC, not the channel): commands on this host reach the instance
+        without TLS, which a listener that requires client certificates would ask of
+        them, and without a file to leave behind after kill -9. Only processes of this
+        user (or root) are served there; they still pass hello with a credential. Not
+        being able to bind it is a warning: the TCP listener is the contract."""
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except (OSError, AttributeError) as exc:
+            self.ipc = None
+            self.warnings.append(f"AMQ9218W: the local listener socket could not be made "
+                                 f"({exc}); local commands use the TCP listener")
+            return
+        try:
+            sock.bind("\0" + name)
+            sock.listen(64)
+        except OSError as exc:
+            sock.close()
+            self.ipc = None
+            self.warnings.append(f"AMQ9218W: the local listener socket could not be bound "
+                                 f"({exc.strerror or exc}); local commands use the TCP "
+                                 "listener")
+            return
+        self._ipc_sock = sock
+        self._ipc_thread = threading.Thread(target=self._accept_loop, args=(sock, True),
+                                            name="miqm-listener-ipc", daemon=True)
+        self._ipc_thread.start()
 
     def _reap_loop(self) -> None:
         """Drop connections that have not passed hello within ``handshake_timeout`` of
@@ -306,30 +350,36 @@ class Listener:
         with self._lock:
             self.rejected[why] = self.rejected.get(why, 0) + 1
 
-    def _accept_loop(self) -> None:
-        assert self._sock is not None
+    def _accept_loop(self, lsock: socket.socket, local: bool) -> None:
         while not self._stopping.is_set():
             try:
-                conn, peer = self._sock.accept()
+                conn, peer = lsock.accept()
             except OSError:
                 if self._stopping.is_set():
                     return
                 time.sleep(0.01)  # EMFILE and friends: do not spin
                 continue
-            try:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
-            session = Session(f"{peer[0]}({peer[1]})")
+            if local:
+                who = self._local_peer(conn)
+                if who is None:
+                    continue
+                session = Session(who)
+            else:
+                try:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+                session = Session(f"{peer[0]}({peer[1]})")
             with self._lock:
                 full = len(self._conns) >= self.max_connections
             if full:
                 self._count("max_connections")
                 self._refuse(conn, MQRC_MAX_CONNS_LIMIT_REACHED,
                              f"the listener has its maximum of {self.max_connections} "
-                             "connections (MQRC 2025 MQRC_MAX_CONNS_LIMIT_REACHED)")
+                             "connections (MQRC 2025 MQRC_MAX_CONNS_LIMIT_REACHED)",
+                             local=local)
                 continue
-            thread = threading.Thread(target=self._serve, args=(conn, session),
+            thread = threading.Thread(target=self._serve, args=(conn, session, local),
                                       name=f"miqm-session-{session.id}", daemon=True)
             with self._lock:
                 if self._stopping.is_set():
@@ -348,8 +398,33 @@ class Listener:
                 self._count("no_thread")
                 conn.close()
 
-    def _refuse(self, conn: socket.socket, mqrc: int, text: str) -> None:
-        if self.tls is None:
+    def _local_peer(self, conn: socket.socket) -> str | None:
+        """The name a local connection's session gets (``local(pid N)``), or None when
+        its process belongs to another user than this listener's (refused with 2035)."""
+        try:
+            pid, uid, _gid = _UCRED.unpack(conn.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+        except (OSError, struct.error):
+            pid, uid = 0, -1
+        if uid not in (os.getuid(), 0):
+            self._count("local_user")
+            self._log(f"AMQ5534: a local connection from pid {pid} (uid {uid}) was refused: "
+                      "the local socket serves only the queue manager's own user")
+            refusal = error_reply(MQRC_NOT_AUTHORIZED, "the local socket serves only the "
+                                  "queue manager's own user (MQRC 2035 "
+                                  "MQRC_NOT_AUTHORIZED): connect through the TCP listener")
+            refusal["local"] = "refused"  # a client goes on to the TCP listener
+            try:
+                conn.settimeout(0.5)
+                conn.sendall(encode(refusal))
+            except OSError:
+                pass
+            conn.close()
+            return None
+        return f"local(pid {pid})"
+
+    def _refuse(self, conn: socket.socket, mqrc: int, text: str, local: bool = False) -> None:
+        if self.tls is None or local:
             try:
                 conn.settimeout(0.5)
                 conn.sendall(encode(error_reply(mqrc, text)))
@@ -360,10 +435,11 @@ class Listener:
         except OSError:
             pass
 
-    def _handshake(self, conn: socket.socket, session: Session) -> socket.socket | None:
+    def _handshake(self, conn: socket.socket, session: Session,
+                   tls: ssl.SSLContext | None) -> socket.socket | None:
         """TLS handshake (when configured) within the handshake timeout."""
         conn.settimeout(self.handshake_timeout)
-        if self.tls is None:
+        if tls is None:
             return conn
         try:
             first = conn.recv(1, socket.MSG_PEEK)
@@ -386,8 +462,7 @@ class Listener:
         try:
             # the handshake runs on the session's socket, so that the handshake deadline
             # (_reap_loop) can end a client that drips it
-            tconn = self.tls.wrap_socket(conn, server_side=True,
-                                         do_handshake_on_connect=False)
+            tconn = tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
             session._sock = tconn
             tconn.do_handshake()
         except (ssl.SSLError, OSError, ValueError) as exc:
@@ -406,15 +481,16 @@ class Listener:
             return None
         return tconn
 
-    def _serve(self, raw: socket.socket, session: Session) -> None:
+    def _serve(self, raw: socket.socket, session: Session, local: bool = False) -> None:
         conn: socket.socket | None = raw
+        tls = None if local else self.tls  # the local socket never leaves the host
         try:
-            conn = self._handshake(raw, session)
+            conn = self._handshake(raw, session, tls)
             if conn is None:
                 return
             session._sock = conn
             reader = FrameReader(conn, self.preauth_max_frame)
-            if self.tls is None:
+            if tls is None:
                 try:
                     prefix = reader.peek_prefix()
                 except (NetError, OSError):
@@ -426,7 +502,7 @@ class Listener:
                               "plain-TCP listener; configure the client without TLS or the "
                               "listener with SSLCertFile/SSLKeyFile")
                     return
-            if self.tls is None:
+            if tls is None:
                 set_deadlines(conn, self.idle_timeout)
             else:
                 conn.settimeout(self.idle_timeout or None)
@@ -597,14 +673,16 @@ class Listener:
         """Stop accepting, close every connection, and run every session's close hooks
         (their units of work are backed out) before returning."""
         self._stopping.set()
-        if self._sock is not None:
+        for lsock in (self._sock, self._ipc_sock):
+            if lsock is None:
+                continue
             try:
                 # close() alone does not wake a thread blocked in accept() on Linux
-                self._sock.shutdown(socket.SHUT_RDWR)
+                lsock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             try:
-                self._sock.close()
+                lsock.close()
             except OSError:
                 pass
         # replies already being made go out first (a short grace: a handler stuck in a
@@ -640,8 +718,9 @@ class Listener:
             # a thread still inside a handler (a long get-wait) must not keep its unit of
             # work open past the end of the instance: run the hooks from here
             session.close()
-        if self._accept_thread is not None:
-            self._accept_thread.join(max(0.1, deadline - time.monotonic()))
+        for accepting in (self._accept_thread, self._ipc_thread):
+            if accepting is not None:
+                accepting.join(max(0.1, deadline - time.monotonic()))
 
 
 def server_tls_context(cert_file: str, key_file: str,

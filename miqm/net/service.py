@@ -1167,7 +1167,10 @@ class QueueService:
 
 def _address(peer: str) -> str:
     """A peer ``host(port)`` as MQ's CONNAME of an inbound connection shows it: the
-    address alone."""
+    address alone; blank for a connection on this host's local socket or in process, as
+    MQ shows a bindings-mode connection's."""
+    if peer.startswith("local"):
+        return ""
     return re.sub(r"\(\d+\)$", "", peer)
 
 
