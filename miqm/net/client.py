@@ -440,10 +440,9 @@ class Connection:
                 continue
             except (PeerClosed, ConnectionResetError, OSError, NetError) as exc:
                 sock.close()
-                if local:  # the local socket did not serve this process: its TCP address
-                    todo.insert(0, Endpoint(ep.host, ep.port))
-                    continue
-                if not isinstance(exc, (PeerClosed, ConnectionResetError)):
+                # the local socket answered and then failed (a paused or ending instance):
+                # its TCP address is the same process, not worth a second timeout
+                if local or not isinstance(exc, (PeerClosed, ConnectionResetError)):
                     errors.append(f"{ep}: {exc}")
                     continue
                 hint = (" (a TLS listener? set MIQM_TLS_CA to connect with TLS)"

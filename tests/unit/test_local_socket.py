@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import uuid
 
 import pytest
@@ -140,3 +141,26 @@ def test_another_users_process_is_sent_to_the_tcp_listener() -> None:
             assert conn.endpoint.ipc == listener.ipc
     finally:
         listener.stop()
+
+
+def test_a_local_socket_that_answers_nothing_is_not_tried_again_over_tcp() -> None:
+    """A paused instance (SIGSTOP) accepts on both sockets and answers on neither: the
+    client gives up on it after one timeout, not one per socket."""
+    name = _name()
+    silent_local = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent_tcp = socket.socket()
+    try:
+        silent_local.bind("\0" + name)
+        silent_local.listen(4)
+        silent_tcp.bind(("127.0.0.1", 0))
+        silent_tcp.listen(4)
+        with pytest.raises(NetError) as info:
+            connect("QM1", timeout=0.5,
+                    endpoints=[Endpoint("127.0.0.1", silent_tcp.getsockname()[1], name)])
+        assert info.value.mqrc == 2059
+        silent_tcp.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            silent_tcp.accept()  # nobody came to the TCP address
+    finally:
+        silent_local.close()
+        silent_tcp.close()
