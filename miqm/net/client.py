@@ -440,7 +440,12 @@ class Connection:
                 continue
             except (PeerClosed, ConnectionResetError, OSError, NetError) as exc:
                 sock.close()
-                # the local socket answered and then failed (a paused or ending instance):
+                if local and not isinstance(exc, READ_TIMEOUT):
+                    # closed on this process (another user's: the listener refuses it
+                    # before reading its hello): its TCP address
+                    todo.insert(0, Endpoint(ep.host, ep.port))
+                    continue
+                # a local socket that accepted and answered nothing (a paused instance):
                 # its TCP address is the same process, not worth a second timeout
                 if local or not isinstance(exc, (PeerClosed, ConnectionResetError)):
                     errors.append(f"{ep}: {exc}")
