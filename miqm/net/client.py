@@ -626,7 +626,7 @@ class Connection:
         if seconds == self._deadline_now:
             return
         assert self._sock is not None
-        if self.tls is None:
+        if not isinstance(self._sock, ssl.SSLSocket):  # a local socket is never TLS
             set_deadlines(self._sock, seconds)
         else:
             self._sock.settimeout(seconds)
@@ -636,8 +636,45 @@ class Connection:
                    body: bytes | None = None) -> dict[str, Any]:
         assert self._sock is not None
         self._deadline(self.call_timeout + wait)
-        self._write(request, True, body)
+        try:
+            self._write(request, True, body)
+        except (BrokenPipeError, ConnectionResetError):
+            # an instance that stopped reading this connection (it ends) refuses the send
+            # at once on a local socket, where TCP takes it: the last frame it sends,
+            # read within the listener's second to send it, says why (the call was not
+            # done); without one the connection is broken, as the error says
+            frame = self._last_frame()
+            if frame is None:
+                raise
+            return frame
         return self._await(request["id"])
+
+    def _frame_waits(self) -> bool:
+        """After a refused send: whether the instance sent something to read before it
+        stopped reading (its last frame), within a second."""
+        sock, reader = self._sock, self._reader
+        if sock is None:
+            return False
+        if reader is not None and reader.unread():
+            return True
+        try:
+            readable, _w, _x = select.select([sock], [], [], 1.0)
+            return bool(readable) and bool(sock.recv(1, socket.MSG_PEEK))
+        except (OSError, ValueError):  # ValueError: a TLS socket takes no flags
+            return False
+
+    def _last_frame(self) -> dict[str, Any] | None:
+        """After a refused send: the frame without an id the instance sent as its last
+        (2161/2162 and ``quiesce``), if one comes within a second, else None."""
+        try:
+            self._deadline(1.0)
+            while True:
+                frame = self._read_one()
+                if frame is _PUSHED or frame is _SETTLED:
+                    continue
+                return frame if frame.get("id") is None else None
+        except (OSError, NetError):
+            return None
 
     # -- calls -----------------------------------------------------------------------
     def peer_closed(self) -> bool:
@@ -818,6 +855,15 @@ class Connection:
             return
         try:
             self._write(request, flush, body)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            if not self._frame_waits():
+                self._broken(op, syncpoint, exc)
+            # else not sent, and the instance's last frame, read by the next call or
+            # push, says so (it ends: the frame names the reason; a unit of work this
+            # call was in is backed out with the connection)
+            if syncpoint:
+                self._in_uow = True
+            return
         except OSError as exc:
             self._broken(op, syncpoint, exc)
         self._pending[rid] = (op, on_reply)
@@ -955,7 +1001,10 @@ class Connection:
             if self.closed:
                 raise self._closed_error("a consumer's read")
             raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
-        self._flush()
+        try:
+            self._flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # an instance that stopped reading (it ends): its last frame tells, below
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()

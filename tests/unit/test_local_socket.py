@@ -14,9 +14,9 @@ import uuid
 import pytest
 
 from miqm.errors import NetError
-from miqm.net.client import Endpoint, connect
+from miqm.net.client import Endpoint, QMgrEnding, connect
 from miqm.net.server import Listener, server_tls_context
-from miqm.net.service import QueueService
+from miqm.net.service import QueueService, quiesce_reply
 from tests.unit.test_client import _make_certs
 from tests.unit.test_net import FakeStore, _register
 
@@ -164,3 +164,27 @@ def test_a_local_socket_that_answers_nothing_is_not_tried_again_over_tcp() -> No
     finally:
         silent_local.close()
         silent_tcp.close()
+
+
+@pytest.mark.parametrize("call", ["call", "send"])
+def test_the_last_frame_reaches_a_client_on_the_local_socket(call: str) -> None:
+    """An ending instance stops reading its connections and sends each a last frame
+    (2161 here). A local socket refuses the client's next send at once (TCP takes it):
+    the client reads that frame all the same, and is told the reason, not left to
+    reconnect to an instance that is gone."""
+    listener, service = _listener(ipc=_name())
+    host, port = listener.address
+    conn = connect("QM1", endpoints=[Endpoint(host, port, listener.ipc)], reconnect=True,
+                   reconnect_timeout=3)
+    try:
+        assert conn.endpoint.ipc == listener.ipc
+        service.quiesce(2161)
+        listener.quiesce(quiesce_reply(2161, False, notice=True))
+        listener.stop()
+        with pytest.raises(QMgrEnding) as info:
+            if call == "send":  # pipelined (a consumer's ack): the next call tells
+                conn.send("ping", flush=True)
+            conn.call("ping")
+        assert info.value.mqrc == 2161
+    finally:
+        conn.close()
