@@ -24,6 +24,7 @@ import pytest
 from miqm import client as mq
 from miqm.localpair import LocalPair
 from tests.integration.test_client_failover import bindings_pair
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -233,7 +234,13 @@ def test_a_consumer_mid_batch_at_a_controlled_end_leaves_nothing_to_come_again(p
             handed.append(msg.body)
         ender = _Call(lambda: pair.run(pair.a, "endmqm", "-c", QM))
         ender.start()
-        time.sleep(1.0)  # the end has begun: the stream is paused, told 2161
+        # the end has begun (its status is written just before the stream is paused
+        # and told 2161) before the consumer asks for more: on a slow machine a fixed
+        # second could pass before endmqm had even started, and the consumer then took
+        # every message and saw the end only after its last batch was settled
+        wait_until(lambda: pair.status().get("status") == "Quiescing",
+                   "the controlled end has begun", timeout=30, poll=0.05)
+        time.sleep(0.3)
         with pytest.raises(mq.QMgrQuiescing) as info:
             while True:
                 msg = consumer.next(30)
