@@ -43,6 +43,8 @@ _SESSION_OPS = frozenset({"hello", "ping", "commit", "backout", "prepare", "reso
 _OPEN_OPTIONS = {"INPUT": "GET", "OUTPUT": "PUT", "BROWSE": "BROWSE", "INQUIRE": "INQ"}
 _QMGR_OPS = {"status": "DSP", "logger_dump": "DSP", "checkpoint": "CHG",
              "rcdmqimg": "CHG", "rcrmqobj": "CHG"}
+#: the MQI ops on one queue (``req["queue"]``)
+_QUEUE_OPS = frozenset({"put", "get", "consume", "open"})
 
 Need = tuple[str, str, str]  # (objtype, name, authority)
 
@@ -126,6 +128,10 @@ class Authorizer:
             state["authz_connect"] = True
         if op in _SESSION_OPS:
             return None
+        if op in _QUEUE_OPS and str(req.get("queue", "")) in (state.get("dynamic") or ()):
+            # a dynamic queue this connection made from a model (its reply queue): MQ
+            # gives the creator authority to it, whatever name the model's pattern chose
+            return None
         if op == "put":
             need = "PUT"
         elif op == "get":
@@ -184,7 +190,7 @@ class Authorizer:
         principal = getattr(session, "principal", None)
         if self.privileged(principal):
             return None
-        for objtype, name, auth in mqsc_needs(cmd):
+        for objtype, name, auth in self._needs(cmd):
             if not self.allows(principal, objtype, name, auth):
                 shown = self.qmgr if objtype == authz.QMGR else name
                 self._log(principal, objtype, shown, auth)
@@ -192,6 +198,45 @@ class Authorizer:
                     f"Principal '{principal}' lacks the {auth} authority on "
                     f"{objtype.lower()} '{shown}'."))
         return None
+
+    def _needs(self, cmd: mqsc.Command) -> list[Need]:
+        """:func:`mqsc_needs`, and what only the queue manager's objects tell:
+        DEFINE ... REPLACE of a queue that exists changes it (CHG, as ALTER needs: CRT
+        alone must not let a principal rewrite a queue it may not change), and a change
+        of many queues by a generic name (RESET QSTATS(APP.*)) needs its authority on
+        each queue it reaches, not on the generic name taken as a name."""
+        needs = mqsc_needs(cmd)
+        if cmd.objtype not in QUEUE_OBJTYPES:
+            return needs
+        if cmd.verb == "DEFINE" and "REPLACE" in cmd.options and self._queue_exists(cmd.name):
+            needs.append((authz.QUEUE, cmd.name, "CHG"))
+        names = self._queue_names(cmd.name) if cmd.verb != "DISPLAY" and cmd.generic else []
+        if names:  # (none: the generic name is checked as given, and reaches nothing)
+            auths = [a for t, _n, a in needs if t == authz.QUEUE]
+            needs = [n for n in needs if n[0] != authz.QUEUE]
+            needs += [(authz.QUEUE, name, a) for name in names for a in auths]
+        return needs
+
+    def _queue_names(self, pattern: str) -> list[str]:
+        """The local queues ``pattern`` (a name or ``ABC*``) matches now."""
+        listing = getattr(self.store, "list_queues", None)
+        if listing is None:
+            return []
+        names = []
+        for q in listing(pattern):
+            name = q if isinstance(q, str) else next(
+                (str(q[k]) for k in ("QUEUE", "queue", "NAME", "name") if k in q), "")
+            if name:
+                names.append(name)
+        return names
+
+    def _queue_exists(self, name: str) -> bool:
+        """True if a local queue, alias or model called ``name`` exists."""
+        if name in self._queue_names(name):
+            return True
+        get = getattr(self.store, "get_object", None)
+        return get is not None and any(get(kind, name) is not None
+                                       for kind in ("QALIAS", "QMODEL"))
 
     def filter_display(self, cmd: mqsc.Command, session: Any, lines: list[str]) -> list[str]:
         """A generic DISPLAY's output without the queues the principal may not display."""

@@ -442,3 +442,72 @@ def test_a_generic_display_shows_damaged_queues_only_to_who_may_display_them(ser
     cmd = mqsc.parse_command("DISPLAY QLOCAL(APP.*)")
     assert service.authorizer.filter_display(cmd, app, lines) == lines[:1]
     assert service.authorizer.filter_display(cmd, admin, lines) == lines
+
+
+# -- found by an administrator's session ------------------------------------------------
+
+def _grant(service: QueueService, *texts: str) -> None:
+    admin = _session("admin")
+    for text in texts:
+        assert not _mqsc(service, admin, text)["failed"], text
+
+
+def test_the_connection_that_made_a_dynamic_queue_may_use_it(served) -> None:
+    """A reply queue made from a model: the principal's records name the model, the
+    queue manager chooses the dynamic queue's name (REPLY.<hex>). MQ gives the creator
+    authority to it; here it was refused 2035 on its own reply queue."""
+    service, _ = served
+    _grant(service, "DEFINE QMODEL(APP.MODEL) DEFTYPE(TEMPDYN)",
+           "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+           "SET AUTHREC PROFILE(APP.MODEL) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+           "AUTHADD(GET,PUT,INQ)")
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    opened = service.handle({"op": "open", "queue": "APP.MODEL", "options": ["INPUT"],
+                             "dynamic": "REPLY.*"}, app)
+    assert opened["ok"], opened
+    reply_q = opened["queue"]
+    assert reply_q.startswith("REPLY.")
+    put = service.handle({"op": "put", "queue": reply_q, "body": b"answer"}, app)
+    assert put["ok"], put
+    got = service.handle({"op": "get", "queue": reply_q}, app)
+    assert got["ok"], got
+    # another connection of the same principal has no such right: the records decide
+    other = _session("app1")
+    assert service.handle({"op": "hello"}, other)["ok"]
+    assert service.handle({"op": "put", "queue": reply_q, "body": b"x"}, other)["mqrc"] == 2035
+
+
+def test_define_replace_of_an_existing_queue_needs_chg_as_alter_does(served) -> None:
+    """CRT lets a principal create queues under a profile; DEFINE ... REPLACE of one that
+    exists changes it, which needs CHG (it was allowed with CRT alone)."""
+    service, _ = served
+    _grant(service, "DEFINE QLOCAL(APP.IN) MAXDEPTH(100)",
+           "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+           "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(CRT)")
+    app = _session("app1")
+    refused = _mqsc(service, app, "DEFINE QLOCAL(APP.IN) REPLACE MAXDEPTH(0)")
+    assert refused["failed"] and refused["lines"][0].startswith("AMQ8135E")
+    assert "CHG" in refused["lines"][0]
+    assert service.store.queue_attrs("APP.IN")["MAXDEPTH"] == 100
+    # a new queue: CRT is enough, with or without REPLACE
+    assert not _mqsc(service, app, "DEFINE QLOCAL(APP.NEW) REPLACE")["failed"]
+    _grant(service, "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+           "AUTHADD(CHG)")
+    assert not _mqsc(service, app, "DEFINE QLOCAL(APP.IN) REPLACE MAXDEPTH(0)")["failed"]
+
+
+def test_a_generic_reset_qstats_needs_authority_on_every_queue_it_reaches(served) -> None:
+    """RESET QSTATS(APP.*) was checked against the string 'APP.*' taken as a queue name,
+    which APP.** matches: it reset (and showed) a queue the principal's own more
+    specific record closes to it."""
+    service, _ = served
+    _grant(service, "DEFINE QLOCAL(APP.IN)", "DEFINE QLOCAL(APP.SECRET)",
+           "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+           "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(CHG,DSP)",
+           "SET AUTHREC PROFILE(APP.SECRET) OBJTYPE(QUEUE) PRINCIPAL('app1') "
+           "AUTHADD(NONE)")
+    app = _session("app1")
+    refused = _mqsc(service, app, "RESET QSTATS(APP.*)")
+    assert refused["failed"] and "APP.SECRET" in refused["lines"][0]
+    assert not _mqsc(service, app, "RESET QSTATS(APP.I*)")["failed"]
