@@ -20,7 +20,8 @@ Rules taken from MQ:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from miqm import amq
@@ -41,6 +42,21 @@ QUEUE_DISPLAY_ORDER = (
     "ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "CURDEPTH", "DEFPRTY", "DEFPSIST", "DESCR",
     "GET", "IPPROCS", "MAXDEPTH", "MAXMSGL", "OPPROCS", "PUT", "UNCOM",
 )
+
+#: What DEFINE ... REPLACE sets where the command does not say (MQ: "unspecified
+#: parameters are taken from the object named on LIKE, or from the default definition;
+#: the parameters of the object being replaced are ignored"), so a script run again
+#: without an attribute it once set puts that attribute back to its default, as in MQ.
+#: The values are MQ's SYSTEM.DEFAULT.LOCAL/ALIAS/MODEL.QUEUE ones, the store's and
+#: the queue service's defaults (tests/unit/test_mqsc.py checks they agree).
+REPLACE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "QLOCAL": {"MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
+               "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304},
+    "QALIAS": {"DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "", "PUT": "ENABLED",
+               "GET": "ENABLED"},
+    "QMODEL": {"DEFTYPE": "TEMPDYN", "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0,
+               "DESCR": "", "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304},
+}
 
 QMGR_ATTRS: dict[str, tuple[str, Any]] = {
     "MAXUMSGS": ("int", (1, 999_999_999)),
@@ -155,27 +171,38 @@ class Command:
 
 def split_commands(script: str) -> list[str]:
     """The commands in ``script`` with comments dropped and continuations joined."""
-    commands: list[str] = []
+    return list(iter_commands(script.splitlines()))
+
+
+def iter_commands(lines: Iterable[str]) -> Iterator[str]:
+    """The commands in ``lines`` (comments dropped, continuations joined), each yielded as
+    soon as its last line has been read: runmqsc answers a command typed at a terminal,
+    or written into a pipe by a program waiting for the answer, before the next line.
+
+    A command ends at a line not ending in ``+`` or ``-``, or, as MQ allows on
+    Multiplatforms, at a line ending in ``;`` (even after ``+`` continuations)."""
     current: str | None = None
     strip_next = False
-    for raw in script.splitlines():
+    for raw in lines:
         line = raw.rstrip()
         if current is None and (not line.strip() or line.startswith("*")):
             continue
         if current is not None and strip_next:
             line = line.lstrip()
-        cont = line.endswith(("+", "-"))
-        if cont:
+        cont = False
+        if line.endswith(";"):
+            line = line[:-1].rstrip()  # the command ends here
+        elif line.endswith(("+", "-")):
+            cont = True
             strip_next = line.endswith("+")
             line = line[:-1]
         current = line if current is None else current + line
         if not cont:
             if current.strip():
-                commands.append(current.strip())
+                yield current.strip()
             current = None
     if current is not None and current.strip():
-        commands.append(current.strip())  # a continuation at end of input ends the command
-    return commands
+        yield current.strip()  # a continuation at end of input ends the command
 
 
 # -- tokenising --------------------------------------------------------------------------
@@ -205,12 +232,31 @@ def _tokens(text: str) -> list[_Token]:
         j = i
         while j < n and text[j] in " \t":
             j += 1
-        if j < n and text[j] == "(":
+        if j < n and text[j] == "(" and word == "WHERE":
+            value, i = _raw_value(text, j + 1)
+            tokens.append(_Token(word, value, False, i))
+        elif j < n and text[j] == "(":
             value, quoted, i = _value(text, j + 1)
             tokens.append(_Token(word, value, quoted, i))
         else:
             tokens.append(_Token(word, None, False, i))
     return tokens
+
+
+def _raw_value(text: str, i: int) -> tuple[str, int]:
+    """The text up to the ')' that closes a '(' just before ``i``, quotes respected (a
+    WHERE condition: ``CURDEPTH GT 0``, ``DESCR EQ 'a (b)'``); (text, offset after ')')."""
+    n = len(text)
+    quoted = False
+    j = i
+    while j < n:
+        if text[j] == "'":
+            quoted = not quoted  # '' inside a string toggles twice: still inside
+        elif text[j] == ")" and not quoted:
+            return text[i:j], j + 1
+        j += 1
+    raise MQSCSyntaxError(text, "a '(' is not closed" if not quoted
+                          else "a quoted string is not closed")
 
 
 def _value(text: str, i: int) -> tuple[str, bool, int]:
@@ -305,6 +351,38 @@ def parse_command(text: str) -> Command:
         raise MQSCSyntaxError(text, f"{verb} needs an object type")
     obj = tokens[1]
     rest = tokens[2:]
+    _no_repeats(rest, text)
+    where = next((t for t in rest if t.word == "WHERE"), None)
+    if where is None:
+        return _parse_tokens(verb, obj, rest, text)
+    cmd = _parse_tokens(verb, obj, [t for t in rest if t is not where], text)
+    return _with_where(cmd, where, text)
+
+
+#: parameters that may not be given together (MQ: "REPLACE NOREPLACE is not allowed")
+_EXCLUSIVE = ({"REPLACE", "NOREPLACE"}, {"PURGE", "NOPURGE"})
+#: parameter synonyms, for the repeat check
+_PARAM_SYNONYMS = {"TARGQ": "TARGET"}
+
+
+def _no_repeats(rest: list[_Token], text: str) -> None:
+    """MQ's rule: a parameter may be given once, and not with its NO form."""
+    seen: set[str] = set()
+    for tok in rest:
+        word = _PARAM_SYNONYMS.get(tok.word, tok.word)
+        if word in seen:
+            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is repeated: give each "
+                                  "parameter once")
+        for pair in _EXCLUSIVE:
+            if word in pair and seen & pair:
+                other = next(iter(seen & pair))
+                raise MQSCSyntaxError(text[: tok.end], f"{word} and {other} cannot be "
+                                      "given together")
+        seen.add(word)
+
+
+def _parse_tokens(verb: str, obj: _Token, rest: list[_Token], text: str) -> Command:
+    """The command a verb, an object keyword and its parameters make."""
     if obj.word == "AUTHREC" or verb in ("SET", "REFRESH"):
         return parse_security(verb, obj, rest, text)
     if obj.word == "QMGR" and obj.value is None:
@@ -340,6 +418,8 @@ def parse_command(text: str) -> Command:
             attrs[tok.word] = _typed(tok, QUEUE_ATTRS[tok.word], text)
         else:
             raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} QLOCAL")
+    if verb == "DEFINE" and "REPLACE" in options and not like:
+        attrs = {**REPLACE_DEFAULTS["QLOCAL"], **attrs}
     return Command(verb, "QLOCAL", name, attrs, tuple(options), like, text=text)
 
 
@@ -554,15 +634,138 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
     for tok in rest:
         if verb == "DEFINE" and tok.word in ("REPLACE", "NOREPLACE") and tok.value is None:
             options.append(tok.word)
-        elif verb in ("DEFINE", "ALTER") and tok.word in spec:
-            kind_, _rule = spec[tok.word]
-            attrs[tok.word] = (_name(tok, text) if kind_ == "name"
-                               else _typed(tok, spec[tok.word], text))
+        elif verb in ("DEFINE", "ALTER") and _PARAM_SYNONYMS.get(tok.word, tok.word) in spec:
+            key = _PARAM_SYNONYMS.get(tok.word, tok.word)  # TARGQ: TARGET's old name
+            kind_, _rule = spec[key]
+            attrs[key] = (_name(tok, text) if kind_ == "name" else _typed(tok, spec[key], text))
         else:
             raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} {kind}")
     if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs:
         raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue)")
+    if verb == "DEFINE" and "REPLACE" in options:
+        attrs = {**REPLACE_DEFAULTS[kind], **attrs}
     return Command(verb, kind, name, attrs, tuple(options), text=text)
+# -- WHERE filters ------------------------------------------------------------------------
+
+#: WHERE's operators (MQ's): comparisons, generic match (LK, NL), list contains (CT, EX,
+#: CTG, EXG)
+WHERE_OPERATORS = ("LT", "GT", "EQ", "NE", "LE", "GE", "LK", "NL", "CT", "EX", "CTG", "EXG")
+_WHERE_RE = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*)\s+([A-Za-z]{2,3})\s+(.*?)\s*", re.DOTALL)
+_PAIR_RE = re.compile(r"\b([A-Z][A-Z0-9]*)\(([^)]*)\)")
+
+
+def _where_keywords(cmd: Command) -> tuple[str, ...]:
+    """The attributes a WHERE may test on ``cmd``'s display (empty: no WHERE here)."""
+    if cmd.objtype == "QLOCAL":
+        return QUEUE_DISPLAY_ORDER
+    if cmd.objtype == "QUEUE":
+        return (*QUEUE_DISPLAY_ORDER, *ALIAS_DISPLAY_ORDER, *MODEL_DISPLAY_ORDER)
+    if cmd.objtype == "QALIAS":
+        return ALIAS_DISPLAY_ORDER
+    if cmd.objtype == "QMODEL":
+        return MODEL_DISPLAY_ORDER
+    if cmd.objtype == "QSTATUS":  # MQ: QTIME cannot be a filter keyword
+        return (tuple(a for a in QSTATUS_QUEUE_ATTRS if a != "QTIME")
+                if cmd.attrs.get("TYPE", "QUEUE") == "QUEUE" else QSTATUS_HANDLE_ATTRS)
+    if cmd.objtype == "CONN":
+        return CONN_ATTRS
+    if cmd.objtype == "LSSTATUS":
+        return LSSTATUS_ATTRS
+    return ()
+
+
+def _with_where(cmd: Command, tok: _Token, text: str) -> Command:
+    """``cmd`` with a WHERE(keyword operator value) filter: ``attrs["WHERE"]`` holds
+    ``[keyword, operator, value]`` and the keyword is displayed (as MQ shows it)."""
+    seg = text[: tok.end]
+    allowed = _where_keywords(cmd) if cmd.verb == "DISPLAY" else ()
+    if not allowed:
+        raise MQSCSyntaxError(seg, f"WHERE is not valid on {cmd.verb} {cmd.objtype}")
+    m = _WHERE_RE.fullmatch(tok.value or "")
+    if m is None:
+        raise MQSCSyntaxError(seg, "WHERE needs a condition: WHERE(keyword operator value),"
+                              " e.g. WHERE(CURDEPTH GT 0)")
+    keyword, op, raw = m.group(1).upper(), m.group(2).upper(), m.group(3)
+    if keyword not in allowed:
+        raise MQSCSyntaxError(seg, f"{keyword} cannot be a WHERE keyword of DISPLAY "
+                              f"{cmd.objtype}")
+    if op not in WHERE_OPERATORS:
+        raise MQSCSyntaxError(seg, f"{op} is not a WHERE operator: use "
+                              f"{', '.join(WHERE_OPERATORS)}")
+    if raw.startswith("'"):
+        if len(raw) < 2 or not raw.endswith("'") or "'" in raw[1:-1].replace("''", ""):
+            raise MQSCSyntaxError(seg, "the WHERE value's quoted string is not closed")
+        value = raw[1:-1].replace("''", "'")
+    elif not raw or any(c in raw for c in " \t'()"):
+        raise MQSCSyntaxError(seg, "the WHERE value is one word, or a quoted string")
+    else:
+        value = raw.upper()
+    show = cmd.show
+    if "ALL" not in show and keyword not in show:
+        show = (*show, keyword)
+    return replace(cmd, attrs={**cmd.attrs, "WHERE": [keyword, op, value]}, show=show)
+
+
+def _number(text: str) -> int | None:
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def _generic_hit(shown: str, value: str) -> bool:
+    return shown.startswith(value[:-1]) if value.endswith("*") else shown == value
+
+
+def where_matches(shown: str, op: str, value: str) -> bool:
+    """True if a displayed attribute value ``shown`` satisfies ``op value``: numbers
+    compared as numbers, other values as text; LK/NL take a generic value (``AB*``);
+    CT/EX (CTG/EXG generic) test the items of a list value (``a,b,c``)."""
+    shown = shown.strip()
+    if op in ("LK", "NL"):
+        return _generic_hit(shown, value) == (op == "LK")
+    if op in ("CT", "EX", "CTG", "EXG"):
+        items = [x.strip() for x in shown.split(",") if x.strip()]
+        generic = op in ("CTG", "EXG")
+        hit = any(_generic_hit(x, value) if generic else x == value for x in items)
+        return hit == (op in ("CT", "CTG"))
+    a, b = _number(shown), _number(value)
+    left: Any
+    right: Any
+    if a is not None and b is not None:
+        left, right = a, b
+    elif a is None and b is None:
+        left, right = shown, value
+    else:  # a number against text (a blank MSGAGE against 60): only NE holds
+        return op == "NE"
+    return {"LT": left < right, "GT": left > right, "EQ": left == right,
+            "NE": left != right, "LE": left <= right, "GE": left >= right}[op]
+
+
+def apply_where(cmd: Command, lines: list[str]) -> list[str]:
+    """A display's reply lines without the objects its WHERE filter leaves out (all of
+    them when there is no WHERE). Each object is a block: an ``AMQnnnnI`` line and its
+    ``KEY(value)`` lines; an object without the keyword is left out (MQ: objects for
+    which the keyword is no attribute are not displayed); error lines are kept."""
+    where = cmd.attrs.get("WHERE")
+    if not where:
+        return lines
+    keyword, op, value = (str(x) for x in where)
+    out: list[str] = []
+    blocks: list[list[str]] = []
+    for line in lines:
+        if line.startswith("AMQ") or not blocks:
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    for block in blocks:
+        head = block[0]
+        if not head.startswith("AMQ") or head[7:8] != "I":
+            out.extend(block)  # an error or warning line, not an object
+            continue
+        pairs = dict(_PAIR_RE.findall("\n".join(block[1:])))
+        if keyword in pairs and where_matches(pairs[keyword], op, value):
+            out.extend(block)
+    return out
+
+
 # -- security: authority records --------------------------------------------------------
 
 _SEC_OBJTYPES = ("QUEUE", "QMGR")
@@ -583,12 +786,16 @@ def parse_security(verb: str, obj: _Token, rest: list[_Token], text: str) -> Com
     from miqm import authz
 
     if verb == "REFRESH":
-        if obj.word != "SECURITY" or obj.value is not None:
+        # MQ's forms: REFRESH SECURITY, REFRESH SECURITY(*), TYPE(AUTHSERV) (the
+        # default) or TYPE(CONNAUTH) (after ALTER QMGR CONNAUTH: here the change applies
+        # at once, and the credentials file is read again either way)
+        if obj.word != "SECURITY" or obj.value not in (None, "*"):
             raise MQSCSyntaxError(text[: obj.end], "REFRESH supports SECURITY only")
         for tok in rest:
-            if tok.word != "TYPE" or (tok.value or "").upper() not in ("AUTHSERV", "ALL"):
-                raise MQSCSyntaxError(text[: tok.end],
-                                      "REFRESH SECURITY takes only TYPE(AUTHSERV)")
+            if tok.word != "TYPE" or (tok.value or "").upper() not in (
+                    "AUTHSERV", "CONNAUTH", "ALL"):
+                raise MQSCSyntaxError(text[: tok.end], "REFRESH SECURITY takes only "
+                                      "TYPE(AUTHSERV) or TYPE(CONNAUTH)")
         return Command("REFRESH", "SECURITY", text=text)
     if obj.word != "AUTHREC" or obj.value is not None:
         raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
@@ -826,7 +1033,7 @@ def _count(n: int, one: str, many: str) -> str:
 
 def trailer(read: int, syntax_errors: int, failed: int) -> list[str]:
     """runmqsc's closing summary lines, in MQ's wording."""
-    lines = [_count(read, "1 MQSC command read.", "{n} MQSC commands read.")]
+    lines = [_count(read, "One MQSC command read.", "{n} MQSC commands read.")]
     if syntax_errors == 0:
         lines.append("No commands have a syntax error.")
     else:

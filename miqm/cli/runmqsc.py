@@ -10,6 +10,7 @@ connects as a client through the listener (``MIQM_CONNECTION``, ``MIQM_CREDENTIA
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -50,12 +51,14 @@ def runmqsc(
     def emit(lines: list[str]) -> None:
         for line in lines:
             sys.stdout.write(line + "\n")
+        # each answer as soon as it is known: a terminal user or a program driving
+        # runmqsc through a pipe waits for it before writing the next command
+        sys.stdout.flush()
 
     emit(out)
     read = syntax = failed = 0
     try:
-        script = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
-        for number, text in enumerate(mqsc.split_commands(script), 1):
+        for number, text in enumerate(mqsc.iter_commands(_stdin_lines()), 1):
             lines = [] if no_echo else [mqsc.echo(number, text)]
             try:
                 cmd = mqsc.parse_command(text)
@@ -81,12 +84,27 @@ def runmqsc(
                 continue
             if reply.get("failed"):
                 failed += 1
-            emit(lines + [str(x) for x in reply.get("lines", [])])
+            # a WHERE filter is applied here, to the objects the display returned
+            emit(lines + mqsc.apply_where(cmd, [str(x) for x in reply.get("lines", [])]))
     finally:
         if conn is not None:
             conn.close()
     emit(mqsc.trailer(read, syntax, failed))
     return 10 if (syntax or failed) else 0
+
+
+def _stdin_lines() -> Iterator[str]:
+    """stdin line by line, as it arrives (not read whole first); bytes that are not
+    UTF-8 are kept (surrogateescape) so the echo can show them."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes underneath
+        yield from sys.stdin
+        return
+    while True:
+        raw = stream.readline()
+        if not raw:
+            return
+        yield raw.decode("utf-8", "surrogateescape")
 
 
 def _client_connection(qmgr: str) -> Any:

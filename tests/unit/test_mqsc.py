@@ -91,7 +91,7 @@ def test_echo_header_and_trailer_use_mq_wording() -> None:
     assert mqsc.header("QM1") == "Starting MQSC for queue manager QM1."
     assert mqsc.trailer(2, 0, 0) == ["2 MQSC commands read.", "No commands have a syntax error.",
                                      "All valid MQSC commands were processed."]
-    assert mqsc.trailer(1, 1, 1) == ["1 MQSC command read.", "1 command has a syntax error.",
+    assert mqsc.trailer(1, 1, 1) == ["One MQSC command read.", "1 command has a syntax error.",
                                      "One valid MQSC command could not be processed."]
 
 
@@ -138,9 +138,9 @@ def test_admin_commands_parse_with_mq_synonyms() -> None:
 
 
 def test_alias_and_model_definitions() -> None:
-    a = parse("DEF QA(A1) TARGET(q1) PUT(DISABLED) REPLACE")
+    a = parse("DEF QA(A1) TARGET(q1) PUT(DISABLED) NOREPLACE")
     assert (a.verb, a.objtype, a.attrs, a.options) == (
-        "DEFINE", "QALIAS", {"TARGET": "Q1", "PUT": "DISABLED"}, ("REPLACE",))
+        "DEFINE", "QALIAS", {"TARGET": "Q1", "PUT": "DISABLED"}, ("NOREPLACE",))
     m = parse("DEFINE QMODEL(M1) DEFTYPE(PERMDYN) MAXDEPTH(10) DEFPSIST(YES)")
     assert m.attrs == {"DEFTYPE": "PERMDYN", "MAXDEPTH": 10, "DEFPSIST": "YES"}
     assert parse("DIS QMODEL(M*)").show == ("QUEUE", "TYPE")
@@ -232,3 +232,164 @@ def test_undecodable_bytes_and_control_characters_are_shown_as_hex() -> None:
     assert "unexpected character '\\xc8'" in err.value.reason
     assert mqsc.echo(1, text) == "     1 : \\xc8\\x00 DIS QMGR"
     assert all(line.isprintable() for line in mqsc.syntax_error_lines(err.value))
+
+
+# -- found by an administrator's session (issue: daily MQSC) ------------------------------
+
+
+def test_each_command_is_yielded_before_the_next_line_is_read() -> None:
+    """runmqsc at a terminal, or driven through a pipe by a program waiting for each
+    answer: a command must be parsed and run as soon as its last line is in."""
+    read: list[str] = []
+
+    def lines():
+        for line in ["DEFINE QLOCAL(Q1) +", "  MAXDEPTH(5)", "DISPLAY QLOCAL(Q1)"]:
+            read.append(line)
+            yield line
+
+    commands = mqsc.iter_commands(lines())
+    assert next(commands) == "DEFINE QLOCAL(Q1) MAXDEPTH(5)"
+    assert read == ["DEFINE QLOCAL(Q1) +", "  MAXDEPTH(5)"]
+    assert next(commands) == "DISPLAY QLOCAL(Q1)"
+
+
+def test_runmqsc_answers_a_command_while_its_input_is_still_open() -> None:
+    """The answer to the first command comes before stdin ends (it was read whole
+    first: an interactive runmqsc printed nothing until Ctrl-D)."""
+    import os
+    import selectors
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "from miqm.cli.runmqsc import main; main()",
+                             "-v", "QM1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, "MIQM_DATA_ROOT": "/nonexistent"})
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"DEFINE QLOCAL(Q1)\n")
+        proc.stdin.flush()
+        seen = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            # a generous bound, only so that a runmqsc that waits for the end of its
+            # input fails the test instead of hanging it
+            while b"1 : DEFINE QLOCAL(Q1)" not in seen and sel.select(timeout=60):
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                seen += chunk
+        assert b"     1 : DEFINE QLOCAL(Q1)" in seen
+        proc.stdin.write(b"END\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_semicolon_ends_a_command_even_after_plus_continuations() -> None:
+    script = ("DEFINE QLOCAL(ORANGE.LOCAL.QUEUE) REPLACE +\n"
+              "       DESCR(' ') +\n"
+              "       MAXDEPTH(5000);\n"
+              "DISPLAY QLOCAL(ORANGE.LOCAL.QUEUE) MAXDEPTH ;\n")
+    cmds = mqsc.split_commands(script)
+    assert cmds == ["DEFINE QLOCAL(ORANGE.LOCAL.QUEUE) REPLACE DESCR(' ') MAXDEPTH(5000)",
+                    "DISPLAY QLOCAL(ORANGE.LOCAL.QUEUE) MAXDEPTH"]
+    assert parse(cmds[0]).attrs["DESCR"] == " "
+
+
+@pytest.mark.parametrize("text, near", [
+    ("DEFINE QLOCAL(Q1) MAXDEPTH(5) MAXDEPTH(6)", "DEFINE QLOCAL(Q1) MAXDEPTH(5) MAXDEPTH(6)"),
+    ("DEFINE QLOCAL(Q1) REPLACE NOREPLACE", "DEFINE QLOCAL(Q1) REPLACE NOREPLACE"),
+    ("DELETE QLOCAL(Q1) NOPURGE PURGE", "DELETE QLOCAL(Q1) NOPURGE PURGE"),
+    ("DEFINE QALIAS(A) TARGET(Q1) TARGQ(Q2)", "DEFINE QALIAS(A) TARGET(Q1) TARGQ(Q2)"),
+])
+def test_repeated_parameters_are_syntax_errors_as_in_mq(text: str, near: str) -> None:
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        parse(text)
+    assert info.value.segment == near
+
+
+def test_targq_is_accepted_as_targets_older_name() -> None:
+    cmd = parse("def qa(QA.A) targq(QL.A) defpsist(no) replace")
+    assert (cmd.attrs["TARGET"], cmd.attrs["DEFPSIST"]) == ("QL.A", "NO")
+
+
+def test_refresh_security_forms_mq_accepts() -> None:
+    for text in ("REFRESH SECURITY", "refresh security(*)", "REFRESH SECURITY TYPE(CONNAUTH)",
+                 "REFRESH SECURITY(*) TYPE(AUTHSERV)"):
+        assert (parse(text).verb, parse(text).objtype) == ("REFRESH", "SECURITY"), text
+    with pytest.raises(mqsc.MQSCSyntaxError):
+        parse("REFRESH SECURITY TYPE(SSL)")
+
+
+def test_where_filters_parse_and_show_their_keyword() -> None:
+    cmd = parse("DIS QL(*) WHERE(CURDEPTH GT 0)")
+    assert cmd.attrs["WHERE"] == ["CURDEPTH", "GT", "0"]
+    assert cmd.show == ("QUEUE", "TYPE", "CURDEPTH")
+    assert parse("DIS QL(*) ALL WHERE(MAXDEPTH EQ 10)").show == ("ALL",)
+    quoted = parse("DISPLAY QUEUE(*) WHERE(DESCR EQ 'Pay (daily)')")
+    assert quoted.attrs["WHERE"] == ["DESCR", "EQ", "Pay (daily)"]
+    assert parse("DIS QS(*) WHERE(msgage gt 60)").attrs["WHERE"] == ["MSGAGE", "GT", "60"]
+    assert mqsc.Command.from_dict(cmd.to_dict()) == cmd
+
+
+@pytest.mark.parametrize("text", [
+    "DIS QL(*) WHERE(NOSUCH GT 0)", "DIS QL(*) WHERE(CURDEPTH ZZ 0)",
+    "DIS QL(*) WHERE(CURDEPTH)", "DEFINE QLOCAL(Q1) WHERE(CURDEPTH GT 0)",
+    "DIS QS(*) WHERE(QTIME GT 0)", "DIS QL(*) WHERE(DESCR EQ 'open)",
+    "DIS QL(*) WHERE(CURDEPTH GT 0) WHERE(CURDEPTH LT 5)",
+])
+def test_bad_where_filters_are_syntax_errors(text: str) -> None:
+    with pytest.raises(mqsc.MQSCSyntaxError):
+        parse(text)
+
+
+def test_apply_where_keeps_the_objects_that_match() -> None:
+    lines = (mqsc.queue_display({"QUEUE": "A", "CURDEPTH": 0}, ("CURDEPTH",))
+             + mqsc.queue_display({"QUEUE": "B", "CURDEPTH": 12}, ("CURDEPTH",))
+             + mqsc.queue_display({"QUEUE": "C", "CURDEPTH": 3}, ("CURDEPTH",)))
+    shown = mqsc.apply_where(parse("DIS QL(*) WHERE(CURDEPTH GT 2)"), lines)
+    assert [x for x in shown if "QUEUE(" in x] == [lines[4], lines[7]]
+    assert mqsc.apply_where(parse("DIS QL(*) WHERE(CURDEPTH GT 100)"), lines) == []
+    assert mqsc.apply_where(parse("DIS QL(*)"), lines) == lines  # no WHERE: all
+    described = mqsc.queue_display({"QUEUE": "B", "DESCR": "Bx"}, ("DESCR",))
+    assert mqsc.apply_where(parse("DIS QL(*) WHERE(DESCR LK B*)"), described) == described
+    failed = [mqsc.not_found("Z*")]
+    assert mqsc.apply_where(parse("DIS QL(Z*) WHERE(CURDEPTH GT 0)"), failed) == failed
+
+
+@pytest.mark.parametrize("shown, op, value, hit", [
+    ("12", "GT", "2", True), ("12", "LT", "2", False), ("5", "GE", "5", True),
+    ("ENABLED", "EQ", "ENABLED", True), ("DISABLED", "NE", "ENABLED", True),
+    ("PAY.IN", "LK", "PAY.*", True), ("PAY.IN", "NL", "PAY.*", False),
+    (" ", "GT", "60", False), (" ", "NE", "60", True),
+    ("MQOO_INPUT_SHARED,MQOO_BROWSE", "CT", "MQOO_BROWSE", True),
+    ("MQOO_INPUT_SHARED", "EX", "MQOO_BROWSE", True),
+    ("MQOO_INPUT_SHARED", "CTG", "MQOO_IN*", True),
+])
+def test_where_comparisons(shown: str, op: str, value: str, hit: bool) -> None:
+    assert mqsc.where_matches(shown, op, value) is hit
+
+
+def test_define_replace_sets_what_it_does_not_name_to_the_defaults() -> None:
+    """MQ: with REPLACE, unspecified parameters come from LIKE or the default definition,
+    never from the object replaced. An AutoConfig script that no longer says
+    DESCR('old') must not leave the old description (it was kept: REPLACE was an ALTER)."""
+    cmd = parse("DEFINE QLOCAL(Q1) REPLACE MAXDEPTH(10)")
+    assert cmd.attrs == {**mqsc.REPLACE_DEFAULTS["QLOCAL"], "MAXDEPTH": 10}
+    assert cmd.attrs["DESCR"] == "" and cmd.attrs["PUT"] == "ENABLED"
+    # LIKE names where the rest comes from (the queue manager takes it from that queue)
+    assert parse("DEFINE QLOCAL(Q1) LIKE(Q0) REPLACE MAXDEPTH(10)").attrs == {"MAXDEPTH": 10}
+    assert parse("DEFINE QLOCAL(Q1) MAXDEPTH(10)").attrs == {"MAXDEPTH": 10}
+    alias = parse("DEFINE QALIAS(A1) TARGET(Q1) REPLACE")
+    assert alias.attrs == {**mqsc.REPLACE_DEFAULTS["QALIAS"], "TARGET": "Q1"}
+    model = parse("DEFINE QMODEL(M1) REPLACE MAXDEPTH(7)")
+    assert model.attrs == {**mqsc.REPLACE_DEFAULTS["QMODEL"], "MAXDEPTH": 7}
+
+
+def test_the_replace_defaults_of_a_local_queue_are_the_stores() -> None:
+    from miqm.store.queues import DEFAULT_ATTRS
+
+    assert mqsc.REPLACE_DEFAULTS["QLOCAL"] == DEFAULT_ATTRS
