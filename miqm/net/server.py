@@ -291,24 +291,27 @@ class Listener:
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         except (OSError, AttributeError) as exc:
-            self.ipc = None
-            self.warnings.append(f"AMQ9218W: the local listener socket could not be made "
-                                 f"({exc}); local commands use the TCP listener")
+            self._no_ipc(f"could not be made ({exc})")
             return
         try:
             sock.bind("\0" + name)
             sock.listen(64)
         except OSError as exc:
             sock.close()
-            self.ipc = None
-            self.warnings.append(f"AMQ9218W: the local listener socket could not be bound "
-                                 f"({exc.strerror or exc}); local commands use the TCP "
-                                 "listener")
+            self._no_ipc(f"could not be bound ({exc.strerror or exc})")
             return
         self._ipc_sock = sock
         self._ipc_thread = threading.Thread(target=self._accept_loop, args=(sock, True),
                                             name="miqm-listener-ipc", daemon=True)
         self._ipc_thread.start()
+
+    def _no_ipc(self, why: str) -> None:
+        """No local socket: a warning for the error log and the starting console."""
+        self.ipc = None
+        line = (f"AMQ9218W: the local listener socket {why}; commands on this host use "
+                "the TCP listener")
+        self._log(line)
+        self.warnings.append(line)
 
     def _reap_loop(self) -> None:
         """Drop connections that have not passed hello within ``handshake_timeout`` of
