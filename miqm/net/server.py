@@ -308,10 +308,9 @@ class Listener:
     def _no_ipc(self, why: str) -> None:
         """No local socket: a warning for the error log and the starting console."""
         self.ipc = None
-        line = (f"AMQ9218W: the local listener socket {why}; commands on this host use "
-                "the TCP listener")
-        self._log(line)
-        self.warnings.append(line)
+        text = f"the local listener socket {why}; commands on this host use the TCP listener"
+        self._log(f"AMQ9218: {text}")
+        self.warnings.append(f"AMQ9218W: {text}")
 
     def _reap_loop(self) -> None:
         """Drop connections that have not passed hello within ``handshake_timeout`` of
