@@ -859,6 +859,10 @@ def parse_security(verb: str, obj: _Token, rest: list[_Token], text: str) -> Com
                 authz.expand(objtype, attrs.get(key, ()))
             except authz.AuthzError as exc:
                 raise MQSCSyntaxError(text, str(exc)) from None
+        both = sorted(set(attrs.get("AUTHADD", ())) & set(attrs.get("AUTHRMV", ())))
+        if both:  # which wins? the record would end up without it, silently
+            raise MQSCSyntaxError(text, f"{', '.join(both)} is both in AUTHADD and in "
+                                  "AUTHRMV: name each authority once")
     return Command(verb, "AUTHREC", profile, attrs, show=tuple(show) or ("ALL",), text=text)
 
 

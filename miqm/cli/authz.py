@@ -80,6 +80,9 @@ def _parse(argv: list[str], prog: str, usage: str, extra: str,
         if arg in ("-m", "-t", "-n", "-p", "-g", "-s"):
             if i + 1 >= len(argv):
                 _fail(f"{prog}: {arg} needs a value. {usage}", 36)
+            if arg[1] in opts:  # '-p app1 -p app2' set app2's record alone
+                _fail(f"{prog}: {arg} is given twice: give it once (one principal, one "
+                      f"object per command). {usage}", 36)
             opts[arg[1]] = argv[i + 1]
             i += 2
             continue
@@ -115,6 +118,15 @@ def _parse(argv: list[str], prog: str, usage: str, extra: str,
               else f"{prog}: {exc}", code)
     opts["t"] = objtype
     return opts, auths, remove
+
+
+def _valid_authority(objtype: str, name: str) -> bool:
+    """True if ``name`` is an authority (or group) of ``objtype``."""
+    try:
+        authz.expand(objtype, [name])
+    except authz.AuthzError:
+        return False
+    return True
 
 
 def _quote(value: str) -> str:
@@ -167,8 +179,17 @@ def setmqaut(argv: list[str]) -> None:
         rmv = [a for sign, a in auths if sign == "-"]
         try:
             authz.expand(objtype, add + rmv)
-        except authz.AuthzError as exc:
-            _fail(f"{prog}: {str(exc).lower()}", 151)
+        except authz.AuthzError:
+            bad = next(f"{sign}{a.lower()}" for sign, a in auths
+                       if not _valid_authority(objtype, a))
+            valid = " ".join(f"+{a.lower()}" for a in (*authz.AUTHORITIES[objtype],
+                                                       *authz.GROUPS))
+            _fail(f"{prog}: {bad} is not an authority of -t {objtype.lower()}: use {valid}.",
+                  151)
+        both = sorted(set(add) & set(rmv))
+        if both:
+            _fail(f"{prog}: +{both[0].lower()} and -{both[0].lower()} both given: name each "
+                  "authority once.", 151)
         parts = [f"SET {head}"]
         if add:
             parts.append(f"AUTHADD({','.join(add)})")

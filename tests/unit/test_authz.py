@@ -128,6 +128,8 @@ def test_set_authrec_parses_mq_syntax() -> None:
     ("SET AUTHREC PROFILE(A.**.**) OBJTYPE(QUEUE) PRINCIPAL('a') AUTHADD(PUT)", "once"),
     ("DELETE AUTHREC OBJTYPE(QUEUE) PRINCIPAL('a')", "needs PROFILE"),
     ("REFRESH QMGR", "SECURITY"),
+    ("SET AUTHREC PROFILE(Q1) OBJTYPE(QUEUE) PRINCIPAL('a') AUTHADD(PUT,GET) AUTHRMV(PUT)",
+     "PUT is both in AUTHADD and in AUTHRMV"),
 ])
 def test_bad_security_commands_are_syntax_errors_naming_where(text: str, where: str) -> None:
     with pytest.raises(mqsc.MQSCSyntaxError) as info:
@@ -334,6 +336,14 @@ def test_records_survive_a_crash_from_the_log_and_a_restart_from_the_checkpoint(
     (["-m", "QM", "-t", "queue", "-n", "Q", "-g", "grp", "+put"], 36, "groups"),
     (["-m", "QM", "-t", "queue", "-n", "A.**.**", "-p", "a", "+put"], 36, "once"),
     (["-m", "QM", "-t", "qmgr", "-p", "a", "-remove", "+connect"], 36, "-remove takes no"),
+    # found by an administrator: the second -p won silently (app2 got the record, not
+    # app1), and +put -put left a record without PUT that hid the broader profile
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "app1", "-p", "app2", "+put"], 36,
+     "-p is given twice"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a", "+put", "-put"], 151,
+     "+put and -put"),
+    (["-m", "QM", "-t", "queue", "-n", "Q", "-p", "a", "+get", "+nosuch"], 151,
+     "+nosuch is not an authority of -t queue"),
 ])
 def test_setmqaut_bad_arguments_are_one_line_and_mq_exit_codes(
         argv: list[str], code: int, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
