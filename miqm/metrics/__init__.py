@@ -33,7 +33,7 @@ def start_for_controller(ctl: Any) -> Any | None:
         from miqm.metrics.server import serve
 
         server = serve(InstanceCollector(ctl), settings.port, settings.bind,
-                       settings.port_source)
+                       settings.port_source, bind_what=f"{source}: Metrics: BindAddress")
     except MetricsError as exc:
         if metrics_required(stanzas, source):
             raise

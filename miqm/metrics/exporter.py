@@ -96,7 +96,9 @@ def run_exporter(qmgr: str, port: int, bind: str, *, echo: Callable[[str], None]
 
     entry = find(qmgr)
     collector = QMgrCollector(qmgr, entry.data_path, hostname())
-    server = serve(collector, port, bind, "--port")
+    # --port 0 is refused on the command line: no "0: no endpoint" advice here
+    server = serve(collector, port, bind, "--port", advice="choose another with --port",
+                   bind_what="--bind")
     host, bound = server.address
     echo(f"miqm exporter: serving queue manager '{qmgr}' as seen from {hostname()} on "
          f"http://{host}:{bound}/metrics (Ctrl-C or SIGTERM ends it)")

@@ -21,6 +21,9 @@ from prometheus_client.utils import floatToGoString
 from miqm.errors import MetricsError
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: seconds a connection may take to send its request (a scraper sends it at once): an idle
+#: or trickling client is closed instead of holding a thread for ever
+REQUEST_TIMEOUT = 10.0
 
 
 def _escape_value(v: str) -> str:
@@ -76,7 +79,9 @@ class MetricsServer:
 
 def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+        timeout = REQUEST_TIMEOUT
+
+        def _serve(self, with_body: bool) -> None:
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics is served here")
                 return
@@ -89,7 +94,14 @@ def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", CONTENT_TYPE)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if with_body:
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._serve(True)
+
+        def do_HEAD(self) -> None:  # curl -I, uptime checkers
+            self._serve(False)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # a scrape every few seconds is not worth a line
@@ -99,11 +111,22 @@ def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    #: requests that ended in an error (mostly a scraper that went away mid-answer)
+    failed_requests = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Count it and go on. socketserver's default prints a traceback to stderr, which
+        is the exporter's terminal or the instance's output file, for every scraper that
+        times out or resets its connection before the answer is written."""
+        self.failed_requests += 1
 
 
-def serve(collector: Any, port: int, bind: str, what: str) -> MetricsServer:
+def serve(collector: Any, port: int, bind: str, what: str, *,
+          advice: str = "choose another port (0: no metrics endpoint)",
+          bind_what: str = "Metrics: BindAddress") -> MetricsServer:
     """Serve ``collector`` on ``bind:port``; MetricsError naming ``what`` (the setting the
-    port came from) when the port cannot be used."""
+    port came from) and ``advice`` when the port cannot be used, or ``bind_what`` (the
+    setting the address came from) when ``bind`` is not an address of this host."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     server_class: type[_Server] = _Server
@@ -122,11 +145,12 @@ def serve(collector: Any, port: int, bind: str, what: str) -> MetricsServer:
         elif exc.errno == errno.EACCES:
             why = "needs privileges this process does not have"
         elif exc.errno == errno.EADDRNOTAVAIL:
-            why = "is not an address of this host"
+            raise MetricsError(f"{bind_what}={bind}: {bind} is not an address of this "
+                               f"host; use one of its addresses (127.0.0.1: this host only, "
+                               "0.0.0.0: every interface)") from None
         else:
             why = f"cannot be used ({exc.strerror or exc})"
-        raise MetricsError(f"{what}={port}: {bind}:{port} {why}; choose another port "
-                           "(0: no metrics endpoint)") from None
+        raise MetricsError(f"{what}={port}: {bind}:{port} {why}; {advice}") from None
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.5},
                               name="metrics-http", daemon=True)
     thread.start()

@@ -202,3 +202,97 @@ def test_queue_depth_counts_puts_a_takeover_left_to_the_queues_first_use(tmp_pat
         assert store.state.queues.deferred_counts() == {}
     finally:
         store.close()
+
+
+class _SlowCollector:
+    """A collector whose scrape takes a moment, so that a client can leave before it."""
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> list:
+        from prometheus_client.core import GaugeMetricFamily
+
+        time.sleep(0.2)
+        return [GaugeMetricFamily("miqm_test_up", "1", value=1.0)]
+
+
+def test_endpoint_says_nothing_when_scrapers_reset_and_goes_on_serving(capfd) -> None:
+    """A scraper that resets its connection before the answer (Prometheus at its scrape
+    timeout) used to print socketserver's traceback on the exporter's terminal (the
+    instance's output file) once per scrape; now it is counted, and the next scrape is
+    answered."""
+    import socket
+    import struct
+    import urllib.request
+
+    from miqm.metrics.server import serve
+
+    server = serve(_SlowCollector(), 0, "127.0.0.1", "test")
+    try:
+        port = server.address[1]
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # RST: the server's write finds the connection gone
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+            assert b"miqm_test_up 1.0" in r.read()
+        deadline = time.monotonic() + 10
+        while (getattr(server.httpd, "failed_requests", 0) < 3
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        err = capfd.readouterr().err
+        assert "Traceback" not in err and "Exception occurred" not in err, err
+        assert server.httpd.failed_requests == 3
+        head = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", method="HEAD")
+        with urllib.request.urlopen(head, timeout=30) as r:  # curl -I
+            assert r.status == 200 and r.read() == b""
+    finally:
+        server.stop()
+
+
+def test_endpoint_closes_a_connection_that_sends_no_request(monkeypatch) -> None:
+    """An idle (or trickling) client is closed after REQUEST_TIMEOUT instead of holding
+    one of the endpoint's threads for ever."""
+    import socket
+
+    from miqm.metrics import server as srv
+
+    monkeypatch.setattr(srv, "REQUEST_TIMEOUT", 0.5, raising=False)
+    server = srv.serve(_SlowCollector(), 0, "127.0.0.1", "test")
+    try:
+        with socket.create_connection(("127.0.0.1", server.address[1])) as s:
+            s.settimeout(60)  # far beyond the 0.5 s: only a server that never closes fails
+            assert s.recv(100) == b""
+    finally:
+        server.stop()
+
+
+def test_exporter_port_errors_give_the_exporters_own_advice(monkeypatch) -> None:
+    """miqm exporter refuses --port 0, so its port-in-use line must not offer '0: no
+    metrics endpoint' (the instance's qm.ini advice); an address not of this host names
+    --bind, not the port."""
+    import socket
+    import types
+
+    import miqm.paths
+    from miqm.metrics.exporter import run_exporter
+
+    monkeypatch.setattr(miqm.paths, "find", lambda q: types.SimpleNamespace(data_path="/x"))
+    stop = threading.Event()
+    stop.set()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(MetricsError) as info:
+            run_exporter("QMX", port, "127.0.0.1", echo=lambda s: None, stop=stop)
+    line = info.value.user_line()
+    assert f"--port={port}" in line and "is in use" in line and "--port" in line
+    assert "0: no metrics endpoint" not in line, line
+    with pytest.raises(MetricsError) as info:
+        run_exporter("QMX", port, "192.0.2.1", echo=lambda s: None, stop=stop)
+    line = info.value.user_line()
+    assert "--bind=192.0.2.1" in line and "not an address of this host" in line, line
+    assert "choose another port" not in line
