@@ -144,7 +144,10 @@ def _call(qmgr: str, text: str) -> tuple[bool, list[str]]:
         with connect(qmgr) as conn:
             reply = conn.call("mqsc", command=cmd.to_dict())
     except MiqmError as exc:
-        code = 40 if getattr(exc, "mqrc", None) in (2059, 2543) else exc.exit_code or 71
+        mqrc = getattr(exc, "mqrc", None)
+        if mqrc == 2035:  # the caller may not connect (or its credential is refused)
+            _fail(f"{amq.line('AMQ7077')} {exc.user_line()}", 71)
+        code = 40 if mqrc in (2059, 2543) else exc.exit_code or 71
         _fail(exc.user_line(), code)
     return bool(reply.get("failed")), [str(x) for x in reply.get("lines", [])]
 

@@ -521,3 +521,25 @@ def test_a_generic_reset_qstats_needs_authority_on_every_queue_it_reaches(served
     refused = _mqsc(service, app, "RESET QSTATS(APP.*)")
     assert refused["failed"] and "APP.SECRET" in refused["lines"][0]
     assert not _mqsc(service, app, "RESET QSTATS(APP.I*)")["failed"]
+
+
+def test_setmqaut_refused_at_the_connection_is_mqs_not_authorized_exit_71(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A caller without CONNECT (or with a refused credential) got exit 1; MQ's setmqaut
+    and dspmqaut answer a refusal with AMQ7077 and 71."""
+    from miqm.cli import authz as cli
+    from miqm.errors import NetError
+    from miqm.net import client
+
+    def refused(*_a: Any, **_k: Any) -> Any:
+        raise NetError("principal 'app3' lacks the CONNECT authority on qmgr 'QM' (MQRC "
+                       "2035 MQRC_NOT_AUTHORIZED)", mqrc=2035, amq="AMQ5534")
+
+    monkeypatch.setattr(client, "connect", refused)
+    for run, argv in ((cli.setmqaut, ["-m", "QM", "-t", "qmgr", "-p", "app3", "+connect"]),
+                      (cli.dspmqaut, ["-m", "QM", "-t", "qmgr", "-p", "app3"])):
+        with pytest.raises(SystemExit) as exit_:
+            run(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 71 and err.startswith("AMQ7077") and "CONNECT" in err, err
+        assert err.count("\n") == 1
