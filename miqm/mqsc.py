@@ -458,6 +458,11 @@ def _parse_qmgr(verb: str, rest: list[_Token], text: str) -> Command:
         for tok in rest:
             if tok.value is not None:
                 raise MQSCSyntaxError(text[: tok.end], "DISPLAY QMGR attributes take no values")
+            if tok.word not in ("ALL", "QMNAME", *QMGR_ATTRS):
+                # it showed QMNAME alone, as if the attribute were blank
+                raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not a queue manager "
+                                      f"attribute here: use ALL, QMNAME, "
+                                      f"{', '.join(QMGR_ATTRS)}")
             show.append(tok.word)
         return Command("DISPLAY", "QMGR", show=tuple(show) or ("ALL",), text=text)
     raise MQSCSyntaxError(text, f"{verb} QMGR is not valid")

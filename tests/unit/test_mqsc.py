@@ -393,3 +393,11 @@ def test_the_replace_defaults_of_a_local_queue_are_the_stores() -> None:
     from miqm.store.queues import DEFAULT_ATTRS
 
     assert mqsc.REPLACE_DEFAULTS["QLOCAL"] == DEFAULT_ATTRS
+
+
+def test_display_qmgr_refuses_an_attribute_it_does_not_have() -> None:
+    """DIS QMGR DEADQ showed QMNAME alone, as if DEADQ were blank."""
+    assert parse("DIS QMGR MAXUMSGS CONNAUTH").show == ("MAXUMSGS", "CONNAUTH")
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        parse("DIS QMGR DEADQ")
+    assert info.value.segment == "DIS QMGR DEADQ" and "MAXUMSGS" in info.value.reason
