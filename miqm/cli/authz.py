@@ -1,9 +1,11 @@
-"""``setmqaut`` and ``dspmqaut``: authority records from the command line, as MQ has them.
+"""``setmqaut``, ``dspmqaut`` and ``dmpmqaut``: authority records from the command line,
+as MQ has them.
 
 ::
 
     setmqaut -m QMgr -t queue|qmgr [-n Profile] -p Principal (+auth|-auth ...) | -remove
     dspmqaut -m QMgr -t queue|qmgr [-n ObjectName] -p Principal
+    dmpmqaut -m QMgr [-n Profile [-x]] [-l] [-t queue|qmgr] [-p Principal]
 
 setmqaut keeps records for any principal, as MQ does, but warns (AMQ1123, on stderr,
 exit 0) when the data directory's credentials file gives the principal no secret, so it
@@ -277,6 +279,92 @@ def dspmqaut(argv: list[str]) -> None:
                      f"{name}:\n")
     for a in auths:
         sys.stdout.write(f"\t{a.lower()}\n")
+
+
+DMPMQAUT_USAGE = ("usage: dmpmqaut -m QMgr [-n Profile [-x]] [-l] [-t queue|qmgr] "
+                  "[-p Principal]")
+
+
+def dmpmqaut(argv: list[str]) -> None:
+    """The dmpmqaut command: the authority records, as MQ dumps them (``profile:``,
+    ``object type:``, ``entity:``, ``entity type:``, ``authority:``), for the audit or
+    the backup of a queue manager's security. ``-n`` the profiles that apply to a name
+    (``-x``: that profile only), ``-t`` and ``-p`` filter, ``-l`` lists profile names."""
+    prog = "dmpmqaut"
+    opts: dict[str, str] = {}
+    flags: set[str] = set()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "-?", "--help"):
+            sys.stdout.write(DMPMQAUT_USAGE + "\n")
+            sys.exit(0)
+        if arg in ("-m", "-n", "-t", "-p", "-g", "-s"):
+            if i + 1 >= len(argv):
+                _fail(f"{prog}: {arg} needs a value. {DMPMQAUT_USAGE}", 36)
+            if arg[1] in opts:
+                _fail(f"{prog}: {arg} is given twice. {DMPMQAUT_USAGE}", 36)
+            opts[arg[1]] = argv[i + 1]
+            i += 2
+            continue
+        if arg in ("-l", "-x", "-e"):
+            flags.add(arg)
+        else:
+            _fail(f"{prog}: unexpected argument {arg!r}. {DMPMQAUT_USAGE}", 36)
+        i += 1
+    if "g" in opts:
+        _fail(f"{prog}: -g (groups) is not supported: name a principal with -p.", 36)
+    if "m" not in opts:
+        _fail(f"{prog}: -m QMgr is required. {DMPMQAUT_USAGE}", 36)
+    if "-x" in flags and "n" not in opts:
+        _fail(f"{prog}: -x needs -n Profile. {DMPMQAUT_USAGE}", 36)
+    parts = ["DISPLAY AUTHREC"]
+    if "t" in opts:
+        if opts["t"].lower() not in _TYPES:
+            _fail(f"{prog}: -t {opts['t']} is not an object type here: use queue or qmgr.",
+                  148)
+        parts.append(f"OBJTYPE({_TYPES[opts['t'].lower()]})")
+    try:
+        if "n" in opts:
+            authz.check_profile(opts["n"])
+            parts.append(f"PROFILE({_quote(opts['n'])})")
+            parts.append("MATCH(EXACT)" if "-x" in flags else "MATCH(PROFILE)")
+        if "p" in opts:
+            authz.check_principal(opts["p"])
+            parts.append(f"PRINCIPAL({_quote(opts['p'])})")
+    except authz.AuthzError as exc:
+        _fail(f"{prog}: {exc}", 36)
+    lines = _send(opts["m"], " ".join(parts), prog)
+    records = _records(lines)
+    if "-l" in flags:
+        for profile in dict.fromkeys(f"profile:     {r['PROFILE']}, object type: "
+                                     f"{r['OBJTYPE'].lower()}" for r in records):
+            sys.stdout.write(profile + "\n")
+        return
+    for r in records:
+        auths = [a.lower() for a in r["AUTHLIST"].split(",") if a]
+        sys.stdout.write(f"profile:     {r['PROFILE']}\n"
+                         f"object type: {r['OBJTYPE'].lower()}\n"
+                         f"entity:      {r['ENTITY']}\n"
+                         f"entity type: {r['ENTTYPE'].lower()}\n"
+                         f"authority:   {' '.join(auths) or 'none'}\n")
+
+
+def _records(lines: list[str]) -> list[dict[str, str]]:
+    """The records of DISPLAY AUTHREC output, as {PROFILE, ENTITY, ENTTYPE, OBJTYPE,
+    AUTHLIST}."""
+    out: list[dict[str, str]] = []
+    for line in lines:
+        if line.startswith("AMQ8864"):
+            out.append({})
+        elif out:
+            out[-1].update(re.findall(r"\b([A-Z]+)\(([^)]*)\)", line))
+    return [r for r in out if {"PROFILE", "ENTITY", "OBJTYPE", "AUTHLIST"} <= set(r)]
+
+
+def dmpmqaut_main() -> None:
+    """Console-script entry point."""
+    run(lambda: dmpmqaut(sys.argv[1:]))
 
 
 def setmqaut_main() -> None:

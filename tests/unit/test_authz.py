@@ -543,3 +543,42 @@ def test_setmqaut_refused_at_the_connection_is_mqs_not_authorized_exit_71(
         err = capsys.readouterr().err
         assert exit_.value.code == 71 and err.startswith("AMQ7077") and "CONNECT" in err, err
         assert err.count("\n") == 1
+
+
+def test_dmpmqaut_dumps_the_records_as_mq_does(served, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """dmpmqaut (MQ's dump of the authority records, for an audit or a backup) was
+    missing: an administrator had only DISPLAY AUTHREC."""
+    from miqm.cli import authz as cli
+
+    service, _ = served
+    _grant(service, "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+           "SET AUTHREC PROFILE(APP.**) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(GET,PUT)",
+           "SET AUTHREC PROFILE(APP.SECRET) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(NONE)")
+    sent: list[str] = []
+
+    def call(qmgr: str, text: str) -> tuple[bool, list[str]]:
+        sent.append(text)
+        reply = _mqsc(service, _session("admin"), text)
+        return bool(reply["failed"]), reply["lines"]
+
+    monkeypatch.setattr(cli, "_call", call)
+    cli.dmpmqaut(["-m", "QM"])
+    assert capsys.readouterr().out == (
+        "profile:     self\nobject type: qmgr\nentity:      app1\n"
+        "entity type: principal\nauthority:   connect\n"
+        "profile:     APP.**\nobject type: queue\nentity:      app1\n"
+        "entity type: principal\nauthority:   get put\n"
+        "profile:     APP.SECRET\nobject type: queue\nentity:      app1\n"
+        "entity type: principal\nauthority:   none\n")
+    cli.dmpmqaut(["-m", "QM", "-n", "APP.SECRET", "-t", "queue", "-p", "app1"])
+    assert capsys.readouterr().out.count("profile:") == 2  # both profiles apply
+    cli.dmpmqaut(["-m", "QM", "-n", "APP.SECRET", "-x", "-l"])
+    assert capsys.readouterr().out == "profile:     APP.SECRET, object type: queue\n"
+    assert sent[-1] == "DISPLAY AUTHREC PROFILE('APP.SECRET') MATCH(EXACT)"
+    for argv, code in ((["-n", "X"], 36), (["-m", "QM", "-t", "channel"], 148),
+                       (["-m", "QM", "-x"], 36), (["-m", "QM", "-g", "mqm"], 36)):
+        with pytest.raises(SystemExit) as exit_:
+            cli.dmpmqaut(argv)
+        assert exit_.value.code == code, argv
+        assert capsys.readouterr().err.count("\n") == 1
