@@ -100,10 +100,14 @@ def _stdin_lines() -> Iterator[str]:
     if stream is None:  # a text stream without bytes underneath
         yield from sys.stdin
         return
+    first = True
     while True:
         raw = stream.readline()
         if not raw:
             return
+        if first and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a script saved with a byte-order mark (Windows editors)
+        first = False
         yield raw.decode("utf-8", "surrogateescape")
 
 

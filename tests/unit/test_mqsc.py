@@ -401,3 +401,18 @@ def test_display_qmgr_refuses_an_attribute_it_does_not_have() -> None:
     with pytest.raises(mqsc.MQSCSyntaxError) as info:
         parse("DIS QMGR DEADQ")
     assert info.value.segment == "DIS QMGR DEADQ" and "MAXUMSGS" in info.value.reason
+
+
+def test_runmqsc_ignores_a_byte_order_mark_at_the_start_of_its_input() -> None:
+    """A script saved by a Windows editor starts with a UTF-8 byte-order mark: its first
+    command was a syntax error ('unexpected character')."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "from miqm.cli.runmqsc import main; main()",
+                           "-v", "QM1"], input=b"\xef\xbb\xbfDEFINE QLOCAL(Q1)\r\nEND\r\n",
+                          capture_output=True, timeout=120,
+                          env={**os.environ, "MIQM_DATA_ROOT": "/nonexistent"})
+    assert proc.returncode == 0, proc.stdout
+    assert b"     1 : DEFINE QLOCAL(Q1)\n" in proc.stdout
