@@ -188,6 +188,9 @@ class Subscription:
         self._to_commit: SimpleQueue[tuple[int, Any, list[bytes]] | None] = (
             SimpleQueue())
         self._committers: list[threading.Thread] = []
+        #: acknowledged batches not yet committed and confirmed: queued or being
+        #: committed (a controlled end waits for these, unsettled())
+        self._committing = 0
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"miqm-consume-{session.id}-{sub_id}")
 
@@ -284,6 +287,7 @@ class Subscription:
         uow, msgids = entry
         with self._cond:  # the pusher may go on while the commit is forced
             self._outstanding -= len(msgids)
+            self._committing += 1
             self._cond.notify_all()
         # the commit waits for a log force: off the session thread, so the next ack is
         # read at once and commits of several batches share forces. A few threads kept
@@ -301,7 +305,11 @@ class Subscription:
         """A committer: commit acknowledged batches until stop() says there are no more
         (its None comes after every batch acknowledged before it)."""
         while (item := self._to_commit.get()) is not None:
-            self._commit(*item)
+            try:
+                self._commit(*item)
+            finally:
+                with self._cond:
+                    self._committing -= 1
 
     def _commit(self, batch: int, uow: Any, msgids: list[bytes]) -> None:
         """Commit an acknowledged batch, then tell the client it is durable (until then
@@ -336,7 +344,10 @@ class Subscription:
     def unsettled(self) -> int:
         """Batches pushed and not yet acknowledged or committed."""
         with self._cond:
-            return len(self._batches) + self._to_commit.qsize()
+            # a batch being committed counts until its confirmation is sent: taken off
+            # the queue, it no longer showed, and a controlled end could stop the
+            # listener before the client was told
+            return len(self._batches) + max(0, self._committing)
 
     def stop(self, handed: dict[int, int] | None = None, broken: bool = False) -> None:
         """End the stream: back out every unacknowledged batch (its messages return to
@@ -355,6 +366,8 @@ class Subscription:
         for t in committers:
             if t is not threading.current_thread():
                 t.join(COMMIT_WAIT)
+        with self._cond:  # none is left to commit what is still queued
+            self._committing = 0
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(WAIT_SLICE * 4)
         with self._cond:  # a batch the thread added while stopping
