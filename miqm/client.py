@@ -595,9 +595,11 @@ class Consumer:
         queue manager still takes the cancel: the messages handed out are removed and
         the acknowledged batches committed), and say in the error if some of them may
         come again (the cancel was refused: an immediate end)."""
-        unconfirmed = ((self._index if self._batch is not None else 0)
-                       + sum(len(v) for v in self._acked.values()))
+        handed = self._index if self._batch is not None else 0
         settled = self._cancel()
+        # counted after the cancel: confirmations read on its way (an instance that
+        # ended before the cancel reached it sent them first) settle their batches
+        unconfirmed = handed + sum(len(v) for v in self._acked.values())
         if unconfirmed and not settled:
             err = NetError(f"{err}; {unconfirmed} messages handed out were not confirmed "
                            "and may be delivered again", mqrc=err.mqrc, amq=err.amq)
@@ -624,8 +626,17 @@ class Consumer:
                 ok = True
         except (OSError, MiqmError):
             pass
-        self._conn.forget_subscription(self._sub)
+        self._settle_read()
         return ok
+
+    def _settle_read(self) -> None:
+        """The subscription ends: confirmations already read for it (on the way to the
+        connection's end, or to a cancel's reply) settle their batches, which are
+        durable; the rest of what it was pushed is dropped."""
+        for frame in self._conn.forget_subscription(self._sub):
+            if "committed" in frame:
+                for m in self._acked.pop(int(frame["committed"]), ()):
+                    self._suspect.pop(m, None)
 
     def _next_pulled(self, timeout: float | None) -> Message | None:
         slice_ = 1.0 if timeout is None else timeout
@@ -667,6 +678,8 @@ class Consumer:
         Mark them (``backout_count`` >= 1 when they do) and drop the batch not yet
         handed out; the next loop subscribes again."""
         self._batch = None
+        if self._generation >= 0:
+            self._settle_read()
         self._acked.clear()
         self._suspect.update({m: 1 for m in self._unconfirmed})
         self._generation = -1

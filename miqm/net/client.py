@@ -544,7 +544,8 @@ class Connection:
         self._wsize = 0
         self._lone_put = None
         self._pending.clear()
-        self._pushes.clear()
+        # pushes already read stay for their consumers (a confirmation read before the
+        # connection ended still settles a batch); subscription ids are never reused
 
     @property
     def connected(self) -> bool:
@@ -987,9 +988,10 @@ class Connection:
         connection has had: several consumers may stream on one connection."""
         return next(self._sub_ids)
 
-    def forget_subscription(self, sub: int) -> None:
-        """Drop what was pushed for ``sub`` and not read (its consumer has ended)."""
-        self._pushes.pop(sub, None)
+    def forget_subscription(self, sub: int) -> list[dict[str, Any]]:
+        """Drop what was pushed for ``sub`` and not read (its consumer has ended); returns
+        it (a ``committed`` among it still settles a batch)."""
+        return list(self._pushes.pop(sub, None) or ())
 
     def next_push(self, sub: int, timeout: float) -> dict[str, Any] | None:
         """The next frame pushed for subscription ``sub``, waiting up to ``timeout``

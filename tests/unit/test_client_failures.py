@@ -12,7 +12,9 @@ import importlib.util
 import pytest
 
 from miqm import client as mq
+from miqm.net.server import Listener
 from tests.unit.test_client import put_committed, served, tls_listener_of  # noqa: F401  (served: fixture)
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
                                 reason="needs the store's recovery log")
@@ -380,3 +382,40 @@ def test_closing_a_consumer_returns_once_its_acknowledged_batches_are_committed(
         consumer.close()
         attrs = served.store.queue_attrs("Q1")
     assert attrs["CURDEPTH"] == 20 and attrs["UNCOM"] == "NO", attrs  # all committed
+
+
+def test_a_consumer_told_of_an_end_counts_confirmations_that_came_after_the_word(
+        served, monkeypatch) -> None:  # noqa: F811
+    """A controlled end's word (2161) reached the consumer before the confirmations of
+    the batches it had acknowledged (their commits were still running), and the instance
+    ended before the consumer's cancel: the confirmations, read on the cancel's way, settle
+    those batches, so the consumer does not say that messages may come again when none
+    will."""
+    import time
+
+    from miqm.net.service import quiesce_reply
+
+    put_committed([b"e%03d" % i for i in range(20)])
+    real_commit = served.store.commit
+
+    def slow_commit(uow: object) -> None:
+        time.sleep(0.3)
+        real_commit(uow)
+
+    monkeypatch.setattr(served.store, "commit", slow_commit)
+    service = served.listener.handler.__self__
+    with mq.connect("QMC", reconnect=False) as qm:
+        consumer = qm.consume("Q1", prefetch=10)
+        got = [consumer.next(5.0) for _ in range(20)]  # both batches handed out, acked
+        assert all(m is not None for m in got)
+        service.quiesce(2161)  # its word goes out before the commits end
+        # as a controlled end does: until no batch is unacknowledged or uncommitted
+        wait_until(lambda: service.open_units() == 0,
+                   "the acknowledged batches are committed and confirmed", timeout=10)
+        served.listener.quiesce(quiesce_reply(2161, False, notice=True))
+        served.listener.stop()
+        with pytest.raises(mq.QMgrQuiescing) as info:
+            consumer.next(5.0)
+        assert "may be delivered again" not in str(info.value), str(info.value)
+    served.listener = Listener(service.handle)  # for the fixture's stop
+    served.listener.start()
