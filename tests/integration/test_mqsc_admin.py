@@ -382,3 +382,54 @@ def test_runmqsc_c_from_another_host_with_the_application_credential(pair) -> No
     unset = remote("PING QMGR\n", MIQM_CONNECTION="")
     assert unset.returncode == 20 and "MIQM_CONNECTION" in unset.stderr
     assert len(unset.stderr.strip().splitlines()) == 1
+
+
+def test_runmqsc_driven_through_a_pipe_answers_each_command_before_the_next(pair) -> None:
+    """An administrator's session as a program drives it: each command written into
+    runmqsc's stdin is answered before the next is written (runmqsc read its whole input
+    first), a WHERE filter shows only the queues holding messages, and DEFINE ... REPLACE
+    puts an attribute the command no longer names back to its default, as MQ does."""
+    pair.create()
+    pair.start(pair.a)
+    proc = subprocess.Popen(["runmqsc", pair.qmgr], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=pair.a.env())
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(command: str, until: str) -> list[str]:
+        """Write one command and read its answer up to a line starting with ``until``
+        (a runmqsc that waits for the end of its input never answers: readline blocks
+        and the test's timeout ends it)."""
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+        lines = []
+        while not lines or not lines[-1].startswith(until):
+            line = proc.stdout.readline()
+            assert line, lines
+            lines.append(line.rstrip("\n"))
+        return lines
+
+    try:
+        assert ask("DEFINE QLOCAL(W.FULL) DESCR('orders') MAXDEPTH(50)", "AMQ")[-1] == \
+            "AMQ8006I: miqm queue created."
+        assert ask("DEFINE QLOCAL(W.EMPTY)", "AMQ")[-1].startswith("AMQ8006I")
+        pair.put(pair.a, "W.FULL", ["one", "two"])
+        shown = ask("DIS QLOCAL(W.*) WHERE(CURDEPTH GT 0)", "   CURDEPTH")
+        assert shown[-3:] == ["AMQ8409I: Display Queue details.",
+                              "   " + "QUEUE(W.FULL)".ljust(40) + "TYPE(QLOCAL)",
+                              "   CURDEPTH(2)"]
+        assert ask("DEFINE QLOCAL(W.FULL) REPLACE MAXDEPTH(60)", "AMQ")[-1].startswith(
+            "AMQ8006I")
+        after = ask("DIS QLOCAL(W.FULL) DESCR MAXDEPTH CURDEPTH", "   MAXDEPTH")
+        assert blocks("\n".join(after), "AMQ8409I")[-1] == {
+            "QUEUE": "W.FULL", "TYPE": "QLOCAL", "CURDEPTH": "2", "DESCR": "",
+            "MAXDEPTH": "60"}
+        proc.stdin.write("END\n")
+        proc.stdin.close()
+        rest = proc.stdout.read().splitlines()
+        assert rest[-3:] == ["5 MQSC commands read.", "No commands have a syntax error.",
+                             "All valid MQSC commands were processed."]
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
