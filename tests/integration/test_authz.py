@@ -121,6 +121,18 @@ def test_authority_records_are_enforced_and_survive_a_failover(pair: LocalPair) 
     refused = app.run("setmqaut", "-m", QM, "-t", "queue", "-n", "PAY.Q", "-p", "app1", "+get")
     assert refused.returncode == 71 and refused.stderr.startswith("AMQ7077")
 
+    # a reply queue made from a model the records name: its creator may use it, whatever
+    # name the queue manager gave it (MQ gives a dynamic queue's creator authority)
+    pair.mqsc(pair.a, "DEFINE QMODEL(RPL.MODEL)\n")
+    pair.run(pair.a, "setmqaut", "-m", QM, "-t", "queue", "-n", "RPL.MODEL", "-p", "app1",
+             "+get", "+put", "+inq")
+    assert app.reasons("""
+        name = qm.open('RPL.MODEL', 'INPUT', dynamic='RPL.*')
+        qm.put(name, b'reply', persistent=False)
+        print(qm.get(name, wait=1).body.decode())
+        qm.put('RPL.OTHER', b'x')
+    """) == ["ok", "ok", "reply", "ok", "2035"]
+
     # kill -9 of the active: the standby on hostb serves with the same records
     victim = pair.kill_active()
     assert victim["host"] == "hosta"
