@@ -78,9 +78,10 @@ def runmqsc(
                 reply = conn.call("mqsc", command=cmd.to_dict())
             except NetError as exc:
                 failed += 1
-                emit([*lines, exc.user_line()])
                 if exc.mqrc in (2009, 2059, 2543):  # the connection is gone: stop here
+                    emit([*lines, _lost_line(qmgr, exc)])
                     break
+                emit([*lines, exc.user_line()])
                 continue
             if reply.get("failed"):
                 failed += 1
@@ -91,6 +92,18 @@ def runmqsc(
             conn.close()
     emit(mqsc.trailer(read, syntax, failed))
     return 10 if (syntax or failed) else 0
+
+
+def _lost_line(qmgr: str, exc: Any) -> str:
+    """runmqsc's line when the queue manager went away under a command (its instance
+    ended or failed over): MQ's AMQ8146, what is known of the command, and what to do
+    (it printed only the client's 'the connection is closed')."""
+    from miqm import amq
+
+    return (f"{amq.line('AMQ8146', severity=True, qmgr=qmgr)} The connection broke during "
+            f"this command (MQRC {exc.mqrc}: {exc}): it may or may not have been done, and "
+            "the commands after it were not run. Check with DISPLAY and run the rest again "
+            "(runmqsc reaches the instance that is active now).")
 
 
 def _stdin_lines() -> Iterator[str]:

@@ -416,3 +416,42 @@ def test_runmqsc_ignores_a_byte_order_mark_at_the_start_of_its_input() -> None:
                           env={**os.environ, "MIQM_DATA_ROOT": "/nonexistent"})
     assert proc.returncode == 0, proc.stdout
     assert b"     1 : DEFINE QLOCAL(Q1)\n" in proc.stdout
+
+
+def test_runmqsc_says_what_became_of_a_command_whose_connection_broke(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The active instance failed under a command: runmqsc printed only the client's
+    'the connection is closed'; MQ's AMQ8146 with what is known and what to do now."""
+    import io
+    import sys
+
+    from miqm.cli import runmqsc
+    from miqm.errors import NetError
+    from miqm.net import client
+
+    class Conn:
+        calls = 0
+
+        def call(self, op: str, **_k: object) -> dict:
+            Conn.calls += 1
+            if Conn.calls == 1:
+                return {"ok": True, "lines": [mqsc.MSG_PING]}
+            raise NetError("the connection is closed", mqrc=2009)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(client, "connect", lambda *_a, **_k: Conn())
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "QM1"])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"PING QMGR\nDEFINE QLOCAL(Q1)\nDEFINE QLOCAL(Q2)\n")))
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    out = capsys.readouterr().out.splitlines()
+    assert exit_.value.code == 10
+    broke = out[out.index("     2 : DEFINE QLOCAL(Q1)") + 1]
+    assert broke.startswith("AMQ8146E: miqm queue manager 'QM1' not available.")
+    assert "MQRC 2009" in broke and "may or may not have been done" in broke
+    assert "DEFINE QLOCAL(Q2)" not in "\n".join(out)
+    assert out[-3:] == ["2 MQSC commands read.", "No commands have a syntax error.",
+                        "One valid MQSC command could not be processed."]
