@@ -723,7 +723,8 @@ def where_matches(shown: str, op: str, value: str) -> bool:
     """True if a displayed attribute value ``shown`` satisfies ``op value``: numbers
     compared as numbers, other values as text; LK/NL take a generic value (``AB*``);
     CT/EX (CTG/EXG generic) test the items of a list value (``a,b,c``)."""
-    shown = shown.strip()
+    # runmqsc shows a blank value as ' ' (DESCR( )): blanks around either side do not count
+    shown, value = shown.strip(), value.strip()
     if op in ("LK", "NL"):
         return _generic_hit(shown, value) == (op == "LK")
     if op in ("CT", "EX", "CTG", "EXG"):

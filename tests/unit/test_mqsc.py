@@ -365,6 +365,7 @@ def test_apply_where_keeps_the_objects_that_match() -> None:
     ("ENABLED", "EQ", "ENABLED", True), ("DISABLED", "NE", "ENABLED", True),
     ("PAY.IN", "LK", "PAY.*", True), ("PAY.IN", "NL", "PAY.*", False),
     (" ", "GT", "60", False), (" ", "NE", "60", True),
+    (" ", "EQ", " ", True), ("orders", "EQ", " ", False),  # WHERE(DESCR EQ ' ')
     ("MQOO_INPUT_SHARED,MQOO_BROWSE", "CT", "MQOO_BROWSE", True),
     ("MQOO_INPUT_SHARED", "EX", "MQOO_BROWSE", True),
     ("MQOO_INPUT_SHARED", "CTG", "MQOO_IN*", True),
