@@ -1,4 +1,5 @@
-"""``runmqsc [-e] [-v] [-c] QMgr``: run MQSC commands from stdin against a queue manager.
+"""``runmqsc [-e] [-v] [-c] [-u UserId] QMgr``: run MQSC commands from stdin against a
+queue manager.
 
 Commands are parsed here (miqm.mqsc) and executed by the active instance (op ``mqsc``).
 Exit codes are MQ's: 0 every command processed, 10 some command had a syntax error or
@@ -27,6 +28,9 @@ def runmqsc(
     verify: bool = typer.Option(False, "-v", help="check syntax only; run nothing"),
     client: bool = typer.Option(False, "-c", help="client mode: connect through the "
                                 "listener at MIQM_CONNECTION with MIQM_CREDENTIAL"),
+    user: str = typer.Option("", "-u", metavar="UserId", help="connect as this principal: "
+                             "its secret is asked for, or read from the first line of "
+                             "stdin when stdin is not a terminal (as MQ's runmqsc -u)"),
 ) -> int:
     """Run MQSC commands read from stdin."""
     from miqm import mqsc
@@ -34,15 +38,21 @@ def runmqsc(
     from miqm.paths import check_qmgr_name
 
     check_qmgr_name(qmgr)
+    source = _stdin_lines()
+    credential = None
+    if user:
+        credential = _user_credential(user, source)
+        if credential is None:
+            return 20
     conn = None
     if not verify:
         from miqm.net.client import connect
 
         try:
             if client:
-                conn = _client_connection(qmgr)
+                conn = _client_connection(qmgr, credential)
             else:
-                conn = connect(qmgr)
+                conn = connect(qmgr, credential=credential)
         except MiqmError as exc:
             typer.echo(exc.user_line(), err=True)
             return 20
@@ -58,7 +68,7 @@ def runmqsc(
     emit(out)
     read = syntax = failed = 0
     try:
-        for number, text in enumerate(mqsc.iter_commands(_stdin_lines()), 1):
+        for number, text in enumerate(mqsc.iter_commands(source), 1):
             lines = [] if no_echo else [mqsc.echo(number, text)]
             try:
                 cmd = mqsc.parse_command(text)
@@ -94,6 +104,26 @@ def runmqsc(
     return 10 if (syntax or failed) else 0
 
 
+def _user_credential(user: str, source: Iterator[str]) -> str | None:
+    """``-u UserId``: the credential ``user:secret``, the secret asked for on a terminal
+    or, as MQ's runmqsc does, read from the first line of stdin (never echoed, never
+    parsed as a command); None, with one line on stderr, when the name cannot be one."""
+    import getpass
+
+    from miqm import authz
+
+    try:
+        authz.check_principal(user)
+    except authz.AuthzError as exc:
+        typer.echo(f"runmqsc: -u {exc}", err=True)
+        return None
+    if sys.stdin.isatty():
+        secret = getpass.getpass("Enter password: ")
+    else:
+        secret = next(source, "").rstrip("\r\n")
+    return f"{user}:{secret}"
+
+
 def _lost_line(qmgr: str, exc: Any) -> str:
     """runmqsc's line when the queue manager went away under a command (its instance
     ended or failed over): MQ's AMQ8146, what is known of the command, and what to do
@@ -124,7 +154,7 @@ def _stdin_lines() -> Iterator[str]:
         yield raw.decode("utf-8", "surrogateescape")
 
 
-def _client_connection(qmgr: str) -> Any:
+def _client_connection(qmgr: str, credential: str | None = None) -> Any:
     """``-c``: MQ's client mode. The queue manager is reached only through its listener
     (``MIQM_CONNECTION``, MQ's CONNAME list) with the credential an application would
     present (``MIQM_CREDENTIAL``); nothing is read from a local data directory, so this
@@ -141,7 +171,7 @@ def _client_connection(qmgr: str) -> Any:
                           "MIQM_CONNECTION='host(port),host(port)' (and MIQM_CREDENTIAL).",
                           amq="AMQ9204")
     return connect(qmgr, endpoints=parse_conname(conname),
-                   credential=client_credential(qmgr, None, bindings=False))
+                   credential=client_credential(qmgr, credential, bindings=False))
 
 
 def main() -> None:

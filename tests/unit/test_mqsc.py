@@ -456,3 +456,37 @@ def test_runmqsc_says_what_became_of_a_command_whose_connection_broke(
     assert "DEFINE QLOCAL(Q2)" not in "\n".join(out)
     assert out[-3:] == ["2 MQSC commands read.", "No commands have a syntax error.",
                         "One valid MQSC command could not be processed."]
+
+
+def test_runmqsc_u_reads_the_secret_from_the_first_line_and_never_echoes_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """MQ's `runmqsc -u UserId QMgr < script`: the password is the script's first line.
+    There was no -u (an administrator could not run MQSC as an application principal)."""
+    import io
+    import sys
+
+    from miqm.cli import runmqsc
+    from miqm.net import client
+
+    used: list[object] = []
+
+    class Conn:
+        def call(self, op: str, **_k: object) -> dict:
+            return {"ok": True, "lines": [mqsc.MSG_PING]}
+
+        def close(self) -> None:
+            pass
+
+    def connect(qmgr: str, **kwargs: object) -> Conn:
+        used.append(kwargs.get("credential"))
+        return Conn()
+
+    monkeypatch.setattr(client, "connect", connect)
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "-u", "app1", "QM1"])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"s3cret-value\nPING QMGR\n")))
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and used == ["app1:s3cret-value"]
+    assert "s3cret" not in out and "One MQSC command read." in out
