@@ -23,6 +23,16 @@ FIELDS: list[tuple[str, str]] = [
 #: the columns kept after parsing
 KEEP = [n for n, _ in FIELDS if n not in ("v", "ts")]
 SUPPORTED_VERSION = 1
+#: times and sizes: a line where one is present but not a finite number >= 0 (NaN,
+#: Infinity, 1e999, -5: what no instance measures) is malformed, so that no NaN or
+#: infinity reaches a percentile, summary.json or a chart
+NON_NEGATIVE = ("latency_s", "duration_s", "recovery_s", "stalled_s", "write_time_us",
+                "write_time_max_us")
+#: ``ts`` must be ISO-8601 text (a JSON number reads as text, and Spark takes "12345" for
+#: the year 12345) within these bounds, which every clock that wrote a history is in and
+#: the report's dates (years 1-9999) can draw
+TS_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"
+TS_FROM, TS_UNTIL = "1970-01-01 00:00:00", "2200-01-01 00:00:00"
 
 
 def schema_ddl() -> str:
@@ -105,7 +115,13 @@ def parse(lines: Any) -> Loaded:
     t = F.to_timestamp(F.col("e.ts"))
     required = (F.col("e").isNotNull() & F.col("e.qmgr").isNotNull()
                 & F.col("e.host").isNotNull() & F.col("e.instance_id").isNotNull()
-                & F.col("e.event").isNotNull() & t.isNotNull())
+                & F.col("e.event").isNotNull() & t.isNotNull()
+                & F.col("e.ts").rlike(TS_PATTERN)
+                & (t >= F.lit(TS_FROM).cast("timestamp"))
+                & (t < F.lit(TS_UNTIL).cast("timestamp")))
+    for c in NON_NEGATIVE:  # Spark orders NaN above +Infinity: "< inf" excludes both
+        x = F.col(f"e.{c}")
+        required = required & (x.isNull() | ((x >= 0) & (x < F.lit(float("inf")))))
     status = (F.when(blank, "blank")
               .when(~F.coalesce(required, F.lit(False)), "malformed")
               .when(F.col("e.v") != SUPPORTED_VERSION, "unsupported_version")

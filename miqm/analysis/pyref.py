@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,9 @@ from miqm.analysis.compute import (
     SLOW_FACTOR,
     SLOW_MIN_VERIFIES,
 )
-from miqm.analysis.history import KEEP
+from miqm.analysis.history import KEEP, NON_NEGATIVE, TS_PATTERN
+
+TS_FROM_S, TS_UNTIL_S = 0.0, 7_258_118_400.0  # history.TS_FROM, TS_UNTIL (UTC)
 
 
 def _files(paths: list[str]) -> list[str]:
@@ -60,6 +63,15 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
                     if not all(isinstance(e.get(k), str) for k in
                                ("qmgr", "host", "instance_id", "event")):
                         raise ValueError
+                    # the same rules as miqm.analysis.history.parse
+                    if not (isinstance(e["ts"], str) and re.match(TS_PATTERN, e["ts"])
+                            and TS_FROM_S <= ts < TS_UNTIL_S):
+                        raise ValueError
+                    for k in NON_NEGATIVE:
+                        x = e.get(k)
+                        if x is not None and not (isinstance(x, int | float)
+                                                  and 0 <= x < math.inf):
+                            raise ValueError
                 except (ValueError, KeyError, TypeError):
                     bad += 1
                     continue

@@ -168,6 +168,16 @@ def _table(df: Any, cols: list[str], limit: int = 50) -> str:
 
 def render(tables: dict, summary: dict, path: str) -> None:
     """Write the report to ``path``."""
+    import warnings
+
+    # numpy's and matplotlib's RuntimeWarnings (overflow on huge but finite values) would
+    # be printed on stderr, piped or not; the chart is drawn all the same
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _render(tables, summary, path)
+
+
+def _render(tables: dict, summary: dict, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

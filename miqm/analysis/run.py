@@ -5,6 +5,7 @@ aggregate tables come back to the driver to be written and drawn."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -62,6 +63,18 @@ def _pd(df: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyspark's notes about the pandas version
         return df.toPandas()
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (at any depth) made None: summary.json
+    and ``--json`` stay JSON (Python writes NaN and Infinity, which no JSON reader takes)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def _three(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, float | None]:
@@ -247,9 +260,10 @@ def analyze(paths: list[str], out: str, master: str | None = None,
     progress.stage("writing tables, summary.json and report.html")
     summary["stage_s"] = dict(progress.times)
     summary["stage_jvm_cpu_s"] = dict(progress.cpu_times)
+    summary = finite(summary)
     write_tables(tables, out)
     with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=str)
+        json.dump(summary, f, indent=2, default=str, allow_nan=False)
         f.write("\n")
     if report:
         from miqm.analysis.report import render
