@@ -5,6 +5,7 @@ broken connection."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -116,9 +117,10 @@ def test_a_unit_open_at_the_last_frame_is_reported_backed_out(served, monkeypatc
     assert not service.store.msgs.get("Q1")
 
 
-def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
-    """2161 with ``reconnect`` (endmqm -s): the refused call, not done, is sent again on
-    the other instance, which the old one's 2161 to hello does not hide."""
+@contextlib.contextmanager
+def _two_instances(monkeypatch) -> Iterator[tuple[QueueService, QueueService, Any]]:
+    """Two instances' services behind their listeners (hosta, then hostb) and a
+    reconnecting connection to the first through a CONNAME list naming both."""
     old = QueueService(FakeStore(), "QM1", host_name="hosta")
     new = QueueService(FakeStore(), "QM1", host_name="hostb")
     listeners = []
@@ -131,6 +133,19 @@ def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
         (h1, p1), (h2, p2) = (lst.address for lst in listeners)
         conn = _connect(f"{h1}({p1}),{h2}({p2})", monkeypatch, reconnect=True,
                         reconnect_timeout=10)
+        try:
+            yield old, new, conn
+        finally:
+            conn.close()
+    finally:
+        for listener in listeners:
+            listener.stop()
+
+
+def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
+    """2161 with ``reconnect`` (endmqm -s): the refused call, not done, is sent again on
+    the other instance, which the old one's 2161 to hello does not hide."""
+    with _two_instances(monkeypatch) as (old, new, conn):
         assert conn.server_host == "hosta"
         old.quiesce(2161, reconnect=True)
         conn.call("put", queue="Q1", body=b"moved", persistent=True)
@@ -139,27 +154,12 @@ def test_a_switchover_refusal_moves_a_reconnecting_client(monkeypatch) -> None:
         got = conn.call("get", queue="Q1", syncpoint=True)
         assert got["body"] == b"moved"
         conn.call("commit")
-        conn.close()
-    finally:
-        for listener in listeners:
-            listener.stop()
 
 
 def test_a_get_wait_moved_by_a_switchover_waits_only_what_is_left(monkeypatch) -> None:
     """A get-wait refused by endmqm -s goes on on the other instance for the rest of
     its wait, not for the whole wait again (MQ's WaitInterval is the call's)."""
-    old = QueueService(FakeStore(), "QM1", host_name="hosta")
-    new = QueueService(FakeStore(), "QM1", host_name="hostb")
-    listeners = []
-    for service in (old, new):
-        service.store.define_queue("Q1")
-        listener = Listener(service.handle)
-        listener.start()
-        listeners.append(listener)
-    try:
-        (h1, p1), (h2, p2) = (lst.address for lst in listeners)
-        conn = _connect(f"{h1}({p1}),{h2}({p2})", monkeypatch, reconnect=True,
-                        reconnect_timeout=10)
+    with _two_instances(monkeypatch) as (old, _new, conn):
         timer = threading.Timer(1.5, old.quiesce, args=(2161,), kwargs={"reconnect": True})
         timer.start()
         t0 = time.monotonic()
@@ -170,7 +170,3 @@ def test_a_get_wait_moved_by_a_switchover_waits_only_what_is_left(monkeypatch) -
         assert info.value.mqrc == 2033 and conn.server_host == "hostb"
         # the whole wait again would end after 1.5 + 3 s
         assert 2.9 <= elapsed < 4.0, elapsed
-        conn.close()
-    finally:
-        for listener in listeners:
-            listener.stop()
