@@ -327,6 +327,9 @@ class Listener:
                     del self._pending[sid]
                 if self._pending:
                     nearest = min(nearest, min(e[0] for e in self._pending.values()))
+                if expired:  # counted before the client can see its connection end
+                    self.rejected["handshake_timeout"] = (
+                        self.rejected.get("handshake_timeout", 0) + len(expired))
                 # the socket is shut down under the lock: its session's thread closes it
                 # only after taking its entry out (_done_pending), so the descriptor is
                 # still this connection's
@@ -338,8 +341,6 @@ class Listener:
                         socket.socket.shutdown(sock, socket.SHUT_RDWR)
                     except OSError:
                         pass
-            for _expired in expired:
-                self._count("handshake_timeout")
             self._stopping.wait(max(0.01, nearest - time.monotonic()))
 
     def _done_pending(self, session: Session) -> None:
