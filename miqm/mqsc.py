@@ -1043,7 +1043,8 @@ def _count(n: int, one: str, many: str) -> str:
 
 def trailer(read: int, syntax_errors: int, failed: int) -> list[str]:
     """runmqsc's closing summary lines, in MQ's wording."""
-    lines = [_count(read, "One MQSC command read.", "{n} MQSC commands read.")]
+    lines = ["No MQSC commands read." if read == 0 else
+             _count(read, "One MQSC command read.", "{n} MQSC commands read.")]
     if syntax_errors == 0:
         lines.append("No commands have a syntax error.")
     else:

@@ -91,6 +91,7 @@ def test_echo_header_and_trailer_use_mq_wording() -> None:
     assert mqsc.header("QM1") == "Starting MQSC for queue manager QM1."
     assert mqsc.trailer(2, 0, 0) == ["2 MQSC commands read.", "No commands have a syntax error.",
                                      "All valid MQSC commands were processed."]
+    assert mqsc.trailer(0, 0, 0)[0] == "No MQSC commands read."  # empty input, or END first
     assert mqsc.trailer(1, 1, 1) == ["One MQSC command read.", "1 command has a syntax error.",
                                      "One valid MQSC command could not be processed."]
 
