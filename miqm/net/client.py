@@ -476,6 +476,9 @@ class Connection:
                 return self
             sock.close()
             if reply.get("mqrc") == MQRC_NOT_AUTHORIZED:
+                if reply.get("amq") == "AMQ8077":  # authenticated, without CONNECT
+                    raise NetError(f"AMQ8077: {reply.get('error')}", mqrc=MQRC_NOT_AUTHORIZED,
+                                   amq="AMQ8077")
                 raise NetError(f"AMQ5534: queue manager '{self.qmgr}' at {ep} refused the "
                                f"connection: {reply.get('error')}", mqrc=MQRC_NOT_AUTHORIZED,
                                amq="AMQ5534")

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from miqm.net.auth import ADMIN, loggable, split
 from miqm.net.protocol import (
     MAX_FRAME,
     MQRC_DATA_LENGTH_ERROR,
@@ -624,14 +625,22 @@ class Listener:
         if auth is None:
             session.principal = "admin"
             return None, False
-        principal = auth.check(request.get("credential"), session.peer)
+        credential = request.get("credential")
+        principal = auth.check(credential, session.peer)
         if principal is None:
-            what = "missing" if not request.get("credential") else "not valid"
+            what = "missing" if not credential else "not valid"
+            named = split(credential)[0] if isinstance(credential, str) else ""
+            if named and named != ADMIN:
+                # an application's credential: pointing it at crtmqm's (the admin's)
+                # would hand it more than its own authorities
+                advice = (f"set MIQM_CREDENTIAL to principal '{loggable(named)}' and the "
+                          "secret 'miqm credential --add' printed for it")
+            else:
+                advice = ("set MIQM_CREDENTIAL to the credential crtmqm created (the data "
+                          "directory's credentials file)")
             return error_reply(MQRC_NOT_AUTHORIZED,
                                f"the credential is {what} for this queue manager (MQRC 2035 "
-                               "MQRC_NOT_AUTHORIZED): set MIQM_CREDENTIAL to the credential "
-                               "crtmqm created (the data directory's credentials file)",
-                               amq="AMQ5534"), True
+                               f"MQRC_NOT_AUTHORIZED): {advice}", amq="AMQ5534"), True
         session.principal = principal
         return None, False
 

@@ -193,6 +193,30 @@ def test_credentials_2035_counted_and_bindings_reads_the_file(served, monkeypatc
     assert authn.check("wrong") is None and authn.check(principals["admin"]) == "admin"
 
 
+def test_a_refused_application_is_told_about_its_own_credential_or_authority(
+        served, monkeypatch) -> None:
+    """A wrong secret for an application's principal is not answered with advice to use
+    crtmqm's (the admin's) credential; an application that authenticated but may not
+    connect is told so as an authority refusal (AMQ8077), not a failed authentication."""
+    served.listener.authenticator = auth.Authenticator({"admin": "a" * 64, "app1": "b" * 64})
+    monkeypatch.setenv("MIQM_CREDENTIAL", "app1:" + "0" * 64)
+    with pytest.raises(mq.NotAuthorized) as info:
+        mq.connect("QMC", reconnect=False)
+    text = str(info.value)
+    assert "AMQ5534" in text and "principal 'app1'" in text and "crtmqm" not in text, text
+    monkeypatch.setenv("MIQM_CREDENTIAL", "admin:" + "0" * 64)
+    with pytest.raises(mq.NotAuthorized) as info:
+        mq.connect("QMC", reconnect=False)
+    assert "crtmqm created" in str(info.value)
+    served.store.set_authrec("QMGR", "self", "app1", [])  # authority records in force
+    served.store.set_authrec("QUEUE", "Q1", "app1", ["PUT"])
+    monkeypatch.setenv("MIQM_CREDENTIAL", "app1:" + "b" * 64)
+    with pytest.raises(mq.NotAuthorized) as info:
+        mq.connect("QMC", reconnect=False)
+    text = str(info.value)
+    assert text.startswith("AMQ8077: ") and "CONNECT" in text and "AMQ5534" not in text, text
+
+
 def test_auth_failures_are_rate_limited_in_the_log() -> None:
     now = [0.0]
     logged: list[int] = []
