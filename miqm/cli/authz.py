@@ -59,6 +59,28 @@ none.
 """
 
 
+def _help(text: str) -> NoReturn:
+    """Print a command's help with the environment it reads, and exit 0."""
+    from miqm.cli.common import environment_help
+
+    env = "\n".join(x for x in environment_help().splitlines() if x != "\b")
+    sys.stdout.write(text + env + "\n")
+    sys.exit(0)
+
+
+DMPMQAUT_HELP = """{usage}
+
+  -m QMgr        queue manager (its active instance, reached like runmqsc)
+  -n Profile     the records whose profiles apply to this name (-x: this profile only)
+  -t ObjectType  queue (or q) or qmgr only
+  -p Principal   the records of this principal only
+  -l             the profile names only
+  -g Group       not supported: this product has no groups
+  -?, -h, --help show this help
+
+"""
+
+
 def _fail(line: str, code: int) -> NoReturn:
     sys.stderr.write(line.rstrip() + "\n")
     sys.exit(code)
@@ -74,11 +96,7 @@ def _parse(argv: list[str], prog: str, usage: str, extra: str,
     while i < len(argv):
         arg = argv[i]
         if arg in ("-h", "-?", "--help"):
-            from miqm.cli.common import environment_help
-
-            env = "\n".join(x for x in environment_help().splitlines() if x != "\b")
-            sys.stdout.write(HELP.format(usage=usage, extra=extra) + env + "\n")
-            sys.exit(0)
+            _help(HELP.format(usage=usage, extra=extra))
         if arg in ("-m", "-t", "-n", "-p", "-g", "-s"):
             if i + 1 >= len(argv):
                 _fail(f"{prog}: {arg} needs a value. {usage}", 36)
@@ -297,8 +315,7 @@ def dmpmqaut(argv: list[str]) -> None:
     while i < len(argv):
         arg = argv[i]
         if arg in ("-h", "-?", "--help"):
-            sys.stdout.write(DMPMQAUT_USAGE + "\n")
-            sys.exit(0)
+            _help(DMPMQAUT_HELP.format(usage=DMPMQAUT_USAGE))
         if arg in ("-m", "-n", "-t", "-p", "-g", "-s"):
             if i + 1 >= len(argv):
                 _fail(f"{prog}: {arg} needs a value. {DMPMQAUT_USAGE}", 36)
