@@ -193,14 +193,13 @@ def write_tables(tables: dict, out: str) -> None:
 
 def spark_failure_line(exc: BaseException) -> str:
     """One line for a failed Spark job (the JVM's stack trace stays out of it)."""
-    from miqm.analysis.spark import spark_log_path
+    from miqm.analysis.spark import _reason, spark_log_path
 
     text = str(exc)
     if "OutOfMemoryError" in text:
         return ("Spark ran out of memory: set MIQM_SPARK_DRIVER_MEMORY higher (default 4g) "
                 "or run on a cluster with --master")
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return f"the Spark job failed: {first[:300]} (Spark's log: {spark_log_path()})"
+    return f"the Spark job failed: {_reason(exc)[:300]} (Spark's log: {spark_log_path()})"
 
 
 def jvm_cpu_seconds(spark: Any) -> float | None:

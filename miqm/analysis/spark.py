@@ -4,6 +4,8 @@ lines cut down to errors (the analysis prints its own stage lines instead)."""
 from __future__ import annotations
 
 import os
+import re
+import socket
 import tempfile
 import warnings
 from typing import Any
@@ -38,6 +40,49 @@ def _log4j_file() -> str:
     return path
 
 
+#: the master URLs Spark takes (anything else makes its JVM exit before it says why)
+_MASTER_URL = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[[0-9, ]+\]"
+                         r"|spark://[^\s/]+|yarn|k8s://\S+")
+MASTER_FORMS = ("local[*], local[N], spark://HOST:PORT (a standalone cluster), yarn or "
+                "k8s://https://HOST:PORT")
+
+
+def check_master(master: str, timeout: float = 3.0) -> None:
+    """One clear line, before a JVM starts, for a master URL Spark would not take, or a
+    standalone master (``spark://HOST:PORT[,HOST:PORT...]``) none of whose hosts accepts
+    a connection: Spark itself retries for about a minute and a half and then says only
+    that a SparkSession could not be made."""
+    if not _MASTER_URL.fullmatch(master):
+        raise AnalysisError(f"--master {master!r} is not a Spark master URL: use "
+                            f"{MASTER_FORMS}")
+    if not master.startswith("spark://"):
+        return
+    why = ""
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit():
+            raise AnalysisError(f"--master {master!r}: {hostport!r} is not HOST:PORT (a "
+                                "standalone master listens on 7077 by default)")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+    raise AnalysisError(f"the Spark master {master} does not answer ({why}): start it "
+                        "(docs/analysis.md, Spark) or name another with --master; without "
+                        "--master the analysis runs here (local[*])")
+
+
+def _reason(exc: BaseException) -> str:
+    """The line of a Py4J/Spark error that says what went wrong (its first line is only
+    'An error occurred while calling ...')."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for ln in lines:
+        if "Exception: " in ln and not ln.startswith("at "):
+            return ln.split("Exception: ", 1)[1]
+    return lines[0] if lines else type(exc).__name__
+
+
 def spark_log_path() -> str:
     """The file Spark's own (JVM) output goes to."""
     return os.path.join(tempfile.gettempdir(), f"miqm-spark-{os.getuid()}.log")
@@ -58,6 +103,7 @@ def session(master: str | None = None, app: str = "miqm-analyze",
         raise AnalysisError("pyspark is not installed: pip install 'miqm[analysis]' (or "
                             "pip install pyspark; Java 17 must be on PATH)") from None
     master = master or "local[*]"
+    check_master(master)
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {java_options}".strip()
     if shuffle_partitions is None:
         cores = os.cpu_count() or 2
@@ -87,9 +133,9 @@ def session(master: str | None = None, app: str = "miqm-analyze",
             warnings.simplefilter("ignore")
             spark = builder.getOrCreate()
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AnalysisError(f"could not start Spark on {master}: {first} (is Java 17 on "
-                            f"PATH and the master URL right? Spark's log: {log})") from None
+        raise AnalysisError(f"could not start Spark on {master}: {_reason(exc)[:300]} (is "
+                            f"Java 17 on PATH and the master URL right? Spark's log: "
+                            f"{log})") from None
     finally:
         os.dup2(saved, 2)
         os.close(saved)
