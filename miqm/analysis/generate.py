@@ -313,6 +313,10 @@ def _write(path: str, parts: list[tuple[Any, Any]]) -> int:
     return len(t)
 
 
+#: the most events one call writes (about 230 bytes each on disk)
+MAX_EVENTS = 100_000_000
+
+
 def generate(events: int, out: str, seed: int = 1,
              echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write about ``events`` events under ``out``; returns what was written."""
@@ -321,6 +325,11 @@ def generate(events: int, out: str, seed: int = 1,
     if events < 1000:
         raise AnalysisError(f"--events {events}: generate at least 1000 events (a fleet "
                             "needs some history)")
+    if events > MAX_EVENTS:  # beyond it the arrays alone exhaust memory (MemoryError)
+        raise AnalysisError(f"--events {events}: generate at most {MAX_EVENTS:,} events "
+                            "(about 23 GB of history) at once; for more, generate several "
+                            "histories with different --seed and --out and name them all "
+                            "to miqm analyze run")
     if os.path.exists(out) and os.listdir(out):
         raise AnalysisError(f"{out} is not empty: generate into a new or empty directory")
     try:

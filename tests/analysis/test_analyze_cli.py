@@ -51,3 +51,16 @@ def test_a_master_url_spark_does_not_take_is_one_line(history: Path, tmp_path: P
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"--master {master!r}" in lines[0], proc.stderr
     assert "Java" not in lines[0]
+
+
+def test_generate_refuses_more_events_than_it_can_hold(tmp_path: Path) -> None:
+    """--events 10^14 was an AMQ6184 internal error (MemoryError allocating 100 GiB)."""
+    proc = subprocess.run(["miqm", "analyze", "generate", "--events", "99999999999999",
+                           "--out", str(tmp_path / "g")], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "--events 99999999999999: generate at most 100,000,000 events (about 23 GB of "
+        "history) at once; for more, generate several histories with different --seed and "
+        "--out and name them all to miqm analyze run"], proc.stderr
+    assert not (tmp_path / "g").exists()
