@@ -47,8 +47,8 @@ def test_promtool_unit_tests_pass() -> None:
 @needs_promtool
 def test_promtool_unit_tests_catch_a_changed_threshold(tmp_path: Path) -> None:
     """The unit tests can fail: the same tests against rules with one threshold moved."""
-    text = RULES.read_text().replace("resets(miqm_failovers_total[1h])\n          ) > 3",
-                                     "resets(miqm_failovers_total[1h])\n          ) > 30")
+    text = RULES.read_text().replace("resets(miqm_failovers_total[1h])\n          )) > 3",
+                                     "resets(miqm_failovers_total[1h])\n          )) > 30")
     assert text != RULES.read_text()
     (tmp_path / RULES.name).write_text(text)
     shutil.copy(TESTS, tmp_path / TESTS.name)
