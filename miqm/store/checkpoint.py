@@ -134,10 +134,13 @@ def read(volume: Volume, ahead: ReadAhead | None = None) -> CheckpointInfo:
     try:
         data = volume.read_bytes(NAME)
     except VolumeNotFound as exc:
-        raise StoreError(f"checkpoint file {where} is missing: the queue manager data is "
-                         "incomplete (recreate the queue manager or restore the file)") from exc
+        raise StoreError(f"AMQ6118: checkpoint file {where} is missing: the queue manager "
+                         "data is incomplete; restore the data directory from a backup (or "
+                         "recreate the queue manager)", amq="AMQ6118") from exc
     except LockFsError as exc:
-        raise StoreError(f"cannot read checkpoint file {where}: {exc}") from exc
+        raise StoreError(f"AMQ6118: cannot read checkpoint file {where}: {exc}; check the "
+                         "data directory's filesystem and start the queue manager again",
+                         amq="AMQ6118") from exc
     if ahead is not None:
         known = ahead.take_file(NAME, data)
         if isinstance(known, CheckpointInfo):
@@ -227,21 +230,32 @@ def decode(data: bytes, where: str) -> CheckpointInfo:
     """The checkpoint file's content from its bytes ``data``; StoreError (one line
     naming ``where``) if damaged."""
     if len(data) < _HDR.size:
-        raise StoreError(f"checkpoint file {where} is corrupt: truncated")
+        raise _corrupt(where, "truncated")
     magic, ver, _r, crc, n = _HDR.unpack_from(data, 0)
     body = data[_HDR.size:_HDR.size + n]
     if magic != _MAGIC or len(body) != n or crc32c(body) != crc:
-        raise StoreError(f"checkpoint file {where} is corrupt: bad checksum or header")
+        raise _corrupt(where, "bad checksum or header")
     if ver not in VERSIONS:
-        raise StoreError(f"checkpoint file {where} has format version {ver}; this miqm "
-                         f"reads versions {', '.join(map(str, VERSIONS))}")
+        raise StoreError(f"AMQ6118: checkpoint file {where} has format version {ver}; this "
+                         f"miqm reads versions {', '.join(map(str, VERSIONS))}: start the "
+                         "queue manager with the miqm that wrote it", amq="AMQ6118")
     try:
         obj = _decode(body)
         # fields a newer version added are left out (it keeps version 1 for them)
         known = CheckpointInfo.__dataclass_fields__
         return CheckpointInfo(**{k: v for k, v in obj.items() if k in known})
     except (ValueError, TypeError) as exc:
-        raise StoreError(f"checkpoint file {where} is corrupt: {exc}") from exc
+        raise _corrupt(where, str(exc)) from exc
+
+
+def _corrupt(where: str, why: str) -> StoreError:
+    """The one line for a damaged checkpoint file: what is wrong and what to do. Restart
+    cannot begin without it (it names the restart point, the queues and the units of
+    work), and nothing here guesses: the queue manager does not start until it is
+    restored."""
+    return StoreError(f"AMQ6118: checkpoint file {where} is corrupt ({why}); restore the "
+                      "queue manager's data directory from a backup taken with it ended",
+                      amq="AMQ6118")
 
 
 _QUEUES_AT_END = b',"queues":{'

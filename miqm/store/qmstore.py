@@ -635,7 +635,8 @@ class QueueManagerStore:
                        f"queue file {self.data.describe()}/{qf.path} belongs to another "
                        "incarnation of the queue")
                 self._damaged[name] = why
-                self._errlog("AMQ7472", f"Object {name}, type queue damaged: {why}")
+                self._errlog("AMQ7472", f"Object {name}, type queue damaged: {why}; "
+                             f"{self._damaged_remedy(name)}")
             return LocalQueue(name, qid, {}), 0
         q = LocalQueue(name, qid, qf.attrs)
         q.file, q.file_qid, q.header_dirty = qf, qid, False
@@ -655,6 +656,16 @@ class QueueManagerStore:
         if qf.max_key >= self.state.next_key:
             self.state.next_key = qf.max_key + 1
         return q, qf.max_cp_seen
+
+    def _damaged_remedy(self, name: str) -> str:
+        """What an administrator does about damaged queue ``name``: with a linear log,
+        rcrmqobj rebuilds it from its media image; with a circular log (no image) only
+        deleting and defining it again makes the name usable."""
+        if self.settings.log_type == "LINEAR":
+            return (f"recover it with 'rcrmqobj -m {self.qmgr} -t qlocal {name}' (it needs "
+                    "a media image recorded by rcdmqimg), or DELETE QLOCAL it")
+        return ("restore the queue file from a backup taken with the queue manager ended, "
+                "or DELETE QLOCAL it (a circular log has no media image to recover it from)")
 
     def _file_damaged(self, q: LocalQueue, qf: QueueFile, recorded: int) -> bool:
         """A queue file that holds other than the records its last checkpoint left live in

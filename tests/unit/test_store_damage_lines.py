@@ -1,0 +1,84 @@
+"""Damaged store files at restart each give one line with an AMQ number and what to do
+(found by exploratory testing: a corrupt or missing amqalchk.fil printed a bare
+'checkpoint file ... is corrupt: bad checksum or header', no AMQ number, no remedy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import StoreError
+from miqm.store import checkpoint as ckpt
+
+
+def _written(tmp_path: Path) -> PosixVolume:
+    vol = PosixVolume(str(tmp_path))
+    ckpt.write(vol, ckpt.CheckpointInfo(seq=3, cp_lsn=100, restart_lsn=50, queues={"Q": 2}))
+    return vol
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "garbage"])
+def test_a_damaged_checkpoint_file_is_amq6118_saying_restore(tmp_path: Path,
+                                                              damage: str) -> None:
+    vol = _written(tmp_path)
+    path = tmp_path / ckpt.NAME
+    raw = bytearray(path.read_bytes())
+    if damage == "flip":
+        raw[30] ^= 0xFF
+    elif damage == "truncate":
+        raw = raw[:len(raw) // 2]
+    elif damage == "empty":
+        raw = bytearray()
+    else:
+        raw = bytearray(b"not a checkpoint file at all, just text\n" * 3)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(StoreError) as info:
+        ckpt.read(vol)
+    err = info.value
+    assert err.amq == "AMQ6118"
+    line = str(err)
+    assert line.startswith("AMQ6118: ") and "\n" not in line
+    assert "amqalchk.fil is corrupt" in line and "restore" in line and "backup" in line
+
+
+def test_a_missing_checkpoint_file_is_amq6118_saying_restore(tmp_path: Path) -> None:
+    vol = _written(tmp_path)
+    (tmp_path / ckpt.NAME).unlink()
+    with pytest.raises(StoreError) as info:
+        ckpt.read(vol)
+    assert info.value.amq == "AMQ6118"
+    assert "missing" in str(info.value) and "restore" in str(info.value)
+
+
+@pytest.mark.parametrize("linear", [True, False])
+def test_a_missing_queue_file_is_reported_with_what_to_do(tmp_path: Path,
+                                                           linear: bool) -> None:
+    """AMQ7472 for a queue file gone while the queue manager was down names the remedy:
+    rcrmqobj on a linear log, a restore or DELETE QLOCAL on a circular one (it said only
+    'queue file ... is missing')."""
+    from miqm.store.qmstore import QueueManagerStore
+    from tests.unit.test_store_units import LINEAR, SETTINGS, Harness
+
+    settings = LINEAR if linear else SETTINGS
+    h = Harness(tmp_path)
+    s = QueueManagerStore.open(h.data, None, "QM", settings, h.tuning, generation=1,
+                               recovery_log=h.log, background=False)
+    s.define_queue("Q", DEFPSIST="YES")
+    s.put("Q", b"a")
+    s.close()
+    (tmp_path / "queues/Q/q").unlink()
+    lines: list[tuple[str, str]] = []
+    s = QueueManagerStore.open(h.data, None, "QM", settings, h.tuning, generation=2,
+                               recovery_log=h.log, background=False,
+                               errlog=lambda a, t: lines.append((a, t)))
+    try:
+        damaged = [t for a, t in lines if a == "AMQ7472"]
+        assert len(damaged) == 1 and "is missing" in damaged[0], lines
+        if linear:
+            assert "rcrmqobj -m QM -t qlocal Q" in damaged[0]
+        else:
+            assert "DELETE QLOCAL" in damaged[0] and "rcrmqobj" not in damaged[0]
+    finally:
+        s.close()
