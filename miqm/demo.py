@@ -20,14 +20,19 @@ sends the message again (it may arrive twice), and the consumer keeps the messag
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import signal
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from miqm.localpair import LocalPair
+from miqm.errors import MiqmError, UsageError
+from miqm.localpair import CLIENT_ONLY_VARS, LocalPair
 
 QUEUE = "DEMO.Q"
 MQRC_NO_MSG_AVAILABLE = 2033
@@ -62,19 +67,31 @@ class Side:
             self.host = host
 
 
-def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None:
-    from miqm.errors import MiqmError, NetError
+def _failed(side: Side, exc: BaseException) -> None:
+    """Record why an application thread stopped: one line, never a traceback (a thread's
+    uncaught exception would print one, e.g. when Ctrl-C ends the instances under it)."""
+    side.error = (exc.user_line() if isinstance(exc, MiqmError)
+                  else f"{type(exc).__name__}: {exc}")
+
+
+def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float,
+              abort: threading.Event) -> None:
+    try:
+        _produce(qmgr, side, stop, rate, abort)
+    except Exception as exc:  # the thread's end: reported by _drive as one line
+        _failed(side, exc)
+
+
+def _produce(qmgr: str, side: Side, stop: threading.Event, rate: float,
+             abort: threading.Event) -> None:
+    from miqm.errors import NetError
     from miqm.net.client import connect
 
-    try:
-        conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
-    except MiqmError as exc:
-        side.error = exc.user_line()
-        return
+    conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
     seq, interval = 0, 1.0 / rate if rate > 0 else 0.0
     next_at = time.monotonic()
     with conn:
-        while not stop.is_set():
+        while not stop.is_set() and not abort.is_set():
             if interval:
                 next_at += interval
                 pause = next_at - time.monotonic()
@@ -87,6 +104,8 @@ def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None
                           persistent=True, syncpoint=True)
                 conn.call("commit")
             except NetError as exc:
+                if abort.is_set():
+                    return
                 side.reasons[exc.mqrc] += 1
                 if exc.mqrc == MQRC_CALL_INTERRUPTED:
                     side.in_doubt.add(seq)  # it may be on the queue: sent again below
@@ -98,20 +117,26 @@ def _producer(qmgr: str, side: Side, stop: threading.Event, rate: float) -> None
             seq += 1
 
 
-def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
-    from miqm.errors import MiqmError, NetError
+def _consumer(qmgr: str, side: Side, stop: threading.Event,
+              abort: threading.Event) -> None:
+    try:
+        _consume(qmgr, side, stop, abort)
+    except Exception as exc:  # the thread's end: reported by _drive as one line
+        _failed(side, exc)
+
+
+def _consume(qmgr: str, side: Side, stop: threading.Event, abort: threading.Event) -> None:
+    from miqm.errors import NetError
     from miqm.net.client import connect
 
-    try:
-        conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
-    except MiqmError as exc:
-        side.error = exc.user_line()
-        return
+    conn = connect(qmgr, reconnect=True, reconnect_timeout=60.0)
     with conn:
-        while True:
+        while not abort.is_set():
             try:
                 reply = conn.call("get", queue=QUEUE, wait=0.3, syncpoint=True)
             except NetError as exc:
+                if abort.is_set():
+                    return
                 if exc.mqrc == MQRC_NO_MSG_AVAILABLE:
                     if stop.is_set():
                         return  # the producer has stopped and the queue is empty
@@ -124,6 +149,8 @@ def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
             try:
                 conn.call("commit")
             except NetError as exc:
+                if abort.is_set():
+                    return
                 side.reasons[exc.mqrc] += 1
                 if exc.mqrc != MQRC_CALL_INTERRUPTED:
                     _backout(conn)  # backed out: it will be delivered again
@@ -133,8 +160,6 @@ def _consumer(qmgr: str, side: Side, stop: threading.Event) -> None:
 
 
 def _backout(conn: object) -> None:
-    from miqm.errors import MiqmError
-
     try:
         conn.call("backout")  # type: ignore[attr-defined]
     except MiqmError:
@@ -181,56 +206,129 @@ class Display:
         self.echo(text)
 
 
+def check_options(seconds: float, rate: float, messages: int) -> None:
+    """Refuse options the demo cannot run with (UsageError, exit 2): ``nan`` passes every
+    comparison, so it is named here rather than slipping through as no load at all."""
+    if not math.isfinite(seconds) or not 0 < seconds <= 600:
+        raise UsageError(f"miqm demo: --seconds {seconds:g} is not a number of seconds "
+                         "above 0 and at most 600 (try 'miqm demo -h')")
+    if math.isnan(rate) or rate < 0:
+        raise UsageError(f"miqm demo: --rate {rate:g} is not a rate of 0 or more units of "
+                         "work a second (0: as fast as it goes; try 'miqm demo -h')")
+    if messages < 0:
+        raise UsageError(f"miqm demo: --messages {messages} is negative (0: stop after "
+                         "--seconds; try 'miqm demo -h')")
+
+
+@contextlib.contextmanager
+def _without_client_settings() -> Iterator[None]:
+    """The demo's own clients connect in bindings mode on this machine: a user's remote
+    client settings (a credential or TLS files for a real queue manager, say) would only
+    make them fail. They are set aside while the demo runs and put back after."""
+    saved = {k: os.environ.pop(k) for k in CLIENT_ONLY_VARS if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Ctrl-C ignored while the demo cleans up after one (a second Ctrl-C would leave the
+    instances running and the temporary directory behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] = print,
              seconds: float = 3.0, rate: float = 200.0, live: bool | None = None) -> int:
-    """Run the demo; 0 if no message was lost and every duplicate is explained.
+    """Run the demo; 0 if no message was lost and every duplicate is explained, 130 when
+    interrupted (Ctrl-C: the instances are ended and the directories removed first).
 
     ``seconds`` of load before the kill and again after the takeover; ``rate`` units of
     work a second at most from the producer (0: as fast as it goes); ``messages``, if
     given, stops the producer after that many messages once it has run through the
-    failover."""
+    failover. Bad values raise :class:`~miqm.errors.UsageError`."""
+    check_options(seconds, rate, messages)
+    live = sys.stdout.isatty() if live is None else live
+    pair: LocalPair | None = None
+    rc = 1
+    try:
+        pair = LocalPair(keep=keep)
+        with _without_client_settings():
+            rc = _run(pair, echo, live, seconds, rate, messages)
+    except KeyboardInterrupt:
+        if live:
+            sys.stdout.write("\n")
+        where = "" if pair is None else (f"; keeping {pair.base}" if keep
+                                         else f" and removing {pair.base}")
+        echo(f"== interrupted: ending the instances{where}")
+        rc = 130
+    finally:
+        if pair is not None:
+            with _sigint_held():
+                pair.close()
+    if keep and pair is not None:
+        echo(f"== Kept {pair.base}: the data roots hosta/ and hostb/ (MIQM_DATA_ROOT), the "
+             f"shared data and log in shared/ (both instances ended); rm -rf it when done")
+    return rc
+
+
+def _run(pair: LocalPair, echo: Callable[[str], None], live: bool, seconds: float,
+         rate: float, messages: int) -> int:
+    """The demo on ``pair``, which the caller ends and removes."""
     from miqm.bench.clients import client_of
 
-    live = sys.stdout.isatty() if live is None else live
-    with LocalPair(keep=keep) as pair:
-        echo(f"== Shared data and log under {pair.shared}")
-        pair.create()
-        echo(f"== Created {pair.qmgr} on hosta; registered on hostb with addmqinf")
-        for host in (pair.a, pair.b):
-            echo(f"$ strmqm -x {pair.qmgr}    # on {host.name}")
-            echo(pair.start(host).rstrip())
-        echo(f"$ dspmq -x -o standby -m {pair.qmgr}")
-        echo(pair.run(pair.a, "dspmq", "-x", "-o", "standby", "-m", pair.qmgr).stdout.rstrip())
-        pair.mqsc(pair.a, f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(1000000)\n")
+    echo(f"== Shared data and log under {pair.shared}")
+    pair.create()
+    echo(f"== Created {pair.qmgr} on hosta; registered on hostb with addmqinf")
+    for host in (pair.a, pair.b):
+        echo(f"$ strmqm -x {pair.qmgr}    # on {host.name}")
+        echo(pair.start(host).rstrip())
+    echo(f"$ dspmq -x -o standby -m {pair.qmgr}")
+    echo(pair.run(pair.a, "dspmq", "-x", "-o", "standby", "-m", pair.qmgr).stdout.rstrip())
+    pair.mqsc(pair.a, f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(1000000)\n")
 
-        prod, cons = Side("producer"), Side("consumer")
-        stop_prod, stop_cons = threading.Event(), threading.Event()
-        with client_of(pair.b.root, pair.b.name):
-            threads = [threading.Thread(target=_producer, args=(pair.qmgr, prod, stop_prod,
-                                                                rate), daemon=True),
-                       threading.Thread(target=_consumer, args=(pair.qmgr, cons, stop_cons),
-                                        daemon=True)]
-            echo(f"== A producer (persistent put + commit, up to {rate:g}/s) and a consumer "
-                 f"(get + commit) on {QUEUE}, clients that reconnect by themselves")
-            t0 = time.monotonic()
-            show = Display(echo, live, t0)
-            for t in threads:
-                t.start()
+    prod, cons = Side("producer"), Side("consumer")
+    stop_prod, stop_cons, abort = threading.Event(), threading.Event(), threading.Event()
+    with client_of(pair.b.root, pair.b.name):
+        threads = [threading.Thread(target=_producer, args=(pair.qmgr, prod, stop_prod,
+                                                            rate, abort), daemon=True),
+                   threading.Thread(target=_consumer, args=(pair.qmgr, cons, stop_cons,
+                                                            abort), daemon=True)]
+        echo(f"== A producer (persistent put + commit, up to {rate:g}/s) and a consumer "
+             f"(get + commit) on {QUEUE}, clients that reconnect by themselves")
+        t0 = time.monotonic()
+        show = Display(echo, live, t0)
+        for t in threads:
+            t.start()
+        try:
             verdict = _drive(pair, prod, cons, stop_prod, stop_cons, threads, show, seconds,
                              messages)
+        finally:
+            # interrupted or given up: the threads stop at their next call, before the
+            # instances under them are ended
+            if not (stop_prod.is_set() and stop_cons.is_set()):
+                abort.set()
             for t in threads:
                 t.join(5)
-        if verdict is None:
-            return 1
-        victim = verdict[1]
-        own = _takeover_record(pair)
-        if own:
-            echo(f"== The new active's own record: master lock granted to serving in "
-                 f"{own['duration_s']:.2f}s (restart recovery {own['recovery_s']:.2f}s)")
-        echo(f"$ strmqm -x {pair.qmgr}    # restart hosta: it becomes the standby")
-        echo(pair.start(pair.a).rstrip())
-        echo(pair.run(pair.a, "dspmq", "-x", "-m", pair.qmgr).stdout.rstrip())
-        return _account(echo, prod, cons, victim)
+    if verdict is None:
+        return 1
+    victim = verdict[1]
+    own = _takeover_record(pair)
+    if own:
+        echo(f"== The new active's own record: master lock granted to serving in "
+             f"{own['duration_s']:.2f}s (restart recovery {own['recovery_s']:.2f}s)")
+    echo(f"$ strmqm -x {pair.qmgr}    # restart hosta: it becomes the standby")
+    echo(pair.start(pair.a).rstrip())
+    echo(pair.run(pair.a, "dspmq", "-x", "-m", pair.qmgr).stdout.rstrip())
+    return _account(echo, prod, cons, victim)
 
 
 def _drive(pair: LocalPair, prod: Side, cons: Side, stop_prod: threading.Event,
@@ -250,10 +348,9 @@ def _drive(pair: LocalPair, prod: Side, cons: Side, stop_prod: threading.Event,
         return False
 
     if not run_for(30.0, lambda: prod.done > 0 and cons.done > 0):
-        show.say(f"!! the application did not start: {prod.error or cons.error}")
-        stop_prod.set()
-        stop_cons.set()
-        return None
+        show.say("!! the application did not start: "
+                 f"{prod.error or cons.error or 'no commit within 30 s'}")
+        return None  # the caller stops the threads
     run_for(seconds)
     victim = pair.kill_active()
     killed_at = time.monotonic()
@@ -262,10 +359,9 @@ def _drive(pair: LocalPair, prod: Side, cons: Side, stop_prod: threading.Event,
              f"after {sent_at_kill} messages")
     back = run_for(60.0, lambda: prod.last_ok > killed_at and cons.last_ok > killed_at)
     if not back:
-        show.say("!! the application did not get going again within 60 s of the kill")
-        stop_prod.set()
-        stop_cons.set()
-        return None
+        show.say("!! the application did not get going again after the kill: "
+                 f"{prod.error or cons.error or 'no commit within 60 s'}")
+        return None  # the caller stops the threads
     show.say(f"== the application runs again on {prod.host}: producer "
              f"{prod.last_ok - killed_at:.2f}s, consumer {cons.last_ok - killed_at:.2f}s "
              "after the kill")

@@ -30,6 +30,15 @@ DEMO_TUNING = {
     "FilesystemLease": "90",
 }
 
+#: A client's settings for reaching a queue manager elsewhere: the pair's commands are
+#: local (bindings mode, the data directory's own credential), so a user's exported ones
+#: (e.g. from the README's client section) are not theirs.
+CLIENT_ONLY_VARS = ("MIQM_CONNECTION", "MIQM_CREDENTIAL", "MIQM_TLS_CA", "MIQM_TLS_CERT",
+                    "MIQM_TLS_KEY")
+#: This machine's instance settings a user may have exported for a real queue manager: an
+#: address the pair's loopback instances cannot bind, or one metrics port both would want.
+HOST_ONLY_VARS = ("MIQM_LISTENER_HOST", "MIQM_METRICS_PORT", "MIQM_FAULTS")
+
 
 class PairError(MiqmError):
     """A step of the two-instance driver failed (the command's own line is included)."""
@@ -51,8 +60,8 @@ class Host:
         env["MIQM_HOSTNAME"] = self.name
         # two instances on one machine: each listens on a free port, never both on 1414
         env["MIQM_LISTENER_PORT"] = "0"
-        env.pop("MIQM_CONNECTION", None)
-        env.pop("MIQM_FAULTS", None)
+        for name in CLIENT_ONLY_VARS + HOST_ONLY_VARS:
+            env.pop(name, None)
         env.update(self.extra)
         return env
 

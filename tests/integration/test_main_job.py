@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -35,6 +36,59 @@ def test_demo_fails_over_and_keeps_every_message() -> None:
     # counts went on while it ran: more than one plain progress line, rising
     counts = [int(c) for c in re.findall(r"sent +(\d+) \(", out)]
     assert len(counts) >= 3 and counts == sorted(counts) and counts[-1] == sent, out
+
+
+def _processes_under(path: str) -> list[int]:
+    """Processes whose environment names ``path`` (the demo's instances and commands)."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if path.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_demo_interrupted_with_ctrl_c_says_so_and_leaves_nothing(tmp_path) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) while the application runs: one
+    line, exit 130, no traceback (the client threads printed two as the instances were
+    ended under them), no instance left running and the temporary directory removed."""
+    import os
+    import signal
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen(["miqm", "demo", "--seconds", "60"], env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # wait for the application to be running
+            lines.append(line)
+            if re.search(r"sent +[1-9]\d* \(", line):
+                break
+        else:
+            raise AssertionError("".join(lines))
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    out = "".join(lines) + out
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err and "Exception in thread" not in out + err, out + err
+    assert re.search(r"== interrupted: ending the instances and removing \S+", out), out
+    assert os.listdir(tmp) == [], "the demo's directory was left behind"
+    assert _processes_under(str(tmp)) == [], "an instance was left running"
 
 
 def test_demo_refuses_bad_options_in_one_line() -> None:

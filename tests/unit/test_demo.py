@@ -48,3 +48,44 @@ def test_the_longest_gap_between_commits_is_the_failover_seen() -> None:
     for t in (0.0, 0.1, 0.2, 1.7, 1.8):
         prod.ok(int(t * 10), t, "h")
     assert abs(prod.gap - 1.5) < 1e-9 and prod.gap_end == 1.7
+
+
+def test_the_pairs_commands_do_not_take_a_users_remote_settings(monkeypatch) -> None:
+    """A user who exported a remote client's settings (README, "Applications on other
+    hosts") or this host's listener address and metrics port for a real queue manager, then
+    ran ``miqm demo``: the demo's loopback instances and local commands must not use them
+    (runmqsc failed with 2035 on the credential, strmqm on the address or the port)."""
+    from miqm.localpair import Host
+
+    for name, value in (("MIQM_CREDENTIAL", "admin:wrong"), ("MIQM_TLS_CA", "/nonexistent"),
+                        ("MIQM_TLS_CERT", "/c"), ("MIQM_TLS_KEY", "/k"),
+                        ("MIQM_CONNECTION", "hosta(1414)"),
+                        ("MIQM_LISTENER_HOST", "192.0.2.10"), ("MIQM_METRICS_PORT", "9464")):
+        monkeypatch.setenv(name, value)
+    env = Host("hosta", "/r").env()
+    assert env["MIQM_DATA_ROOT"] == "/r" and env["MIQM_HOSTNAME"] == "hosta"
+    assert env["MIQM_LISTENER_PORT"] == "0"
+    for name in ("MIQM_CREDENTIAL", "MIQM_TLS_CA", "MIQM_TLS_CERT", "MIQM_TLS_KEY",
+                 "MIQM_CONNECTION", "MIQM_LISTENER_HOST", "MIQM_METRICS_PORT"):
+        assert name not in env, name
+    # a caller's own settings for one host still apply (tests, miqm bench metrics)
+    assert Host("hosta", "/r", extra={"MIQM_METRICS_PORT": "1"}).env()[
+        "MIQM_METRICS_PORT"] == "1"
+
+
+def test_options_the_demo_cannot_run_with_are_refused() -> None:
+    """nan passes every comparison: it ran the demo with no load (--seconds nan) or no
+    rate at all (--rate nan) instead of being refused."""
+    import math
+
+    import pytest
+
+    from miqm.demo import run_demo
+    from miqm.errors import UsageError
+
+    for kw, word in (({"seconds": math.nan}, "--seconds"), ({"seconds": 0.0}, "--seconds"),
+                     ({"seconds": math.inf}, "--seconds"), ({"rate": math.nan}, "--rate"),
+                     ({"rate": -1.0}, "--rate"), ({"messages": -1}, "--messages")):
+        with pytest.raises(UsageError) as err:
+            run_demo(echo=lambda _line: None, **kw)
+        assert word in str(err.value) and err.value.exit_code == 2
