@@ -56,6 +56,13 @@ def _is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file:")
 
 
+def _literal(path: str) -> str:
+    """A local path as Spark must be given it to read that path and no other: Spark
+    (Hadoop) takes every path for a glob, so a directory named ``hist[1]`` was 'Path does
+    not exist' (the pattern matches ``hist1``)."""
+    return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
+
+
 def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
     """(directories, files) to read; local paths are checked here, with one clear line."""
     dirs: list[str] = []
@@ -69,9 +76,9 @@ def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
             continue
         local = p[len("file:"):] if p.startswith("file:") else p
         if os.path.isdir(local):
-            dirs.append(os.path.abspath(local))
+            dirs.append(_literal(os.path.abspath(local)))
         elif os.path.isfile(local):
-            files.append(os.path.abspath(local))
+            files.append(_literal(os.path.abspath(local)))
         else:
             raise AnalysisError(f"history {p} does not exist: name a file or directory of "
                                 "event histories (events/*.jsonl)")

@@ -81,3 +81,21 @@ def test_hostile_values_are_malformed_lines_and_the_outputs_stay_valid(
                                                 "2026-01-05T00:01:20.000000Z")
     assert _strict(json.dumps(summary)) == written  # what --json prints
     assert "<img" in (out / "report.html").read_text()
+
+
+def test_paths_with_glob_characters_are_read_as_named(spark: object, tmp_path: Path) -> None:
+    """Spark takes every path for a glob: a directory named ``hist[1]`` was 'Path does not
+    exist' (the pattern matches ``hist1``), a file ``h*1.jsonl`` could read others."""
+    from miqm.analysis.run import analyze
+
+    d = tmp_path / "hist[1]" / "QM1" / "events"
+    d.mkdir(parents=True)
+    (d / "hostb.jsonl").write_text("\n".join(GOOD) + "\n")
+    f = tmp_path / "copy{x}" / "h*1.jsonl"
+    f.parent.mkdir()
+    f.write_text("\n".join(GOOD) + "\n")  # the same events again: merged
+    (tmp_path / "copy{x}" / "h221.jsonl").write_text(BAD[0] + "\n")  # matched by h*1 only
+    summary = analyze([str(tmp_path / "hist[1]"), str(f)], str(tmp_path / "out"),
+                      spark=spark, report=False)
+    assert (summary["events"], summary["duplicates_removed"]) == (len(GOOD), len(GOOD))
+    assert summary["malformed_lines"] == 0 and summary["failovers"] == 1
