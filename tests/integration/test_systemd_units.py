@@ -171,6 +171,54 @@ def test_the_queue_manager_units_command_line_runs_as_the_unit_expects(
             n.close()
 
 
+def test_the_unit_restarts_a_killed_instance_as_standby_and_stop_ends_both(
+        pair: LocalPair, tmp_path: Path) -> None:
+    """What docs/runbook.md section 6 and the unit's comments promise, on the unit's own
+    command line: a killed instance (kill -9: Restart=on-failure restarts it) comes back as
+    the standby once the other has taken over; ``systemctl stop`` of the active (SIGTERM)
+    exits 0 and the standby then ends by itself with 0 (MQ's rule), so neither unit is
+    restarted."""
+    unit = _unit("miqm@.service")
+    prevent = {int(x) for x in unit["RestartPreventExitStatus"][0].split()}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    notes: list[Notify] = []
+
+    def start(h: str, host: object, wanted: str) -> None:
+        note = Notify()
+        notes.append(note)
+        env = _environment(unit, MIQM_DATA_ROOT=host.root,  # type: ignore[attr-defined]
+                           MIQM_HOSTNAME=host.name,  # type: ignore[attr-defined]
+                           NOTIFY_SOCKET=note.path)
+        with open(tmp_path / f"{h}.out", "ab") as out:
+            procs[h] = subprocess.Popen(_command(unit, pair.qmgr, env), env=env, stdout=out,
+                                        stderr=subprocess.STDOUT)
+        msg = note.wait_for("READY=1")
+        assert f"STATUS={wanted}" in msg.splitlines(), (msg, log(h))
+
+    def log(h: str) -> str:
+        return (tmp_path / f"{h}.out").read_text()
+
+    try:
+        start("a", pair.a, "Running")
+        start("b", pair.b, "Running as standby")
+        procs["a"].send_signal(signal.SIGKILL)  # a crash: systemd restarts it
+        assert procs["a"].wait(30) == -signal.SIGKILL
+        pair.wait_active(not_host=pair.a.name, timeout=60)
+        start("a", pair.a, "Running as standby")  # what the restart runs, as the docs say
+        assert pair.active()["host"] == pair.b.name  # type: ignore[index]
+        procs["b"].send_signal(signal.SIGTERM)  # systemctl stop on the active host
+        assert procs["b"].wait(60) == 0, log("b")
+        assert procs["a"].wait(60) == 0, log("a")  # the standby ended with it: not restarted
+        assert 0 not in prevent  # (0 is success: Restart=on-failure leaves it stopped)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for n in notes:
+            n.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
