@@ -29,6 +29,7 @@ after a newer one are refused (a stale writer).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import heapq
 import itertools
@@ -250,6 +251,9 @@ class RecoveryLog:
         self._buf: Any = None  # the append buffer (C or Python twin), once ready
         self._durable = 0
         self._buffer_limit = settings.effective_buffer_pages * PAGE
+        # linear: the last logical extent known formatted (named in the control file, or
+        # its file made ahead); appends stop short of the extent after it (_check_room)
+        self._ready_through = max((k for k, _n in ctl.active), default=0)
         self._page_limit = 0
         self._set_page_limit()
         self._wlock = threading.Lock()  # the queue of callers waiting for a force
@@ -635,6 +639,11 @@ class RecoveryLog:
                 self._failed = exc
                 raise LogWriteError(f"cannot write the log in {self.volume.describe()}: {exc}",
                                     amq="AMQ6708") from exc
+            if not self.circular:
+                self._ready_through = max(self._ready_through, k_end)
+                while self.volume.exists(extent_name(self._ready_through + 1)):
+                    self._ready_through += 1
+                self._set_page_limit()
             self._buf = self._buf_cls(end_page, self.generation, seed)
             self._durable = self._buf.append_lsn
             if slot >= 0:
@@ -698,10 +707,11 @@ class RecoveryLog:
 
     def _set_page_limit(self) -> None:
         """The last page a circular log may write before the restart point's extent is
-        reused (``max_extents`` from it): appends stop short of it, in C, without a room
-        check in Python. Moved when a checkpoint moves the restart point."""
+        reused (``max_extents`` from it), or a linear log before the first extent not yet
+        formatted: appends stop short of it, in C, without a room check in Python. Moved
+        when a checkpoint moves the restart point, or an extent is formatted."""
         if not self.circular:
-            self._page_limit = 1 << 62
+            self._page_limit = (self._ready_through + 1) * self.pages_per_extent - 1
             return
         k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
         self._page_limit = (k_first + self.max_extents) * self.pages_per_extent - 1
@@ -713,7 +723,12 @@ class RecoveryLog:
         used = buf.last_used
         if used + F.FRAG_HEADER + n <= F.DATA:
             return
-        if buf.first_page + buf.count - 1 + F.pages_past(used, n) > self._page_limit:
+        last = buf.first_page + buf.count - 1 + F.pages_past(used, n)
+        if not self.circular:
+            while last > self._page_limit:
+                self._format_ahead_now()
+            return
+        if last > self._page_limit:
             k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
             raise LogFullError(
                 f"the log is full: {self.max_extents} extents are in use back to the restart "
@@ -1012,6 +1027,31 @@ class RecoveryLog:
         if not self.circular:
             self._start_preformat(k + 1)
         return f
+
+    def _format_ahead_now(self) -> None:
+        """Linear: the next extent formatted before any record may reach it (under the
+        append lock, once per extent, usually finding the file made ahead). A filesystem
+        that has no room for it makes the log full (AMQ7463, MQRC 2102 to the caller)
+        with nothing written: the record is not appended, every earlier one stays
+        forceable, and appends go on once there is room. Formatting it only when a force
+        needs it would fail the force, and so stop the queue manager."""
+        k = self._ready_through + 1
+        name = extent_name(k)
+        ahead = self._preformat
+        if ahead is not None:
+            ahead.join()
+        try:
+            if not self.volume.exists(name):
+                self._guard_call()
+                _format_extent(self.volume, name, self.file_pages * PAGE)
+        except LockFsError as exc:
+            raise LogFullError(
+                f"the log is full: log file {name} cannot be formatted in "
+                f"{self.volume.describe()} ({exc}); free space on the log's filesystem "
+                "(AMQ6708): the queue manager goes on when there is room",
+                amq="AMQ7463") from exc
+        self._ready_through = k
+        self._set_page_limit()
 
     def _start_preformat(self, k: int) -> None:
         """Linear logs format the next extent ahead of need, off the commit path."""
@@ -1336,9 +1376,16 @@ class _PageReader:
 
 
 def _format_extent(volume: Volume, name: str, size: int) -> None:
-    """A zero-filled extent, created under a temporary name and renamed into place."""
+    """A zero-filled extent, created under a temporary name and renamed into place. If
+    that fails (a full filesystem) the part made is removed: left, it would hold the
+    space the control file's next replacement needs."""
     tmp = name + ".tmp"
-    with volume.open(tmp, create=True) as f:
-        f.truncate(0)
-        f.allocate_zeroed(size)
-    volume.rename(tmp, name)
+    try:
+        with volume.open(tmp, create=True) as f:
+            f.truncate(0)
+            f.allocate_zeroed(size)
+        volume.rename(tmp, name)
+    except BaseException:
+        with contextlib.suppress(LockFsError):
+            volume.unlink(tmp)
+        raise

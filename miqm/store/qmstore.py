@@ -96,6 +96,8 @@ MQRC_PUT_INHIBITED = 2051
 MQRC_Q_FULL = 2053
 MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_HANDLE_NOT_AVAILABLE = 2017
+#: seconds between AMQ7463 lines while the log stays full
+_LOG_FULL_REPEAT = 60.0
 MQRC_DATA_LENGTH_ERROR = 2010
 MQRC_Q_NOT_EMPTY = 2055
 MQRC_PERSISTENT_NOT_ALLOWED = 2048
@@ -272,6 +274,7 @@ class QueueManagerStore:
         self._closed = False
         self._failed: BaseException | None = None
         self._damaged: dict[str, str] = {}
+        self._log_full_said = float("-inf")  # when AMQ7463 was last written (_log_full)
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
         self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
@@ -905,6 +908,8 @@ class QueueManagerStore:
             # a failed append may have left the log unusable: fail-stop, never guess
             if not isinstance(exc, LogFullError):
                 self._failed = exc
+            else:
+                self._log_full(exc)
             raise
         if uow is not None and uow.first_lsn is None:
             uow.first_lsn = lsn
@@ -920,6 +925,15 @@ class QueueManagerStore:
             self._check_due = True
         self._last_lsn = lsn
         return lsn
+
+    def _log_full(self, exc: LogFullError) -> None:
+        """AMQ7463 in the error log when an append finds the log full (the caller gets
+        MQRC 2102), at most once a minute while it stays full: the administrator learns
+        why applications fail, and what the log says to do about it."""
+        now = self._clock()
+        if now - self._log_full_said >= _LOG_FULL_REPEAT:
+            self._log_full_said = now
+            self._errlog("AMQ7463", f"{amq.text('AMQ7463', qmgr=self.qmgr)} {exc}")
 
     def gather_here(self) -> bool:
         """Move the calling thread to the CPU where threads waiting for log forces gather
