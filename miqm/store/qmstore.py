@@ -933,7 +933,8 @@ class QueueManagerStore:
         now = self._clock()
         if now - self._log_full_said >= _LOG_FULL_REPEAT:
             self._log_full_said = now
-            self._errlog("AMQ7463", f"{amq.text('AMQ7463', qmgr=self.qmgr)} {exc}")
+            why = str(exc).removeprefix("AMQ7463: ").removeprefix("the log is full: ")
+            self._errlog("AMQ7463", f"{amq.text('AMQ7463', qmgr=self.qmgr)} {why}")
 
     def gather_here(self) -> bool:
         """Move the calling thread to the CPU where threads waiting for log forces gather
