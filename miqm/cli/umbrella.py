@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 
@@ -267,6 +268,29 @@ def bench_campaign(
              f"instances' error logs and event histories are kept in {kept}", 1)
 
 
+def summary_lines(summary: dict[str, Any], out: str, report: bool) -> list[str]:
+    """What ``miqm analyze run`` prints for ``summary`` (without ``--json``): the counts
+    and percentiles, then the files it wrote in ``out`` (no report.html with
+    ``--no-report``)."""
+    fs = summary["failover_seconds"]
+    vs = summary["lock_verify_seconds"]
+
+    def g(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4g}"
+
+    def n(count: int, word: str) -> str:
+        return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+    written = f"report: {out}/report.html  " if report else ""
+    return [f"{n(summary['events'], 'event')}: {n(summary['failovers'], 'failover')} "
+            f"(p50 {g(fs['p50'])}s, p95 {g(fs['p95'])}s, max {g(fs['max'])}s), "
+            f"{summary['spurious_failovers']:,} spurious, "
+            f"{n(summary['switchovers'], 'switchover')}; verify p50 {g(vs['p50'])}s "
+            f"p99 {g(vs['p99'])}s; {n(summary['malformed_lines'], 'malformed line')} "
+            "skipped",
+            f"{written}summary: {out}/summary.json  tables: {out}/tables/"]
+
+
 analyze_app = make_app("Analysis of event histories (Spark): failovers, latencies, a report.")
 app.add_typer(analyze_app, name="analyze")
 
@@ -315,18 +339,7 @@ def analyze_run(
     if as_json:
         print(json.dumps(summary))
     else:
-        fs = summary["failover_seconds"]
-        vs = summary["lock_verify_seconds"]
-
-        def g(v: float | None) -> str:
-            return "-" if v is None else f"{v:.4g}"
-
-        print(f"{summary['events']:,} events: {summary['failovers']} failovers "
-              f"(p50 {g(fs['p50'])}s, p95 {g(fs['p95'])}s, max {g(fs['max'])}s), "
-              f"{summary['spurious_failovers']} spurious, {summary['switchovers']} "
-              f"switchovers; verify p50 {g(vs['p50'])}s p99 {g(vs['p99'])}s; "
-              f"{summary['malformed_lines']} malformed lines skipped")
-        print(f"report: {out}/report.html  summary: {out}/summary.json  tables: {out}/tables/")
+        print("\n".join(summary_lines(summary, out, report=not no_report)))
 
 @bench_app.command("metrics")
 def bench_metrics(
