@@ -10,6 +10,11 @@
 #
 # Needs root, podman, debootstrap. Progress goes to stderr, the variables to stdout.
 set -eu
+# every image is made with podman: without it, say so now (not after minutes of debootstrap)
+command -v podman >/dev/null || {
+    echo "images: podman is missing: install it (apt-get install podman runc; docs/deployment.md)" >&2
+    exit 2
+}
 here="$(cd "$(dirname "$0")" && pwd)"
 base="${MIQM_LOCAL_BASE:-localhost/debian-py:bookworm}"
 prom="${MIQM_LOCAL_PROMETHEUS:-localhost/miqm-prometheus:debian}"

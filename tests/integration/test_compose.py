@@ -124,6 +124,11 @@ class Stack:
             raise AssertionError(f"podman {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout
 
+    def image_id(self, image: str) -> str:
+        """The image's id, or "" if there is none."""
+        return self.podman("image", "inspect", "--format", "{{.Id}}", image,
+                           check=False).strip()
+
     def name(self, service: str) -> str:
         return f"{self.project}_{service}_1"
 
@@ -215,6 +220,24 @@ def say(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[str], None]]:
         print()
 
 
+def test_images_sh_without_podman_says_so_at_once(tmp_path: Path) -> None:
+    """tests/compose/images.sh where podman is missing: one line and exit 2 before
+    anything is made (it ran debootstrap for minutes, then failed at 'podman import')."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # debootstrap left out too: against the old script the test fails at once, not after
+    # minutes of debootstrap as root
+    for tool in ("sh", "dirname", "sed", "head", "date", "mktemp", "tar", "rm", "cat"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    proc = subprocess.run(["sh", str(IMAGES_SH)], env={"PATH": str(bin_dir)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "podman is missing" in proc.stderr
+
+
 @pytest.mark.timeout(1500)  # a cold cache: debootstrap and both image builds come first
 def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str], None]) -> None:
     """The compose runs as documented: see the module's docstring for the phases."""
@@ -259,7 +282,12 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
         try:
             t = time.monotonic()
             say("podman-compose build")
+            built = ("localhost/miqm-qm:latest", "localhost/miqm-nfs:latest")
+            previous = {i: stack.image_id(i) for i in built}
             stack.compose("build")
+            for image, old in previous.items():  # the build just superseded it: ~0.4-1 GB a run
+                if old and stack.image_id(image) != old:
+                    stack.podman("rmi", old, check=False)
             times["build"] = time.monotonic() - t
             say(f"built in {times['build']:.0f}s; podman-compose up -d")
             t = time.monotonic()
