@@ -238,6 +238,23 @@ def test_images_sh_without_podman_says_so_at_once(tmp_path: Path) -> None:
     assert "podman is missing" in proc.stderr
 
 
+def test_the_app_refuses_a_bad_rate_in_one_line() -> None:
+    """deploy/app.py with MIQM_APP_RATE or MIQM_APP_REPORT not a positive number: one
+    line naming it and exit 2, before it connects (a traceback before, or a division by
+    zero in the producer for 0, repeated by ``restart: on-failure``)."""
+    import sys
+
+    for name, value in (("MIQM_APP_RATE", "abc"), ("MIQM_APP_RATE", "0"),
+                        ("MIQM_APP_RATE", "nan"), ("MIQM_APP_REPORT", "-2")):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MIQM_")}
+        env.update({name: value, "MIQM_CONNECTION": "127.0.0.1(1)"})
+        proc = subprocess.run([sys.executable, str(ROOT / "deploy" / "app.py")], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (name, value, proc.stdout + proc.stderr)
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+        assert f"{name}={value!r}" in proc.stderr and "Traceback" not in proc.stderr
+
+
 @pytest.mark.timeout(1500)  # a cold cache: debootstrap and both image builds come first
 def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str], None]) -> None:
     """The compose runs as documented: see the module's docstring for the phases."""
