@@ -1536,7 +1536,26 @@ class QueueManagerStore:
             rec = q.file.read(q.index.blocks[p][i], q.index.lens[p][i])
         except LockFsError as exc:
             raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
+        except StoreError as exc:
+            raise self._found_damaged(q, exc) from exc
         return _record_message(rec)
+
+    def _found_damaged(self, q: LocalQueue, exc: StoreError) -> StoreError:
+        """Under the lock: a record of ``q``'s file failed its check when read (a get or
+        browse after restart trusted the index, which does not read bodies). The queue is
+        damaged from now on, as a restart that found it would make it: AMQ7472 in the
+        error log with what to do, and MQRC 2101 to this and every later call, rather
+        than 2102 on every get of the same message with the rest stuck behind it."""
+        why = str(exc)
+        why = why.split(" (restore it with", 1)[0]
+        self._damaged[q.name] = why
+        self._errlog("AMQ7472", f"Object {q.name}, type queue damaged: {why}; "
+                     f"{self._damaged_remedy(q.name)}")
+        damaged = StoreError(f"queue '{q.name}' is damaged: {why}; "
+                             f"{self._damaged_remedy(q.name)} (MQRC 2101 "
+                             "MQRC_OBJECT_DAMAGED)", amq="AMQ7472")
+        damaged.mqrc = MQRC_OBJECT_DAMAGED  # type: ignore[attr-defined]  # the reply's
+        return damaged
 
     def _read_many(self, q: LocalQueue, picked: list[tuple[int, int, int]]) -> list[Message]:
         """:meth:`_read` of each (key, priority, index) in ``picked``; the ones only in
@@ -1556,6 +1575,8 @@ class QueueManagerStore:
                 records = q.file.read_many(places)
             except LockFsError as exc:
                 raise StoreError(f"cannot read queue file of '{q.name}': {exc}") from exc
+            except StoreError as exc:
+                raise self._found_damaged(q, exc) from exc
             for slot, rec in zip(at, records, strict=True):
                 out[slot] = _record_message(rec)
         return out  # type: ignore[return-value]

@@ -82,3 +82,51 @@ def test_a_missing_queue_file_is_reported_with_what_to_do(tmp_path: Path,
             assert "DELETE QLOCAL" in damaged[0] and "rcrmqobj" not in damaged[0]
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("linear", [True, False])
+def test_a_corrupt_message_found_by_a_get_makes_the_queue_damaged(tmp_path: Path,
+                                                                  linear: bool) -> None:
+    """A message body damaged in the queue file while the queue manager was down is not
+    read at restart (the index is trusted); the get that reads it made it MQRC 2102 on
+    every get, the queue's other messages stuck behind it, nothing in the error log and
+    'rcrmqobj' advised on a circular log too. Now the queue is damaged from that get on:
+    AMQ7472 once in the error log with the remedy for its log type, MQRC 2101, and on a
+    linear log rcrmqobj brings every message back."""
+    from tests.unit.test_store_units import (
+        LINEAR,
+        SETTINGS,
+        _file_records,
+        _harness_with_messages,
+        _reopen,
+        drain,
+    )
+
+    settings = LINEAR if linear else SETTINGS
+    h, lines = _harness_with_messages(tmp_path, 300, settings)
+    assert (tmp_path / "queues/Q/idx").exists()  # restart trusts it: no body is read
+    at, _stored = _file_records(tmp_path)[5]
+    path = tmp_path / "queues/Q/q"
+    raw = bytearray(path.read_bytes())
+    raw[at + 40] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    s = _reopen(h, lines, settings)
+    try:
+        assert not [t for t in lines if "AMQ7472" in t]
+        got = [s.get("Q").body for _ in range(5)]  # type: ignore[union-attr]
+        assert got[0].startswith(b"message 00")
+        for _ in range(2):
+            with pytest.raises(StoreError) as info:
+                s.get("Q")
+            assert getattr(info.value, "mqrc", None) == 2101, info.value
+        damaged = [t for t in lines if t.startswith("AMQ7472")]
+        assert len(damaged) == 1 and "corrupt" in damaged[0], lines
+        assert "Q" in s.damaged()
+        if linear:
+            assert "rcrmqobj -m QM -t qlocal Q" in damaged[0]
+            s.recreate_object("Q")
+            assert len(drain(s)) == 295
+        else:
+            assert "rcrmqobj" not in damaged[0] and "DELETE QLOCAL" in damaged[0]
+    finally:
+        s.close()
