@@ -627,8 +627,10 @@ class QueueManagerStore:
         qf, exists, error = opened or self._open_queue_file(name, qid, completed,
                                                             later=bool(idx_cp))
         if error is not None:
-            self._damaged[name] = str(error)
-            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {error}")
+            why = str(error).split(" (restore it with", 1)[0]
+            self._damaged[name] = why
+            self._errlog("AMQ7472", f"Object {name}, type queue damaged: {why}; "
+                         f"{self._damaged_remedy(name)}")
             return LocalQueue(name, qid, {}), 0
         if not exists or qf.qid != qid:
             qf.close()

@@ -130,3 +130,23 @@ def test_a_corrupt_message_found_by_a_get_makes_the_queue_damaged(tmp_path: Path
             assert "rcrmqobj" not in damaged[0] and "DELETE QLOCAL" in damaged[0]
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("linear", [True, False])
+def test_a_queue_file_with_no_valid_header_names_the_remedy_for_its_log(
+        tmp_path: Path, linear: bool) -> None:
+    """A queue file emptied while the queue manager was down: AMQ7472 advised rcrmqobj
+    whatever the log type, and rcrmqobj is refused on a circular log (AMQ7089)."""
+    from tests.unit.test_store_units import LINEAR, SETTINGS, _harness_with_messages, _reopen
+
+    settings = LINEAR if linear else SETTINGS
+    h, lines = _harness_with_messages(tmp_path, 3, settings)
+    (tmp_path / "queues/Q/q").write_bytes(b"")
+    s = _reopen(h, lines, settings)
+    try:
+        damaged = [t for t in lines if t.startswith("AMQ7472")]
+        assert len(damaged) == 1 and "no valid header" in damaged[0], lines
+        assert ("rcrmqobj" in damaged[0]) is linear
+        assert "DELETE QLOCAL" in damaged[0]
+    finally:
+        s.close()
