@@ -1080,9 +1080,14 @@ class QueueManagerStore:
                     self._errlog("AMQ6118", f"checkpoint failed: {exc}")
                 return
 
-    def _check_uow(self, uow: UnitOfWork) -> None:
+    def _check_uow(self, uow: UnitOfWork, ending: bool = False) -> None:
+        """Raise unless ``uow`` is active. A unit AMQ7469 backed out answers MQRC 2003 to
+        every call in it until the application ends it (``ending``: MQCMIT), as MQ's
+        does: its next put or get is no reason to call it ended (later calls answered
+        2017, 'handle not available')."""
         if uow.state == ROLLED_BACK:
-            uow.state = "ended"
+            if ending:
+                uow.state = "ended"
             raise MessagingError("the unit of work was backed out to release log space "
                                  "(AMQ7469, MQRC 2003)", mqrc=MQRC_BACKED_OUT)
         if uow.state == PREPARED:
@@ -1701,7 +1706,7 @@ class QueueManagerStore:
             if self._closed or self._failed is not None:
                 self._check_open()
             if uow.state != ACTIVE:
-                self._check_uow(uow)  # raises: backed out, prepared or ended
+                self._check_uow(uow, ending=True)  # raises: backed out, prepared or ended
             if uow.first_lsn is not None:  # logged
                 lsn = self._append(R.encode_end(R.COMMIT, uow.txid))
             self.state.apply_commit(uow)

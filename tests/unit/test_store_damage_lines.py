@@ -150,3 +150,34 @@ def test_a_queue_file_with_no_valid_header_names_the_remedy_for_its_log(
         assert "DELETE QLOCAL" in damaged[0]
     finally:
         s.close()
+
+
+def test_a_unit_backed_out_by_amq7469_answers_2003_until_it_is_ended(tmp_path: Path
+                                                                     ) -> None:
+    """After AMQ7469 backs a unit out, every call in it answers MQRC 2003 (MQ's
+    MQRC_BACKED_OUT) until the application commits or backs out; the second put
+    answered 2017 (handle not available), as if the unit had vanished."""
+    from miqm.errors import MessagingError
+    from miqm.store.settings import StoreTuning
+    from tests.unit.test_store_units import Harness
+
+    h = Harness(tmp_path, StoreTuning(uow_log_space_limit=0.1))
+    s = h.open()
+    try:
+        s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100000)
+        old = s.begin()
+        s.put("Q", b"old", uow=old)
+        for _ in range(int(s._capacity * 0.15 / 4000) + 2):
+            s.put("Q", b"z" * 4000)
+        reasons = []
+        for call in (lambda: s.put("Q", b"more", uow=old),
+                     lambda: s.put("Q", b"again", uow=old),
+                     lambda: s.get("Q", uow=old),
+                     lambda: s.commit(old)):
+            with pytest.raises(MessagingError) as e:
+                call()
+            reasons.append(e.value.mqrc)
+        assert reasons == [2003, 2003, 2003, 2003]
+        s.backout(old)  # ended: a backout after the failed commit is harmless
+    finally:
+        s.close()
