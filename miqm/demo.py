@@ -206,6 +206,11 @@ class Display:
         self.echo(text)
 
 
+def pace(rate: float) -> str:
+    """The producer's pace in words (``--rate 0`` is no limit, not "up to 0/s")."""
+    return f"up to {rate:g}/s" if rate > 0 else "as fast as it goes"
+
+
 def check_options(seconds: float, rate: float, messages: int) -> None:
     """Refuse options the demo cannot run with (UsageError, exit 2): ``nan`` passes every
     comparison, so it is named here rather than slipping through as no load at all."""
@@ -302,7 +307,7 @@ def _run(pair: LocalPair, echo: Callable[[str], None], live: bool, seconds: floa
                                                             rate, abort), daemon=True),
                    threading.Thread(target=_consumer, args=(pair.qmgr, cons, stop_cons,
                                                             abort), daemon=True)]
-        echo(f"== A producer (persistent put + commit, up to {rate:g}/s) and a consumer "
+        echo(f"== A producer (persistent put + commit, {pace(rate)}) and a consumer "
              f"(get + commit) on {QUEUE}, clients that reconnect by themselves")
         t0 = time.monotonic()
         show = Display(echo, live, t0)

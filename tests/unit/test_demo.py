@@ -89,3 +89,10 @@ def test_options_the_demo_cannot_run_with_are_refused() -> None:
         with pytest.raises(UsageError) as err:
             run_demo(echo=lambda _line: None, **kw)
         assert word in str(err.value) and err.value.exit_code == 2
+
+
+def test_rate_zero_is_told_as_no_limit() -> None:
+    """--rate 0 runs the producer as fast as it goes; the demo said 'up to 0/s'."""
+    from miqm.demo import pace
+
+    assert pace(0.0) == "as fast as it goes" and pace(200.0) == "up to 200/s"
