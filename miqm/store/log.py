@@ -390,6 +390,8 @@ class RecoveryLog:
                 break
             image = reader.page(g)
             if image is None:
+                if limit is not None:  # forced up to ``limit``: this page was written
+                    raise self._unreadable(g, start_lsn, limit)
                 stop_pos = F.page_lsn(g)
                 break
             info, _data, _src = image
@@ -453,6 +455,24 @@ class RecoveryLog:
         end = pending_lsn if pending is not None else complete_end
         self._find_stale(reader, g, stop_pos, end)
         self._end = end
+
+    def _unreadable(self, g: int, start_lsn: int, limit: int) -> StoreError:
+        """Page ``g`` of a log in use (every page before ``limit`` was forced) has no
+        valid image: its extent is missing (an inactive linear extent deleted or archived)
+        or the page is damaged. Reading on would end the records early, and a queue
+        rcrmqobj rebuilt from them would be silently short of its later messages."""
+        k = self.extent_of_page(g)
+        name = self._name_of(k)
+        where = self.volume.describe()
+        if self._file_for(k) is None:
+            return StoreError(f"the log cannot be read from LSN {start_lsn} to {limit}: log "
+                              f"file {name} is missing from {where}; restore it (and any "
+                              "other missing log file from the oldest AMQ7468 names) and "
+                              "run the command again", amq="AMQ7017")
+        return LogCorruptError(f"the log cannot be read from LSN {start_lsn} to {limit}: the "
+                               f"page at {self._where(g)} in {where} is damaged; restore "
+                               "that log file from a copy and run the command again",
+                               amq="AMQ6118")
 
     def _check_generation(self, g: int, foff: int, gen: int, max_gen: int, lsn: int) -> None:
         ctl = self._ctl

@@ -1,0 +1,62 @@
+"""Reading a linear log in use back to an old LSN (what rcrmqobj does) never ends early:
+an inactive extent that is missing, or a page in it that is damaged, is one error naming
+the log file and what to do (found by exploratory testing: with S0000003.LOG moved away,
+rcrmqobj recreated a queue of 60 messages with 50 and said it had succeeded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import StoreError
+from miqm.store.log import RecoveryLog
+from miqm.store.settings import PAGE, LogSettings
+
+pytestmark = pytest.mark.usefixtures("c_parts_or_python")
+
+LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=2, secondary_files=2)
+
+
+def _log_over_extents(tmp_path: Path) -> tuple[RecoveryLog, int, list[bytes]]:
+    """A linear log of ~5 extents whose restart point has moved to the last: the first
+    LSN and every record's payload."""
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, LINEAR)
+    log = RecoveryLog.open(vol, LINEAR, generation=1)
+    list(log.records(log.first_lsn()))
+    payloads = [f"{i:06d}".encode() * 150 for i in range(1200)]
+    lsns = [log.append(p) for p in payloads]
+    log.force(lsns[-1])
+    log.set_restart_lsn(lsns[-1])  # extents before it become inactive (kept for media)
+    return log, lsns[0], payloads
+
+
+def test_reading_back_over_inactive_extents_gets_every_record(tmp_path: Path) -> None:
+    log, first, payloads = _log_over_extents(tmp_path)
+    assert [r.payload for r in log.records(first)] == payloads
+    log.close()
+
+
+def test_a_missing_inactive_extent_is_amq7017_naming_it(tmp_path: Path) -> None:
+    log, first, _payloads = _log_over_extents(tmp_path)
+    (tmp_path / "log/S0000002.LOG").unlink()
+    with pytest.raises(StoreError) as info:
+        list(log.records(first))
+    assert info.value.amq == "AMQ7017"
+    assert "S0000002.LOG is missing" in str(info.value) and "restore" in str(info.value)
+    log.close()
+
+
+def test_a_damaged_page_in_an_inactive_extent_is_amq6118_naming_it(tmp_path: Path) -> None:
+    log, first, _payloads = _log_over_extents(tmp_path)
+    path = tmp_path / "log/S0000001.LOG"
+    raw = bytearray(path.read_bytes())
+    raw[10 * PAGE + 2000] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(StoreError) as info:
+        list(log.records(first))
+    assert info.value.amq == "AMQ6118"
+    assert "S0000001.LOG offset 40960" in str(info.value) and "restore" in str(info.value)
+    log.close()
