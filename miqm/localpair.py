@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,29 @@ HOST_ONLY_VARS = ("MIQM_LISTENER_HOST", "MIQM_METRICS_PORT", "MIQM_FAULTS")
 
 class PairError(MiqmError):
     """A step of the two-instance driver failed (the command's own line is included)."""
+
+
+def command_path(name: str) -> str:
+    """Where the console command ``name`` is: on PATH, else where this Python installs
+    scripts (``python -m`` of a venv not activated, or ``pip install --user`` whose
+    ``~/.local/bin`` is not on PATH); PairError saying so if it is nowhere."""
+    if os.sep in name:
+        return name
+    found = shutil.which(name)
+    if found:
+        return found
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            where = sysconfig.get_path("scripts", scheme) if scheme else \
+                sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        candidate = os.path.join(where, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise PairError(f"the miqm command {name} is not on PATH nor in "
+                    f"{sysconfig.get_path('scripts')}: install miqm (pip install miqm, or "
+                    "make install in its source) and put its scripts directory on PATH")
 
 
 @dataclass
@@ -88,10 +112,18 @@ class LocalPair:
     def run(self, host: Host, *argv: str, stdin: str | None = None, check: bool = True,
             timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run a console command as ``host``; raise PairError with its line if it fails."""
-        proc = subprocess.run(
-            list(argv), env=host.env(), input=stdin, capture_output=True, text=True,
-            timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL,
-        )
+        try:
+            proc = subprocess.run(
+                [command_path(argv[0]), *argv[1:]], env=host.env(), input=stdin,
+                capture_output=True, text=True, timeout=timeout,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise PairError(f"{' '.join(argv)} (on {host.name}) did not finish within "
+                            f"{timeout:g}s") from None
+        except OSError as exc:
+            raise PairError(f"{argv[0]} (on {host.name}) could not be run: {exc.strerror}") \
+                from None
         if check and proc.returncode != 0:
             line = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
             raise PairError(f"{' '.join(argv)} (on {host.name}) failed: {line}")
@@ -210,8 +242,11 @@ class LocalPair:
     def close(self) -> None:
         """End every instance (immediately) and kill leftovers; remove the temp tree."""
         for host in (self.a, self.b):
-            self.run(host, "endmqm", "-i", "-x", self.qmgr, check=False, timeout=20)
-            self.run(host, "endmqm", "-i", self.qmgr, check=False, timeout=20)
+            for argv in (("endmqm", "-i", "-x", self.qmgr), ("endmqm", "-i", self.qmgr)):
+                try:
+                    self.run(host, *argv, check=False, timeout=20)
+                except PairError:
+                    pass  # cleanup goes on: kill_all() below ends what endmqm could not
         self.kill_all()
         if self._own_base and not self.keep:
             shutil.rmtree(self.base, ignore_errors=True)

@@ -96,3 +96,32 @@ def test_rate_zero_is_told_as_no_limit() -> None:
     from miqm.demo import pace
 
     assert pace(0.0) == "as fast as it goes" and pace(200.0) == "up to 200/s"
+
+
+def test_the_pair_finds_the_commands_beside_this_python_when_path_lacks_them(
+        monkeypatch, tmp_path) -> None:
+    """``python -m`` of a venv not activated, or ``pip install --user`` without
+    ~/.local/bin on PATH: the demo failed with 'No such file or directory: endmqm' (its
+    cleanup's error, hiding crtmqm's), exit 71, and left its directory behind."""
+    import os
+    import sysconfig
+
+    import pytest
+
+    from miqm import localpair
+    from miqm.localpair import LocalPair, PairError, command_path
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+    found = command_path("crtmqm")
+    assert os.path.dirname(found) in (sysconfig.get_path("scripts"),
+                                      sysconfig.get_path("scripts", f"{os.name}_user"))
+    with pytest.raises(PairError, match="not on PATH"):
+        command_path("no-such-miqm-command")
+    # a command that cannot be run is one line, and the cleanup still removes everything
+    monkeypatch.setattr(localpair, "command_path", lambda name: str(tmp_path / name))
+    monkeypatch.setattr(localpair.tempfile, "tempdir", str(tmp_path))
+    pair = LocalPair(qmgr="QMNONE")
+    with pytest.raises(PairError, match=r"crtmqm .*could not be run"):
+        pair.run(pair.a, "crtmqm", "QMNONE")
+    pair.close()
+    assert not os.path.exists(pair.base)
