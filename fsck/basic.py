@@ -2,8 +2,9 @@
 
 The tests, in order (the first that cannot run stops the rest):
 
-* ``access`` - the directory exists and this user can create a file in it; a refusal is
-  explained (read-only filesystem, permissions, a uid/gid that no user here has);
+* ``access`` - this user can create a file in the directory and list it; a refusal is
+  explained (read-only filesystem, permissions, a uid/gid that no user here has); a
+  Directory that does not exist or is a file is a command that cannot run (exit 2);
 * ``create, write, sync, rename, remove`` - the calls the queue manager makes;
 * ``exclusive lock`` / ``shared locks`` / ``byte ranges`` - through two open files
   (two open file descriptions; two NFSv4 clients on the ``nfs4`` backend), locks conflict
@@ -32,6 +33,7 @@ from fsck.report import (
     CAUSE_READONLY,
     CAUSE_UIDGID,
     Failed,
+    FsckError,
     TestResult,
     run_test,
 )
@@ -47,28 +49,32 @@ def _name(kind: str) -> str:
     return f"{PREFIX}.{kind}.{os.getpid()}"
 
 
-def describe_access(directory: str, exc: LockFsError) -> tuple[str, str, str]:
-    """(reason, cause, advice) for a refused create in a local or mounted ``directory``."""
+def describe_access(directory: str, exc: LockFsError,
+                    verb: str = "create") -> tuple[str, str, str]:
+    """(reason, cause, advice) for a refused create (or list: ``verb``) in a local or
+    mounted ``directory``."""
     text = str(exc)
     if exc.errno == 30 or "ROFS" in text or "Read-only" in text:  # EROFS
-        return (f"cannot create files in {directory}: the filesystem is read-only",
+        return (f"cannot {verb} files in {directory}: the filesystem is read-only",
                 CAUSE_READONLY, "mount it read-write (rw) and export it rw on the server")
     uid, gid = os.geteuid(), os.getegid()
     me = _user(uid)
     if directory.startswith("nfs4://"):
-        return (f"cannot create files in {directory}: the server refused this user "
+        return (f"cannot {verb} files in {directory}: the server refused this user "
                 f"(uid {uid} {me}, gid {gid}): {text}", CAUSE_PERMISSIONS,
                 "give the queue manager's user (mqm) the same uid and gid on every host and "
                 "ownership of the directory on the server")
     try:
         st = os.stat(directory)
     except OSError:
-        return (f"cannot create files in {directory}: {text}", CAUSE_PERMISSIONS,
+        return (f"cannot {verb} files in {directory}: {text}", CAUSE_PERMISSIONS,
                 "check the directory's ownership and permissions")
     owner, group = _user(st.st_uid), _group(st.st_gid)
     mode = f"{st.st_mode & 0o7777:04o}"
     where = (f"{directory} is owned by uid {st.st_uid} {owner}, gid {st.st_gid} {group}, "
              f"mode {mode}; this process runs as uid {uid} {me}, gid {gid}")
+    if verb != "create":
+        where = f"cannot {verb} the files in the directory: {where}"
     if owner == "(no such user here)" or group == "(no such group here)":
         return (f"permission denied: {where}", CAUSE_UIDGID,
                 "the directory belongs to a uid or gid that no user or group on this host "
@@ -98,12 +104,12 @@ def check_access(vol: Volume, results: list[TestResult]) -> bool:
         name = _name("access")
         try:
             st = vol.stat("")
-        except VolumeNotFound:
-            raise Failed(f"the directory {vol.url} does not exist", CAUSE_PERMISSIONS,
-                         "create it (and mount the shared filesystem on it)") from None
+        except VolumeNotFound:  # a command that cannot run, as for a local path
+            raise FsckError(f"the directory {vol.url} does not exist: create it (and "
+                            "export it)") from None
         if not st.is_dir:
-            raise Failed(f"{vol.url} is not a directory", CAUSE_PERMISSIONS,
-                         "give the directory the queue manager will use")
+            raise FsckError(f"{vol.url} is a file, not a directory: give the directory "
+                            "the queue manager's data will be in")
         try:
             f = vol.open(name, create=True)
         except VolumePermissionError as exc:
@@ -111,6 +117,11 @@ def check_access(vol: Volume, results: list[TestResult]) -> bool:
         f.close()
         vol.unlink(name)
         res.step(f"created and removed {name} as uid {os.geteuid()} gid {os.getegid()}")
+        try:  # the queue manager lists its directories too (queues/, errors/, log extents)
+            vol.listdir("")
+        except VolumePermissionError as exc:
+            raise Failed(*describe_access(vol.url, exc, "list")) from None
+        res.step("listed the directory")
     return results[-1].ok
 
 

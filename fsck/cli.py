@@ -4,19 +4,25 @@ Directory``: validate a directory for multi-instance queue managers.
 Directory is a local path (a kernel mount) or an ``nfs4://server[:port]/export/path`` URL.
 Success prints ``The tests on the directory completed successfully.`` and exits 0; a failed
 test is named with its reason and likely cause (one line each) and the exit code is 1;
-a command that cannot run at all exits 2. See docs/fsck.md.
+a command that cannot run at all exits 2; Ctrl-C ends a run with one line and exit code
+130. See docs/fsck.md.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from fsck.report import FsckError, Report, TestResult
 from miqm.cli.common import make_app, run_typer
+
+#: seconds -w, -c, --lease and -x wait for the other process when --wait is not given
+DEFAULT_WAIT = 120.0
 
 app = make_app("Validate a (shared) directory for multi-instance queue managers.")
 
@@ -69,8 +75,9 @@ def main(
     qmgr: Annotated[str | None, typer.Option("-m", help="Queue manager whose qm.ini gives "
                                              "VerifyInterval and MonitorStall.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every test as JSON.")] = False,
-    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the other "
-                                        "process.")] = 120.0,
+    wait: Annotated[float | None, typer.Option(
+        "--wait", help="Seconds to wait for the other process (default 120; -a waits for "
+        "the lock until it is stopped).")] = None,
     hold: Annotated[float, typer.Option("--hold", help="-w: seconds the first process "
                                         "holds the lock after the second arrived.")] = 3.0,
     handoff_limit: Annotated[float | None, typer.Option(
@@ -88,23 +95,49 @@ def main(
         raise FsckError("-m names the queue manager whose timings --lease and -c check")
     if pages < 1 or pages > 1 << 26:
         raise FsckError(f"-p {pages}: give a number of 4 KiB pages from 1 to {1 << 26}")
-    for what, value in (("--wait", wait), ("--hold", hold)):
-        if value < 0:
+    for what, value in (("--wait", wait), ("--hold", hold), ("--handoff-limit", handoff_limit)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
             raise FsckError(f"{what} {value:g}: give a number of seconds, 0 or more")
     if count < 1:
         raise FsckError(f"--count {count}: give a positive number of records")
-    if not directory.startswith("nfs4://") and not os.path.isdir(directory):
-        raise FsckError(f"the directory {directory} does not exist or is not a directory")
+    if not directory.startswith("nfs4://"):
+        check_local_directory(directory)
     sys.exit(run(directory, modes[0] if modes else "", verbose=verbose, as_json=as_json,
                  format_file=format_file, pages=pages, delete=delete, qmgr=qmgr, wait=wait,
                  hold=hold, handoff_limit=handoff_limit, count=count))
 
 
-def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = False,
-        format_file: bool = False, pages: int = 262144, delete: bool = False,
-        qmgr: str | None = None, wait: float = 120.0, hold: float = 3.0,
-        handoff_limit: float | None = None, count: int = 200) -> int:
-    """Run the tests and print the report; the exit code."""
+def check_local_directory(directory: str) -> None:
+    """FsckError unless ``directory`` is an existing directory (saying what it is)."""
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        raise FsckError(f"the directory {directory} does not exist: create it (and mount "
+                        "the shared filesystem on it)") from None
+    except NotADirectoryError:
+        raise FsckError(f"{directory} is not a directory: a part of the path is a file"
+                        ) from None
+    except OSError as exc:
+        raise FsckError(f"cannot reach the directory {directory}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise FsckError(f"{directory} is a file, not a directory: give the directory the "
+                        "queue manager's data will be in")
+
+
+def run(directory: str, mode: str, **kw: Any) -> int:
+    """Run the tests and print the report; the exit code. Ctrl-C (SIGINT) ends the run
+    with one line and exit code 130 (``-a`` takes it as its signal to stop writing)."""
+    try:
+        return _run(directory, mode, **kw)
+    except KeyboardInterrupt:
+        raise FsckError(f"interrupted (Ctrl-C): the tests on {directory} did not complete",
+                        exit_code=130) from None
+
+
+def _run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = False,
+         format_file: bool = False, pages: int = 262144, delete: bool = False,
+         qmgr: str | None = None, wait: float | None = None, hold: float = 3.0,
+         handoff_limit: float | None = None, count: int = 200) -> int:
     from fsck import basic, mounts
     from lockfs import open_volume
     from lockfs.errors import BadLocation
@@ -115,6 +148,8 @@ def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fal
         raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
                         "nfs4://server[:port]/export/path") from None
     label = mode or ("-f" if format_file else "-x" if delete else "plain")
+    writer_wait = wait  # -a: None = until stopped
+    wait = DEFAULT_WAIT if wait is None else wait
     report = Report(directory, label)
     results: list[TestResult] = report.tests
     quiet = as_json
@@ -151,11 +186,11 @@ def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fal
         if format_file:
             from fsck.integrity import run_format
 
-            run_format(vol, results, pages)
+            run_format(vol, results, pages, quiet=quiet)
         if mode == "-a":
             from fsck.integrity import run_writer
 
-            run_writer(vol, results, wait=wait, quiet=quiet)
+            run_writer(vol, results, wait=writer_wait, quiet=quiet)
         elif mode == "-i":
             from fsck.integrity import run_analyse
 
@@ -163,7 +198,7 @@ def run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fal
         if delete:
             from fsck.integrity import delete_files
 
-            delete_files(vol, results)
+            delete_files(vol, results, wait=wait, quiet=quiet)
         return report.emit(verbose, as_json)
     finally:
         vol.close()

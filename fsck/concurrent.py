@@ -15,6 +15,7 @@ long on a live queue manager is a spurious failover in waiting.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 
 import crc32c
@@ -35,6 +36,7 @@ from lockfs.volume import LockMode, Volume
 REC = 256
 _HEAD = struct.Struct("<4s8sIII")  # magic, writer id, seq, prev crc, crc
 MAGIC = b"FSCC"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 
 def writer_id(token: str) -> bytes:
@@ -61,8 +63,10 @@ def parse_record(raw: bytes) -> tuple[bytes, int, int, int] | None:
     return wid, seq, prev, crc
 
 
-def verify(data: bytes, counts: dict[bytes, int]) -> list[str]:
-    """Everything wrong with a data file expected to hold ``counts`` records per writer."""
+def verify(data: bytes, counts: dict[bytes, int],
+           names: dict[bytes, str] | None = None) -> list[str]:
+    """Everything wrong with a data file expected to hold ``counts`` records per writer
+    (``names``: how to call each writer in a problem, its process token)."""
     problems: list[str] = []
     if len(data) % REC:
         problems.append(f"the file is {len(data)} bytes, not a whole number of records "
@@ -90,7 +94,8 @@ def verify(data: bytes, counts: dict[bytes, int]) -> list[str]:
             next_seq[wid] += 1
     for wid, n in counts.items():
         if next_seq.get(wid, 1) - 1 < n:
-            problems.append(f"process {wid.hex()} wrote {n} records but "
+            who = (names or {}).get(wid, wid.hex())
+            problems.append(f"process {who} wrote {n} records but "
                             f"{next_seq.get(wid, 1) - 1} are in the file (records lost)")
     return problems[:5]
 
@@ -122,31 +127,77 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
                      f"{stall_source})")
 
 
+def _meet(party: Party, wait: float, deadline: float) -> tuple[str, list[str]]:
+    """(session, partners): the run this process joins, and the others writing in it.
+
+    A party that has moved on to writing and names this one as a partner has chosen it:
+    that invitation is taken as it stands (two processes started at the same instant may
+    see each other's heartbeat move only once, after the faster one has met the slower
+    one). Otherwise the partners are the parties waiting ("ready") now. A run already
+    under way between other processes is left alone: joining it would put records its
+    writers do not expect into their file."""
+    clock = party.clock
+    busy: set[str] = set()
+    while True:
+        view = party.look()
+        invites = [(str(s.record.get("session")), tok, s) for tok, s in view.items()
+                   if party.token in s.record["partners"]
+                   and _safe(s.record.get("session"))]
+        if invites:
+            session, tok, s = min(invites)
+            return session, sorted({tok, *s.record["partners"]} - {party.token})
+        ready = sorted(tok for tok, s in view.items()
+                       if party.alive(s) and s.record.get("state") == "ready")
+        if ready:
+            return min([party.token, *ready]), ready
+        busy |= {tok for tok, s in view.items() if party.alive(s)
+                 and s.record.get("state") in ("running", "finished", "verified")}
+        if clock() > deadline:
+            other = (f" (a -c run of {', '.join(sorted(busy))} was under way here: run "
+                     "the test again once it has ended)" if busy else "")
+            raise Failed(f"no second process arrived within {wait:g} s{other}",
+                         CAUSE_PARTNER, "run the same command on another host at the same "
+                         "time")
+        party.publish()
+        party.sleep(PERIOD)
+
+
+def _confirm(party: Party, session: str, partners: list[str],
+             deadline: float) -> list[str]:
+    """The partners that joined ``session`` (before anything is written): a partner that
+    chose another run (three or more processes met at once) or went away is dropped."""
+    clock = party.clock
+    while True:
+        view = party.look()
+        joined = [tok for tok in partners if view[tok].record.get("session") == session]
+        gone = [tok for tok in partners if tok not in joined and (
+            _safe(view[tok].record.get("session")) or party.silent(view[tok], 5.0))]
+        if len(joined) + len(gone) == len(partners) or clock() > deadline:
+            return joined
+        party.publish()
+        party.sleep(PERIOD)
+
+
+def _safe(name: object) -> bool:
+    """A party token or session that can name a file."""
+    return isinstance(name, str) and bool(_NAME.fullmatch(name))
+
+
 def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
          quiet: bool) -> None:
     clock = party.clock
     party.publish("ready")
     progress("Waiting for a second copy of this program (amqmfsck -c) on another host...",
              quiet)
-    start = clock()
-    partners: list[str] = []
-    while not partners:
-        # a partner is alive and waiting, or has already chosen us: two processes started
-        # at the same instant can see each other's heartbeat move only once, after the
-        # faster one has met the slower one and moved on to writing
-        partners = [tok for tok, s in party.look().items()
-                    if (party.alive(s) and s.record.get("state") in ("ready", "running"))
-                    or party.token in s.record.get("partners", ())]
+    deadline = clock() + wait
+    while True:
+        session, partners = _meet(party, wait, deadline)
+        party.publish("running", session=session, partners=partners)
+        partners = _confirm(party, session, partners, deadline)
         if partners:
             break
-        if clock() - start > wait:
-            raise Failed(f"no second process arrived within {wait:g} s", CAUSE_PARTNER,
-                         "run the same command on another host at the same time")
-        party.publish()
-        party.sleep(PERIOD)
-    session = min([party.token, *partners])
+        party.publish("ready", session=None, partners=[])  # each went elsewhere: again
     data_name = f"amqmfsck.c.{session}.dat"
-    party.publish("running", session=session, partners=partners)
     res.step(f"met {', '.join(partners)}; writing {count} records to {data_name}")
     me = writer_id(party.token)
     lock_t: list[float] = []
@@ -213,25 +264,23 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
                               "write+fdatasync": percentiles(write_t),
                               "read": percentiles(read_t)}
     party.publish("finished", count=count)
-    # wait for the partner to finish, then check the whole file, both processes' records
+    # wait for the others of this run to finish, then check the whole file, every
+    # process's records; a partner that went into another run (three processes met at
+    # once) wrote nothing here and is not waited for
+    writers = _finish(party, session, partners, wait)
+    if not writers:
+        vol.unlink(data_name)
+        raise Failed(f"the other process ({', '.join(partners)}) joined another amqmfsck -c "
+                     "run (three or more were started at once): nothing was tested",
+                     CAUSE_PARTNER, "run the test again with one process on each host")
     counts = {me: count}
-    end = clock() + wait
-    while True:
-        done = {tok: s for tok, s in party.look().items() if tok in partners
-                and s.record.get("state") in ("finished", "verified")}
-        if len(done) == len(partners):
-            for tok, s in done.items():
-                counts[writer_id(tok)] = int(s.record.get("count", 0))
-            break
-        gone = [tok for tok in partners if not party.alive(party.seen[tok], 5.0)
-                and party.seen[tok].record.get("state") not in ("finished", "verified")]
-        if gone or clock() > end:
-            raise Failed(f"the other process ({', '.join(partners)}) stopped before it "
-                         "finished", CAUSE_PARTNER, "run it again on both hosts")
-        party.publish()
-        party.sleep(PERIOD)
+    names = {me: party.token}
+    for tok, n in writers.items():
+        counts[writer_id(tok)] = n
+        names[writer_id(tok)] = tok
+    partners = sorted(writers)
     data = vol.read_bytes(data_name)
-    problems = verify(data, counts)
+    problems = verify(data, counts, names)
     res.details["records"] = len(data) // REC
     party.publish("verified", ok=not problems)
     if problems:
@@ -251,3 +300,35 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
         party.sleep(PERIOD)
     if min([*partners, party.token]) == party.token:
         vol.unlink(data_name)
+
+
+def _finish(party: Party, session: str, partners: list[str],
+            wait: float) -> dict[str, int]:
+    """Wait for every other writer of ``session`` to finish; their record counts (empty
+    when every partner went into another run)."""
+    clock = party.clock
+    end = clock() + wait
+    while True:
+        view = party.look()
+        # this run's writers: those that say so, and those any of them named that have not
+        # gone into another run
+        inside = {tok for tok, s in view.items() if s.record.get("session") == session}
+        named = set(partners).union(*(view[tok].record["partners"] for tok in inside))
+        members = inside | {tok for tok in named - {party.token} if tok in view
+                            and view[tok].record.get("session") in (None, session)}
+        done = {tok: view[tok] for tok in members if view[tok].record.get("session") == session
+                and view[tok].record.get("state") in ("finished", "verified")}
+        if not members:
+            return {}  # the others went into another run: this one wrote alone
+        if len(done) == len(members):
+            return {tok: _count(s.record.get("count")) for tok, s in done.items()}
+        gone = sorted(tok for tok in members - set(done) if party.silent(view[tok], 5.0))
+        if gone or clock() > end:
+            raise Failed(f"the other process ({', '.join(gone or sorted(members))}) stopped "
+                         "before it finished", CAUSE_PARTNER, "run it again on both hosts")
+        party.publish()
+        party.sleep(PERIOD)
+
+
+def _count(value: object) -> int:
+    return value if type(value) is int and value >= 0 else 0

@@ -20,6 +20,7 @@ only where the last writer was stopped mid-write.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import signal
 import struct
@@ -29,17 +30,23 @@ from typing import Any
 
 import crc32c
 
-from fsck.meet import PERIOD, Party, progress
+from fsck.meet import PERIOD, Party, describe_party, live_parties, progress
 from fsck.report import (
+    CAUSE_BUSY,
     CAUSE_INTEGRITY,
-    CAUSE_IO,
     Failed,
     FsckError,
     TestResult,
     run_test,
 )
-from lockfs.errors import LockFsError, LockLostError, VolumeNotFound, VolumeStalled
-from lockfs.volume import LockMode, Volume
+from lockfs.errors import (
+    LockFsError,
+    LockLostError,
+    VolumeIOError,
+    VolumeNotFound,
+    VolumeStalled,
+)
+from lockfs.volume import LockMode, Volume, VolumeFile
 
 PAGE = 4096
 DATA_FILE = "amqmfsck.dat"
@@ -126,22 +133,63 @@ def check_header(head: bytes, where: str) -> int:
     return int(pages)
 
 
-def run_format(vol: Volume, results: list[TestResult], pages: int) -> None:
+def ensure_no_writer(vol: Volume, what: str) -> None:
+    """FsckError when an ``-a`` writer is still at work on the test file: ``what`` (format
+    it again, analyse it) would destroy its test or read pages still being written."""
+    live = live_parties(vol, ("a",), states=("waiting", "writing"))
+    if live:
+        raise FsckError(f"cannot {what}: {describe_party(live[0])}, is still running in "
+                        f"{vol.url}; stop every amqmfsck -a first (Ctrl-C or kill)")
+    try:
+        f = vol.open(DATA_FILE)
+    except VolumeNotFound:
+        return
+    with f:
+        if not f.try_lock(LockMode.EXCLUSIVE):
+            raise FsckError(f"cannot {what}: {DATA_FILE} in {vol.url} is locked by a "
+                            "writer: an amqmfsck -a still runs somewhere, or its host was "
+                            "cut off and the server has not yet released its lock (wait for "
+                            "the lease to end)")
+        f.unlock()
+
+
+def run_format(vol: Volume, results: list[TestResult], pages: int,
+               quiet: bool = True) -> None:
     """-f: write a fresh zero-filled test file of ``pages`` pages."""
+    ensure_no_writer(vol, f"format {DATA_FILE} again")
     with run_test(results, "format test file") as res:
         pages = round_pages(pages)
-        vol.unlink(DATA_FILE)
+        progress(f"Formatting {DATA_FILE}: {pages} pages of 4 KiB "
+                 f"({pages * PAGE / (1 << 20):.0f} MiB)...", quiet)
+        _unlink(vol, DATA_FILE)
         for name in vol.listdir(""):  # what earlier writers synced is of no concern now
             if name.startswith("amqmfsck.a.") and name.endswith(".state"):
-                vol.unlink(name)
-        with vol.open(DATA_FILE, create=True) as f:
-            f.allocate_zeroed(pages * PAGE)
-            magic = FILE_MAGIC
-            crc = crc32c.crc32c(_FILE_HEAD.pack(magic, pages, 0))
-            f.pwrite(_FILE_HEAD.pack(magic, pages, crc).ljust(PAGE, b"\0"), 0)
-            f.fdatasync()
+                _unlink(vol, name)
+        try:
+            with vol.open(DATA_FILE, create=True) as f:
+                f.allocate_zeroed(pages * PAGE)
+                magic = FILE_MAGIC
+                crc = crc32c.crc32c(_FILE_HEAD.pack(magic, pages, 0))
+                f.pwrite(_FILE_HEAD.pack(magic, pages, crc).ljust(PAGE, b"\0"), 0)
+                f.fdatasync()
+        except BaseException:
+            # half a test file (a full filesystem, Ctrl-C) is no test file: -a and -i
+            # would only call it damaged
+            try:
+                vol.unlink(DATA_FILE)
+            except LockFsError:
+                pass
+            raise
         res.details["pages"] = pages
         res.step(f"formatted {DATA_FILE}: {pages} pages of 4 KiB ({pages * PAGE} bytes)")
+
+
+def _unlink(vol: Volume, name: str) -> None:
+    """Remove ``name``; gone already is as good."""
+    try:
+        vol.unlink(name)
+    except VolumeNotFound:
+        pass
 
 
 def analyse(pages: int, layout: list[Page],
@@ -215,17 +263,25 @@ def acked_by_generation(vol: Volume) -> dict[int, int]:
             continue
         try:
             rec = json.loads(vol.read_bytes(name).decode("utf-8", "replace").strip())
-            gen, last = int(rec["gen"]), int(rec["acked"])
-        except (LockFsError, ValueError, KeyError, TypeError):
+            gen, last = rec["gen"], rec["acked"]
+        except (LockFsError, ValueError, KeyError, TypeError, RecursionError):
             continue
+        if type(gen) is not int or type(last) is not int or gen < 1 or last < 0:
+            continue  # not a writer's record: garbage, or another program's file
         out[gen] = max(out.get(gen, 0), last)
     return out
 
 
 def run_analyse(vol: Volume, results: list[TestResult]) -> None:
-    """-i: analyse the test file."""
+    """-i: analyse the test file (refused while an -a writer is at work on it)."""
+    ensure_no_writer(vol, f"analyse {DATA_FILE}")
     with run_test(results, "integrity analysis") as res:
         pages, layout = read_layout(vol)
+        if not any(p.state == "valid" for p in layout):
+            torn = sum(p.state == "torn" for p in layout)
+            raise FsckError(f"{DATA_FILE} in {vol.url} holds no page written by amqmfsck -a"
+                            + (f" ({torn} pages hold something else)" if torn else "")
+                            + ": run amqmfsck -a on two hosts first (after -f)")
         verdict = analyse(pages, layout, acked_by_generation(vol))
         res.details.update(verdict)
         res.step(verdict["summary"])
@@ -237,80 +293,91 @@ def run_analyse(vol: Volume, results: list[TestResult]) -> None:
                          "reconnecting clients)")
 
 
-def run_writer(vol: Volume, results: list[TestResult], *, wait: float,
+def run_writer(vol: Volume, results: list[TestResult], *, wait: float | None,
                quiet: bool) -> None:
-    """-a: take the test file's lock when it comes free and write as the logger does."""
+    """-a: take the test file's lock when it comes free and write as the logger does,
+    until SIGTERM or SIGINT (Ctrl-C) stops it, its lock is lost or a write fails.
+    ``wait``: seconds to wait for the lock (None: until stopped, as the test needs)."""
     stop = {"signal": 0}
 
-    def on_term(signum: int, _frame: object) -> None:
+    def on_stop(signum: int, _frame: object) -> None:
         stop["signal"] = signum
 
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        with run_test(results, "logger-style writes") as res:
-            _writer(vol, res, wait, quiet, stop)
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
-            stop: dict[str, int]) -> None:
-    party = Party(vol, "a")
-    try:
+    with run_test(results, "logger-style writes") as res:
         try:
             f = vol.open(DATA_FILE)
         except VolumeNotFound:
             raise FsckError(f"{vol.url} has no {DATA_FILE}: format one first with "
                             "amqmfsck -f [-p pages]") from None
-        with f:
-            pages = check_header(f.pread(PAGE, 0), vol.url)
-            party.publish("waiting")
-            progress("Waiting for the test file's lock...", quiet)
-            t0 = party.clock()
-            while not f.try_lock(LockMode.EXCLUSIVE):
-                if stop["signal"] or party.clock() - t0 > wait:
-                    res.notes.append("never granted the lock: the other writer kept it")
-                    return
-                party.publish()
-                party.sleep(PERIOD)
-            waited = party.clock() - t0
-            layout = []
-            for first in range(1, pages, 256):
-                n = min(256, pages - first)
-                raw = f.pread(n * PAGE, first * PAGE)
-                layout += [parse_page(first + k, raw[k * PAGE:(k + 1) * PAGE])
-                           for k in range(n)]
-            valid = [p for p in layout if p.state == "valid"]
-            gen = max((p.gen for p in valid), default=0) + 1
-            seq = max((p.seq for p in valid), default=0) + 1
-            start = seq
-            writer = hashlib.blake2b(party.token.encode(), digest_size=8).digest()
-            res.details.update(generation=gen, first_seq=seq, waited=round(waited, 3))
-            res.step(f"granted the lock after {waited:.2f} s: generation {gen} writes from "
-                     f"sequence {seq}")
-            party.publish("writing", gen=gen, seq=seq, acked=seq - 1)
-            progress(f"Writing as the logger does (generation {gen}). Stop this host in "
-                     "some dreadful way, then run amqmfsck -i.", quiet)
-            last = party.clock()
-            written = 0
-            try:
-                while not stop["signal"]:
-                    f.pwrite(make_page(gen, seq, index_of(seq, pages), writer, start),
-                             index_of(seq, pages) * PAGE)
-                    f.fdatasync()
-                    written += 1
-                    seq += 1
-                    if party.clock() - last >= PERIOD:
-                        party.publish(seq=seq, acked=seq - 1)
-                        last = party.clock()
-            except (LockLostError, VolumeStalled, LockFsError) as exc:
-                why = ("its lock was lost" if isinstance(exc, LockLostError) else
-                       "the filesystem stopped answering" if isinstance(exc, VolumeStalled)
-                       else "a write failed")
-                res.notes.append(f"stopped writing after {written} pages: {why} ({exc}); "
-                                 "now run amqmfsck -i")
-            res.details.update(written=written, last_seq=seq - 1)
-            res.step(f"wrote {written} pages (to sequence {seq - 1})")
+        old = {sig: signal.signal(sig, on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            with f:
+                _writer(vol, f, res, wait, quiet, stop)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+
+def _writer(vol: Volume, f: VolumeFile, res: TestResult, wait: float | None, quiet: bool,
+            stop: dict[str, int]) -> None:
+    pages = check_header(f.pread(PAGE, 0), vol.url)
+    party = Party(vol, "a")
+    try:
+        party.publish("waiting")
+        progress("Waiting for the test file's lock...", quiet)
+        t0 = party.clock()
+        while not f.try_lock(LockMode.EXCLUSIVE):
+            if stop["signal"]:
+                res.notes.append(f"stopped by {signal.Signals(stop['signal']).name} "
+                                 "before it was granted the lock: wrote nothing")
+                return
+            if wait is not None and party.clock() - t0 > wait:
+                res.notes.append(f"never granted the lock in {wait:g} s: the other "
+                                 "writer kept it")
+                return
+            party.publish()
+            party.sleep(PERIOD)
+        waited = party.clock() - t0
+        layout = []
+        for first in range(1, pages, 256):
+            n = min(256, pages - first)
+            raw = f.pread(n * PAGE, first * PAGE)
+            layout += [parse_page(first + k, raw[k * PAGE:(k + 1) * PAGE])
+                       for k in range(n)]
+        valid = [p for p in layout if p.state == "valid"]
+        gen = max((p.gen for p in valid), default=0) + 1
+        seq = max((p.seq for p in valid), default=0) + 1
+        start = seq
+        writer = hashlib.blake2b(party.token.encode(), digest_size=8).digest()
+        res.details.update(generation=gen, first_seq=seq, waited=round(waited, 3))
+        res.step(f"granted the lock after {waited:.2f} s: generation {gen} writes from "
+                 f"sequence {seq}")
+        party.publish("writing", gen=gen, seq=seq, acked=seq - 1)
+        progress(f"Writing as the logger does (generation {gen}). Stop this host in "
+                 "some dreadful way, then run amqmfsck -i.", quiet)
+        last = party.clock()
+        written = 0
+        try:
+            while not stop["signal"]:
+                f.pwrite(make_page(gen, seq, index_of(seq, pages), writer, start),
+                         index_of(seq, pages) * PAGE)
+                f.fdatasync()
+                written += 1
+                seq += 1
+                if party.clock() - last >= PERIOD:
+                    party.publish(seq=seq, acked=seq - 1)
+                    last = party.clock()
+        except (LockLostError, VolumeStalled, LockFsError) as exc:
+            why = ("its lock was lost" if isinstance(exc, LockLostError) else
+                   "the filesystem stopped answering" if isinstance(exc, VolumeStalled)
+                   else "a write failed")
+            res.notes.append(f"stopped writing after {written} pages: {why} ({exc}); "
+                             "now run amqmfsck -i")
+        if stop["signal"]:
+            res.notes.append(f"stopped by {signal.Signals(stop['signal']).name} after "
+                             f"{written} pages; now run amqmfsck -i")
+        res.details.update(written=written, last_seq=seq - 1)
+        res.step(f"wrote {written} pages (to sequence {seq - 1})")
     finally:
         try:
             party.publish("stopped")
@@ -322,15 +389,39 @@ def _writer(vol: Volume, res: TestResult, wait: float, quiet: bool,
             pass
 
 
-def delete_files(vol: Volume, results: list[TestResult]) -> None:
-    """-x: remove every amqmfsck test file in the directory."""
+def delete_files(vol: Volume, results: list[TestResult], *, wait: float = 120.0,
+                 quiet: bool = True) -> None:
+    """-x: remove every amqmfsck test file in the directory, once no other amqmfsck is
+    at work in it (waiting up to ``wait`` seconds for those that are to end)."""
     with run_test(results, "delete test files") as res:
-        names = [n for n in vol.listdir("") if n.startswith("amqmfsck.")]
+        end = time.monotonic() + wait
+        told = False
+        while True:
+            live = live_parties(vol)
+            if not live:
+                break
+            if time.monotonic() >= end:
+                raise Failed(f"{describe_party(live[0])}, is still running in {vol.url}: "
+                             "deleting its files would break its test", CAUSE_BUSY,
+                             "let it end (or stop it), then run amqmfsck -x again")
+            if not told:
+                progress(f"Waiting for {describe_party(live[0])} to end...", quiet)
+                told = True
+        names = sorted(n for n in vol.listdir("") if n.startswith("amqmfsck."))
+        deleted = []
         for n in names:
-            vol.unlink(n)
-        res.step(f"deleted {len(names)} files: {', '.join(names) or 'none'}")
+            try:
+                vol.unlink(n)
+                deleted.append(n)
+            except VolumeNotFound:
+                pass  # removed by its owner meanwhile
+            except VolumeIOError as exc:
+                if exc.errno != errno.EISDIR:
+                    raise
+                res.notes.append(f"{n} is a directory, not a test file: left alone")
+        res.step(f"deleted {len(deleted)} files: {', '.join(deleted) or 'none'}")
 
 
-__all__ = ["DATA_FILE", "Page", "analyse", "delete_files", "index_of", "make_page",
-           "parse_page", "round_pages", "run_analyse", "run_format", "run_writer"]
-_ = (CAUSE_IO, time)
+__all__ = ["DATA_FILE", "Page", "analyse", "delete_files", "ensure_no_writer", "index_of",
+           "make_page", "parse_page", "round_pages", "run_analyse", "run_format",
+           "run_writer"]

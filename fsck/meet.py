@@ -27,6 +27,7 @@ measures how long the lock stays held after the holder went silent, and checks i
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -45,7 +46,7 @@ from fsck.report import (
     TestResult,
     run_test,
 )
-from lockfs.errors import LockFsError, VolumeNotFound, VolumeStalled
+from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound, VolumeStalled
 from lockfs.volume import LockMode, Volume, VolumeFile
 
 PERIOD = 0.1  # heartbeat period, seconds
@@ -62,6 +63,27 @@ def progress(text: str, quiet: bool) -> None:
     if not quiet and sys.stderr.isatty():
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+def parse_record(raw: bytes) -> dict[str, Any] | None:
+    """A party's record from a state file's bytes, or None when they are not one.
+
+    A record is a JSON object with a string ``token``, a string ``state`` and an integer
+    heartbeat ``hb``; anything else (garbage, a torn write, a file left by another
+    program) is no party. ``partners`` is always a list of strings."""
+    try:
+        rec = json.loads(raw.decode("utf-8", "replace").strip() or "null")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict):
+        return None
+    hb, tok, st = rec.get("hb"), rec.get("token"), rec.get("state")
+    if type(hb) is not int or not isinstance(tok, str) or not isinstance(st, str) or not tok:
+        return None
+    partners = rec.get("partners", [])
+    rec["partners"] = ([p for p in partners if isinstance(p, str)]
+                       if isinstance(partners, list) else [])
+    return rec
 
 
 @dataclass
@@ -107,7 +129,8 @@ class Party:
         self.extra.update(extra)
         self.hb += 1
         body = json.dumps({"token": self.token, "host": socket.gethostname(),
-                           "pid": os.getpid(), "state": self.state, "hb": self.hb,
+                           "pid": os.getpid(), "test": self.test, "state": self.state,
+                           "hb": self.hb,
                            **self.extra}).encode()
         self.file.pwrite(body.ljust(RECORD, b" ")[:RECORD], 0)
         self.file.fdatasync()
@@ -122,9 +145,13 @@ class Party:
             else:  # a kernel mount revalidates on open (close-to-open consistency)
                 with self.vol.open(name) as f:
                     raw = f.pread(RECORD, 0)
-            return json.loads(raw.decode("utf-8", "replace").strip() or "null")
-        except (VolumeNotFound, ValueError):
+            return parse_record(raw)
+        except VolumeNotFound:
             return None
+        except VolumeIOError as exc:
+            if exc.errno != errno.EISDIR:
+                raise
+            return None  # a directory named like a record
 
     def look(self) -> dict[str, Seen]:
         """Read every other party's record; returns the view."""
@@ -134,17 +161,15 @@ class Party:
             if not (name.startswith(mine) and name.endswith(".state")) or name == self.name:
                 continue
             rec = self._read(name)
-            if not isinstance(rec, dict) or "hb" not in rec:
+            if rec is None:
                 continue
-            tok = str(rec.get("token"))
+            tok, st, hb = rec["token"], rec["state"], rec["hb"]
             s = self.seen.get(tok)
             if s is None:
-                self.seen[tok] = Seen(rec, int(rec["hb"]), now, None,
-                                      {str(rec.get("state")): now})
+                self.seen[tok] = Seen(rec, hb, now, None, {st: now})
                 continue
-            st = str(rec.get("state"))
-            if int(rec["hb"]) != s.hb:
-                s.hb, s.changed = int(rec["hb"]), now
+            if hb != s.hb:
+                s.hb, s.changed = hb, now
                 s.ticks.setdefault(st, []).append(now)
             s.state_since.setdefault(st, now)
             s.record = rec
@@ -153,6 +178,11 @@ class Party:
     def alive(self, s: Seen, within: float = 1.0 + 5 * PERIOD) -> bool:
         """True if the party's heartbeat advanced recently."""
         return s.changed is not None and self.clock() - s.changed <= within
+
+    def silent(self, s: Seen, within: float) -> bool:
+        """True if the party's heartbeat has not moved for ``within`` seconds (since it was
+        first seen, for one not yet seen to move)."""
+        return self.clock() - (s.changed if s.changed is not None else s.first_seen) > within
 
     def close(self, remove: bool = True) -> None:
         """Close the files and (unless ``remove`` is False) remove this party's record."""
@@ -166,6 +196,50 @@ class Party:
             self.vol.unlink(self.name)
         except LockFsError:
             pass
+
+
+def live_parties(vol: Volume, tests: tuple[str, ...] = ("w", "c", "a", "lease"), *,
+                 states: tuple[str, ...] | None = None, watch: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+    """The records of the other amqmfsck processes running ``tests`` in the directory now
+    (in one of ``states``, if given): those whose heartbeat is seen to move within
+    ``watch`` seconds (files left by killed runs stand still and are not counted)."""
+    names = [n for n in vol.listdir("") if n.endswith(".state")
+             and any(n.startswith(f"{PREFIX}.{t}.") for t in tests)]
+
+    def read(name: str) -> dict[str, Any] | None:
+        try:
+            return parse_record(vol.read_head(name, RECORD))
+        except VolumeNotFound:
+            return None
+        except VolumeIOError as exc:
+            if exc.errno != errno.EISDIR:
+                raise
+            return None
+
+    first = {n: r for n, r in ((n, read(n)) for n in names)
+             if r is not None and (states is None or r["state"] in states)}
+    live: dict[str, dict[str, Any]] = {}
+    end = clock() + watch
+    while True:
+        for n, rec in first.items():
+            if n in live:
+                continue
+            now = read(n)
+            if now is not None and now["hb"] != rec["hb"]:
+                live[n] = now
+        if not first or clock() >= end or len(live) == len(first):
+            return list(live.values())
+        sleep(PERIOD)
+
+
+def describe_party(rec: dict[str, Any]) -> str:
+    """``amqmfsck -w of host (pid 123), waiting``: one party for a person."""
+    flag = {"w": " -w", "c": " -c", "a": " -a", "lease": " --lease"}.get(
+        str(rec.get("test", "")), "")
+    return (f"amqmfsck{flag} of {rec.get('host', '?')} (pid {rec.get('pid', '?')}), "
+            f"{rec['state']}")
 
 
 @dataclass
@@ -238,6 +312,7 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
     progress("File lock acquired. Start a second copy of this program with the same "
              "parameters on another host.", opts.quiet)
     waiter_at: float | None = None
+    waiters: set[str] = set()
     last_tick = clock()
     longest_gap = 0.0
     stalls = 0
@@ -280,6 +355,8 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                              "use a filesystem whose byte-range locks reach the server "
                              "(NFSv4 with local_lock=none; a FUSE filesystem must forward "
                              "locks)")
+            if st == "waiting":
+                waiters.add(str(s.record.get("token")))
             if st == "waiting" and waiter_at is None:
                 waiter_at = clock()
                 res.step(f"the second process {s.record.get('token')} is waiting")
@@ -301,13 +378,15 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
     # the second reports what it measured; wait for its verdict
     deadline = clock() + opts.wait
     while clock() < deadline:
-        for s in party.look().values():
-            if s.record.get("state") == "done" and s.state_since.get("done", 0) >= waiter_at:
-                verdict = s.record.get("verdict") or {}
+        for tok, s in party.look().items():
+            if s.record.get("state") == "done" and tok in waiters:
+                verdict = s.record.get("verdict")
+                verdict = verdict if isinstance(verdict, dict) else {}
                 res.details["other"] = verdict
-                if not verdict.get("ok", True):
-                    raise Failed(verdict.get("reason", "the other process failed"),
-                                 verdict.get("cause", CAUSE_LOCKS), verdict.get("advice", ""))
+                if verdict.get("ok", True) is not True:
+                    raise Failed(str(verdict.get("reason", "the other process failed")),
+                                 str(verdict.get("cause", CAUSE_LOCKS)),
+                                 str(verdict.get("advice", "")))
                 res.step("the second process was granted the lock and reported success")
                 if "handoff" in verdict:
                     res.details["handoff"] = verdict["handoff"]

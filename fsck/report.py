@@ -41,12 +41,27 @@ CAUSE_SERVER = "server not answering"
 CAUSE_POSIX = "not POSIX locking"
 CAUSE_PARTNER = "no second process"
 CAUSE_IO = "I/O error"
+CAUSE_FULL = "filesystem full"
+CAUSE_BUSY = "another amqmfsck at work"
 
 
 class FsckError(MiqmError):
     """amqmfsck cannot run at all (bad directory, bad options, missing test file)."""
 
     exit_code = 2
+
+    def user_line(self) -> str:
+        """The line shown: named as the command, like a failed test's first line."""
+        text = super().user_line()
+        return text if text.startswith("amqmfsck") else f"amqmfsck: {text}"
+
+
+def is_full(exc: BaseException) -> bool:
+    """True for an error that says the filesystem (or the user's quota) is full."""
+    text = str(exc)
+    return getattr(exc, "errno", None) in (errno_mod.ENOSPC, errno_mod.EDQUOT) or any(
+        s in text for s in ("No space left", "NFS4ERR_NOSPC", "NFS4ERR_DQUOT",
+                            "quota exceeded"))
 
 
 @dataclass
@@ -98,6 +113,10 @@ def from_error(exc: BaseException, what: str) -> tuple[str, str, str]:
             text.startswith("mount ") or ": mount " in text)):
         return (f"{what}: the NFS server did not answer ({text})", CAUSE_SERVER,
                 "check that the server runs and is reachable from this host")
+    if is_full(exc):
+        return (f"{what}: the filesystem is full ({text})", CAUSE_FULL,
+                "free space on the filesystem, or raise the user's quota: a queue manager "
+                "needs room for its log extents and queue files")
     if isinstance(exc, LockLostError):
         return (f"{what}: a lock this process held was lost under it ({text})", CAUSE_LEASE,
                 "the lease ran out while the holder lived: check the server's lease and "

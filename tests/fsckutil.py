@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,10 +32,17 @@ def run(*args: str, prefix: list[str] | None = None,
                           timeout=timeout, env=env())
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """Start amqmfsck in the background."""
+def start(*args: str, interruptible: bool = False) -> subprocess.Popen[str]:
+    """Start amqmfsck in the background; ``interruptible``: with SIGINT's default action
+    restored, as at a terminal (a shell's background job, such as a test run from a
+    script, starts its children with SIGINT ignored)."""
     return subprocess.Popen(argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env())
+                            text=True, env=env(),
+                            preexec_fn=_default_sigint if interruptible else None)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str, str]:

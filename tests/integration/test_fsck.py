@@ -3,8 +3,10 @@ foreign-owned directories. The NFSv4 lab runs are in test_fsck_lab.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -115,11 +117,140 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], words: str) -> N
 def test_missing_directory_and_missing_test_file(tmp_path: Path) -> None:
     res = fu.run(str(tmp_path / "nope"))
     assert res.returncode == 2 and "does not exist" in res.stderr
+    assert res.stderr.startswith("amqmfsck: ")
+    # a file is not "missing": say what it is
+    (tmp_path / "afile").write_text("x")
+    res = fu.run(str(tmp_path / "afile"))
+    assert res.returncode == 2 and "is a file, not a directory" in res.stderr, res.stderr
     res = fu.run("-i", str(tmp_path))
     assert res.returncode == 2 and "amqmfsck -f" in res.stderr
+    # -a without a test file says so and leaves no writer's state file behind
+    res = fu.run("-a", str(tmp_path))
+    assert res.returncode == 2 and "amqmfsck -f" in res.stderr
+    assert not list(tmp_path.glob("amqmfsck.a.*"))
     res = fu.run("nfs4://", )
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["--wait", "nan", "-w"], ["--hold", "inf", "-w"],
+                                  ["--handoff-limit", "-1", "-w"]])
+def test_numbers_that_are_no_seconds_are_refused(tmp_path: Path, args: list[str]) -> None:
+    # --wait nan waited for ever: every comparison with nan is false
+    res = fu.run(*args, str(tmp_path), timeout=30)
+    assert res.returncode == 2 and "give a number of seconds" in res.stderr
+
+
+def test_analysis_of_a_file_no_writer_wrote_is_refused(tmp_path: Path) -> None:
+    """-i right after -f found nothing wrong and said 'completed successfully' though
+    nothing had been tested."""
+    assert fu.run("-f", "-p", "16", str(tmp_path)).returncode == 0
+    res = fu.run("-i", str(tmp_path))
+    assert res.returncode == 2 and "no page written by amqmfsck -a" in res.stderr
+    assert "completed successfully" not in res.stdout
+    # -x leaves a directory that only looks like a test file alone, and says so
+    (tmp_path / "amqmfsck.adir").mkdir()
+    res = fu.run("-x", "-v", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert "is a directory, not a test file" in res.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["amqmfsck.adir"]
+
+
+def test_a_running_writer_is_not_analysed_formatted_or_deleted(tmp_path: Path) -> None:
+    """-i while an -a writer was still writing reported 'hole' after 'hole' (pages of the
+    lap it was overwriting) as failed writes landed after an outage; -f and -x pulled the
+    file from under the writer and said the tests completed successfully."""
+    assert fu.run("-f", "-p", "4096", str(tmp_path)).returncode == 0
+    writer = fu.start("-a", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "a", "writing", proc=writer)
+        res = fu.run("-i", str(tmp_path))
+        assert res.returncode == 2 and "is still running" in res.stderr, res.stderr
+        assert "Stop every amqmfsck -a first".lower() in res.stderr.lower()
+        res = fu.run("-f", "-p", "16", str(tmp_path))
+        assert res.returncode == 2 and "is still running" in res.stderr, res.stderr
+        res = fu.run("-x", "--wait", "1", str(tmp_path))
+        assert res.returncode == 1, res.stderr
+        assert "Likely cause: another amqmfsck at work" in res.stderr
+        assert (tmp_path / "amqmfsck.dat").exists()
+        writer.terminate()
+        code, _, err = fu.finish(writer)
+    finally:
+        writer.kill()
+    assert code == 0, err
+    res = fu.run("-i", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    proc.send_signal(signal.SIGINT)
+    return fu.finish(proc, timeout=60)
+
+
+def test_ctrl_c_says_so_and_cleans_up(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) ended amqmfsck with exit code 130 and not a word."""
+    first = fu.start("-w", "--wait", "60", str(tmp_path), interruptible=True)
+    fu.wait_state(tmp_path, "w", "holding", proc=first)
+    code, out, err = _interrupt(first)
+    assert code == 130
+    assert err.strip() == (f"amqmfsck: interrupted (Ctrl-C): the tests on {tmp_path} did "
+                           "not complete"), err
+    assert not list(tmp_path.glob("amqmfsck.w.*.state"))
+    # -a: Ctrl-C is how an administrator stops the surviving writer: it stops writing,
+    # reports, and keeps what it synced for -i
+    assert fu.run("-f", "-p", "4096", str(tmp_path)).returncode == 0
+    writer = fu.start("-a", "--json", str(tmp_path), interruptible=True)
+    fu.wait_state(tmp_path, "a", "writing", proc=writer)
+    time.sleep(0.2)
+    code, out, err = _interrupt(writer)
+    assert code == 0, err
+    wrote = fu.test_of(fu.result(out), "logger-style writes")
+    assert wrote["details"]["written"] > 0
+    assert any("stopped by SIGINT" in n for n in wrote["notes"])
+    assert len(list(tmp_path.glob("amqmfsck.a.*.state"))) == 1
+    assert fu.run("-i", str(tmp_path)).returncode == 0
+
+
+def test_a_third_c_process_leaves_a_running_pair_alone(tmp_path: Path) -> None:
+    """A third -c process arriving while two were writing joined them: it wrote records
+    they did not expect, and the run failed with 'records lost' and 'locks not enforced
+    across hosts' on a filesystem that enforces them."""
+    a = fu.start("-c", "--count", "4000", "--json", str(tmp_path))
+    b = fu.start("-c", "--count", "4000", "--json", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "c", "running", proc=a)
+        fu.wait_state(tmp_path, "c", "running", proc=b)
+        res = fu.run("-c", "--count", "20", "--wait", "1.5", str(tmp_path))
+        code_a, out_a, err_a = fu.finish(a)
+        code_b, _, err_b = fu.finish(b)
+    finally:
+        a.kill()
+        b.kill()
+    assert (code_a, code_b) == (0, 0), (err_a, err_b)
+    assert fu.test_of(fu.result(out_a), "concurrent writes")["details"]["records"] == 8000
+    assert res.returncode == 1
+    assert "no second process arrived" in res.stderr and "under way here" in res.stderr
+    assert not list(tmp_path.glob("amqmfsck.c.*"))
+
+
+def test_w_takes_the_verdict_only_from_the_process_that_waited(tmp_path: Path) -> None:
+    """The holder of -w took any 'done' record that appeared after the waiter arrived as
+    the waiter's verdict: a file left by another run (or garbage) decided the test."""
+    first = fu.start("-w", "--hold", "1.5", "--wait", "60", str(tmp_path))
+    fu.wait_state(tmp_path, "w", "holding", proc=first)
+    second = fu.start("-w", "--wait", "60", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "w", "waiting", proc=second)
+        time.sleep(0.3)
+        (tmp_path / "amqmfsck.w.intruder.state").write_text(json.dumps(
+            {"token": "intruder", "hb": 1, "state": "done",
+             "verdict": {"ok": False, "reason": "FAKE verdict", "cause": "x"}}))
+        code2, _, err2 = fu.finish(second)
+        code1, _, err1 = fu.finish(first)
+    finally:
+        first.kill()
+        second.kill()
+    assert (code1, code2) == (0, 0), (err1, err2)
 
 
 # ------------------------------------------------------------------ root: real failures
@@ -160,6 +291,47 @@ def ro_mount(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.root
+def test_directory_that_cannot_be_listed_fails_access(tmp_path: Path) -> None:
+    """Files could be created in a directory mode 0333 (write, no read), so 'access'
+    passed and the next test failed on a 'list ... Permission denied' named as a fault of
+    create/write/sync/rename/remove: the queue manager lists its directories too."""
+    d = tmp_path / "shared"
+    d.mkdir(mode=0o333)
+    d.chmod(0o333)
+    os.chown(d, 65534, 65534)
+    res = fu.run(str(d), prefix=_without_root_powers())
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("amqmfsck: test 'access' failed"), lines
+    assert "cannot list the files" in lines[1] and "mode 0333" in lines[1]
+    assert lines[2].startswith("Likely cause: permissions")
+
+
+@pytest.fixture
+def full_fs(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "full"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=False)
+
+
+@pytest.mark.root
+def test_full_filesystem_is_named_and_no_half_test_file_is_left(full_fs: Path) -> None:
+    """A full filesystem was 'Likely cause: I/O error (check the mount and the server's
+    logs)', and -f left half a test file that -a and -i then called damaged."""
+    res = fu.run("-f", str(full_fs))
+    assert res.returncode == 1
+    assert "Likely cause: filesystem full" in res.stderr, res.stderr
+    assert not list(full_fs.iterdir())
+    (full_fs / "fill").write_bytes(b"\0" * 60 * 1024)
+    res = fu.run(str(full_fs))
+    assert res.returncode == 1 and "Likely cause: filesystem full" in res.stderr
 
 
 @pytest.mark.root

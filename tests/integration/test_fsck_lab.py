@@ -41,6 +41,14 @@ def test_plain_w_and_c_pass_between_the_two_hosts(nfs_lab: lab.NfsLab) -> None:
     code, out, err = _finish(_in(nfs_lab, "a", url))
     plain = time.monotonic() - t0
     assert code == 0 and out.strip() == SUCCESS, err
+    # a missing directory, or a file, is a command that cannot run (exit 2), as for a
+    # local path: it was a failed 'access' test blaming 'permissions'
+    (d / "afile").write_text("x")
+    for sub, words in (("fsck-pass/nope", "does not exist"),
+                       ("fsck-pass/afile", "is a file, not a directory")):
+        code, _, err = _finish(_in(nfs_lab, "a", nfs_lab.url(sub)))
+        assert code == 2 and words in err and "permissions" not in err, err
+    (d / "afile").unlink()
     t0 = time.monotonic()
     first = _in(nfs_lab, "a", "-w", "--hold", "1", "--json", "--wait", "60", url)
     fu.wait_state(d, "w", "holding", proc=first)

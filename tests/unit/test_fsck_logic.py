@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fsck import concurrent, integrity, mounts
 from fsck.report import CAUSE_MOUNT, percentiles
 from fsck.report import TestResult as Result
@@ -119,3 +121,86 @@ def test_percentiles() -> None:
     p = percentiles([0.001 * i for i in range(1, 101)])
     assert p["count"] == 100 and p["max"] == 0.1 and 0.049 <= p["p50"] <= 0.051
     assert percentiles([])["count"] == 0
+
+
+# ------------------------------------------------------------ hostile files, odd inputs
+GARBAGE_RECORDS = [
+    b"\x00\xff" * 300,  # binary junk
+    b'{"hb": 1e400, "token": "t", "state": "ready"}',  # int(inf): OverflowError
+    b'{"hb": null, "token": "t", "state": "ready"}',  # int(None): TypeError
+    b'{"hb": "abc", "token": "t", "state": "ready"}',  # int("abc"): ValueError
+    b'{"hb": true, "token": "t", "state": "ready"}',  # a bool is no heartbeat
+    b'{"hb": 3, "token": 5, "state": "ready"}',  # a token that is no string
+    b"[1, 2]",
+    b"[" * 5000,  # nesting deep enough for json's recursion limit
+]
+
+
+def test_garbage_state_files_are_no_parties(tmp_path: Path) -> None:
+    """A state file that is not a party's record (garbage, a torn write, another
+    program's file, a directory) is ignored, not an internal error (it was
+    OverflowError/TypeError: 'AMQ6184: An internal miqm error' from -w and -c)."""
+    from fsck import meet
+    from lockfs import open_volume
+
+    for i, raw in enumerate(GARBAGE_RECORDS):
+        assert meet.parse_record(raw) is None, raw[:40]
+        (tmp_path / f"amqmfsck.w.junk{i}.state").write_bytes(raw)
+    (tmp_path / "amqmfsck.w.adir.state").mkdir()
+    good = meet.parse_record(b'{"hb": 2, "token": "h.1.ab", "state": "ready", '
+                             b'"partners": 7}')
+    assert good is not None and good["partners"] == []  # never a non-list
+    vol = open_volume(str(tmp_path))
+    party = meet.Party(vol, "w")
+    try:
+        assert party.look() == {}
+        assert meet.live_parties(vol, watch=0.3) == []
+    finally:
+        party.close()
+        vol.close()
+
+
+def test_garbage_writer_records_are_ignored_by_the_analysis(tmp_path: Path) -> None:
+    """-i reads what each -a writer had synced from its state file: garbage there (a
+    float too big for an int was an OverflowError) counts for nothing."""
+    from lockfs import open_volume
+
+    for i, raw in enumerate([b'{"gen": 1e400, "acked": 3}', b'{"gen": 1, "acked": "x"}',
+                             b'{"gen": -1, "acked": 5}', b"junk", b'{"gen": 2}']):
+        (tmp_path / f"amqmfsck.a.junk{i}.state").write_bytes(raw)
+    (tmp_path / "amqmfsck.a.good.state").write_bytes(b'{"gen": 2, "acked": 40}')
+    vol = open_volume(str(tmp_path))
+    try:
+        assert integrity.acked_by_generation(vol) == {2: 40}
+    finally:
+        vol.close()
+
+
+def test_a_writer_waits_for_the_lock_until_stopped_by_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-a's second writer waits for the lock until the first is done something dreadful
+    to, which may take the administrator minutes: without --wait it must not give up
+    after -w's 120 s (it did, and then reported success having written nothing)."""
+    from fsck import cli
+
+    seen: dict[str, object] = {}
+
+    def fake_writer(vol: object, results: object, *, wait: object, quiet: bool) -> None:
+        seen["wait"] = wait
+
+    monkeypatch.setattr(integrity, "run_writer", fake_writer)
+    assert cli.run(str(tmp_path), "-a", as_json=True) == 0
+    assert seen["wait"] is None
+    assert cli.run(str(tmp_path), "-a", as_json=True, wait=7.0) == 0
+    assert seen["wait"] == 7.0
+
+
+def test_full_filesystem_is_named_as_such() -> None:
+    from fsck.report import CAUSE_FULL, from_error
+    from lockfs.errors import VolumeIOError
+
+    exc = VolumeIOError("write /x/amqmfsck.dat: No space left on device", errno=28)
+    reason, cause, advice = from_error(exc, "format test file")
+    assert cause == CAUSE_FULL and "full" in reason and "free space" in advice
+    nfs = VolumeIOError("pwrite call failed with NFS4ERR_NOSPC", errno=None)
+    assert from_error(nfs, "w")[1] == CAUSE_FULL
