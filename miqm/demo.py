@@ -237,24 +237,58 @@ def _without_client_settings() -> Iterator[None]:
         os.environ.update(saved)
 
 
+#: Signals that end the demo the way Ctrl-C does: ``timeout``, ``kill`` and a closed
+#: terminal. Their default action killed the demo at once, leaving both instances running
+#: (they are in sessions of their own) and the temporary directory behind.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like KeyboardInterrupt, to the cleanup."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Ctrl-C ignored while the demo cleans up after one (a second Ctrl-C would leave the
-    instances running and the temporary directory behind)."""
+def _stop_signals() -> Iterator[None]:
+    """While the demo runs, SIGTERM and SIGHUP raise :class:`_Stopped` in it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def stopped(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
+    old = {s: signal.signal(s, stopped) for s in _STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP ignored while the demo cleans up after one (a second one
+    would leave the instances running and the temporary directory behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, *_STOP_SIGNALS)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] = print,
              seconds: float = 3.0, rate: float = 200.0, live: bool | None = None) -> int:
-    """Run the demo; 0 if no message was lost and every duplicate is explained, 130 when
-    interrupted (Ctrl-C: the instances are ended and the directories removed first).
+    """Run the demo; 0 if no message was lost and every duplicate is explained, 128 + the
+    signal's number when interrupted (Ctrl-C, SIGTERM, SIGHUP: the instances are ended and
+    the directories removed first).
 
     ``seconds`` of load before the kill and again after the takeover; ``rate`` units of
     work a second at most from the producer (0: as fast as it goes); ``messages``, if
@@ -265,19 +299,27 @@ def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] 
     pair: LocalPair | None = None
     rc = 1
     try:
-        pair = LocalPair(keep=keep)
-        with _without_client_settings():
-            rc = _run(pair, echo, live, seconds, rate, messages)
-    except KeyboardInterrupt:
-        if live:
-            sys.stdout.write("\n")
+        with _stop_signals():
+            pair = LocalPair(keep=keep)
+            with _without_client_settings():
+                rc = _run(pair, echo, live, seconds, rate, messages)
+    except (KeyboardInterrupt, _Stopped) as exc:
+        signum = exc.signum if isinstance(exc, _Stopped) else signal.SIGINT
+        why = ("interrupted" if signum == signal.SIGINT
+               else f"stopped by {signal.Signals(signum).name}")
         where = "" if pair is None else (f"; keeping {pair.base}" if keep
                                          else f" and removing {pair.base}")
-        echo(f"== interrupted: ending the instances{where}")
-        rc = 130
+        with _signals_held():
+            try:
+                if live:
+                    sys.stdout.write("\n")
+                echo(f"== {why}: ending the instances{where}")
+            except OSError:
+                pass  # the terminal is gone (SIGHUP): clean up all the same
+        rc = 128 + signum
     finally:
         if pair is not None:
-            with _sigint_held():
+            with _signals_held():
                 pair.close()
     if keep and pair is not None:
         echo(f"== Kept {pair.base}: the data roots hosta/ and hostb/ (MIQM_DATA_ROOT), the "

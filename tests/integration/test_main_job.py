@@ -53,10 +53,12 @@ def _processes_under(path: str) -> list[int]:
     return found
 
 
-def test_demo_interrupted_with_ctrl_c_says_so_and_leaves_nothing(tmp_path) -> None:
-    """Ctrl-C (SIGINT to the terminal's process group) while the application runs: one
-    line, exit 130, no traceback (the client threads printed two as the instances were
-    ended under them), no instance left running and the temporary directory removed."""
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_demo_interrupted_says_so_and_leaves_nothing(tmp_path, how: str) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) or SIGTERM to the demo (timeout,
+    kill) while the application runs: one line, exit 128 + the signal, no traceback (the
+    client threads printed two as the instances were ended under Ctrl-C; SIGTERM killed the
+    demo and left both instances running and its directory), nothing left behind."""
     import os
     import signal
     import time
@@ -77,18 +79,26 @@ def test_demo_interrupted_with_ctrl_c_says_so_and_leaves_nothing(tmp_path) -> No
         else:
             raise AssertionError("".join(lines))
         time.sleep(1)
-        os.killpg(proc.pid, signal.SIGINT)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+        left = _processes_under(str(tmp))
+        for pid in left:  # the test failing must not leave instances running either
+            os.kill(pid, signal.SIGKILL)
     out = "".join(lines) + out
-    assert proc.returncode == 130, out + err
+    signum, why = ((signal.SIGINT, "interrupted") if how == "ctrl-c"
+                   else (signal.SIGTERM, "stopped by SIGTERM"))
+    assert proc.returncode == 128 + signum, out + err
     assert "Traceback" not in out + err and "Exception in thread" not in out + err, out + err
-    assert re.search(r"== interrupted: ending the instances and removing \S+", out), out
+    assert re.search(rf"== {why}: ending the instances and removing \S+", out), out
+    assert left == [], "an instance was left running"
     assert os.listdir(tmp) == [], "the demo's directory was left behind"
-    assert _processes_under(str(tmp)) == [], "an instance was left running"
 
 
 def test_demo_refuses_bad_options_in_one_line() -> None:
