@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import heapq
 import itertools
 import json
@@ -201,8 +202,13 @@ class RecoveryLog:
                              "restore the log directory or recreate the queue manager",
                              amq="AMQ7017") from exc
         except LockFsError as exc:
-            raise StoreError(f"log not available: cannot read {volume.describe()}/{CONTROL}: "
-                             f"{exc}", amq="AMQ7017") from exc
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                todo = ("mount the log directory read-write and give the queue manager's "
+                        "user write access to it, then start it again")
+            else:
+                todo = "check the log directory's filesystem, then start it again"
+            raise StoreError(f"log not available: cannot open {volume.describe()}/{CONTROL} "
+                             f"({exc}): {todo}", amq="AMQ7017") from exc
         ctl = _Control.from_bytes(raw, f"{volume.describe()}/{CONTROL}")
         if generation < ctl.generation:
             raise LogCorruptError(

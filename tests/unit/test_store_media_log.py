@@ -60,3 +60,24 @@ def test_a_damaged_page_in_an_inactive_extent_is_amq6118_naming_it(tmp_path: Pat
     assert info.value.amq == "AMQ6118"
     assert "S0000001.LOG offset 40960" in str(info.value) and "restore" in str(info.value)
     log.close()
+
+
+def test_a_log_directory_that_cannot_be_written_says_what_to_do(tmp_path: Path) -> None:
+    """A read-only log directory at start: AMQ7017 said 'cannot read ... Read-only file
+    system' and nothing about what to do."""
+    import errno
+
+    from lockfs.errors import VolumePermissionError
+
+    class ReadOnly(PosixVolume):
+        def read_bytes(self, path: str) -> bytes:
+            raise VolumePermissionError(f"open {path}: Read-only file system",
+                                        errno=errno.EROFS, path=path)
+
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, LINEAR)
+    with pytest.raises(StoreError) as info:
+        RecoveryLog.open(ReadOnly(str(tmp_path / "log")), LINEAR, generation=1)
+    assert info.value.amq == "AMQ7017"
+    assert "Read-only file system" in str(info.value)
+    assert "mount the log directory read-write" in str(info.value)
