@@ -8,13 +8,14 @@ is pointed to, because a traceback must never reach a user.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -166,6 +167,7 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
     name = prog or os.path.basename(sys.argv[0])
     command = typer.main.get_command(app)
     _add_epilog(command)
+    _say_interrupted(command, name)
 
     def invoke() -> None:
         try:
@@ -179,6 +181,23 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
 
     run(invoke)
+
+
+def _say_interrupted(command: object, name: str) -> None:
+    """Ctrl-C in a command (or subcommand) that does not handle it itself: one line and
+    exit 130. Typer would turn it into a silent exit 130, so it is caught in the
+    command's own callback, before typer sees it."""
+    callback = getattr(command, "callback", None)
+    if callback is not None:
+        def interruptible(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return callback(*args, **kwargs)
+            except KeyboardInterrupt:
+                fail(f"{name}: interrupted (Ctrl-C): the command did not complete", 130)
+
+        command.callback = functools.wraps(callback)(interruptible)  # type: ignore[attr-defined]
+    for sub in getattr(command, "commands", {}).values():
+        _say_interrupted(sub, name)
 
 
 def _add_epilog(command: object) -> None:

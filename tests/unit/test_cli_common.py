@@ -123,3 +123,34 @@ def test_subcommand_errors_name_the_subcommand(argv: list[str], prefix: str) -> 
     assert lines[0].startswith(prefix), lines[0]
     if "No such option" in lines[0]:
         assert lines[0].endswith("(try 'miqm bench store -h')")
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_exit_130(capsys, monkeypatch) -> None:
+    """Typer turns a KeyboardInterrupt into a silent exit 130; a command (or subcommand)
+    run by run_typer says in one line that it was interrupted. A command that handles
+    Ctrl-C itself (the demo) keeps its own line and code."""
+    import typer
+
+    from miqm.cli.common import make_app, run_typer
+
+    app = make_app("test app")
+
+    @app.command("wait")
+    def wait() -> None:
+        raise KeyboardInterrupt
+
+    @app.command("own")
+    def own() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            typer.echo("== interrupted: cleaning up", err=True)
+            raise typer.Exit(130) from None
+
+    for sub, line in (("wait", "sample: interrupted (Ctrl-C): the command did not complete"),
+                      ("own", "== interrupted: cleaning up")):
+        monkeypatch.setattr(sys, "argv", ["sample", sub])
+        with pytest.raises(SystemExit) as exit_:
+            run_typer(app)
+        assert exit_.value.code == 130
+        assert capsys.readouterr().err.strip().splitlines() == [line]
