@@ -76,17 +76,37 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
         raise ObjectError(f"the media image of queue '{queue}' is of an earlier "
                           "definition of the queue", amq="AMQ7472")
     img = QueueFile(data, queue, f"{base}/img")
-    if not img.open_existing():
-        raise ObjectError(f"media image {base}/img is missing", amq="AMQ7472")
+    where = f"{data.describe()}/{base}/img"
+    try:
+        if not img.open_existing():
+            raise ObjectError(f"media image {where} is missing; restore it from a backup, "
+                              "or DELETE QLOCAL the queue", amq="AMQ7472")
+    except ObjectError:
+        raise
+    except StoreError as exc:
+        raise _damaged_image(queue, where, str(exc)) from exc
     tmp = StoreState()
     tmp.only = queue
     q = LocalQueue(queue, live.qid, img.attrs)
+    seq = int(meta["seq"])
+    found = 0
     try:
-        for r in img.scan(int(meta["seq"]), aborted=aborted):
+        for r in img.scan(seq, aborted=aborted):
             _k, prio, pers, t, mid, cid, body = img.read(r.block, r.stored)
             tmp.add_message(q, r.key, MemMessage(prio, pers, t, mid, cid, body))
+            found += 1
+        # a record whose check fails is passed over by the scan: count them, as a
+        # restart counts a queue file, or the queue comes back silently short
+        recorded = img.recorded_records(seq, aborted)
+    except ObjectError:
+        raise
+    except StoreError as exc:
+        raise _damaged_image(queue, where, str(exc)) from exc
     finally:
         img.close()
+    if recorded is not None and recorded != found:
+        raise _damaged_image(queue, where, f"it holds {found} readable messages where "
+                             f"its checkpoint left {recorded}")
     tmp.queues[queue] = q
     cp_txids = set()
     for d in meta["uows"]:
@@ -107,3 +127,13 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
     q.need_file = True  # the damaged file is replaced, whatever the queue holds
     q.media_lsn = live.media_lsn
     return q
+
+
+def _damaged_image(queue: str, where: str, why: str) -> ObjectError:
+    """AMQ7472 for a media image that cannot be trusted: rcrmqobj would rebuild the queue
+    from it without some of its messages, so it rebuilds nothing and says what to do."""
+    why = why.split(" (restore it with", 1)[0]
+    return ObjectError(f"AMQ7472: the media image of queue '{queue}' is damaged ({where}: "
+                       f"{why}); the queue was not recreated: restore the image from a "
+                       "backup and run rcrmqobj again, or DELETE QLOCAL the queue",
+                       amq="AMQ7472")

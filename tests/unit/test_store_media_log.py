@@ -81,3 +81,51 @@ def test_a_log_directory_that_cannot_be_written_says_what_to_do(tmp_path: Path) 
     assert info.value.amq == "AMQ7017"
     assert "Read-only file system" in str(info.value)
     assert "mount the log directory read-write" in str(info.value)
+
+
+def _image_records(tmp: Path) -> list[tuple[int, int]]:
+    from miqm.store.queues import QueueFile
+
+    qf = QueueFile(PosixVolume(str(tmp)), "Q", "queues/Q/img")
+    assert qf.open_existing()
+    recs = [(qf.fmt.offset(r.block) + qf.fmt.fixed, r.stored) for r in qf.scan(1 << 40)]
+    qf.close()
+    return recs
+
+
+@pytest.mark.parametrize("damage", ["record", "header"])
+def test_rcrmqobj_from_a_damaged_media_image_recreates_nothing(tmp_path: Path,
+                                                              damage: str) -> None:
+    """A message of the media image damaged: the scan passed over it and rcrmqobj
+    recreated the queue one message short, reporting success (found by exploratory
+    testing: 1398 of 1399). Now it is AMQ7472 naming the image and what to do, and the
+    queue stays damaged; with the image whole again it comes back entire."""
+    from miqm.errors import ObjectError
+    from tests.unit.test_store_units import LINEAR as STORE_LINEAR
+    from tests.unit.test_store_units import _harness_with_messages, _reopen, drain
+
+    h, lines = _harness_with_messages(tmp_path, 6, STORE_LINEAR)
+    img = tmp_path / "queues/Q/img"
+    whole = img.read_bytes()
+    raw = bytearray(whole)
+    if damage == "record":
+        at, _stored = _image_records(tmp_path)[2]
+        raw[at + 30] ^= 0xFF
+    else:
+        raw = raw[:100]
+    img.write_bytes(bytes(raw))
+    (tmp_path / "queues/Q/q").unlink()
+    s = _reopen(h, lines, STORE_LINEAR)
+    try:
+        with pytest.raises(ObjectError) as info:
+            s.recreate_object("Q")
+        assert info.value.amq == "AMQ7472"
+        line = str(info.value)
+        assert "media image of queue 'Q' is damaged" in line and "restore the image" in line
+        assert "\n" not in line
+        assert "Q" in s.damaged()
+        img.write_bytes(whole)  # restored from a backup
+        s.recreate_object("Q")
+        assert len(drain(s)) == 6
+    finally:
+        s.close()
