@@ -68,10 +68,12 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
     queue = live.name
     base = f"queues/{queue}"
     try:
-        meta = json.loads(data.read_bytes(f"{base}/img.meta"))
+        meta = _read_meta(data, f"{base}/img.meta")
     except VolumeNotFound as exc:
         raise ObjectError(f"AMQ7472: no media image of queue '{queue}' was recorded "
                           "(run rcdmqimg first)", amq="AMQ7472") from exc
+    except (LockFsError, ValueError) as exc:
+        raise _damaged_image(queue, f"{data.describe()}/{base}/img.meta", str(exc)) from exc
     if int(meta["qid"]) != live.qid:
         raise ObjectError(f"the media image of queue '{queue}' is of an earlier "
                           "definition of the queue", amq="AMQ7472")
@@ -127,6 +129,23 @@ def rebuild_queue(data: Volume, log: Any, live: LocalQueue,
     q.need_file = True  # the damaged file is replaced, whatever the queue holds
     q.media_lsn = live.media_lsn
     return q
+
+
+def _read_meta(data: Volume, path: str) -> dict[str, Any]:
+    """``img.meta``, checked: ValueError naming what is wrong with it (garbage, or a field
+    missing or of the wrong type), never a KeyError from deep in the rebuild."""
+    meta = json.loads(data.read_bytes(path))
+    if not isinstance(meta, dict):
+        raise ValueError("not a JSON object")
+    for key in ("seq", "qid", "restart_lsn"):
+        if not isinstance(meta.get(key), int) or isinstance(meta.get(key), bool):
+            raise ValueError(f"'{key}' is missing or not a number")
+    meta.setdefault("uows", [])
+    meta.setdefault("cp_lsn", None)
+    if not isinstance(meta["uows"], list) or not all(
+            isinstance(d, dict) and isinstance(d.get("txid"), int) for d in meta["uows"]):
+        raise ValueError("'uows' is not a list of units of work")
+    return meta
 
 
 def _damaged_image(queue: str, where: str, why: str) -> ObjectError:

@@ -129,3 +129,25 @@ def test_rcrmqobj_from_a_damaged_media_image_recreates_nothing(tmp_path: Path,
         assert len(drain(s)) == 6
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("meta", [b'{"seq": 3, garbage', b'{"seq": 3}', b"[]", b""])
+def test_rcrmqobj_with_a_damaged_img_meta_is_one_amq7472_line(tmp_path: Path,
+                                                              meta: bytes) -> None:
+    """img.meta garbage or missing a field: 'bad rcrmqobj request: 'qid'' (a KeyError's
+    text) or a JSON parser's message reached the administrator."""
+    from miqm.errors import ObjectError
+    from tests.unit.test_store_units import LINEAR as STORE_LINEAR
+    from tests.unit.test_store_units import _harness_with_messages, _reopen
+
+    h, lines = _harness_with_messages(tmp_path, 3, STORE_LINEAR)
+    (tmp_path / "queues/Q/img.meta").write_bytes(meta)
+    (tmp_path / "queues/Q/q").unlink()
+    s = _reopen(h, lines, STORE_LINEAR)
+    try:
+        with pytest.raises(ObjectError) as info:
+            s.recreate_object("Q")
+        assert info.value.amq == "AMQ7472"
+        assert "img.meta" in str(info.value) and "restore the image" in str(info.value)
+    finally:
+        s.close()
