@@ -17,6 +17,7 @@ touches the store itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -55,7 +56,13 @@ def write_image(data: Volume, queue: str, src: VolumeFile, info: CheckpointInfo,
                 "uows": info.uows, "qid": qid}
         data.write_atomic(f"{base}/img.meta", json.dumps(meta).encode())
     except LockFsError as exc:
-        raise StoreError(f"cannot record media image of queue '{queue}': {exc}") from exc
+        # a copy cut short (a full disk) is removed: left, it holds the space the next
+        # checkpoint needs, and the image before it (img, img.meta) stays in force
+        with contextlib.suppress(LockFsError):
+            data.unlink(f"{base}/img.tmp")
+        raise StoreError(f"cannot record media image of queue '{queue}': {exc}; the "
+                         "previous image, if any, stays in force: free space in the data "
+                         "directory and run rcdmqimg again") from exc
 
 
 def rebuild_queue(data: Volume, log: Any, live: LocalQueue,

@@ -151,3 +151,46 @@ def test_rcrmqobj_with_a_damaged_img_meta_is_one_amq7472_line(tmp_path: Path,
         assert "img.meta" in str(info.value) and "restore the image" in str(info.value)
     finally:
         s.close()
+
+
+def test_rcdmqimg_on_a_full_data_directory_leaves_no_partial_image(tmp_path: Path) -> None:
+    """The copy of the queue file to img.tmp cut short by a full disk: the part written
+    stayed, holding the space the next checkpoint needs. Now it is removed, the error
+    says what to do, and the image recorded before it still recreates the queue."""
+    import errno
+
+    from lockfs.errors import VolumeIOError
+    from tests.unit.test_store_units import LINEAR as STORE_LINEAR
+    from tests.unit.test_store_units import _harness_with_messages, _reopen, drain
+
+    h, lines = _harness_with_messages(tmp_path, 4, STORE_LINEAR)
+    s = _reopen(h, lines, STORE_LINEAR)
+    try:
+        s.put("Q", b"after the image", persistent=True)
+        real_open = s.data.open
+
+        def full_open(path: str, **kw: object) -> object:
+            f = real_open(path, **kw)  # type: ignore[arg-type]
+            if path.endswith("img.tmp"):
+                def pwrite(data: bytes, off: int) -> None:
+                    f.__class__.pwrite(f, data[:100], off)
+                    raise VolumeIOError(f"write {path}: No space left on device",
+                                        errno=errno.ENOSPC, path=path)
+                f.pwrite = pwrite  # type: ignore[method-assign]
+            return f
+
+        s.data.open = full_open  # type: ignore[method-assign]
+        with pytest.raises(StoreError) as info:
+            s.record_image("Q")
+        s.data.open = real_open  # type: ignore[method-assign]
+        assert "rcdmqimg again" in str(info.value)
+        assert not (tmp_path / "queues/Q/img.tmp").exists()
+        assert s.failure is None
+        s.put("Q", b"later", persistent=True)
+        s.close()
+        (tmp_path / "queues/Q/q").unlink()
+        s = _reopen(h, lines, STORE_LINEAR, gen=3)
+        s.recreate_object("Q")
+        assert len(drain(s)) == 6
+    finally:
+        s.close()
