@@ -77,18 +77,24 @@ class ConsoleVerdict:
         self.console = console
         self.sent = False
         self.fd = None
+        self.mode = ""
 
     def send(self, ok: bool, lines: list[str], code: int = 0, mode: str = "") -> None:
-        """Print ``lines`` not already printed from the error log (stderr if not ok)."""
+        """Print ``lines`` not already printed from the error log (stderr if not ok). A
+        later verdict (a standby that took over) only updates systemd's status line."""
+        status = "Running as standby" if mode == "standby" else "Running"
         if self.sent:
+            if ok and mode and mode != self.mode:
+                self.mode = mode
+                notify(f"STATUS={status}")  # systemctl status: no longer "as standby"
             return
         self.sent = True
         for line in lines:
             if line not in self.console.printed:
                 _write(sys.stdout if ok else sys.stderr, line)
         if ok and mode:
-            notify("READY=1\nSTATUS=" + ("Running as standby" if mode == "standby"
-                                          else "Running"))
+            self.mode = mode
+            notify(f"READY=1\nSTATUS={status}")
 
 
 def _write(stream: object, line: str) -> None:

@@ -107,11 +107,12 @@ class Notify:
         self.sock.settimeout(0.2)
         self.got: list[str] = []
 
-    def wait_for(self, needle: str, timeout: float = 60.0) -> str:
+    def wait_for(self, needle: str, timeout: float = 60.0, whole_line: bool = False) -> str:
+        """The first message holding ``needle`` (``whole_line``: as one of its lines)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for msg in self.got:
-                if needle in msg:
+                if (needle in msg.splitlines()) if whole_line else (needle in msg):
                     return msg
             try:
                 self.got.append(self.sock.recv(4096).decode())
@@ -204,6 +205,8 @@ def test_the_unit_restarts_a_killed_instance_as_standby_and_stop_ends_both(
         procs["a"].send_signal(signal.SIGKILL)  # a crash: systemd restarts it
         assert procs["a"].wait(30) == -signal.SIGKILL
         pair.wait_active(not_host=pair.a.name, timeout=60)
+        # the standby that took over tells systemd it runs as the active now
+        notes[1].wait_for("STATUS=Running", timeout=30, whole_line=True)
         start("a", pair.a, "Running as standby")  # what the restart runs, as the docs say
         assert pair.active()["host"] == pair.b.name  # type: ignore[index]
         procs["b"].send_signal(signal.SIGTERM)  # systemctl stop on the active host
