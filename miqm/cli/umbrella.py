@@ -29,11 +29,9 @@ def demo(
 ) -> None:
     """Two instances on this machine; a producer and a consumer run through a kill -9 of
     the active instance; the failover as they saw it and the accounting after."""
-    from miqm.demo import run_demo
+    from miqm.demo import check_options, run_demo
 
-    if seconds <= 0 or seconds > 600 or rate < 0 or messages < 0:
-        fail("miqm demo: --seconds must be from 0 to 600, --rate and --messages not "
-             "negative (try 'miqm demo -h')", 2)
+    check_options(seconds, rate, messages)  # one line naming the option that is wrong
     raise typer.Exit(run_demo(messages=messages, keep=keep, seconds=seconds, rate=rate))
 
 

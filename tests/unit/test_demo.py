@@ -125,3 +125,17 @@ def test_the_pair_finds_the_commands_beside_this_python_when_path_lacks_them(
         pair.run(pair.a, "crtmqm", "QMNONE")
     pair.close()
     assert not os.path.exists(pair.base)
+
+
+def test_miqm_demo_names_only_the_option_that_is_wrong() -> None:
+    """``miqm demo`` checked the options with its own message, which named all three and
+    said --seconds could be 0 (it cannot); it now says what run_demo's check says."""
+    import subprocess
+
+    for argv, word, others in ((["--seconds", "0"], "--seconds", ("--rate", "--messages")),
+                               (["--rate", "-1"], "--rate", ("--seconds", "--messages"))):
+        proc = subprocess.run(["miqm", "demo", *argv], capture_output=True, text=True,
+                              timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert word in lines[0] and not any(o in lines[0] for o in others), lines[0]
