@@ -226,6 +226,11 @@ class InstanceCollector:
         if limit:
             f.gauge("miqm_log_space_unit_limit_bytes", "Log space a unit of work may pin "
                     "before it is backed out (AMQ7469)", limit)
+        backouts = getattr(store, "log_space_backouts", None)
+        if backouts is not None:
+            f.counter("miqm_log_space_backouts", "Units of work backed out (or, if prepared, "
+                      "rolled forward) to release log space (AMQ7469) since this instance "
+                      "opened the store", backouts)
         cps = getattr(store, "checkpoint_seconds", None)
         if cps is not None:
             f.histogram("miqm_checkpoint_seconds", "Duration of each checkpoint since this "

@@ -302,6 +302,9 @@ class QueueManagerStore:
         self._capacity = extent * max(1, settings.primary_files + settings.secondary_files - 1)
         self._pin_limit = int(self._capacity * tuning.uow_log_space_limit)
         self._pin_threshold: int | None = None  # an LSN past which a unit may pin too much
+        #: units backed out (or rolled forward) by AMQ7469 since the open (a metric: a
+        #: burst of log use reaches the limit faster than a gauge's alert can see)
+        self.log_space_backouts = 0
         # log space is looked at (_after_op) each time the log has grown by 1/64 of what a
         # unit may pin: often enough to act well before it runs out, rarely enough that
         # the check (Python, under the store lock) stays off the commit path
@@ -1027,11 +1030,13 @@ class QueueManagerStore:
                 lsn = self._append(R.encode_json(R.CARRY, {"xid": u.xid,
                                                            "ops": u.logged_ops()}, u.txid))
                 u.first_lsn = lsn
+                self.log_space_backouts += 1
                 self._errlog("AMQ7469", "AMQ7469: Transactions rolled forward to release log "
                              f"space (unit {u.xid}).")
             else:
                 self._append(R.encode_end(R.BACKOUT, u.txid))
                 self.state.apply_backout(u, ROLLED_BACK)
+                self.log_space_backouts += 1
                 self._errlog("AMQ7469", amq.text("AMQ7469") + f" (unit {u.txid} of queue "
                              f"manager '{self.qmgr}')")
                 self._cond.notify_all()

@@ -167,6 +167,7 @@ def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -
         assert 'miqm_queue_depth{instance="bench",qmgr="BENCH",queue="Q.ONE"} 4.0' in ours
         assert ('miqm_queue_uncommitted_messages{instance="bench",qmgr="BENCH",'
                 'queue="Q.ONE"} 1.0') in ours
+        assert 'miqm_log_space_backouts_total{instance="bench",qmgr="BENCH"} 0.0' in ours
         assert collector.errors == 0, collector.last_error
         store.backout(uow)
     finally:

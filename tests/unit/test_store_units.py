@@ -331,6 +331,7 @@ def test_amq7469_rolls_back_oldest_and_rolls_forward_prepared(tmp_path: Path) ->
     assert e.value.mqrc == 2003
     assert any(a == "AMQ7469" and "rolled back" in t for a, t in h.lines)
     assert any(a == "AMQ7469" and "rolled forward" in t for a, t in h.lines)
+    assert s.log_space_backouts == 2  # the metric miqm_log_space_backouts_total
     assert s.in_doubt() == [xid]
     first = s.state.uows.by_xid[xid].first_lsn
     assert first is not None and s.log.end_lsn() - first < cap * 0.1
