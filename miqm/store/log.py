@@ -740,7 +740,11 @@ class RecoveryLog:
             self._page_limit = (self._ready_through + 1) * self.pages_per_extent - 1
             return
         k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
-        self._page_limit = (k_first + self.max_extents) * self.pages_per_extent - 1
+        # and short of an extent that would need a secondary file formatted: _check_room
+        # formats it first, so a force never has to (a full disk there stopped the log)
+        k_last = max((k for k, _n in self._ctl.active), default=k_first - 1)
+        ready = max(k_last, k_first - 1) + 1 + len(self._ctl.free)
+        self._page_limit = min(k_first + self.max_extents, ready) * self.pages_per_extent - 1
 
     def _check_room(self, n: int) -> None:
         """AMQ7463 if an ``n``-byte record may reach past ``_page_limit``: the room test
@@ -754,8 +758,11 @@ class RecoveryLog:
             while last > self._page_limit:
                 self._format_ahead_now()
             return
+        k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
+        cap = (k_first + self.max_extents) * self.pages_per_extent - 1
+        while self._page_limit < min(last, cap):
+            self._format_secondary_now()
         if last > self._page_limit:
-            k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
             raise LogFullError(
                 f"the log is full: {self.max_extents} extents are in use back to the restart "
                 f"point in {self._name_of(k_first)}; a long-running unit of work holds it "
@@ -1079,6 +1086,29 @@ class RecoveryLog:
         self._ready_through = k
         self._set_page_limit()
 
+    def _format_secondary_now(self) -> None:
+        """Circular: a secondary extent formatted and put on the free list before any
+        record may reach it (under the append lock, once per secondary). No room for it
+        on the filesystem makes the log full (AMQ7463) with nothing written, as for a
+        linear log (:meth:`_format_ahead_now`). The name is one no file has: a surplus
+        secondary being deleted by a checkpoint keeps its name until it is gone."""
+        names = {n for _k, n in self._ctl.active} | set(self._ctl.free)
+        i = 0
+        while extent_name(i) in names or self.volume.exists(extent_name(i)):
+            i += 1
+        name = extent_name(i)
+        try:
+            self._guard_call()
+            _format_extent(self.volume, name, self.file_pages * PAGE)
+        except LockFsError as exc:
+            raise LogFullError(
+                f"the log is full: secondary log file {name} cannot be formatted in "
+                f"{self.volume.describe()} ({exc}); free space on the log's filesystem "
+                "(AMQ6708): the queue manager goes on when there is room",
+                amq="AMQ7463") from exc
+        self._ctl.free.append(name)
+        self._set_page_limit()
+
     def _start_preformat(self, k: int) -> None:
         """Linear logs format the next extent ahead of need, off the commit path."""
         name = extent_name(k)
@@ -1125,6 +1155,7 @@ class RecoveryLog:
                     self._ctl.free.remove(name)
                     deleted.append(name)
                     surplus -= 1
+                self._set_page_limit()  # the free list it counts has changed
             try:
                 self._write_control()
                 for k, _n in freed:

@@ -113,3 +113,37 @@ def test_the_store_writes_amq7463_once_while_the_log_stays_full(tmp_path: Path) 
         assert [m.body for m in iter(lambda: s.get("Q"), None)][:2] == [b"before", b"after"]
     finally:
         s.close()
+
+
+CIRCULAR = LogSettings(log_type="CIRCULAR", file_pages=64, primary_files=2,
+                       secondary_files=2)
+
+
+def test_no_room_for_a_circular_secondary_is_log_full_then_goes_on(tmp_path: Path
+                                                                   ) -> None:
+    """The same for a circular log that needs a secondary extent: it was formatted only
+    when a force reached it, and a full disk there stopped the queue manager ('the
+    queue manager must stop')."""
+    vol = FullVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, CIRCULAR)
+    log = RecoveryLog.open(vol, CIRCULAR, generation=1)
+    list(log.records(log.first_lsn()))
+    vol.full = True
+    forced: list[bytes] = []
+    with pytest.raises(LogFullError) as info:
+        for i in range(2000):  # the two primaries fill; no secondary can be formatted
+            rec = _record(i)
+            log.append_and_force(rec)
+            forced.append(rec)
+    assert info.value.amq == "AMQ7463" and "secondary log file" in str(info.value)
+    assert 100 < len(forced) < 2000
+    assert not [p.name for p in (tmp_path / "log").iterdir() if p.name.endswith(".tmp")]
+    vol.full = False
+    for i in range(len(forced), len(forced) + 200):
+        rec = _record(i)
+        log.append_and_force(rec)
+        forced.append(rec)
+    log.close()
+    again = RecoveryLog.open(vol, CIRCULAR, generation=2)
+    assert [r.payload for r in again.records(again.first_lsn())] == forced
+    again.close()
