@@ -41,6 +41,7 @@ from miqm.net.streaming import BackoutCounts, Subscription, message_fields
 
 MQRC_NO_MSG_AVAILABLE = 2033
 MQRC_UNKNOWN_OBJECT_NAME = 2085
+MQRC_OBJECT_DAMAGED = 2101
 MQRC_RESOURCE_PROBLEM = 2102
 MQRC_FUNCTION_NOT_SUPPORTED = 2298
 MQRC_OPTIONS_ERROR = 2046
@@ -307,6 +308,12 @@ class QueueService:
             else:
                 target = self._alias_target(name, "")
                 if target is None or not self._exists(target):
+                    damaged = self._damaged(target or name)
+                    if damaged:  # defined, its file damaged: what a put or get says too
+                        which = next(iter(damaged))
+                        return error_reply(MQRC_OBJECT_DAMAGED,
+                                           f"{self._damaged_line(which, damaged[which])} "
+                                           "(MQRC 2101 MQRC_OBJECT_DAMAGED)", amq="AMQ7472")
                     return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
                                        f"queue '{name}' is not defined (MQRC 2085)")
                 name = target

@@ -584,3 +584,20 @@ def test_backout_ends_a_unit_of_work_lost_to_a_broken_connection(monkeypatch) ->
         conn.close()
         first.stop()
         second.stop()
+
+
+def test_opening_a_damaged_queue_is_2101_not_2085() -> None:
+    """A queue whose file is damaged is left out of the queue list, so MQOPEN said it was
+    not defined (2085); it is defined, and says what a put or get on it says: 2101 with
+    the AMQ7472 line and what to do."""
+    store = FakeStore()
+    store.damaged = lambda pattern="*": ({"Q9": "its queue file is missing"}  # type: ignore[attr-defined]
+                                         if pattern in ("Q9", "*") else {})
+    service = QueueService(store, "QM1", host_name="hosta")
+    session = Session()
+    assert service.handle({"op": "hello", "qmgr": "QM1"}, session)["ok"]
+    reply = service.handle({"op": "open", "queue": "Q9", "options": ["INPUT"]}, session)
+    assert reply["mqrc"] == 2101 and "AMQ7472" in reply["error"], reply
+    assert "its queue file is missing" in reply["error"]
+    reply = service.handle({"op": "open", "queue": "NOSUCH"}, session)
+    assert reply["mqrc"] == 2085
