@@ -601,3 +601,22 @@ def test_opening_a_damaged_queue_is_2101_not_2085() -> None:
     assert "its queue file is missing" in reply["error"]
     reply = service.handle({"op": "open", "queue": "NOSUCH"}, session)
     assert reply["mqrc"] == 2085
+
+
+def test_a_failed_unit_answers_only_its_first_failed_pipelined_put(served) -> None:
+    """Once a put of a unit has failed, the later pipelined puts of the unit that fail
+    too (a full log refuses them all) are not answered one by one: thousands of replies
+    filled the socket while the client was still sending, and the application got a
+    timeout (2009) instead of its commit's 2003."""
+    import socket as socket_mod
+
+    with connect("QM1", call_timeout=5) as conn:
+        # a small receive buffer (no autotuning): 100,000 replies of about 70 bytes are
+        # more than it and the listener's send buffer (at most 4 MiB here) hold
+        conn._sock.setsockopt(socket_mod.SOL_SOCKET, socket_mod.SO_RCVBUF, 32 * 1024)
+        for _ in range(100_000):
+            conn.send("put", queue="NOSUCH", body=b"x" * 100, syncpoint=True)
+        with pytest.raises(NetError) as info:
+            conn.call("commit")
+        assert info.value.mqrc == 2003 and "2085" in str(info.value), str(info.value)
+        conn.call("ping")  # the connection is in step: the next call is answered
