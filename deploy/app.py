@@ -16,7 +16,6 @@ is backed out, as MQ applications do. After a failover under load ``lost`` must 
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import sys
@@ -148,32 +147,21 @@ def consume(counts: Counts, qmgr: str, queue: str, conname: str | None) -> None:
             counts.highest = max(counts.highest, n)
 
 
-def _positive(name: str, default: float, what: str) -> float:
-    """The environment's ``name`` as a positive finite number (``default`` when unset);
-    ValueError naming it otherwise (0 divided the producer's pause, ``abc`` was a
-    traceback, and ``restart: on-failure`` showed either over and over)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={raw!r} is not a positive number of {what} (default "
-                         f"{default:g}); correct it in the compose's environment")
-    return value
-
-
 def main() -> int:
     """Run the producer and the consumer; print the counts every few seconds."""
     qmgr = os.environ.get("MIQM_QMGR", "QM1")
     queue = os.environ.get("MIQM_APP_QUEUE", "APP.Q")
     conname = os.environ.get("MIQM_CONNECTION") or None
+    from miqm.cli.common import env_positive
+    from miqm.errors import UsageError
+
+    # 0 divided the producer's pause, 'abc' was a traceback, and 'restart: on-failure'
+    # showed either over and over
+    fix = "Correct it in the compose's environment."
     try:
-        rate = _positive("MIQM_APP_RATE", 20.0, "puts a second")
-        every = _positive("MIQM_APP_REPORT", 2.0, "seconds between two count lines")
-    except ValueError as exc:
+        rate = env_positive("MIQM_APP_RATE", 20.0, "puts a second", fix)
+        every = env_positive("MIQM_APP_REPORT", 2.0, "seconds between two count lines", fix)
+    except UsageError as exc:
         print(f"app: {exc}", file=sys.stderr, flush=True)
         return 2
     counts = Counts()

@@ -81,6 +81,14 @@ DMPMQAUT_HELP = """{usage}
 """
 
 
+def _need_qmgr(prog: str, opts: dict[str, str], usage: str) -> None:
+    """Exit 36 on what every authority command refuses: groups, or no -m QMgr."""
+    if "g" in opts:
+        _fail(f"{prog}: -g (groups) is not supported: name a principal with -p.", 36)
+    if "m" not in opts:
+        _fail(f"{prog}: -m QMgr is required. {usage}", 36)
+
+
 def _fail(line: str, code: int) -> NoReturn:
     sys.stderr.write(line.rstrip() + "\n")
     sys.exit(code)
@@ -113,10 +121,7 @@ def _parse(argv: list[str], prog: str, usage: str, extra: str,
         else:
             _fail(f"{prog}: unexpected argument {arg!r}. {usage}", 36)
         i += 1
-    if "g" in opts:
-        _fail(f"{prog}: -g (groups) is not supported: name a principal with -p.", 36)
-    if "m" not in opts:
-        _fail(f"{prog}: -m QMgr is required. {usage}", 36)
+    _need_qmgr(prog, opts, usage)
     if "t" not in opts:
         _fail(f"{prog}: -t ObjectType is required (queue or qmgr). {usage}", 147)
     if opts["t"].lower() not in _TYPES:
@@ -329,10 +334,7 @@ def dmpmqaut(argv: list[str]) -> None:
         else:
             _fail(f"{prog}: unexpected argument {arg!r}. {DMPMQAUT_USAGE}", 36)
         i += 1
-    if "g" in opts:
-        _fail(f"{prog}: -g (groups) is not supported: name a principal with -p.", 36)
-    if "m" not in opts:
-        _fail(f"{prog}: -m QMgr is required. {DMPMQAUT_USAGE}", 36)
+    _need_qmgr(prog, opts, DMPMQAUT_USAGE)
     if "-x" in flags and "n" not in opts:
         _fail(f"{prog}: -x needs -n Profile. {DMPMQAUT_USAGE}", 36)
     parts = ["DISPLAY AUTHREC"]

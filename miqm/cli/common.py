@@ -50,6 +50,13 @@ def environment_help() -> str:
 def env_seconds(name: str, default: float) -> float:
     """A positive, finite number of seconds from the environment variable ``name``
     (``default`` when it is unset or empty); UsageError naming the variable otherwise."""
+    return env_positive(name, default)
+
+
+def env_positive(name: str, default: float, unit: str = "seconds",
+                 advice: str = "Correct it or unset it.") -> float:
+    """A positive, finite number (of ``unit``) from the environment variable ``name``
+    (``default`` when it is unset or empty); UsageError naming the variable otherwise."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -59,8 +66,8 @@ def env_seconds(name: str, default: float) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise UsageError(
-            f"{name}={raw[:40]!r} is not valid: it must be a positive number of seconds "
-            f"(default {default:g}). Correct it or unset it."
+            f"{name}={raw[:40]!r} is not valid: it must be a positive number of {unit} "
+            f"(default {default:g}). {advice}"
         )
     return value
 

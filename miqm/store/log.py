@@ -1073,16 +1073,7 @@ class RecoveryLog:
         ahead = self._preformat
         if ahead is not None:
             ahead.join()
-        try:
-            if not self.volume.exists(name):
-                self._guard_call()
-                _format_extent(self.volume, name, self.file_pages * PAGE)
-        except LockFsError as exc:
-            raise LogFullError(
-                f"the log is full: log file {name} cannot be formatted in "
-                f"{self.volume.describe()} ({exc}); free space on the log's filesystem "
-                "(AMQ6708): the queue manager goes on when there is room",
-                amq="AMQ7463") from exc
+        self._format_or_full(name, "log file", only_if_missing=True)
         self._ready_through = k
         self._set_page_limit()
 
@@ -1097,17 +1088,24 @@ class RecoveryLog:
         while extent_name(i) in names or self.volume.exists(extent_name(i)):
             i += 1
         name = extent_name(i)
+        self._format_or_full(name, "secondary log file")
+        self._ctl.free.append(name)
+        self._set_page_limit()
+
+    def _format_or_full(self, name: str, what: str, only_if_missing: bool = False) -> None:
+        """Format extent ``name`` (``only_if_missing``: unless it is there already); no
+        room for it on the filesystem is the log full (AMQ7463), nothing written."""
         try:
+            if only_if_missing and self.volume.exists(name):
+                return
             self._guard_call()
             _format_extent(self.volume, name, self.file_pages * PAGE)
         except LockFsError as exc:
             raise LogFullError(
-                f"the log is full: secondary log file {name} cannot be formatted in "
+                f"the log is full: {what} {name} cannot be formatted in "
                 f"{self.volume.describe()} ({exc}); free space on the log's filesystem "
                 "(AMQ6708): the queue manager goes on when there is room",
                 amq="AMQ7463") from exc
-        self._ctl.free.append(name)
-        self._set_page_limit()
 
     def _start_preformat(self, k: int) -> None:
         """Linear logs format the next extent ahead of need, off the commit path."""

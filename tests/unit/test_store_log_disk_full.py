@@ -44,13 +44,34 @@ def _record(i: int) -> bytes:
     return f"{i:06d}".encode() * 150  # 900 bytes: an extent of 62 pages holds ~270
 
 
-def test_no_room_for_the_next_linear_extent_is_log_full_then_goes_on(tmp_path: Path
-                                                                       ) -> None:
+def _log_on_a_full_disk(tmp_path: Path, settings: LogSettings
+                        ) -> tuple[FullVolume, RecoveryLog]:
+    """A new log opened (and read to its end), on a filesystem that is now full."""
     vol = FullVolume(str(tmp_path / "log"))
-    RecoveryLog.create(vol, LINEAR)
-    log = RecoveryLog.open(vol, LINEAR, generation=1)
+    RecoveryLog.create(vol, settings)
+    log = RecoveryLog.open(vol, settings, generation=1)
     list(log.records(log.first_lsn()))
     vol.full = True
+    return vol, log
+
+
+def _goes_on_and_recovers(log: RecoveryLog, vol: FullVolume, settings: LogSettings,
+                          forced: list[bytes], more: int) -> None:
+    """Room made: ``more`` records are forced after the ``forced`` ones, and a restart
+    reads back exactly all of them."""
+    for i in range(len(forced), len(forced) + more):
+        rec = _record(i)
+        log.append_and_force(rec)
+        forced.append(rec)
+    log.close()
+    again = RecoveryLog.open(vol, settings, generation=2)
+    assert [r.payload for r in again.records(again.first_lsn())] == forced
+    again.close()
+
+
+def test_no_room_for_the_next_linear_extent_is_log_full_then_goes_on(tmp_path: Path
+                                                                       ) -> None:
+    vol, log = _log_on_a_full_disk(tmp_path, LINEAR)
     forced: list[bytes] = []
     with pytest.raises(LogFullError) as info:
         for i in range(2000):  # crtmqm made two extents: the third cannot be formatted
@@ -65,14 +86,7 @@ def test_no_room_for_the_next_linear_extent_is_log_full_then_goes_on(tmp_path: P
     with pytest.raises(LogFullError):
         log.append(_record(-1))
     vol.full = False  # the administrator made room
-    for i in range(len(forced), len(forced) + 300):
-        rec = _record(i)
-        log.append_and_force(rec)
-        forced.append(rec)
-    log.close()
-    again = RecoveryLog.open(vol, LINEAR, generation=2)
-    assert [r.payload for r in again.records(again.first_lsn())] == forced
-    again.close()
+    _goes_on_and_recovers(log, vol, LINEAR, forced, 300)
 
 
 def test_the_store_writes_amq7463_once_while_the_log_stays_full(tmp_path: Path) -> None:
@@ -124,11 +138,7 @@ def test_no_room_for_a_circular_secondary_is_log_full_then_goes_on(tmp_path: Pat
     """The same for a circular log that needs a secondary extent: it was formatted only
     when a force reached it, and a full disk there stopped the queue manager ('the
     queue manager must stop')."""
-    vol = FullVolume(str(tmp_path / "log"))
-    RecoveryLog.create(vol, CIRCULAR)
-    log = RecoveryLog.open(vol, CIRCULAR, generation=1)
-    list(log.records(log.first_lsn()))
-    vol.full = True
+    vol, log = _log_on_a_full_disk(tmp_path, CIRCULAR)
     forced: list[bytes] = []
     with pytest.raises(LogFullError) as info:
         for i in range(2000):  # the two primaries fill; no secondary can be formatted
@@ -139,11 +149,4 @@ def test_no_room_for_a_circular_secondary_is_log_full_then_goes_on(tmp_path: Pat
     assert 100 < len(forced) < 2000
     assert not [p.name for p in (tmp_path / "log").iterdir() if p.name.endswith(".tmp")]
     vol.full = False
-    for i in range(len(forced), len(forced) + 200):
-        rec = _record(i)
-        log.append_and_force(rec)
-        forced.append(rec)
-    log.close()
-    again = RecoveryLog.open(vol, CIRCULAR, generation=2)
-    assert [r.payload for r in again.records(again.first_lsn())] == forced
-    again.close()
+    _goes_on_and_recovers(log, vol, CIRCULAR, forced, 200)

@@ -39,14 +39,30 @@ def test_reading_back_over_inactive_extents_gets_every_record(tmp_path: Path) ->
     log.close()
 
 
+def _recreate_refused(store: object) -> str:
+    """rcrmqobj of queue Q refused with AMQ7472: its line."""
+    from miqm.errors import ObjectError
+
+    with pytest.raises(ObjectError) as info:
+        store.recreate_object("Q")  # type: ignore[attr-defined]
+    assert info.value.amq == "AMQ7472"
+    return str(info.value)
+
+
+def _reading_back_fails(log: RecoveryLog, first: int, number: str, naming: str) -> None:
+    """Reading the log back from ``first`` stops with ``number``, ``naming`` the damage
+    and saying to restore; the log is closed after."""
+    with pytest.raises(StoreError) as info:
+        list(log.records(first))
+    assert info.value.amq == number
+    assert naming in str(info.value) and "restore" in str(info.value)
+    log.close()
+
+
 def test_a_missing_inactive_extent_is_amq7017_naming_it(tmp_path: Path) -> None:
     log, first, _payloads = _log_over_extents(tmp_path)
     (tmp_path / "log/S0000002.LOG").unlink()
-    with pytest.raises(StoreError) as info:
-        list(log.records(first))
-    assert info.value.amq == "AMQ7017"
-    assert "S0000002.LOG is missing" in str(info.value) and "restore" in str(info.value)
-    log.close()
+    _reading_back_fails(log, first, "AMQ7017", "S0000002.LOG is missing")
 
 
 def test_a_damaged_page_in_an_inactive_extent_is_amq6118_naming_it(tmp_path: Path) -> None:
@@ -55,11 +71,7 @@ def test_a_damaged_page_in_an_inactive_extent_is_amq6118_naming_it(tmp_path: Pat
     raw = bytearray(path.read_bytes())
     raw[10 * PAGE + 2000] ^= 0xFF
     path.write_bytes(bytes(raw))
-    with pytest.raises(StoreError) as info:
-        list(log.records(first))
-    assert info.value.amq == "AMQ6118"
-    assert "S0000001.LOG offset 40960" in str(info.value) and "restore" in str(info.value)
-    log.close()
+    _reading_back_fails(log, first, "AMQ6118", "S0000001.LOG offset 40960")
 
 
 def test_a_log_directory_that_cannot_be_written_says_what_to_do(tmp_path: Path) -> None:
@@ -100,7 +112,6 @@ def test_rcrmqobj_from_a_damaged_media_image_recreates_nothing(tmp_path: Path,
     recreated the queue one message short, reporting success (found by exploratory
     testing: 1398 of 1399). Now it is AMQ7472 naming the image and what to do, and the
     queue stays damaged; with the image whole again it comes back entire."""
-    from miqm.errors import ObjectError
     from tests.unit.test_store_units import LINEAR as STORE_LINEAR
     from tests.unit.test_store_units import _harness_with_messages, _reopen, drain
 
@@ -117,10 +128,7 @@ def test_rcrmqobj_from_a_damaged_media_image_recreates_nothing(tmp_path: Path,
     (tmp_path / "queues/Q/q").unlink()
     s = _reopen(h, lines, STORE_LINEAR)
     try:
-        with pytest.raises(ObjectError) as info:
-            s.recreate_object("Q")
-        assert info.value.amq == "AMQ7472"
-        line = str(info.value)
+        line = _recreate_refused(s)
         assert "media image of queue 'Q' is damaged" in line and "restore the image" in line
         assert "\n" not in line
         assert "Q" in s.damaged()
@@ -136,7 +144,6 @@ def test_rcrmqobj_with_a_damaged_img_meta_is_one_amq7472_line(tmp_path: Path,
                                                               meta: bytes) -> None:
     """img.meta garbage or missing a field: 'bad rcrmqobj request: 'qid'' (a KeyError's
     text) or a JSON parser's message reached the administrator."""
-    from miqm.errors import ObjectError
     from tests.unit.test_store_units import LINEAR as STORE_LINEAR
     from tests.unit.test_store_units import _harness_with_messages, _reopen
 
@@ -145,10 +152,8 @@ def test_rcrmqobj_with_a_damaged_img_meta_is_one_amq7472_line(tmp_path: Path,
     (tmp_path / "queues/Q/q").unlink()
     s = _reopen(h, lines, STORE_LINEAR)
     try:
-        with pytest.raises(ObjectError) as info:
-            s.recreate_object("Q")
-        assert info.value.amq == "AMQ7472"
-        assert "img.meta" in str(info.value) and "restore the image" in str(info.value)
+        line = _recreate_refused(s)
+        assert "img.meta" in line and "restore the image" in line
     finally:
         s.close()
 
