@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from miqm.cli.common import STOP_SIGNALS, Stopped, unwind_on_stop_signals
 from miqm.errors import MiqmError, UsageError
 from miqm.localpair import CLIENT_ONLY_VARS, LocalPair
 
@@ -237,31 +238,12 @@ def _without_client_settings() -> Iterator[None]:
         os.environ.update(saved)
 
 
-#: Signals that end the demo the way Ctrl-C does: ``timeout``, ``kill`` and a closed
-#: terminal. Their default action killed the demo at once, leaving both instances running
-#: (they are in sessions of their own) and the temporary directory behind.
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-class _Stopped(BaseException):
-    """SIGTERM or SIGHUP arrived: unwinds like KeyboardInterrupt, to the cleanup."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 @contextlib.contextmanager
 def _stop_signals() -> Iterator[None]:
-    """While the demo runs, SIGTERM and SIGHUP raise :class:`_Stopped` in it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stopped(signum: int, _frame: object) -> None:
-        raise _Stopped(signum)
-
-    old = {s: signal.signal(s, stopped) for s in _STOP_SIGNALS}
+    """While the demo runs, SIGTERM and SIGHUP raise :class:`Stopped` in it (their
+    default action killed it at once, leaving both instances running and the temporary
+    directory behind)."""
+    old = unwind_on_stop_signals()
     try:
         yield
     finally:
@@ -276,7 +258,7 @@ def _signals_held() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, *_STOP_SIGNALS)}
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, *STOP_SIGNALS)}
     try:
         yield
     finally:
@@ -303,8 +285,8 @@ def run_demo(messages: int = 0, keep: bool = False, echo: Callable[[str], None] 
             pair = LocalPair(keep=keep)
             with _without_client_settings():
                 rc = _run(pair, echo, live, seconds, rate, messages)
-    except (KeyboardInterrupt, _Stopped) as exc:
-        signum = exc.signum if isinstance(exc, _Stopped) else signal.SIGINT
+    except (KeyboardInterrupt, Stopped) as exc:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
         why = ("interrupted" if signum == signal.SIGINT
                else f"stopped by {signal.Signals(signum).name}")
         where = "" if pair is None else (f"; keeping {pair.base}" if keep

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -145,6 +147,9 @@ def run(main: Callable[[], object]) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except Stopped as exc:  # a second one during the cleanup of the first
+        sys.stderr.write(f"stopped by {signal.Signals(exc.signum).name}\n")
+        sys.exit(128 + exc.signum)
     except BaseException as exc:  # the one place every failure is reduced to a line
         line, code = error_line(exc)
         if not line:
@@ -190,6 +195,32 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
     run(invoke)
 
 
+#: signals that end a long command the way Ctrl-C does when it asks for it
+#: (:func:`unwind_on_stop_signals`): ``timeout``, ``kill`` and a closed terminal
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like KeyboardInterrupt, through the cleanup."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
+def unwind_on_stop_signals() -> dict[int, Any]:
+    """From now on SIGTERM and SIGHUP raise :class:`Stopped` in the main thread, so that a
+    command's cleanup runs (their default action ended it at once, leaving the instances
+    it started running); returns the handlers they had. Nothing outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.signal(s, _raise_stopped) for s in STOP_SIGNALS}
+
+
 def _say_interrupted(command: object, name: str) -> None:
     """Ctrl-C in a command (or subcommand) that does not handle it itself: one line and
     exit 130. Typer would turn it into a silent exit 130, so it is caught in the
@@ -201,6 +232,9 @@ def _say_interrupted(command: object, name: str) -> None:
                 return callback(*args, **kwargs)
             except KeyboardInterrupt:
                 fail(f"{name}: interrupted (Ctrl-C): the command did not complete", 130)
+            except Stopped as exc:
+                fail(f"{name}: stopped by {signal.Signals(exc.signum).name}: the command "
+                     "did not complete", 128 + exc.signum)
 
         command.callback = functools.wraps(callback)(interruptible)  # type: ignore[attr-defined]
     for sub in getattr(command, "commands", {}).values():

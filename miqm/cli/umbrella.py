@@ -8,11 +8,19 @@ from typing import Any
 import typer
 
 from miqm.cli import credential
-from miqm.cli.common import fail, fail_usage, make_app, run_typer
+from miqm.cli.common import fail, fail_usage, make_app, run_typer, unwind_on_stop_signals
 
 app = make_app("miqm: multi-instance queue manager tools.")
 bench_app = make_app("Benchmarks: figures measured side by side in one run.")
 app.add_typer(bench_app, name="bench")
+
+
+@bench_app.callback()
+def bench_signals() -> None:
+    """Benchmarks: figures measured side by side in one run."""
+    # SIGTERM (timeout, a CI's limit) and SIGHUP end a benchmark as Ctrl-C does: the
+    # instances and processes it started are ended by its cleanup, not left running
+    unwind_on_stop_signals()
 credential.register(app)
 
 

@@ -129,9 +129,11 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_130(capsys, monkeypatch) -> No
     """Typer turns a KeyboardInterrupt into a silent exit 130; a command (or subcommand)
     run by run_typer says in one line that it was interrupted. A command that handles
     Ctrl-C itself (the demo) keeps its own line and code."""
+    import signal
+
     import typer
 
-    from miqm.cli.common import make_app, run_typer
+    from miqm.cli.common import Stopped, make_app, run_typer
 
     app = make_app("test app")
 
@@ -147,10 +149,16 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_130(capsys, monkeypatch) -> No
             typer.echo("== interrupted: cleaning up", err=True)
             raise typer.Exit(130) from None
 
-    for sub, line in (("wait", "sample: interrupted (Ctrl-C): the command did not complete"),
-                      ("own", "== interrupted: cleaning up")):
+    @app.command("term")
+    def term() -> None:
+        raise Stopped(signal.SIGTERM)  # what unwind_on_stop_signals makes of SIGTERM
+
+    for sub, line, code in (
+            ("wait", "sample: interrupted (Ctrl-C): the command did not complete", 130),
+            ("own", "== interrupted: cleaning up", 130),
+            ("term", "sample: stopped by SIGTERM: the command did not complete", 143)):
         monkeypatch.setattr(sys, "argv", ["sample", sub])
         with pytest.raises(SystemExit) as exit_:
             run_typer(app)
-        assert exit_.value.code == 130
+        assert exit_.value.code == code
         assert capsys.readouterr().err.strip().splitlines() == [line]
