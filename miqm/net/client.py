@@ -438,7 +438,7 @@ class Connection:
                               "(MIQM_TLS_CERT, MIQM_TLS_KEY)?")
                 refused.setdefault(MQRC_SSL_INITIALIZATION_ERROR, errors[-1])
                 continue
-            except (PeerClosed, ConnectionResetError, OSError, NetError) as exc:
+            except (OSError, NetError) as exc:  # PeerClosed, a reset, a timeout among them
                 sock.close()
                 if local and not isinstance(exc, READ_TIMEOUT):
                     # closed on this process (another user's: the listener refuses it

@@ -414,24 +414,24 @@ class Listener:
             self._count("local_user")
             self._log(f"AMQ5534: a local connection from pid {pid} (uid {uid}) was refused: "
                       "the local socket serves only the queue manager's own user")
-            refusal = error_reply(MQRC_NOT_AUTHORIZED, "the local socket serves only the "
-                                  "queue manager's own user (MQRC 2035 "
-                                  "MQRC_NOT_AUTHORIZED): connect through the TCP listener")
-            refusal["local"] = "refused"  # a client goes on to the TCP listener
-            try:
-                conn.settimeout(0.5)
-                conn.sendall(encode(refusal))
-            except OSError:
-                pass
-            conn.close()
+            # marked: a client goes on to the TCP listener
+            self._refuse(conn, MQRC_NOT_AUTHORIZED, "the local socket serves only the queue "
+                         "manager's own user (MQRC 2035 MQRC_NOT_AUTHORIZED): connect "
+                         "through the TCP listener", local=True, local_refused=True)
             return None
         return f"local(pid {pid})"
 
-    def _refuse(self, conn: socket.socket, mqrc: int, text: str, local: bool = False) -> None:
+    def _refuse(self, conn: socket.socket, mqrc: int, text: str, local: bool = False,
+                local_refused: bool = False) -> None:
+        """Answer ``mqrc`` (not through TLS, which has not begun) and close; with
+        ``local_refused`` the reply says the local socket refused this process."""
         if self.tls is None or local:
+            reply = error_reply(mqrc, text)
+            if local_refused:
+                reply["local"] = "refused"
             try:
                 conn.settimeout(0.5)
-                conn.sendall(encode(error_reply(mqrc, text)))
+                conn.sendall(encode(reply))
             except OSError:
                 pass
         try:
