@@ -98,11 +98,17 @@ MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_HANDLE_NOT_AVAILABLE = 2017
 #: seconds between AMQ7463 lines while the log stays full
 _LOG_FULL_REPEAT = 60.0
-MQRC_DATA_LENGTH_ERROR = 2010
+MQRC_MSG_TOO_BIG_FOR_Q_MGR = 2031
 MQRC_Q_NOT_EMPTY = 2055
 MQRC_PERSISTENT_NOT_ALLOWED = 2048
-#: the queue manager's MAXMSGL until ALTER QMGR sets one (the largest a queue may have)
+#: the largest MAXMSGL ALTER QMGR may set (MQ's 100 MB)
 _QMGR_MAXMSGL = 104_857_600
+#: MAXMSGL of a new queue manager (MQ's default, 4 MB): crtmqm stores it in the first
+#: checkpoint, so it is the queue manager's own value from then on
+QMGR_MAXMSGL_DEFAULT = 4_194_304
+#: MAXMSGL of a queue manager that has none stored: one created before crtmqm stored it,
+#: which had 100 MB as its default and keeps it (an upgrade refuses no message it took)
+_QMGR_MAXMSGL_UNSTORED = _QMGR_MAXMSGL
 #: kinds of queue manager objects kept in the QMGR attributes (see set_object)
 OBJECT_KINDS = ("QALIAS", "QMODEL")
 
@@ -334,7 +340,8 @@ class QueueManagerStore:
             raise ObjectError(f"queue manager '{qmgr}' already has a store in {data.describe()}")
         RecoveryLog.create(log, settings)
         data.makedirs("queues")
-        ckpt.write(data, ckpt.CheckpointInfo(qmgr={"MAXUMSGS": StoreTuning().max_umsgs}))
+        ckpt.write(data, ckpt.CheckpointInfo(qmgr={"MAXUMSGS": StoreTuning().max_umsgs,
+                                                   "MAXMSGL": QMGR_MAXMSGL_DEFAULT}))
 
     @classmethod
     def open(cls, data: Volume, log: Volume, qmgr: str, settings: LogSettings,
@@ -1244,7 +1251,7 @@ class QueueManagerStore:
         """DISPLAY QMGR attributes."""
         with self._lock:
             return {"QMNAME": self.qmgr, "MAXUMSGS": self._max_umsgs(),
-                    "MAXMSGL": int(self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL)),
+                    "MAXMSGL": int(self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL_UNSTORED)),
                     "DESCR": str(self.state.qmgr.get("DESCR", "")),
                     "MONQ": str(self.state.qmgr.get("MONQ", "MEDIUM")),
                     **({"CONNAUTH": self.state.qmgr["CONNAUTH"]}
@@ -1426,9 +1433,12 @@ class QueueManagerStore:
             if len(body) > int(q.attrs["MAXMSGL"]):
                 raise MessagingError(f"message of {len(body)} bytes exceeds MAXMSGL of queue "
                                      f"'{queue}' (MQRC 2030)", mqrc=MQRC_MSG_TOO_BIG_FOR_Q)
-            if len(body) > self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL):
-                raise MessagingError(f"message of {len(body)} bytes exceeds the queue "
-                                     "manager's MAXMSGL (MQRC 2010)", mqrc=MQRC_DATA_LENGTH_ERROR)
+            if len(body) > self.state.qmgr.get("MAXMSGL", _QMGR_MAXMSGL_UNSTORED):
+                raise MessagingError(
+                    f"message of {len(body)} bytes exceeds the queue manager's MAXMSGL of "
+                    f"{self.state.qmgr.get('MAXMSGL', _QMGR_MAXMSGL_UNSTORED)} bytes: ALTER "
+                    "QMGR MAXMSGL raises it (MQRC 2031 MQRC_MSG_TOO_BIG_FOR_Q_MGR)",
+                    mqrc=MQRC_MSG_TOO_BIG_FOR_Q_MGR)
             prio = int(q.attrs["DEFPRTY"]) if priority is None else int(priority)
             if not 0 <= prio <= 9:
                 raise MessagingError(f"priority {prio} is not 0-9 (MQRC 2050)",
