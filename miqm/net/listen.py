@@ -9,9 +9,57 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from miqm.net.auth import Authenticator, exposed_warning, local_credentials_path, read
-from miqm.net.server import Handler, Listener, server_tls_context
+from miqm import authz
+from miqm.net.auth import ADMIN, Authenticator, exposed_warning, local_credentials_path, read
+from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
+from miqm.net.server import Handler, Listener, Session, server_tls_context
 from miqm.net.settings import listener_settings
+
+#: The controller's own ops, answered before the queue service (and so before its
+#: authority checks) sees a request: ``end`` (endmqm) is the administrator's alone, as
+#: MQ's endmqm is the mqm group's; ``instance`` shows the instance (host, mode, pid, the
+#: listener's counts) to a principal with DSP on the queue manager, as DISPLAY QMSTATUS.
+CONTROL_OPS = frozenset({"end", "instance"})
+
+
+def app_handler(ctl: Any, handler: Handler) -> Handler:
+    """``handler`` for the sessions of application principals (not admin): the control
+    ops (:data:`CONTROL_OPS`) are checked first. Any principal with a credential could
+    end the queue manager (``{"op": "end", "mode": "immediate"}``) or read its pid,
+    whatever its authority records said."""
+
+    def serve(request: dict[str, Any], session: Session) -> dict[str, Any]:
+        op = request.get("op")
+        if op in CONTROL_OPS:
+            refused = control_refusal(ctl, op, request, session)
+            if refused is not None:
+                return refused
+        return handler(request, session)
+
+    return serve
+
+
+def control_refusal(ctl: Any, op: Any, request: dict[str, Any],
+                    session: Session) -> dict[str, Any] | None:
+    """None if ``session``'s principal may run control op ``op``, else the 2035 reply
+    (the refusal logged through the queue service's authorizer: AMQ8077, rate-limited)."""
+    principal = session.principal
+    if principal is None or principal == ADMIN:
+        return None
+    service = getattr(ctl, "service", None)
+    authorizer = getattr(service, "authorizer", None)
+    if op == "instance" and authorizer is not None:
+        # CONNECT and DSP on the queue manager, as the status op needs
+        return authorizer.check("status", request, session)
+    what = ("end the queue manager (endmqm: the administrator's credential)" if op == "end"
+            else "display the instance on a standby")
+    if authorizer is not None:
+        refused = authorizer.refuse(principal, authz.QMGR, ctl.qmgr, "CTRL")
+        refused["error"] = (f"principal '{principal}' may not {what} (MQRC 2035 "
+                            "MQRC_NOT_AUTHORIZED)")
+        return refused
+    return error_reply(MQRC_NOT_AUTHORIZED, f"principal '{principal}' may not {what} "
+                       "(MQRC 2035 MQRC_NOT_AUTHORIZED)", amq="AMQ8077")
 
 
 def make_listener(ctl: Any, handler: Handler) -> Listener:
@@ -56,7 +104,7 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
     ipc = f"miqm/{ctl.qmgr}/{ctl.pid}/{secrets.token_hex(6)}"
     listener = Listener(handler, host=settings.host, port=settings.port, log=log,
                         authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout,
-                        ipc=ipc)
+                        ipc=ipc, app_handler=app_handler(ctl, handler))
     #: lines for the console of the strmqm that starts this instance (the controller
     #: prints them with its own; they are in the error log already)
     listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {warning}."] if warning \

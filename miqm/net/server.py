@@ -72,6 +72,13 @@ _session_ids = itertools.count(1)
 #: buffer a 100 MiB frame.
 PREAUTH_MAX_FRAME = 8 * 1024
 
+#: Largest JSON header a connection may send before it is known as the administrator (an
+#: application principal's requests, and every hello): a request's header is a few hundred
+#: bytes (an MQSC command is at most MQ's 32,762 characters). Each of its JSON values
+#: costs 30 to 60 bytes once decoded: 23 MiB of ``[],`` took 600 MiB of the queue
+#: manager's memory, kept after the request; this limit holds it to a few MiB.
+MAX_REQUEST_HEADER = 256 * 1024
+
 #: Replies held back while more pipelined requests are buffered, at most this many bytes.
 _COALESCE = 256 * 1024
 
@@ -87,6 +94,11 @@ _UCRED = struct.Struct("3i")
 #: one put, committed (the service's ``_put``).
 FEATURES = ("quiet", "packed", "putcommit")
 
+#: A hello refused with one of these ends its connection (2058: another queue manager's
+#: name; 2035: no CONNECT authority). A standby's 2543 and an ending instance's 2161/2162
+#: keep it: control commands (endmqm -x) go on over it.
+_HELLO_ENDS = frozenset({2035, 2058})
+
 #: MQRC 2161 MQRC_Q_MGR_QUIESCING: a controlled end (endmqm, -c, -w) is under way
 MQRC_Q_MGR_QUIESCING = 2161
 #: MQRC 2162 MQRC_Q_MGR_STOPPING: an immediate or pre-emptive end, or a switchover
@@ -99,6 +111,66 @@ _GONE_EVENTS = (select.POLLIN | select.POLLERR | select.POLLHUP | select.POLLNVA
                 | getattr(select, "POLLRDHUP", 0))
 
 
+_FRAME_LEN = struct.Struct(">I")
+_FRAME_PREFIX = struct.Struct(">II")
+
+
+class _CheckedReader(FrameReader):
+    """A :class:`FrameReader` that refuses a header longer than ``max_header`` from its
+    length fields, before the frame is read or decoded: for connections not (yet) known as
+    the administrator's. An administrator's connection reads through a plain FrameReader
+    (:meth:`Listener._serve_requests`), so its requests pay nothing for this."""
+
+    max_header = MAX_REQUEST_HEADER
+
+    def read(self) -> dict[str, Any]:
+        """The next frame, as :meth:`FrameReader.read`; ProtocolError (2010) for a
+        header over ``max_header``."""
+        if self.unread() < 8:
+            self._fill(4, True)
+            (length,) = _FRAME_LEN.unpack_from(self._buf, self._pos)
+            if 4 <= length <= self.max_frame:
+                self._fill(8, False)  # a frame this long has its header length next
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos >= 8:
+            length, hlen = _FRAME_PREFIX.unpack_from(buf, pos)
+            if (self.max_header < hlen <= length - 4 and length <= self.max_frame
+                    and buf[pos + 4] != 0x7B):  # (0x7B: a version 1 frame, refused later)
+                raise ProtocolError(f"a frame header of {hlen} bytes exceeds this "
+                                    f"connection's limit of {self.max_header}",
+                                    mqrc=MQRC_DATA_LENGTH_ERROR)
+        return super().read()
+
+
+class _LogLimit:
+    """At most ``per_minute`` lines a minute: the lines bad input writes (a flood of
+    garbage must not rotate the error log's other entries away); the first line after a
+    minute with some left out says how many."""
+
+    def __init__(self, log: Callable[[str], None], per_minute: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._write = log
+        self.per_minute = per_minute
+        self._clock = clock
+        self._window = (-1e18, 0, 0)  # (start, logged, left out)
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            now = self._clock()
+            start, logged, left = self._window
+            more = 0
+            if now - start >= 60.0:
+                more, start, logged, left = left, now, 0, 0
+            write = logged < self.per_minute
+            logged, left = (logged + 1, left) if write else (logged, left + 1)
+            self._window = (start, logged, left)
+        if write:
+            if more:
+                line += f" ({more} more such lines in the last minute were not logged)"
+            self._write(line)
+
+
 class Session:
     """Per-connection state: an id, the peer address, a ``state`` dict the handler owns
     (the service keeps the open unit of work there), the authenticated ``principal``,
@@ -109,6 +181,9 @@ class Session:
         self.peer = peer
         self.state: dict[str, Any] = {}
         self.principal: str | None = None
+        #: what serves its requests once authenticated (the listener's handler, or its
+        #: ``app_handler`` for a principal other than admin)
+        self.handler: Handler | None = None
         self._callbacks: list[Callable[[Session], None]] = []
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -209,11 +284,16 @@ class Listener:
                  tls: ssl.SSLContext | None = None, idle_timeout: float = 600.0,
                  handshake_timeout: float = 10.0, max_connections: int = 5000,
                  max_frame: int = MAX_FRAME,
-                 preauth_max_frame: int = PREAUTH_MAX_FRAME, ipc: str | None = None) -> None:
+                 preauth_max_frame: int = PREAUTH_MAX_FRAME, ipc: str | None = None,
+                 app_handler: Handler | None = None, log_per_minute: int = 20) -> None:
         self.handler = handler
+        #: serves the sessions of principals other than admin (None: ``handler``)
+        self.app_handler = app_handler or handler
         self.host = host
         self.port = port
         self._log = log or (lambda _msg: None)
+        #: what bad input writes to the error log goes through this limit
+        self._log_bad = _LogLimit(self._log, log_per_minute)
         self.authenticator = authenticator
         self.tls = tls
         self.idle_timeout = idle_timeout
@@ -412,7 +492,7 @@ class Listener:
             pid, uid = 0, -1
         if uid not in (os.getuid(), 0):
             self._count("local_user")
-            self._log(f"AMQ5534: a local connection from pid {pid} (uid {uid}) was refused: "
+            self._log_bad(f"AMQ5534: a local connection from pid {pid} (uid {uid}) was refused: "
                       "the local socket serves only the queue manager's own user")
             # marked: a client goes on to the TCP listener
             self._refuse(conn, MQRC_NOT_AUTHORIZED, "the local socket serves only the queue "
@@ -452,7 +532,7 @@ class Listener:
             return None
         if first and first[0] != 0x16:  # not a TLS record: a plain client
             self._count("plain_on_tls")
-            self._log(f"AMQ9637: {session.peer} sent plain TCP to this TLS listener; the "
+            self._log_bad(f"AMQ9637: {session.peer} sent plain TCP to this TLS listener; the "
                       "client must connect with TLS (MIQM_TLS_CA)")
             try:
                 conn.sendall(encode(error_reply(
@@ -479,7 +559,7 @@ class Listener:
             if session.handshake_expired:
                 return None
             self._count("tls_handshake")
-            self._log(f"AMQ9637: the TLS handshake with {session.peer} failed: "
+            self._log_bad(f"AMQ9637: the TLS handshake with {session.peer} failed: "
                       f"{getattr(exc, 'reason', None) or exc} (a plain client on a TLS "
                       "listener, or a certificate the listener does not accept)")
             return None
@@ -493,7 +573,7 @@ class Listener:
             if conn is None:
                 return
             session._sock = conn
-            reader = FrameReader(conn, self.preauth_max_frame)
+            reader: FrameReader = _CheckedReader(conn, self.preauth_max_frame)
             if tls is None:
                 try:
                     prefix = reader.peek_prefix()
@@ -502,7 +582,7 @@ class Listener:
                     return
                 if is_tls_hello(prefix):
                     self._count("tls_on_plain")
-                    self._log(f"AMQ9631: {session.peer} started a TLS handshake on this "
+                    self._log_bad(f"AMQ9631: {session.peer} started a TLS handshake on this "
                               "plain-TCP listener; configure the client without TLS or the "
                               "listener with SSLCertFile/SSLKeyFile")
                     return
@@ -556,9 +636,15 @@ class Listener:
                 except OSError:
                     pass
                 return
-            except ProtocolError as exc:
+            except (ProtocolError, RecursionError, MemoryError) as exc:
+                # RecursionError: a header nested deeper than the JSON parser goes (a few
+                # KiB of "[" do it); it had ended the session's thread with a traceback
+                # and no reply, no count and no line in the error log
+                if not isinstance(exc, ProtocolError):
+                    exc = ProtocolError(f"a frame header could not be decoded "
+                                        f"({type(exc).__name__})")
                 self._count("malformed")
-                self._log(f"AMQ9504: a protocol error from {session.peer}: {exc}; "
+                self._log_bad(f"AMQ9504: a protocol error from {session.peer}: {exc}; "
                           "the connection was closed")
                 try:
                     session.send(encode(error_reply(
@@ -576,11 +662,17 @@ class Listener:
                 reply, close_after = self._authenticate(request, session)
                 if session.principal is not None:  # authenticated: the usual limits
                     self._done_pending(session)
-                    reader.max_frame = self.max_frame
+                    reader = self._reader_for(session, reader)
                 if reply is None:
                     reply = self._dispatch(request, session)
-                    if request.get("op") == "hello" and reply.get("ok"):
-                        reply["features"] = list(FEATURES)
+                    if request.get("op") == "hello":
+                        if reply.get("ok"):
+                            reply["features"] = list(FEATURES)
+                        elif reply.get("mqrc") in _HELLO_ENDS:
+                            # another queue manager's name, or no CONNECT authority: the
+                            # connection ends, as MQCONN's does (it stayed open, its
+                            # principal authenticated, and served, unseen by DISPLAY CONN)
+                            close_after = True
             else:
                 reply = self._dispatch(request, session)
             # a quiet pipelined request ("async": 2) is answered only if it failed
@@ -610,20 +702,31 @@ class Listener:
                 return
         self._send_notice(session)  # the listener stopped between two requests
 
+    def _reader_for(self, session: Session, reader: FrameReader) -> FrameReader:
+        """The reader for ``session`` now that it is authenticated: the usual frame limit,
+        and for the administrator a plain FrameReader (nothing checked per request),
+        taking over what was read already."""
+        if session.principal != ADMIN:
+            reader.max_frame = self.max_frame
+            return reader
+        plain = FrameReader(reader.sock, self.max_frame)
+        plain._buf, plain._pos = reader._buf, reader._pos
+        return plain
+
     def _authenticate(self, request: dict[str, Any],
                       session: Session) -> tuple[dict[str, Any] | None, bool]:
         """Before a successful hello: (reply, close?) — None lets the request through."""
         auth = self.authenticator
         if request.get("op") != "hello":
             if auth is None or not auth.required:
-                session.principal = "admin"
+                self._authenticated(session, ADMIN)
                 return None, False
             auth.check(None, session.peer)  # counted and logged like a wrong credential
             return error_reply(MQRC_NOT_AUTHORIZED,
                                "not authorized: send hello with a credential first "
                                "(MQRC 2035 MQRC_NOT_AUTHORIZED)", amq="AMQ5534"), True
         if auth is None:
-            session.principal = "admin"
+            self._authenticated(session, ADMIN)
             return None, False
         credential = request.get("credential")
         principal = auth.check(credential, session.peer)
@@ -641,8 +744,12 @@ class Listener:
             return error_reply(MQRC_NOT_AUTHORIZED,
                                f"the credential is {what} for this queue manager (MQRC 2035 "
                                f"MQRC_NOT_AUTHORIZED): {advice}", amq="AMQ5534"), True
-        session.principal = principal
+        self._authenticated(session, principal)
         return None, False
+
+    def _authenticated(self, session: Session, principal: str) -> None:
+        session.principal = principal
+        session.handler = self.handler if principal == ADMIN else self.app_handler
 
     def _dispatch(self, request: dict[str, Any], session: Session) -> dict[str, Any]:
         version = request.get("v", PROTOCOL_VERSION)
@@ -651,9 +758,10 @@ class Listener:
                                f"protocol version {version!r} is not supported by this "
                                f"queue manager (it speaks version {PROTOCOL_VERSION})")
         try:
-            reply = self.handler(request, session)
+            reply = (session.handler or self.handler)(request, session)
         except Exception as exc:  # one bad request must not kill the session
-            self._log(f"request {request.get('op')!r} failed: {type(exc).__name__}: {exc}")
+            self._log_bad(f"request {request.get('op')!r} from {session.peer} failed: "
+                          f"{type(exc).__name__}: {exc}")
             return error_reply(getattr(exc, "mqrc", MQRC_UNEXPECTED_ERROR),
                                f"{type(exc).__name__}: {exc}")
         # handlers make a new dict per reply: the id is set on it without a copy

@@ -766,7 +766,11 @@ class QueueService:
                 except (TypeError, ValueError):
                     pass
             if req.get("appltag"):
-                info["appltag"] = str(req["appltag"])[:28]
+                # what the client says it is, shown by DISPLAY CONN and QSTATUS: a line
+                # break or control character in it forged lines of runmqsc's output, and
+                # parentheses forged attributes ("x) USERID(admin") for a script reading it
+                info["appltag"] = "".join(c if c.isprintable() and c not in "()" else "?"
+                                          for c in str(req["appltag"])[:28])
         if first:
             session.on_close(self._unregister)
 

@@ -1,0 +1,111 @@
+"""A real instance's listener (strmqm) against a hostile client with raw sockets: an
+application principal that tries the controller's own ops (end, instance), JSON nested
+past the parser's depth before hello, and an application tag that forges lines of
+DISPLAY CONN. Each is refused with MQ's reason code and a line in the error log with the
+peer address, and the instance goes on serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from miqm.localpair import LocalPair
+from miqm.net import protocol
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+QM = "QMSECL"
+
+
+@pytest.fixture(scope="module")
+def qm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalPair, str, str]]:
+    """A running instance, an application principal APP1 with CONNECT only, and the two
+    credentials (admin's, APP1's)."""
+    pair = LocalPair(qmgr=QM, base=str(tmp_path_factory.mktemp("seclistener")))
+    try:
+        pair.create()
+        pair.start(pair.a)
+        app = pair.run(pair.a, "miqm", "credential", "-m", QM, "--add", "APP1").stdout.strip()
+        admin = pair.run(pair.a, "miqm", "credential", "-m", QM, "--show").stdout.strip()
+        pair.run(pair.a, "setmqaut", "-m", QM, "-t", "qmgr", "-p", "APP1", "+connect")
+        yield pair, admin.splitlines()[-1], app.splitlines()[-1]
+    finally:
+        pair.close()
+
+
+def _address(pair: LocalPair) -> tuple[str, int]:
+    with open(os.path.join(pair.data_dir(), "listener"), encoding="utf-8") as f:
+        rec = json.load(f)
+    return rec["host"], int(rec["port"])
+
+
+def _hello(pair: LocalPair, credential: str, **extra: Any) -> socket.socket:
+    s = socket.create_connection(_address(pair), timeout=20)
+    protocol.write_frame(s, {"id": 1, "op": "hello", "v": 2, "qmgr": QM,
+                             "credential": credential, **extra})
+    assert protocol.read_frame(s)["ok"]
+    return s
+
+
+def _errlog(pair: LocalPair) -> str:
+    with open(os.path.join(pair.data_dir(), "errors", "AMQERR01.LOG"), encoding="utf-8") as f:
+        return f.read()
+
+
+def _running(pair: LocalPair) -> bool:
+    return "Running" in pair.run(pair.a, "dspmq", "-m", QM).stdout
+
+
+@pytest.mark.parametrize("op", ["end", "instance"])
+def test_an_application_principal_cannot_end_the_queue_manager(qm, op) -> None:
+    """{"op": "end", "mode": "immediate"} from a principal holding CONNECT alone ended
+    the queue manager: the controller answered it before any authority check."""
+    pair, _admin, app = qm
+    with _hello(pair, app) as s:
+        protocol.write_frame(s, {"id": 2, "op": op, "mode": "immediate"})
+        reply = protocol.read_frame(s)
+    assert reply["mqrc"] == protocol.MQRC_NOT_AUTHORIZED, reply
+    assert _running(pair)
+    wait_until(lambda: "Entity 'APP1' has insufficient authority" in _errlog(pair),
+               "the refusal in the error log", timeout=10, poll=0.1)
+
+
+def test_json_nested_too_deep_before_hello_is_answered_and_logged(qm) -> None:
+    """A few KiB of '[' before hello ended the session's thread with a RecursionError
+    traceback in the controller's output file, with no reply and no error log line."""
+    pair, admin, _app = qm
+    good = _hello(pair, admin)
+    with socket.create_connection(_address(pair), timeout=20) as s:
+        header = b'{"op":' + b"[" * 3000 + b"]" * 3000 + b"}"
+        s.sendall(struct.pack(">II", 4 + len(header), len(header)) + header)
+        reply = protocol.read_frame(s)
+        port = s.getsockname()[1]
+    assert reply["mqrc"] == protocol.MQRC_UNEXPECTED_ERROR and reply["amq"] == "AMQ9504"
+    line = f"AMQ9504: a protocol error from 127.0.0.1({port})"
+    wait_until(lambda: line in _errlog(pair), "the AMQ9504 line with the peer address",
+               timeout=10, poll=0.1)
+    out = os.path.join(pair.a.root, "run", f"{QM}.out")
+    if os.path.exists(out):
+        with open(out, encoding="utf-8", errors="replace") as f:
+            assert "RecursionError" not in f.read()
+    with good:
+        protocol.write_frame(good, {"id": 2, "op": "ping"})
+        assert protocol.read_frame(good)["ok"]
+
+
+def test_an_application_tag_cannot_forge_display_conn_lines(qm) -> None:
+    """APPLTAG is what the client says: a line break in it made a line of its own in
+    runmqsc's DISPLAY CONN, and parentheses a USERID of its own."""
+    pair, admin, _app = qm
+    with _hello(pair, admin, appltag="x)\nAMQ8276I: FAKE USERID(root"):
+        out = pair.mqsc(pair.a, "DISPLAY CONN(*) ALL\n")
+    assert "\nAMQ8276I: FAKE" not in out
+    assert "USERID(root" not in out
+    assert "APPLTAG(x??AMQ8276I: FAKE USERID?roo)" in out
