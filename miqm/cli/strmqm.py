@@ -121,6 +121,12 @@ def strmqm(
         mode = local.get("mode")
         what = "a standby instance" if mode == "standby" else "an instance"
         fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local.get("pid"))
+    # No usable run record (removed, damaged, or left by a process that is gone): the
+    # lock files still say whether an instance of this host runs. Asked before starting
+    # a controller, since one that finds master held becomes a standby, and the active
+    # instance would get a standby on its own host (no use for a failover, and it keeps
+    # the other host's standby out as a third instance).
+    _refuse_if_running_here(qmgr)
     if foreground:
         from miqm.ha.foreground import exec_controller
 

@@ -345,7 +345,8 @@ class Controller:
                     raise
                 return self.become_active(failover_from=None, status=status)
             decided = decide.step(State.START, self.facts(
-                master=False, status=qmstatus.try_read(self.data)))
+                master=False, status=qmstatus.try_read(self.data),
+                master_here_pid=self._master_holder_here()))
             if decided.action is Action.REFUSE:
                 return self.refuse(decided)
             return self.become_standby()
@@ -369,6 +370,21 @@ class Controller:
             self.events.close()
 
     # ------------------------------------------------------------------ standby
+    def _master_holder_here(self) -> int | None:
+        """The pid of a live instance of this host holding ``master``, by its holder
+        record; None if the holder is elsewhere, gone, or cannot be told. strmqm checks
+        the run record first, but a run record removed or damaged, or two strmqm at
+        once, would otherwise give the active a standby on its own host."""
+        from lockfs.lockfile import peek
+
+        try:
+            record, held = peek(self.data, "master")
+        except LockFsError:
+            return None
+        if record is None or held is False or record.host != self.host or not record.pid:
+            return None
+        return int(record.pid) if runfile.instance_alive(int(record.pid)) else None
+
     def facts(self, **observed: Any) -> decide.Facts:
         """What this instance observed, for :func:`miqm.ha.decide.step`."""
         return decide.Facts(self.qmgr, self.permit_standby, qmstatus.platform_signature(),

@@ -8,6 +8,7 @@ or a clock, so every rule is tested directly (tests/unit/test_decide.py).
 
     START ──master granted, same platform──────────────────────► ACTIVE
       │ master refused
+      ├─ held by a live instance of this host ─────────────────────► REFUSED (AMQ1104, exit 5)
       ├─ without -x ─────────────────────────────────────────────► REFUSED (AMQ1101, exit 5)
       ├─ active runs without permitting standby ────────────────► REFUSED (AMQ1102, exit 43)
       ▼
@@ -71,6 +72,9 @@ class Facts:
     status: QMStatus | None = None       # qmstatus.ini as read (None: not read / absent)
     status_error: str | None = None      # qmstatus.ini could not be read: why
     end_requested: bool = False          # endmqm -x reached this standby
+    #: the pid of a live instance of this very host that holds master (its record names
+    #: this host and a running miqm process), when master was refused
+    master_here_pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,12 @@ def step(state: State, facts: Facts, our_platform: str = "") -> Step:
                 return Step(State.REFUSED, Action.REFUSE,
                             platform_line(q, status, our_platform), "AMQ7272", EXIT_FATAL)
             return Step(State.ACTIVE, Action.BECOME_ACTIVE)
+        if facts.master_here_pid is not None:
+            # the active instance runs on this host: a standby beside it is no failover
+            # (both go with the host) and would keep the other host's standby out
+            return Step(State.REFUSED, Action.REFUSE,
+                        amq.text("AMQ1104", qmgr=q, what="an instance",
+                                 pid=facts.master_here_pid), "AMQ1104", EXIT_RUNNING_ELSEWHERE)
         if not facts.permit_standby:
             return Step(State.REFUSED, Action.REFUSE, amq.text("AMQ1101", qmgr=q), "AMQ1101",
                         EXIT_RUNNING_ELSEWHERE)

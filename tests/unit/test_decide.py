@@ -57,6 +57,18 @@ def test_standby_is_refused_when_the_active_runs_without_x() -> None:
     assert (s.state, s.action) == (State.SEEKING_STANDBY, Action.TRY_STANDBY)
 
 
+def test_master_held_by_a_live_instance_of_this_host_is_refused_as_running_here() -> None:
+    """Not a standby beside its own host's active (it would go down with it, and keep the
+    other host's standby out as a third instance): AMQ1104, exit 5, with or without -x."""
+    for permit in (True, False):
+        s = step(State.START, facts(master=False, permit_standby=permit, status=running(),
+                                    master_here_pid=4242))
+        assert (s.state, s.action, s.amq) == (State.REFUSED, Action.REFUSE, "AMQ1104")
+        assert s.exit_code == 5 and "4242" in s.line and "on this host" in s.line
+    s = step(State.START, facts(master=False, status=running(), master_here_pid=None))
+    assert s.action is Action.TRY_STANDBY
+
+
 def test_standby_granted_or_third_instance_refused() -> None:
     s = step(State.SEEKING_STANDBY, facts(standby=True))
     assert (s.state, s.action) == (State.STANDBY, Action.BECOME_STANDBY)

@@ -1,0 +1,74 @@
+"""What an MQ administrator runs, in the order one runs it, on two instances of one queue
+manager on this machine (real commands, real processes): the findings of an
+administrator's walk through the lifecycle, each pinned here.
+
+Every test leaves no process behind (the pair's close ends what is left).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from miqm.localpair import LocalPair
+
+pytestmark = pytest.mark.integration
+
+TUNING = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall": "2",
+          "LivenessInterval": "5", "FilesystemLease": "90"}
+QM = "QMADM"
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[LocalPair]:
+    p = LocalPair(qmgr=QM, base=str(tmp_path / "pair"), tuning=dict(TUNING))
+    p.create()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _modes(p: LocalPair) -> list[tuple[str, str]]:
+    return sorted((str(i["host"]), str(i["mode"])) for i in p.status()["instances"])
+
+
+def test_a_damaged_run_record_does_not_let_strmqm_start_a_standby_beside_the_active(
+        pair: LocalPair) -> None:
+    """The run record of the active's host damaged (or removed): strmqm -x there started
+    a second instance on the same host, as the standby of its own active, and the other
+    host's standby was then refused as a third instance (AMQ1103)."""
+    assert "started using" in pair.start(pair.a)
+    run_record = Path(pair.a.root, "run", f"{QM}.json")
+    run_record.write_text("garbage{")
+    again = pair.run(pair.a, "strmqm", "-x", QM, check=False)
+    assert again.returncode == 5, again.stdout + again.stderr
+    line = again.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("AMQ1104: "), line
+    run_record.unlink()
+    again = pair.run(pair.a, "strmqm", "-x", QM, check=False)
+    assert again.returncode == 5 and again.stderr.startswith("AMQ1104: "), again.stderr
+    assert "standby instance" in pair.start(pair.b)  # the other host's standby is free
+    assert _modes(pair) == [("hosta", "Active"), ("hostb", "Standby")]
+
+
+def test_the_controller_itself_refuses_to_be_the_standby_of_its_own_hosts_active(
+        pair: LocalPair) -> None:
+    """strmqm's check of the run record and lock files can be raced (two strmqm at once)
+    or skipped (a unit that execs the controller): the execution controller refuses too,
+    exit 5 as for an instance already running here."""
+    assert "started using" in pair.start(pair.a)
+    Path(pair.a.root, "run", f"{QM}.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "miqm.ha.controller", QM, "-x",
+                           "--foreground"], env=pair.a.env(), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert "AMQ1104" in proc.stderr + proc.stdout
+    assert "standby instance" in pair.start(pair.b)
+    assert _modes(pair) == [("hosta", "Active"), ("hostb", "Standby")]
+    assert os.path.exists(pair.data_dir())
