@@ -63,7 +63,8 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
                     f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running (an instance holds "
                     f"its {', '.join(held)} lock). End every instance with endmqm first.",
                     amq="AMQ8041")
-            log_loc = _log_location(data, qmgr) or default_log_location(qmgr)
+            log_loc = _log_location(data, qmgr) or _default_log_or_refuse(
+                entry.data_path, qmgr, default_log_location(qmgr))
             log = open_volume(log_loc)
             try:
                 log.remove_tree("")
@@ -76,6 +77,34 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
         data.close()
     unregister(qmgr)
     typer.echo(amq.text("AMQ8002", qmgr=qmgr))
+
+
+def _default_log_or_refuse(data_path: str, qmgr: str, default: str) -> str:
+    """The default log location (crtmqm without -ld) when qm.ini names no LogPath, if a
+    log is there; otherwise refuse before anything is deleted: with a damaged or emptied
+    qm.ini the data directory went and the log (crtmqm -ld elsewhere) stayed, and crtmqm
+    of the same name then refused its non-empty log directory (AMQ8110)."""
+    from lockfs import open_volume
+    from lockfs.errors import LockFsError
+    from miqm.errors import MiqmError
+
+    try:
+        log = open_volume(default)
+        try:
+            if log.exists("amqhlctl.lfh"):
+                return default
+        finally:
+            log.close()
+    except LockFsError:
+        pass
+    raise MiqmError(amq.line(
+        "AMQ7017", qmgr=qmgr,
+        detail=f"{data_path}/qm.ini is damaged or names no LogPath, and there is no log "
+               f"at the default {default}, so dltmqm cannot tell which log directory to "
+               "delete; nothing was deleted. Restore qm.ini from a backup (its Log stanza's "
+               "LogPath names the log directory) and run dltmqm again, or delete the data "
+               "and log directories by hand, then run dltmqm again to remove the entry."),
+        amq="AMQ7017")
 
 
 def _remove_dir(location: str) -> None:
