@@ -4,7 +4,8 @@
   waits; ``-i`` immediate and ``-p`` pre-emptive (no shutdown checkpoint; restart
   recovers from the log) wait until the instance has ended.
 * ``-s`` ends the active instance permitting switchover: the standby takes over. Without
-  it the standby ends too (it sees the queue manager ended, not crashed).
+  it the standby ends too (it sees the queue manager ended, not crashed). With no standby
+  instance running, ``-s`` is refused and nothing ends (exit 40).
 * ``-x`` ends the standby instance only. ``endmqm`` on a host whose instance is the
   standby, without ``-x``, is an error.
 * ``-r`` asks reconnectable clients to reconnect to another instance, as ``-s`` does.
@@ -157,6 +158,8 @@ def endmqm(
     if target is None:
         fail_amq("AMQ8146", f"It has no {'standby' if standby_only else 'running'} instance "
                  "to end.", qmgr=qmgr)
+    if switchover:
+        _refuse_switchover_without_standby(qmgr, locks)
     pid_here = int(local.get("pid") or 0) if local is not None else 0
     try:
         with connect(qmgr, endpoints=[Endpoint(*target)], allow_standby=True) as conn:
@@ -188,6 +191,22 @@ def endmqm(
     elif mode != "controlled":
         typer.echo(amq.text("AMQ1004", qmgr=qmgr))
         typer.echo(amq.text("AMQ1005" if switchover else "AMQ8004", qmgr=qmgr))
+
+
+def _refuse_switchover_without_standby(qmgr: str, locks: dict[str, Any] | None) -> None:
+    """``endmqm -s`` with no standby instance: refused, as MQ's -s checks for a standby
+    before it ends the active one. It ended the queue manager everywhere while saying
+    'ended, permitting switchover to a standby instance', an outage the administrator
+    did not ask for. When the lock files cannot be read, the end goes ahead (no check
+    is possible, and the administrator asked for an end)."""
+    if locks is None:
+        locks = lock_holders(qmgr)
+    standby = locks.get("standby") or {}
+    if not locks or standby.get("held") is not False:
+        return
+    fail(f"endmqm: queue manager '{qmgr}' has no standby instance to switch over to, so "
+         "nothing was ended: start one on the other host with 'strmqm -x "
+         f"{qmgr}' and run endmqm -s again, or end the queue manager without -s.", 40)
 
 
 def _signal_end(pid: int) -> dict[str, Any]:

@@ -72,3 +72,19 @@ def test_the_controller_itself_refuses_to_be_the_standby_of_its_own_hosts_active
     assert "standby instance" in pair.start(pair.b)
     assert _modes(pair) == [("hosta", "Active"), ("hostb", "Standby")]
     assert os.path.exists(pair.data_dir())
+
+
+def test_endmqm_s_without_a_standby_is_refused_and_ends_nothing(pair: LocalPair) -> None:
+    """It ended the queue manager everywhere, saying 'ended, permitting switchover to a
+    standby instance' with no standby to switch to."""
+    assert "started using" in pair.start(pair.a)
+    for argv in (("endmqm", "-s", QM), ("endmqm", "-w", "-s", QM), ("endmqm", "-i", "-s", QM)):
+        refused = pair.run(pair.a, *argv, check=False)
+        line = refused.stderr.strip()
+        assert refused.returncode == 40 and len(line.splitlines()) == 1, refused.stderr
+        assert "no standby instance" in line and "strmqm -x" in line and not refused.stdout
+        assert pair.status()["status"] == "Running"
+    assert "standby instance" in pair.start(pair.b)
+    out = pair.run(pair.a, "endmqm", "-w", "-s", QM).stdout
+    assert "permitting switchover" in out
+    assert pair.wait_active(not_host="hosta")["host"] == "hostb"
