@@ -22,6 +22,7 @@ Written atomically (temporary file, fdatasync, rename).
 from __future__ import annotations
 
 import platform
+import re
 import sys
 import zlib
 from dataclasses import dataclass, replace
@@ -92,7 +93,18 @@ def read(volume: Volume) -> QMStatus:
         return QMStatus()
     where = f"{volume.describe()}/{NAME}"
     values: dict[str, str] = {}
-    for s in parse_ini(text, where):
+    try:
+        stanzas = parse_ini(text, where)
+    except ConfigError as exc:
+        # "restore the file" (the parser's advice) is no use here: nobody backs up a
+        # status file; what it holds is rewritten by the next start
+        at = re.search(r"line \d+", str(exc))
+        raise ConfigError(f"{where} is damaged{f' ({at.group(0)})' if at else ''}: it "
+                          "holds only the queue manager's last status and is rewritten "
+                          "when the queue manager starts. With no instance running, "
+                          f"rename it (to {NAME}.damaged) and start the queue manager "
+                          "again.") from None
+    for s in stanzas:
         values.update(s.values)
     try:
         return QMStatus(

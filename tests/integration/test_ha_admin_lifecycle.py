@@ -88,3 +88,18 @@ def test_endmqm_s_without_a_standby_is_refused_and_ends_nothing(pair: LocalPair)
     out = pair.run(pair.a, "endmqm", "-w", "-s", QM).stdout
     assert "permitting switchover" in out
     assert pair.wait_active(not_host="hosta")["host"] == "hostb"
+
+
+def test_a_damaged_qmstatus_ini_says_to_rename_it_and_the_start_then_works(
+        pair: LocalPair) -> None:
+    """It said 'Correct or restore the file': nobody backs up a status file, and its
+    content is rewritten at every start."""
+    status = Path(pair.data_dir(), "qmstatus.ini")
+    status.write_text("QueueManagerStatus:\n   Current\n")
+    refused = pair.run(pair.a, "strmqm", "-x", QM, check=False)
+    line = refused.stderr.strip()
+    assert refused.returncode == 71 and len(line.splitlines()) == 1, refused.stderr
+    assert line.startswith("AMQ7880: ") and "qmstatus.ini is damaged (line 2)" in line
+    assert "rename it" in line
+    status.rename(status.with_name("qmstatus.ini.damaged"))
+    assert "started using" in pair.start(pair.a)
