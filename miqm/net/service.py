@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from miqm import amq, mqsc
+from miqm import amq, authz, mqsc
 from miqm.errors import LogFullError, MessagingError, MiqmError, ObjectError
-from miqm.net.authorize import Authorizer
+from miqm.net.authorize import QUEUE_OBJTYPES, Authorizer
 from miqm.net.protocol import (
     MQRC_BACKED_OUT,
     MQRC_CONNECTION_BROKEN,
@@ -643,6 +643,10 @@ class QueueService:
     # -- MQSC ------------------------------------------------------------------------
     def _mqsc(self, req: dict[str, Any], session: Session) -> dict[str, Any]:
         cmd = mqsc.Command.from_dict(req["command"])
+        bad = wire_command_error(cmd)
+        if bad is not None:
+            return {"ok": True, "failed": True, "lines": [
+                mqsc.MSG_SYNTAX, mqsc.printable(cmd.text[:80]), f"({bad})"]}
         refused = self.authorizer.check_mqsc(cmd, session)
         if refused is not None:
             return {"ok": True, "failed": True, "lines": [refused]}
@@ -717,6 +721,9 @@ class QueueService:
                     return [mqsc.already_exists()]
                 self.store.alter_queue(cmd.name, **attrs)
                 return [mqsc.MSG_CREATED]
+            unsafe = unsafe_queue_name(cmd.name)  # (also MQSCConfig's scripts, not wired)
+            if unsafe is not None:
+                raise ObjectError(unsafe)
             self.store.define_queue(cmd.name, **attrs)
             return [mqsc.MSG_CREATED]
         if not exists:
@@ -876,6 +883,11 @@ class QueueService:
             name = f"{pattern[:-1]}{int(time.time()):08X}{self._conn_prefix}{seq:04X}"[:48]
         else:
             name = pattern
+        unsafe = unsafe_queue_name(name)
+        if unsafe is not None:
+            raise MessagingError(f"dynamic queue name {pattern!r} is not valid: {unsafe} "
+                                 "(MQRC 2011 MQRC_DYNAMIC_Q_NAME_ERROR)",
+                                 mqrc=MQRC_DYNAMIC_Q_NAME_ERROR)
         deftype = str(model.get("DEFTYPE", "TEMPDYN"))
         attrs = {k: v for k, v in model.items() if k in mqsc.QUEUE_ATTRS}
         self.store.define_queue(name, DEFTYPE=deftype, **attrs)
@@ -1198,6 +1210,68 @@ def _qname(q: Any) -> str:
         if key in q:
             return str(q[key])
     return ""
+
+
+#: MQ's object names (48 characters of A-Z a-z 0-9 . _ / %) and generic names (up to 47
+#: of them, then ``*``), as the MQSC parser takes them (miqm/mqsc.py)
+_OBJECT_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}\Z")
+_GENERIC_NAME = re.compile(r"[A-Za-z0-9._/%]{0,47}\*\Z")
+#: verbs whose queue name may be generic (DISPLAY, RESET QSTATS)
+_GENERIC_VERBS = frozenset({"DISPLAY", "RESET"})
+_CONN_NAME = re.compile(r"[0-9A-Fa-f]{1,48}\Z|\*\Z")
+_ATTR_NAME = re.compile(r"[A-Z][A-Z0-9]{0,31}\Z")
+
+
+def unsafe_queue_name(name: str) -> str | None:
+    """Why a new queue may not be called ``name`` here though MQ's rules allow it, or
+    None. The store keeps a queue's files under ``queues/<name>/``: a ``/`` in the name
+    walks out of that directory (``../../y``: the next checkpoint failed, the queue
+    manager stopped, and every restart stopped again replaying the put) or into another
+    queue's (``Q1/q`` is a directory inside queue Q1's file), and ``.`` and ``..`` name
+    the directories themselves. MQ maps ``/`` in names to another character for its
+    files; until the store does (docs/protocol.md), such names are refused."""
+    if "/" in name or name in (".", ".."):
+        return (f"'{name[:60]}' cannot name a queue on this queue manager: its files are "
+                "named after it, so it may not contain / nor be . or ..")
+    return None
+
+
+def wire_command_error(cmd: mqsc.Command) -> str | None:
+    """Why an MQSC command that came over the wire is not one the MQSC parser could have
+    made, or None. The ``mqsc`` request carries the command parsed (a dict), so a client
+    that writes the dict itself passed none of the parser's checks: queues named
+    ``../x``, ``/etc/passwd``, with a NUL or a line break, empty or 300 characters long
+    were defined, and an authority record for principal ``bad principal\\n`` was set."""
+    for text in (cmd.verb, cmd.objtype, cmd.name, cmd.like, *cmd.options, *cmd.show):
+        if not isinstance(text, str) or not text.isprintable():
+            return "a name or keyword holds a character that is not printable"
+    for key, value in cmd.attrs.items():
+        if not _ATTR_NAME.match(key):
+            return f"'{mqsc.printable(key)[:40]}' is not an attribute name"
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        if any(isinstance(v, str) and not v.isprintable() for v in values):
+            return f"the value of {key} holds a character that is not printable"
+    if cmd.objtype == "AUTHREC":
+        try:
+            if cmd.name:
+                authz.check_profile(cmd.name)
+            if cmd.attrs.get("PRINCIPAL"):
+                authz.check_principal(str(cmd.attrs["PRINCIPAL"]))
+        except authz.AuthzError as exc:
+            return str(exc)
+        return None
+    if cmd.objtype == "CONN":
+        return None if _CONN_NAME.match(cmd.name) else f"'{cmd.name}' is not a connection id"
+    if cmd.objtype not in QUEUE_OBJTYPES:
+        return None
+    generic = cmd.verb in _GENERIC_VERBS
+    for what, name in (("object", cmd.name), ("LIKE", cmd.like)):
+        if (what == "LIKE" and not name) or _OBJECT_NAME.match(name) or (
+                generic and what == "object" and _GENERIC_NAME.match(name)):
+            continue
+        return (f"'{name[:60]}' is not a valid {what} name (1 to 48 characters of A-Z a-z "
+                "0-9 . _ / %)")
+    return unsafe_queue_name(cmd.name) if cmd.verb == "DEFINE" else None
 
 
 def _amq_line(exc: MiqmError, cmd: mqsc.Command) -> str:

@@ -109,3 +109,31 @@ def test_an_application_tag_cannot_forge_display_conn_lines(qm) -> None:
     assert "\nAMQ8276I: FAKE" not in out
     assert "USERID(root" not in out
     assert "APPLTAG(x??AMQ8276I: FAKE USERID?roo)" in out
+
+
+@pytest.mark.parametrize("name", ["'../../y'", "'Q1/q'", "'..'"])
+def test_a_queue_name_that_walks_out_of_its_directory_is_refused(qm, name) -> None:
+    """'../../y' is a valid MQ name (dots and slashes), and the store names a queue's
+    files after it: a persistent put to it made the next checkpoint fail, the queue
+    manager stop, and every restart stop again. Refused at DEFINE (runmqsc, and MQSC
+    written by a client itself) and as a dynamic queue's name from a model; the queue
+    manager checkpoints and goes on."""
+    pair, admin, _app = qm
+    out = pair.run(pair.a, "runmqsc", QM, stdin=f"DEFINE QLOCAL({name})\n"
+                   "DEFINE QLOCAL(SEC.Q1)\nDEFINE QMODEL(SEC.MODEL)\n", check=False).stdout
+    assert "cannot name a queue on this queue manager" in out
+    with _hello(pair, admin) as s:
+        raw = {"verb": "DEFINE", "objtype": "QLOCAL", "name": name.strip("'")}
+        protocol.write_frame(s, {"id": 2, "op": "mqsc", "command": raw})
+        reply = protocol.read_frame(s)
+        assert reply["failed"] and "cannot name a queue" in " ".join(reply["lines"])
+        protocol.write_frame(s, {"id": 3, "op": "open", "queue": "SEC.MODEL",
+                                 "dynamic": name.strip("'"), "options": ["INPUT"]})
+        assert protocol.read_frame(s)["mqrc"] == 2011
+        for i, queue in enumerate((name.strip("'"), "SEC.Q1")):
+            protocol.write_frame(s, {"id": 4 + i, "op": "put", "queue": queue,
+                                     "persistent": True, "body": b"m"})
+            protocol.read_frame(s)
+        protocol.write_frame(s, {"id": 9, "op": "checkpoint"})
+        assert protocol.read_frame(s)["ok"]
+    assert _running(pair)
