@@ -721,7 +721,8 @@ class Controller:
             took = time.monotonic() - failover_from
             self.takeover = {"kind": "switchover" if status.switchover else "failover",
                              "at": time.time(), "seconds": took}
-            self.say("AMQ5975", host=self.host)
+            self.say("AMQ5975", f"{amq.text('AMQ5975', qmgr=self.qmgr, host=self.host)} "
+                                f"{self._takeover_cause(status)}")
             rs = self.store.recovery_stats if self.store is not None else {}
             now = time.monotonic()
             self.event("failover_end", duration_s=round(took, 4),
@@ -747,6 +748,18 @@ class Controller:
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
+
+    def _takeover_cause(self, status: QMStatus) -> str:
+        """Why this standby took over, for the error log: what an administrator reading
+        AMQERR01.LOG after a failover asks first (the old active could write nothing)."""
+        prev = self.master.previous if self.master is not None else None
+        who = (f"the active instance on {prev.host} (pid {prev.pid})" if prev and prev.host
+               else "the active instance")
+        if status.switchover:
+            return f"It took over from {who}, which ended permitting switchover (endmqm -s)."
+        return (f"It took over from {who}, which ended unexpectedly (status "
+                f"{status.status}): a failover. Look for why on that host; start it again "
+                "with strmqm -x to have a standby.")
 
     def _listener_warnings(self) -> list[str]:
         """What the listener found to warn of at its start (a credentials file others can

@@ -103,3 +103,24 @@ def test_a_damaged_qmstatus_ini_says_to_rename_it_and_the_start_then_works(
     assert "rename it" in line
     status.rename(status.with_name("qmstatus.ini.damaged"))
     assert "started using" in pair.start(pair.a)
+
+
+def _errlog(p: LocalPair) -> str:
+    return Path(p.data_dir(), "errors", "AMQERR01.LOG").read_text(errors="replace")
+
+
+def test_the_error_log_says_from_whom_and_why_the_standby_took_over(pair: LocalPair) -> None:
+    """AMQ5975 said only 'is now the active instance': after a kill -9 nothing in
+    AMQERR01.LOG said that the active had failed, nor where."""
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    killed = pair.kill_active()
+    assert pair.wait_active(not_host="hosta")["host"] == "hostb"
+    entry = next(line for line in _errlog(pair).splitlines() if line.startswith("AMQ5975: "))
+    assert f"from the active instance on hosta (pid {killed['pid']})" in entry
+    assert "ended unexpectedly (status Running)" in entry and "failover" in entry
+    assert "standby instance" in pair.start(pair.a)
+    pair.run(pair.b, "endmqm", "-w", "-s", QM)
+    assert pair.wait_active(not_host="hostb")["host"] == "hosta"
+    last = [line for line in _errlog(pair).splitlines() if line.startswith("AMQ5975: ")][-1]
+    assert "from the active instance on hostb" in last and "(endmqm -s)" in last
