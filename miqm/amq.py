@@ -176,6 +176,8 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ7279": S(71, "{product} queue manager '{qmgr}' lost ownership of data lock."),
     "AMQ7280": S(71, "{product} queue manager '{qmgr}' appears unresponsive."),
     "AMQ7463": E(71, "The log for queue manager '{qmgr}' is full."),
+    # written once when a record goes into the log again after AMQ7463
+    "AMQ7464": I("The log for queue manager '{qmgr}' is no longer full."),
     "AMQ7466": E(71, "Media recovery needs linear logging: queue manager '{qmgr}' uses "
                  "circular logging."),
     "AMQ7467": I("The oldest log file required to start queue manager {qmgr} is {extent}."),

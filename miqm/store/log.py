@@ -64,6 +64,9 @@ CONTROL_MAGIC = b"MQLH"
 CONTROL_VERSION = 1
 _CTL_HDR = struct.Struct("<4sHHII")  # magic, version, reserved, crc32c, length
 _CHUNK_PAGES = 256
+#: the fewest pages a circular log keeps back for the records that make room (else a
+#: 32nd of an extent): 16 KiB, a CHECKPOINT record of some 200 units in flight
+_RESERVE_MIN_PAGES = 4
 
 
 def extent_name(index: int) -> str:
@@ -260,7 +263,14 @@ class RecoveryLog:
         # linear: the last logical extent known formatted (named in the control file, or
         # its file made ahead); appends stop short of the extent after it (_check_room)
         self._ready_through = max((k for k, _n in ctl.active), default=0)
+        # circular: the last pages before the cap are kept for the records that make room
+        # (a checkpoint's, AMQ7469's: append_reserved), as MQ keeps part of its active log
+        # back, so a log that is full to ordinary records can still take the checkpoint
+        # that frees it. A CHECKPOINT record takes about 80 bytes per unit in flight
+        self._reserve_pages = (max(_RESERVE_MIN_PAGES, self.pages_per_extent // 32)
+                               if self.circular else 0)
         self._page_limit = 0
+        self._page_limit_reserved = 0
         self._set_page_limit()
         self._wlock = threading.Lock()  # the queue of callers waiting for a force
         self._waitq: list[tuple[int, int, _Waiter]] = []
@@ -725,6 +735,38 @@ class RecoveryLog:
                     return int(buf.append(payload))
             self.force(head)  # LogBufferPages is full: write it out first
 
+    def append_reserved(self, payload: bytes) -> int:
+        """:meth:`append` for a record that makes room in the log (a checkpoint's, or a
+        unit AMQ7469 ends): it may use the pages a circular log keeps back from ordinary
+        records, so a log full to them can still take the checkpoint that frees it."""
+        if not self._ready:
+            self._make_ready()
+        buf = self._buf
+        while True:
+            with self._lock:
+                if self._failed is not None or self._closed:
+                    self._check_usable()
+                lsn = buf.try_append(payload, self._durable, self._buffer_limit,
+                                     self._page_limit_reserved)
+                if lsn is not None:
+                    return int(lsn)
+                head = buf.append_lsn
+                n = len(payload)
+                if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
+                    self._check_room(n, reserved=True)
+                    return int(buf.append(payload))
+            self.force(head)
+
+    def reclaimable(self, lsn: int) -> bool:
+        """Whether a checkpoint that moves the restart point to ``lsn`` gives ordinary
+        records more room: a circular log's restart point moving to a later extent.
+        False means whatever holds the restart point's extent (a unit of work in flight)
+        keeps the log full, and a checkpoint now would only cost time."""
+        if not self.circular:
+            return False
+        return (self.extent_of_page(F.lsn_page(lsn))
+                > self.extent_of_page(F.lsn_page(self._ctl.restart_lsn)))
+
     def append_and_force(self, payload: bytes) -> int:
         """Append and wait until the record is on stable storage."""
         lsn = self.append(payload)
@@ -743,12 +785,16 @@ class RecoveryLog:
         # and short of an extent that would need a secondary file formatted: _check_room
         # formats it first, so a force never has to (a full disk there stopped the log)
         k_last = max((k for k, _n in self._ctl.active), default=k_first - 1)
-        ready = max(k_last, k_first - 1) + 1 + len(self._ctl.free)
-        self._page_limit = min(k_first + self.max_extents, ready) * self.pages_per_extent - 1
+        ready = (max(k_last, k_first - 1) + 1 + len(self._ctl.free)) * self.pages_per_extent
+        cap = (k_first + self.max_extents) * self.pages_per_extent
+        self._page_limit_reserved = min(cap, ready) - 1
+        # ordinary records stop short of the reserve (append_reserved may use it)
+        self._page_limit = min(cap - self._reserve_pages, ready) - 1
 
-    def _check_room(self, n: int) -> None:
-        """AMQ7463 if an ``n``-byte record may reach past ``_page_limit``: the room test
-        ``try_append`` makes, for the appends it leaves to Python."""
+    def _check_room(self, n: int, reserved: bool = False) -> None:
+        """AMQ7463 if an ``n``-byte record may reach past ``_page_limit`` (``reserved``:
+        ``_page_limit_reserved``): the room test ``try_append`` makes, for the appends it
+        leaves to Python."""
         buf = self._buf
         used = buf.last_used
         if used + F.FRAG_HEADER + n <= F.DATA:
@@ -760,13 +806,18 @@ class RecoveryLog:
             return
         k_first = self.extent_of_page(F.lsn_page(self._ctl.restart_lsn))
         cap = (k_first + self.max_extents) * self.pages_per_extent - 1
-        while self._page_limit < min(last, cap):
+        if not reserved:
+            cap -= self._reserve_pages
+        while self._limit(reserved) < min(last, cap):
             self._format_secondary_now()
-        if last > self._page_limit:
+        if last > self._limit(reserved):
             raise LogFullError(
                 f"the log is full: {self.max_extents} extents are in use back to the restart "
                 f"point in {self._name_of(k_first)}; a long-running unit of work holds it "
                 "(commit or back it out) or increase LogSecondaryFiles", amq="AMQ7463")
+
+    def _limit(self, reserved: bool) -> int:
+        return self._page_limit_reserved if reserved else self._page_limit
 
     # ------------------------------------------------------------------ forcing
     def force(self, lsn: int) -> None:

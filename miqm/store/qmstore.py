@@ -98,6 +98,9 @@ MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_HANDLE_NOT_AVAILABLE = 2017
 #: seconds between AMQ7463 lines while the log stays full
 _LOG_FULL_REPEAT = 60.0
+#: the longest an append that finds the log full waits (holding the store lock) for the
+#: checkpoint in progress to reach the disk, so that it can free the log's tail
+_ROOM_WAIT = 30.0
 MQRC_MSG_TOO_BIG_FOR_Q_MGR = 2031
 MQRC_Q_NOT_EMPTY = 2055
 MQRC_PERSISTENT_NOT_ALLOWED = 2048
@@ -197,6 +200,17 @@ class _CheckpointPlan:
     unindexed: list[str] = field(default_factory=list)  # queues whose index is dropped
     catalog: bytes | None = None  # a new queue catalog to write (amqalcat.fil)
     started: float = field(default_factory=time.perf_counter)  # for checkpoint_seconds
+    # set when step two is over (sync_ok: it succeeded): an append that finds the log
+    # full waits for it, holding the store lock, and completes the checkpoint itself
+    synced: threading.Event = field(default_factory=threading.Event)
+    sync_ok: bool = False
+    # which of the last steps have been taken or claimed, by the checkpoint's thread or
+    # by such an append (each under the store lock): step three, the index files' renames
+    # (indexes_done once they are over), the end (_end_checkpoint)
+    finished: bool = False
+    indexed: bool = False
+    indexes_done: threading.Event = field(default_factory=threading.Event)
+    ended: bool = False
 
 
 class _Waiter:
@@ -281,6 +295,11 @@ class QueueManagerStore:
         self._failed: BaseException | None = None
         self._damaged: dict[str, str] = {}
         self._log_full_said = float("-inf")  # when AMQ7463 was last written (_log_full)
+        # AMQ7463 was written and no record has been appended since: the next one that is
+        # writes AMQ7464 (the log is no longer full), once
+        self._log_full_open = False
+        # the checkpoint between its first and last steps in another thread (its plan)
+        self._cp_running: _CheckpointPlan | None = None
         self._media: dict[str, int] = {}
         self._deleted_files: set[str] = set()
         self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
@@ -913,15 +932,15 @@ class QueueManagerStore:
         return q
 
     def _append(self, payload: bytes, uow: UnitOfWork | None = None) -> int:
-        """Append under the lock; notes what the record pins and what it triggers."""
+        """Append under the lock; notes what the record pins and what it triggers. A log
+        full to it makes room first (:meth:`_append_when_full`)."""
         try:
             lsn = self.log.append(payload)
+        except LogFullError as exc:
+            lsn = self._append_when_full(payload, exc)
         except BaseException as exc:
             # a failed append may have left the log unusable: fail-stop, never guess
-            if not isinstance(exc, LogFullError):
-                self._failed = exc
-            else:
-                self._log_full(exc)
+            self._failed = exc
             raise
         if uow is not None and uow.first_lsn is None:
             uow.first_lsn = lsn
@@ -935,16 +954,108 @@ class QueueManagerStore:
         elif lsn >= self._next_space_check:
             self._next_space_check = lsn + self._space_check_every
             self._check_due = True
+            if self._log_full_open:  # _log_full set the check to come at once
+                self._log_full_open = False
+                self._errlog("AMQ7464", amq.text("AMQ7464", qmgr=self.qmgr))
         self._last_lsn = lsn
         return lsn
+
+    def _append_reserved(self, payload: bytes) -> int:
+        """Under the lock: append a record that makes room in the log (a CHECKPOINT, or
+        the end of a unit AMQ7469 rolls back or forward), which may use the pages the
+        log keeps back from ordinary records (RecoveryLog.append_reserved). It never
+        makes room itself: LogFullError, reported as AMQ7463, if even those are full."""
+        append = getattr(self.log, "append_reserved", None) or self.log.append
+        try:
+            lsn = int(append(payload))
+        except LogFullError as exc:
+            self._log_full(exc)
+            raise
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._records_since_cp += 1
+        self._last_lsn = lsn
+        return lsn
+
+    def _append_when_full(self, payload: bytes, exc: LogFullError) -> int:
+        """Under the lock: the log had no room for an ordinary record. As MQ does, make
+        room and append it, and report the log full (AMQ7463, MQRC 2102 to the caller)
+        only when that cannot be done: something real holds the log's tail (a unit of
+        work in flight), a record larger than the log, or no room on the filesystem.
+
+        Making room is bounded: the checkpoint in progress in another thread is waited
+        for (at most ``_ROOM_WAIT``, the store lock held) and completed here, else one
+        is taken here, and only when it would move the restart point to a later extent
+        (``RecoveryLog.reclaimable``); one append after each. The checkpoint thread, the
+        usual way space comes back, is late when a producer fills a small log faster
+        than it syncs and frees it: each such append got 2102 for nothing."""
+        reclaimable = getattr(self.log, "reclaimable", None)
+        for make_room in (self._complete_running_checkpoint, self._checkpoint_for_room):
+            # a checkpoint now would move the restart point to itself, or to the first
+            # record of the oldest unit in flight: nothing to gain unless that frees room
+            if (reclaimable is None or self._closed or self._failed is not None
+                    or not reclaimable(self.state.uows.restart_lsn(self.log.end_lsn()))
+                    or not make_room()):
+                continue
+            try:
+                return int(self.log.append(payload))
+            except LogFullError as again:
+                exc = again
+            except BaseException as failed:
+                self._failed = failed
+                raise
+        self._log_full(exc)
+        raise exc
+
+    def _complete_running_checkpoint(self) -> bool:
+        """Under the lock: whether the checkpoint in progress in another thread (between
+        its steps) has been completed here, freeing the log up to its restart point and
+        letting another begin. Its second step (syncing the queue files) needs no lock
+        and is waited for; the steps after it need the lock this thread holds, so they
+        are taken here, each unless its thread has taken it already."""
+        plan = self._cp_running
+        if plan is None or not plan.synced.wait(_ROOM_WAIT) or not plan.sync_ok:
+            return False  # none, or its thread reports a failed sync (and stops the store)
+        if not plan.finished:
+            plan.finished = True
+            self._checkpoint_finish(plan)
+        if not plan.indexed:
+            plan.indexed = True
+            try:
+                self._put_index_files(plan)
+            finally:
+                plan.indexes_done.set()
+        elif not plan.indexes_done.wait(_ROOM_WAIT):  # its thread renames them now
+            return False
+        if not plan.ended:
+            plan.ended = True
+            self._cp_running = None
+            self._end_checkpoint()
+        return True
+
+    def _checkpoint_for_room(self) -> bool:
+        """Under the lock: whether a checkpoint was taken here to free the log (none can
+        begin while another is between its steps)."""
+        if self._cp_active:
+            return False
+        try:
+            self._checkpoint_locked()
+        except LogFullError:  # not even the reserve had room: reported, nothing written
+            return False
+        return True
 
     def _log_full(self, exc: LogFullError) -> None:
         """AMQ7463 in the error log when an append finds the log full (the caller gets
         MQRC 2102), at most once a minute while it stays full: the administrator learns
-        why applications fail, and what the log says to do about it."""
+        why applications fail, and what the log says to do about it. The next record
+        appended after a written AMQ7463 writes AMQ7464 (no longer full), once."""
         now = self._clock()
         if now - self._log_full_said >= _LOG_FULL_REPEAT:
             self._log_full_said = now
+            self._log_full_open = True
+            # the next append that succeeds takes the space check, which says AMQ7464
+            self._next_space_check = 0
             why = str(exc).removeprefix("AMQ7463: ").removeprefix("the log is full: ")
             self._errlog("AMQ7463", f"{amq.text('AMQ7463', qmgr=self.qmgr)} {why}")
 
@@ -1003,7 +1114,7 @@ class QueueManagerStore:
         so the operation that tripped it does not wait for it; without that thread
         (``open(background=False)``) it is taken here."""
         if self._cp_thread is None:
-            self._checkpoint_locked()
+            self._checkpoint_room_allowing()
             return
         # the records counted so far precede the CHECKPOINT record to come: it covers them
         self._records_since_cp = 0
@@ -1034,14 +1145,14 @@ class QueueManagerStore:
                                        else u.first_lsn + self._pin_limit)
                 break
             if u.state == PREPARED:
-                lsn = self._append(R.encode_json(R.CARRY, {"xid": u.xid,
-                                                           "ops": u.logged_ops()}, u.txid))
+                lsn = self._append_reserved(R.encode_json(R.CARRY, {
+                    "xid": u.xid, "ops": u.logged_ops()}, u.txid))
                 u.first_lsn = lsn
                 self.log_space_backouts += 1
                 self._errlog("AMQ7469", "AMQ7469: Transactions rolled forward to release log "
                              f"space (unit {u.xid}).")
             else:
-                self._append(R.encode_end(R.BACKOUT, u.txid))
+                self._append_reserved(R.encode_end(R.BACKOUT, u.txid))
                 self.state.apply_backout(u, ROLLED_BACK)
                 self.log_space_backouts += 1
                 self._errlog("AMQ7469", amq.text("AMQ7469") + f" (unit {u.txid} of queue "
@@ -1049,7 +1160,16 @@ class QueueManagerStore:
                 self._cond.notify_all()
             acted = True
         if acted:
+            self._checkpoint_room_allowing()
+
+    def _checkpoint_room_allowing(self) -> None:
+        """Under the lock, at the end of an operation that has done its work: a
+        checkpoint, unless the log has no room even for its record (AMQ7463 said so; the
+        operation still succeeded, and the next trigger tries again)."""
+        try:
             self._checkpoint_locked()
+        except LogFullError:
+            pass
 
     def _cp_loop(self) -> None:
         from miqm.store.log import keep_thread_cpus
@@ -1087,6 +1207,8 @@ class QueueManagerStore:
                         wanted = True
                 if wanted:
                     self._checkpoint_unlocked()
+            except LogFullError:  # no room for its record: AMQ7463 said so; try again later
+                continue
             except Exception as exc:  # reported; the next operation will fail clearly
                 if not self._closed:  # else a close took the shutdown checkpoint meanwhile
                     self._errlog("AMQ6118", f"checkpoint failed: {exc}")
@@ -1823,16 +1945,28 @@ class QueueManagerStore:
             except BaseException:
                 self._end_checkpoint()
                 raise
+            self._cp_running = plan  # an append that finds the log full may complete it
         try:
             if self._cp_between is not None:
                 self._cp_between()
             self._checkpoint_sync(plan)
             with self._lock:
-                self._checkpoint_finish(plan)
-            self._put_index_files(plan)
+                if not plan.finished:
+                    plan.finished = True
+                    self._checkpoint_finish(plan)
+                mine, plan.indexed = not plan.indexed, True
+            if mine:
+                try:
+                    self._put_index_files(plan)
+                finally:
+                    plan.indexes_done.set()
         finally:
+            plan.synced.set()  # whatever happened, nobody waits for it any longer
             with self._lock:
-                self._end_checkpoint()
+                if not plan.ended:  # else an append ended it (and may run its own now)
+                    plan.ended = True
+                    self._cp_running = None
+                    self._end_checkpoint()
 
     def _checkpoint_failed(self, exc: BaseException) -> NoReturn:
         """Fail-stop on a checkpoint error (under the lock), and raise what the caller
@@ -1861,7 +1995,15 @@ class QueueManagerStore:
             media=dict(self._media), authrecs=st.authrec_list())
         plan = _CheckpointPlan(info, [], [])
         try:
-            cp_lsn = self._append(R.encode_json(R.CHECKPOINT, {"seq": seq, "uows": info.uows}))
+            cp_lsn = self._append_reserved(R.encode_json(R.CHECKPOINT, {"seq": seq,
+                                                                         "uows": info.uows}))
+        except LogFullError:
+            # nothing written, nothing changed: this checkpoint did not begin, and the
+            # store goes on (a later one finds room once units in flight end)
+            raise
+        except BaseException as exc:
+            self._checkpoint_failed(exc)
+        try:
             info.cp_lsn = cp_lsn
             info.restart_lsn = st.uows.restart_lsn(cp_lsn)
             self._records_since_cp = 0
@@ -1970,7 +2112,10 @@ class QueueManagerStore:
             if self._guard is not None:
                 self._guard()
             ckpt.write(self.data, plan.info)
+            plan.sync_ok = True
+            plan.synced.set()
         except BaseException as exc:
+            plan.synced.set()  # before the lock: an append holding it may be waiting
             with self._lock:
                 self._checkpoint_failed(exc)
 
