@@ -24,7 +24,8 @@ sends meanwhile, or sends a frame longer than ``preauth_max_frame`` before it (2
 client that goes silent (``idle_timeout``),
 a frame longer than ``max_frame`` (2010), a malformed frame (2195, then closed), a
 version 1 client (a version 1 refusal it can print), a TLS client on a plain listener
-and the reverse (logged, closed), more than ``max_connections`` (2025), and a wrong or
+and the reverse (logged, closed), more than ``max_connections`` (2025; of which at most
+``max_pending`` before hello, the oldest dropped for a new one), and a wrong or
 missing credential (2035, counted and logged with the peer address by the
 :class:`~miqm.net.auth.Authenticator`).
 """
@@ -285,7 +286,8 @@ class Listener:
                  handshake_timeout: float = 10.0, max_connections: int = 5000,
                  max_frame: int = MAX_FRAME,
                  preauth_max_frame: int = PREAUTH_MAX_FRAME, ipc: str | None = None,
-                 app_handler: Handler | None = None, log_per_minute: int = 20) -> None:
+                 app_handler: Handler | None = None, log_per_minute: int = 20,
+                 max_pending: int | None = None) -> None:
         self.handler = handler
         #: serves the sessions of principals other than admin (None: ``handler``)
         self.app_handler = app_handler or handler
@@ -299,6 +301,11 @@ class Listener:
         self.idle_timeout = idle_timeout
         self.handshake_timeout = handshake_timeout
         self.max_connections = max_connections
+        #: connections that have not passed hello yet, at most (None: a fifth of
+        #: ``max_connections``, at most 1,000); past it the oldest is dropped (see
+        #: _accept_loop), so clients that never authenticate cannot hold every slot
+        self.max_pending = max(1, max_pending if max_pending is not None
+                               else min(1000, max_connections // 5))
         self.max_frame = max_frame
         self.preauth_max_frame = min(preauth_max_frame, max_frame)
         self._sock: socket.socket | None = None
@@ -424,6 +431,25 @@ class Listener:
                         pass
             self._stopping.wait(max(0.01, nearest - time.monotonic()))
 
+    def _drop_oldest_pending(self) -> None:
+        """Make room among the connections that have not passed hello (called under the
+        lock, with ``max_pending`` of them): the oldest is dropped as its handshake
+        deadline would drop it. Unauthenticated connections had counted against
+        ``max_connections`` alone: 6,600 opened in ten seconds and left silent filled
+        all 5,000 slots, and a client with a good credential got 2025. A client that
+        sends its hello passes it within milliseconds, so it is never the oldest here
+        unless ``max_pending`` connections arrive within those milliseconds."""
+        sid = next(iter(self._pending))  # inserted in deadline order: the oldest first
+        _deadline, session, raw = self._pending.pop(sid)
+        self.rejected["preauth_evicted"] = self.rejected.get("preauth_evicted", 0) + 1
+        session.handshake_expired = True
+        sock = session._sock if session._sock is not None else raw
+        try:
+            # under the lock, as the reaper does: the descriptor is still this connection's
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _done_pending(self, session: Session) -> None:
         """``session`` passed hello or ended: no handshake deadline any more."""
         if session.id in self._pending:
@@ -471,6 +497,8 @@ class Listener:
                     return
                 self._conns[session.id] = (conn, session, thread)
                 if self._reaper_thread is not None and self.handshake_timeout > 0:
+                    if len(self._pending) >= self.max_pending:
+                        self._drop_oldest_pending()
                     self._pending[session.id] = (
                         time.monotonic() + self.handshake_timeout, session, conn)
             try:

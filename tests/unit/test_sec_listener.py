@@ -196,3 +196,29 @@ def test_the_log_limit_says_how_many_lines_it_left_out() -> None:
     now[0] = 61.0
     limit("line 5")
     assert lines[-1] == "line 5 (3 more such lines in the last minute were not logged)"
+
+
+def test_silent_unauthenticated_connections_cannot_hold_every_slot() -> None:
+    """6,600 connections opened and left silent filled the listener's 5,000 slots for
+    their handshake deadline, and a client with a good credential got 2025. Only a fifth
+    of the slots may wait for a hello now; past that the oldest such connection goes."""
+    auth = Authenticator({"admin": SECRET})
+    lst = Listener(_handler, authenticator=auth, max_connections=20, handshake_timeout=60)
+    lst.start()
+    silent: list[socket.socket] = []
+    try:
+        with _connect(lst, f"admin:{SECRET}") as working:  # connected before the flood
+            for _ in range(40):
+                silent.append(socket.create_connection(lst.address, timeout=10))
+            with _connect(lst, f"admin:{SECRET}") as s:  # would have been 2025
+                protocol.write_frame(s, {"id": 2, "op": "ping"})
+                assert protocol.read_frame(s)["ok"]
+            protocol.write_frame(working, {"id": 2, "op": "ping"})
+            assert protocol.read_frame(working)["ok"]
+        assert lst.rejected.get("preauth_evicted", 0) >= 30
+        assert lst.rejected.get("max_connections", 0) == 0
+        assert _closed(silent[0])  # the oldest silent ones were dropped
+    finally:
+        for s in silent:
+            s.close()
+        lst.stop()
