@@ -557,11 +557,26 @@ class RecoveryLog:
         one reading stopped at) was begun and not finished - it names its page and the log
         but its checksum fails - so the records it held were left out of restart: a force
         a crash cut short (never acknowledged), or damage to the newest image of the
-        page. ``None`` when there is none: the end is where the last force ended."""
+        page. ``None`` when there is none: the end is where the last force ended.
+
+        Only an image restart could have needed counts: none of a page whose newest valid
+        image is sealed (its content is final), and none whose header says it is older
+        than the page's newest valid image (generation, batch_start, used: a later force
+        or a later activation superseded it; an activation writes the tail page's later
+        images to the slots, so a damaged first image in place stays until the page is
+        sealed, and each restart reported it again). A damaged header can only make an
+        image look older if its generation or batch_start is hit; the checksum still
+        fails, and the image is then one the log no longer reads either way."""
         places: list[str] = []
         for g in sorted({first, last}):
             k = self.extent_of_page(g)
             if self._file_for(k) is None:
+                continue
+            newest = reader.page(g)
+            if newest is not None and newest[0].sealed:
+                # a sealed image is the page's final content: no image of it, damaged or
+                # not, can hold a record it does not (the torn in-place write of a page
+                # whose sealed copy a force synced in a slot first)
                 continue
             images: list[tuple[bytes, int, str]] = []
             raw = reader._slot_raw.get(k)
@@ -573,7 +588,8 @@ class RecoveryLog:
             if got is not None:
                 images.append((got[0], got[1], f"offset {self._offset(g)}"))
             for buf, off, where in images:
-                if F.named_but_invalid(buf, off, g):
+                if F.named_but_invalid(buf, off, g) and (
+                        newest is None or _header_order(buf, off) >= newest[0].order()):
                     places.append(f"page {g} ({where} of {self._name_of(k)})")
         if not places:
             return None
@@ -1479,6 +1495,17 @@ class _PageReader:
                 best = (entry[0], entry[1], s)
                 self.last_raw = (self._slot_raw[self.log.extent_of_page(g)], s * PAGE)
         return best
+
+
+def _header_order(buf: bytes | bytearray | memoryview, off: int) -> tuple[int, int, int]:
+    """(generation, batch_start, used) as the header of the image at ``buf[off:]`` says,
+    unchecked (the image failed its checksum): PageInfo.order()'s fields, to tell whether
+    a damaged image is older than a page's newest valid one."""
+    _page_no, gen, used, _flags, batch_start = _PAGE_TAIL.unpack_from(buf, off + 8)
+    return (gen, batch_start, used)
+
+
+_PAGE_TAIL = struct.Struct("<QIHHQ")  # the header after magic and checksum (framing)
 
 
 def _format_extent(volume: Volume, name: str, size: int) -> None:
