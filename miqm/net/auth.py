@@ -49,6 +49,11 @@ ADMIN = "admin"
 LOGGED_NAME = 64
 #: Names longer than this never get a per-name re-read of the credentials file.
 _LONGEST_NAME = 256
+#: Re-reads for names not in the table, at most this many a second whatever the names:
+#: a flood of attempts each with a new name read the file once per attempt (a thousand
+#: reads a second of the shared filesystem, an NFS server the instance's lease and verify
+#: reads depend on).
+_UNKNOWN_RELOADS_PER_SECOND = 10
 
 
 def loggable(name: str, limit: int = LOGGED_NAME) -> str:
@@ -202,6 +207,8 @@ class Authenticator:
         self._last_reload = clock()
         # principal -> when a refusal of it last read the source again (bounded)
         self._unknown_reload: dict[str, float] = {}
+        # (window start, reads for unknown names in it): at most ten a second
+        self._unknown_window = (-1e18, 0)
         self._dummy = _digest(new_secret())
         self.failures = 0
         self._on_failure = on_failure
@@ -228,9 +235,11 @@ class Authenticator:
     def _reload_due(self, principal: str) -> bool:
         """Read the principals again (an application added by ``miqm credential --add``
         after the listener started) if a second has passed since the last read, or if
-        ``principal`` is not in the table and no refusal of it read them in the last
-        second: a principal added just after any read is let in at its first try, while a
-        flood of attempts reads the file at most once a second per name."""
+        ``principal`` is not in the table, no refusal of it read them in the last second
+        and fewer than ten such reads were made in the last second: a principal added
+        just after any read is let in at its first try (in a flood of attempts with new
+        names, at a try a second later), while a flood reads the file at most ten times
+        a second."""
         if self._source is None:
             return False
         now = self._clock()
@@ -238,6 +247,12 @@ class Authenticator:
             if principal in self._digests or len(principal) > _LONGEST_NAME or (
                     now - self._unknown_reload.get(principal, -1e9) < 1.0):
                 return False
+            start, count = self._unknown_window
+            if now - start >= 1.0:
+                start, count = now, 0
+            if count >= _UNKNOWN_RELOADS_PER_SECOND:
+                return False
+            self._unknown_window = (start, count + 1)
             if len(self._unknown_reload) >= 1024:
                 self._unknown_reload.clear()
             self._unknown_reload[principal] = now

@@ -582,3 +582,26 @@ def test_dmpmqaut_dumps_the_records_as_mq_does(served, monkeypatch: pytest.Monke
             cli.dmpmqaut(argv)
         assert exit_.value.code == code, argv
         assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_flood_of_new_names_reads_the_credentials_file_ten_times_a_second() -> None:
+    """Each attempt with a name not tried before read the credentials file (on the shared
+    filesystem) again: a thousand a second in a flood. Now at most ten a second."""
+    from miqm.net.auth import Authenticator
+
+    reads = [0]
+    table = {"admin": "s1"}
+
+    def source() -> dict[str, str]:
+        reads[0] += 1
+        return dict(table)
+
+    clock = [100.0]
+    auth = Authenticator(dict(table), source=source, clock=lambda: clock[0])
+    for i in range(1000):
+        clock[0] += 0.001
+        assert auth.check(f"attacker{i}:x") is None
+    assert reads[0] <= 11
+    table["app1"] = "s2"  # added during the flood: let in a second later
+    clock[0] += 1.0
+    assert auth.check("app1:s2") == "app1"
