@@ -122,8 +122,13 @@ def test_the_store_writes_amq7463_once_while_the_log_stays_full(tmp_path: Path) 
         full = [t for a, t in lines if a == "AMQ7463"]
         assert len(full) == 1 and "is full" in full[0] and "No space left" in full[0]
         assert s.failure is None
+        assert not [a for a, _t in lines if a == "AMQ7464"]
         h.log.full = False
         s.put("Q", b"after")
+        s.put("Q", b"and more")
+        # the log says it is no longer full once, when a record goes in again
+        assert [t for a, t in lines if a == "AMQ7464"] == [
+            "The log for queue manager 'QM' is no longer full."]
         assert [m.body for m in iter(lambda: s.get("Q"), None)][:2] == [b"before", b"after"]
     finally:
         s.close()
