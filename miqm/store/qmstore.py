@@ -1017,17 +1017,20 @@ class QueueManagerStore:
         plan = self._cp_running
         if plan is None or not plan.synced.wait(_ROOM_WAIT) or not plan.sync_ok:
             return False  # none, or its thread reports a failed sync (and stops the store)
-        if not plan.finished:
-            plan.finished = True
-            self._checkpoint_finish(plan)
-        if not plan.indexed:
-            plan.indexed = True
-            try:
-                self._put_index_files(plan)
-            finally:
-                plan.indexes_done.set()
-        elif not plan.indexes_done.wait(_ROOM_WAIT):  # its thread renames them now
-            return False
+        try:
+            if not plan.finished:
+                plan.finished = True
+                self._checkpoint_finish(plan)
+            if not plan.indexed:
+                plan.indexed = True
+                try:
+                    self._put_index_files(plan)
+                finally:
+                    plan.indexes_done.set()
+            elif not plan.indexes_done.wait(_ROOM_WAIT):  # its thread renames them now
+                return False
+        except BaseException as exc:  # a half-completed checkpoint: stop, as its thread
+            self._checkpoint_failed(exc)  # would (one line for a volume error)
         if not plan.ended:
             plan.ended = True
             self._cp_running = None
