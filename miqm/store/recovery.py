@@ -486,7 +486,11 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
     total = len(state.uows.units)
     errlog("AMQ7231", amq.text("AMQ7231", count=sum(len(u.ops) for u in
                                                      state.uows.units.values()), qmgr=qmgr))
-    rolled, in_doubt = undo_inflight(state, log.append, log.force)
+    # the undo's records end units and so make room: they may use the pages a circular
+    # log keeps back from ordinary records, as before that reserve existed (a log full
+    # at the crash must still take them, or the queue manager could not start)
+    rolled, in_doubt = undo_inflight(state, getattr(log, "append_reserved", log.append),
+                                     log.force)
     errlog("AMQ7232", amq.text("AMQ7232", qmgr=qmgr))
     if total:
         errlog("AMQ7233", amq.text("AMQ7233", count=rolled, total=total, qmgr=qmgr))

@@ -180,3 +180,37 @@ def test_the_log_keeps_pages_back_for_the_records_that_make_room(tmp_path: Path)
     log.set_restart_lsn(cp)
     log.append_and_force(bytes(3000))  # room again
     log.close()
+
+
+def test_a_restart_after_the_log_filled_can_still_undo_the_unit_holding_it(
+        tmp_path: Path) -> None:
+    """A unit fills the log (AMQ7469 switched off) and the queue manager dies. Restart's
+    undo writes a compensation record per operation and a BACKOUT, then the open's
+    checkpoint: they end units, so they may use the pages kept back from ordinary
+    records (as all of the log was theirs before that reserve); without that the queue
+    manager could not start again."""
+    tuning = StoreTuning(uow_log_space_limit=5.0)
+    s, _lines = _store(tmp_path, background=False, tuning=tuning)
+    u = s.begin()
+    puts = 0
+    with pytest.raises(LogFullError):
+        while True:
+            s.put("Q", bytes(3000), uow=u)
+            puts += 1
+    assert puts > 200
+    s.log.force(s.log.end_lsn())  # every put durable: the unit is in flight at the crash
+    s._closed = True  # the process dies: no shutdown checkpoint, nothing closed cleanly
+    s._close_files()
+    lines: list[tuple[str, str]] = []
+    again = QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
+                                   PosixVolume(str(tmp_path / "log")), "QM", SMALL, tuning,
+                                   generation=2, background=False,
+                                   errlog=lambda a, t: lines.append((a, t)))
+    try:
+        assert again.recovery_stats["rolled_back"] == 1
+        assert again.get("Q") is None  # the unit's messages are gone with it
+        v = again.begin()
+        again.put("Q", bytes(UNIT), uow=v)  # and the log takes records again
+        again.commit(v)
+    finally:
+        again.close()
