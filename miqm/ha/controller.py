@@ -39,7 +39,7 @@ from typing import Any
 
 from lockfs import open_volume
 from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound, VolumeStalled
-from lockfs.lockfile import HolderRecord, LockFile
+from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
@@ -53,6 +53,11 @@ from miqm.ha.qmstatus import QMStatus
 from miqm.histogram import Histogram
 
 EXIT_OK = 0
+#: why an active instance stops when its master lock file is no longer at its path
+MASTER_REPLACED = ("the master lock file was removed or replaced while this instance held "
+                   "it (lock files must never be removed or copied by hand while an "
+                   "instance runs): another instance could lock a new one, so this one "
+                   "stops; restart it with strmqm -x")
 EXIT_RUNNING_ELSEWHERE = 5  # MQ: queue manager running
 EXIT_STANDBY_REFUSED = 69
 EXIT_FATAL = 71
@@ -447,6 +452,8 @@ class Controller:
                     if unreachable:
                         unreachable = False
                         self.say("AMQ1301", qmgr=self.qmgr)
+                    if got and not self._stale_master_released():
+                        got = False
                 seen = time.monotonic()
                 status: QMStatus | None = None
                 error: str | None = None
@@ -475,6 +482,21 @@ class Controller:
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _stale_master_released(self) -> bool:
+        """After a granted attempt on master: True if the locked file is still the one
+        the path names; otherwise the lock (on a file removed or replaced under the
+        polling standby's open descriptor) is let go and False: the next poll opens the
+        path afresh, and takes over only through the file every instance locks."""
+        try:
+            if self._master_at_its_path():
+                return True
+        except LockFsError:
+            pass  # cannot tell: not a takeover on this attempt
+        assert self.master is not None
+        self.master.release()
+        self.event("master_replaced")
+        return False
 
     def _take_over(self, seen: float, status: QMStatus) -> int | None:
         """become_active; but if the shared filesystem is full (ENOSPC) before the store
@@ -607,7 +629,8 @@ class Controller:
         return max(prev, RecoveryLog.recorded_generation(self.log_volume)) + 1
 
     def verify_master(self) -> float:
-        """Reread the master record through the locked file; raise unless it is ours."""
+        """Reread the master record through the locked file; raise unless it is ours, or
+        unless the path ``master`` no longer names the locked file."""
         t0 = time.perf_counter()
         assert self.master is not None
         if self.master.lost():
@@ -619,7 +642,35 @@ class Controller:
                 if found else "an unreadable record"
             raise OwnershipLostError(f"the master lock record now names {who}",
                                      amq="AMQ7279")
+        if not self._master_at_its_path():
+            raise OwnershipLostError(MASTER_REPLACED, amq="AMQ7279")
         return time.perf_counter() - t0
+
+    def _master_at_its_path(self) -> bool:
+        """True if the file this instance holds the master lock on is still the one the
+        path ``master`` names: the same inode where this host can tell (a local
+        filesystem, a kernel mount), else the same content. Lock files removed or
+        replaced by hand (a 'stale lock' clean-up) leave the lock on a file nobody else
+        opens: another instance then locks a new ``master`` and two would write, the
+        old one's verify still reading its own record through its own descriptor.
+        LockFsError when the path cannot be read."""
+        assert self.master is not None
+        f = self.master.file
+        if f is None:
+            return False
+        fd = f.direct_fd()
+        root = getattr(self.data, "root", None)
+        if fd is not None and isinstance(root, str):
+            try:
+                held, named = os.fstat(fd), os.stat(os.path.join(root, "master"))
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise VolumeIOError(f"stat {root}/master: {exc.strerror or exc}",
+                                    errno=exc.errno, path="master") from exc
+            return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+        head = self.data.read_heads([("master", RECORD_SIZE)])[0]
+        return head is not None and head.data == f.pread(RECORD_SIZE, 0)
 
     def become_active(self, failover_from: float | None, status: QMStatus) -> int:
         """Holding master, with ``status`` already judged by :mod:`miqm.ha.decide`."""
@@ -630,6 +681,11 @@ class Controller:
         generation = self.next_generation()
         self.record = self.holder(generation)
         self.master.write_record(self.record)
+        if not self._master_at_its_path():  # before anything else is written
+            self.master.release()
+            raise HAError(f"the master lock file of '{self.qmgr}' was removed or replaced "
+                          "as this instance took it; start it again", amq="AMQ7279",
+                          exit_code=EXIT_FATAL)
         self._anchor_leases(self.master.file)
         self.active_lock = LockFile(self.data, "active")
         if not self.try_lock(self.active_lock, LockMode.SHARED, self.record):

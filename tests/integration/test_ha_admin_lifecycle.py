@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from miqm.localpair import LocalPair
+from miqm.localpair import Host, LocalPair
 
 pytestmark = pytest.mark.integration
 
@@ -124,3 +125,34 @@ def test_the_error_log_says_from_whom_and_why_the_standby_took_over(pair: LocalP
     assert pair.wait_active(not_host="hostb")["host"] == "hosta"
     last = [line for line in _errlog(pair).splitlines() if line.startswith("AMQ5975: ")][-1]
     assert "from the active instance on hostb" in last and "(endmqm -s)" in last
+
+
+def test_lock_files_removed_under_a_running_pair_never_give_two_actives(
+        pair: LocalPair, tmp_path: Path) -> None:
+    """A 'stale lock' clean-up (rm master active standby) while the pair runs: the active
+    went on through its open descriptor, unaware, and an instance started on a third host
+    locked a new master and ran as a second active on the same log. Now the active stops
+    (AMQ7279) at its next verify and the standby takes over through the new file."""
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    first = pair.active()
+    assert first is not None and first["host"] == "hosta"
+    for name in ("master", "active", "standby"):
+        os.unlink(os.path.join(pair.data_dir(), name))
+    new = pair.wait_active(not_host="hosta", timeout=60)
+    assert new["host"] == "hostb"
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{first['pid']}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{first['pid']}"), "the old active still runs"
+    stops = [line for line in _errlog(pair).splitlines() if line.startswith("AMQ7279: ")]
+    assert stops and "removed or replaced" in stops[-1]
+    # a third host now gets the standby role, never a second active
+    hostc = Host("hostc", str(tmp_path / "hostc"))
+    os.makedirs(hostc.root)
+    pair.run(hostc, *pair.run(pair.a, "dspmqinf", "-o", "command", QM).stdout.split())
+    try:
+        assert "standby instance" in pair.run(hostc, "strmqm", "-x", QM).stdout
+        assert [i["mode"] for i in pair.status()["instances"]].count("Active") == 1
+    finally:
+        pair.run(hostc, "endmqm", "-i", "-x", QM, check=False)
