@@ -49,6 +49,14 @@ MQRC_PUT_INHIBITED = 2051
 MQRC_GET_INHIBITED = 2016
 MQRC_DYNAMIC_Q_NAME_ERROR = 2011
 
+#: MQRC 2017 MQRC_HANDLE_NOT_AVAILABLE: a connection has as many handles as it may have
+MQRC_HANDLE_NOT_AVAILABLE = 2017
+#: Streaming consumers, and dynamic queues made, per connection at most (MQ's MAXHANDS
+#: default, 256 handles a connection): each consumer is a thread, and 3,000 ``consume``
+#: requests on one connection made 3,000 threads in the queue manager (a few more and no
+#: new connection could get one); each dynamic queue is a queue in the store.
+MAX_HANDLES = 256
+
 #: the listener's name in DISPLAY LSSTATUS (miqm has one TCP listener per instance)
 LISTENER_NAME = "SYSTEM.DEFAULT.LISTENER.TCP"
 #: CONNAUTH's default: the credentials file is checked (MQ's default AUTHINFO name)
@@ -557,6 +565,10 @@ class QueueService:
         sub_id = int(req.get("sub") or len(subs) + 1)
         if sub_id in subs:
             return error_reply(MQRC_OPTIONS_ERROR, f"consumer {sub_id} is already running")
+        if len(subs) >= MAX_HANDLES:
+            return error_reply(MQRC_HANDLE_NOT_AVAILABLE, f"this connection has {len(subs)} "
+                               "consumers, the most it may have: cancel one first (MQRC "
+                               "2017 MQRC_HANDLE_NOT_AVAILABLE)")
         prefetch = max(1, min(int(req.get("prefetch") or 100), 10_000))
         sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts,
                            on_got=self._count_got, packed=bool(req.get("packed")))
@@ -883,6 +895,12 @@ class QueueService:
             name = f"{pattern[:-1]}{int(time.time()):08X}{self._conn_prefix}{seq:04X}"[:48]
         else:
             name = pattern
+        made = (session.state.get("dynamic") or {}) if session is not None else {}
+        if len(made) >= MAX_HANDLES:
+            raise MessagingError(f"this connection has made {len(made)} dynamic queues, the "
+                                 "most one connection may make: close (delete) one first "
+                                 "(MQRC 2017 MQRC_HANDLE_NOT_AVAILABLE)",
+                                 mqrc=MQRC_HANDLE_NOT_AVAILABLE)
         unsafe = unsafe_queue_name(name)
         if unsafe is not None:
             raise MessagingError(f"dynamic queue name {pattern!r} is not valid: {unsafe} "

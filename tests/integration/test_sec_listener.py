@@ -137,3 +137,33 @@ def test_a_queue_name_that_walks_out_of_its_directory_is_refused(qm, name) -> No
         protocol.write_frame(s, {"id": 9, "op": "checkpoint"})
         assert protocol.read_frame(s)["ok"]
     assert _running(pair)
+
+
+def test_one_connection_cannot_start_thousands_of_consumers(qm) -> None:
+    """Each streaming consumer is a thread: 3,000 consume requests on one connection made
+    3,000 threads in the queue manager. A connection may have 256 (MQ's MAXHANDS
+    default); the next is 2017, as is its 257th dynamic queue."""
+    pair, admin, _app = qm
+    pair.run(pair.a, "runmqsc", QM, stdin="DEFINE QLOCAL(SEC.CONSUMED)\n"
+             "DEFINE QMODEL(SEC.DYNMODEL)\n")
+    with _hello(pair, admin) as s:
+        n = 300
+        s.sendall(b"".join(protocol.encode({"id": i, "op": "consume", "queue":
+                                            "SEC.CONSUMED", "sub": i + 1, "prefetch": 1})
+                           for i in range(n)))
+        replies = []
+        while len(replies) < n:
+            frame = protocol.read_frame(s)
+            if "push" not in frame:
+                replies.append(frame)
+        assert sum(1 for r in replies if r["ok"]) == 256
+        assert {r["mqrc"] for r in replies if not r["ok"]} == {2017}
+    with _hello(pair, admin) as s:
+        reasons = []
+        for i in range(257):
+            protocol.write_frame(s, {"id": i, "op": "open", "queue": "SEC.DYNMODEL",
+                                     "dynamic": "SEC.D.*", "options": ["INPUT"]})
+            reply = protocol.read_frame(s)
+            reasons.append(reply.get("mqrc", 0))
+        assert reasons[:256] == [0] * 256 and reasons[256] == 2017
+    assert _running(pair)
