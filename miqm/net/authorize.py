@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm import amq, authz, mqsc
+from miqm.net.auth import loggable
 from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
 
 #: queue-like MQSC object types: a command on them is checked against the QUEUE profile
@@ -157,7 +158,11 @@ class Authorizer:
         return self.refuse(principal, authz.QUEUE, queue, need)
 
     def refuse(self, principal: str, objtype: str, name: str, auth: str) -> dict[str, Any]:
-        """The 2035 reply for a missing authority; the refusal goes to the error log."""
+        """The 2035 reply for a missing authority; the refusal goes to the error log.
+        ``name`` is what the request named, unchecked (a put may name any string): it is
+        shown escaped and cut short (:func:`miqm.net.auth.loggable`), as a queue name
+        with line breaks wrote whole forged entries into the error log."""
+        name = loggable(name)
         self._log(principal, objtype, name, auth)
         text = amq.text("AMQ1121", qmgr=self.qmgr, principal=principal, auth=auth,
                         objtype=objtype.lower(), name=name)

@@ -788,8 +788,8 @@ class Listener:
         try:
             reply = (session.handler or self.handler)(request, session)
         except Exception as exc:  # one bad request must not kill the session
-            self._log_bad(f"request {request.get('op')!r} from {session.peer} failed: "
-                          f"{type(exc).__name__}: {exc}")
+            self._log_bad(f"request {loggable(str(request.get('op')))!r} from {session.peer} "
+                          f"failed: {type(exc).__name__}: {loggable(str(exc), 300)}")
             return error_reply(getattr(exc, "mqrc", MQRC_UNEXPECTED_ERROR),
                                f"{type(exc).__name__}: {exc}")
         # handlers make a new dict per reply: the id is set on it without a copy

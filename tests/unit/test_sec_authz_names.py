@@ -27,3 +27,28 @@ def test_shown_keeps_printable_names_as_they_are() -> None:
     assert authz.shown("APP1.**") == "APP1.**"
     assert authz.shown("A\nB") == "A\\x0aB"
     assert authz.shown("x" * 70) == "x" * 64 + "..."
+
+
+def test_a_refused_requests_queue_name_cannot_forge_error_log_entries() -> None:
+    """A put naming queue 'Q1\\n<date> - Process(1) ...\\nAMQ8004: ... ended.' by a
+    principal without PUT wrote that forged entry into AMQERR01.LOG with the refusal."""
+    from miqm.net.authorize import Authorizer
+
+    class Store:
+        authrec_serial = 1
+
+        def authrecs(self) -> list[dict]:
+            return [{"objtype": "QMGR", "profile": "self", "principal": "APP1",
+                     "auths": ["CONNECT"]}]
+
+    class Session:
+        principal = "APP1"
+        state: dict = {}
+
+    lines: list[str] = []
+    authorizer = Authorizer(Store(), "QM1", lambda number, line: lines.append(line))
+    name = "Q1\n11/27/2026 11:59:59 PM - Process(1)\nAMQ8004: miqm queue manager ended."
+    reply = authorizer.check("put", {"queue": name}, Session())
+    assert reply is not None and reply["mqrc"] == 2035
+    assert len(lines) == 1 and "\n" not in lines[0] and "Q1\\x0a11/27" in lines[0]
+    assert "\n" not in reply["error"]
