@@ -226,7 +226,8 @@ class Controller:
         # cannot be written, and stopping before the lease runs out matters more
         if self.errlog is not None:
             self.errlog.write(number, text)
-            self.errlog.flush(0.2)
+            if not self.errlog.flush(0.2):  # the shared filesystem hangs: this host's own
+                self.errlog.write_local(number, text)
         if self.events is not None:
             self.events.close(0.05)
         self.verdict.send(False, [f"{number}: {text}"], FATAL_EXIT)
@@ -270,7 +271,8 @@ class Controller:
         # reach them; they are appended diagnostics, never the queue manager's data
         diag = self.data if self.data.lease_seconds is None else \
             wrap_from_env(open_volume(entry.data_path), "diag")
-        self.errlog = ErrorLog(diag, self.qmgr, self.host, echo=self.echo)
+        self.errlog = ErrorLog(diag, self.qmgr, self.host, echo=self.echo,
+                               local_dir=os.path.join(paths.data_root(), "errors"))
         self.events = EventLog(diag, self.qmgr, self.host, self.instance_id)
         self._run_record()
 

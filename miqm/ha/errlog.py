@@ -32,6 +32,17 @@ def format_entry(amq: str, text: str, *, qmgr: str, host: str, pid: int,
             "----- miqm -----------------------------------------------------------------\n")
 
 
+def make_dir_within(volume: Volume, name: str) -> None:
+    """Create ``name`` in the volume's directory, but never the directory itself: the
+    queue manager's data directory removed (or a filesystem unmounted under it) was made
+    again, empty, by the writers of the error log and the event history, so that the
+    entries went into a directory in the way of the one being restored. VolumeNotFound
+    when the volume's directory is gone."""
+    if not volume.exists(""):
+        raise VolumeNotFound(f"{volume.describe()} no longer exists")
+    volume.makedirs(name)
+
+
 class ErrorLog:
     """Append-only MQ error log on a volume, written by a daemon thread.
 
@@ -43,13 +54,16 @@ class ErrorLog:
 
     def __init__(self, volume: Volume, qmgr: str, host: str, *,
                  echo: Callable[[str, str], None] | None = None,
-                 max_bytes: int = MAX_BYTES) -> None:
+                 max_bytes: int = MAX_BYTES, local_dir: str | None = None) -> None:
         self.volume = volume
         self.qmgr = qmgr
         self.host = host
         self.pid = os.getpid()
         self.max_bytes = max_bytes
         self.echo = echo
+        #: this host's own error directory (``$MIQM_DATA_ROOT/errors``, MQ's system error
+        #: log /var/mqm/errors): where an entry goes when the shared log cannot be written
+        self.local_dir = local_dir
         self.check()
         self._q: queue.Queue[str | None] = queue.Queue()
         self._done = threading.Condition()
@@ -122,18 +136,54 @@ class ErrorLog:
             try:
                 self._append(entry)
             except LockFsError:
-                pass  # an unwritable error log must not stop the queue manager
+                # an unwritable error log must not stop the queue manager; the entry goes
+                # to this host's own error log instead (the shared directory removed or
+                # unmounted: otherwise why both instances ended is written nowhere)
+                self._append_local(entry)
             finally:
                 with self._done:
                     self._written += 1
                     self._done.notify_all()
 
+    def write_local(self, amq: str, text: str) -> bool:
+        """Write an entry to this host's own error log now (synchronously, local disk):
+        the last words of an instance whose shared error log did not take them in time
+        (a hung filesystem). False if there is none or it cannot be written."""
+        return self._append_local(format_entry(amq, text, qmgr=self.qmgr, host=self.host,
+                                               pid=self.pid))
+
+    def _append_local(self, entry: str) -> bool:
+        if not self.local_dir:
+            return False
+        where = self.volume.describe()
+        head, sep, rest = entry.partition("\n")
+        body, sep2, tail = rest.partition("\n")
+        entry = (f"{head}{sep}{body} (Written on this host: the queue manager's error log "
+                 f"{where}/{DIR}/AMQERR01.LOG could not be written.){sep2}{tail}")
+        path = os.path.join(self.local_dir, "AMQERR01.LOG")
+        try:
+            os.makedirs(self.local_dir, exist_ok=True)
+            try:
+                size = os.path.getsize(path)
+            except FileNotFoundError:
+                size = 0
+            if size + len(entry) > self.max_bytes and size > 0:
+                second = os.path.join(self.local_dir, "AMQERR02.LOG")
+                if os.path.exists(second):
+                    os.replace(second, os.path.join(self.local_dir, "AMQERR03.LOG"))
+                os.replace(path, second)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(entry)
+            return True
+        except OSError:
+            return False
+
     def _append(self, entry: str) -> None:
         path = f"{DIR}/AMQERR01.LOG"
-        self.volume.makedirs(DIR)
         try:
             size = self.volume.stat(path).size
         except VolumeNotFound:
+            make_dir_within(self.volume, DIR)
             size = 0
         if size + len(entry) > self.max_bytes and size > 0:
             self.volume.rename(f"{DIR}/AMQERR02.LOG", f"{DIR}/AMQERR03.LOG") \

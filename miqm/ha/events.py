@@ -24,8 +24,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lockfs.errors import LockFsError
+from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume
+from miqm.ha.errlog import make_dir_within
 
 VERSION = 1
 DIR = "events"
@@ -127,8 +128,12 @@ class EventLog:
             return
         path = f"{DIR}/{self.host}.jsonl"
         try:
-            self.volume.makedirs(DIR)
-            with self.volume.open(path, create=True) as f:
+            try:
+                f = self.volume.open(path, create=True)
+            except VolumeNotFound:  # events/ missing; never the data directory itself
+                make_dir_within(self.volume, DIR)
+                f = self.volume.open(path, create=True)
+            with f:
                 f.pwrite("".join(lines).encode(), f.size())
         except LockFsError:
             pass  # history is best effort; the error log says what matters
