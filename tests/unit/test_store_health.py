@@ -79,8 +79,16 @@ def test_verify_accepts_only_this_instances_own_record() -> None:
     ours = HolderRecord("hosta", 7, 1.0, 100, 3)
     ctl = Controller.__new__(Controller)
     ctl.record = ours
+    # the path check (c3ac5ab: the file locked is the one the path names) has its own
+    # tests; here the path names it, except where said
+    at_its_path = [True]
+    ctl._master_at_its_path = lambda: at_its_path[0]  # type: ignore[method-assign]
     ctl.master = _Master(HolderRecord("hosta", 7, 1.0, 100, 3))  # type: ignore[assignment]
     assert ctl.verify_master() >= 0
+    at_its_path[0] = False  # our record, on a lock file no longer at the path
+    with pytest.raises(OwnershipLostError):
+        ctl.verify_master()
+    at_its_path[0] = True
     for thief in (HolderRecord("hostb", 8, 2.0, 200, 4), HolderRecord("hosta", 7, 1.0, 100, 4),
                   None):
         ctl.master = _Master(thief)  # type: ignore[assignment]
