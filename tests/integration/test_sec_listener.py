@@ -167,3 +167,35 @@ def test_one_connection_cannot_start_thousands_of_consumers(qm) -> None:
             reasons.append(reply.get("mqrc", 0))
         assert reasons[:256] == [0] * 256 and reasons[256] == 2017
     assert _running(pair)
+
+
+def test_an_application_cannot_resolve_another_applications_unit(qm) -> None:
+    """Any principal with CONNECT listed every in-doubt unit of work and could commit or
+    back out another application's prepared unit."""
+    pair, admin, app = qm
+    app2 = pair.run(pair.a, "miqm", "credential", "-m", QM, "--add", "APP2").stdout.strip()
+    app2 = app2.splitlines()[-1]
+    pair.run(pair.a, "runmqsc", QM, stdin="DEFINE QLOCAL(SEC.XA)\n")
+    for principal in ("APP1", "APP2"):
+        pair.run(pair.a, "setmqaut", "-m", QM, "-t", "qmgr", "-p", principal, "+connect")
+        pair.run(pair.a, "setmqaut", "-m", QM, "-t", "queue", "-n", "SEC.XA", "-p",
+                 principal, "+put")
+    with _hello(pair, app) as s:
+        protocol.write_frame(s, {"id": 2, "op": "put", "queue": "SEC.XA", "syncpoint": True,
+                                 "body": b"transfer"})
+        assert protocol.read_frame(s)["ok"]
+        protocol.write_frame(s, {"id": 3, "op": "prepare"})
+        xid = protocol.read_frame(s)["xid"]
+        with _hello(pair, app2) as other:
+            protocol.write_frame(other, {"id": 2, "op": "in_doubt"})
+            assert xid not in protocol.read_frame(other)["xids"]
+            protocol.write_frame(other, {"id": 3, "op": "resolve", "xid": xid,
+                                         "commit": False})
+            assert protocol.read_frame(other)["mqrc"] == protocol.MQRC_NOT_AUTHORIZED
+        protocol.write_frame(s, {"id": 4, "op": "in_doubt"})
+        assert xid in protocol.read_frame(s)["xids"]
+        protocol.write_frame(s, {"id": 5, "op": "resolve", "xid": xid, "commit": True})
+        assert protocol.read_frame(s)["ok"]
+    with _hello(pair, admin) as s:
+        protocol.write_frame(s, {"id": 2, "op": "get", "queue": "SEC.XA"})
+        assert protocol.read_frame(s)["body"] == b"transfer"
