@@ -16,6 +16,7 @@ from miqm.cli.common import fail, fail_amq, make_app, run_typer
 
 dspmqinf_app = make_app("Display a queue manager's configuration information.")
 addmqinf_app = make_app("Add queue manager configuration information to this host.")
+rmvmqinf_app = make_app("Remove queue manager configuration information from this host.")
 
 
 @dspmqinf_app.command()
@@ -105,6 +106,33 @@ def addmqinf(
     register(QMgrEntry(name, attrs.get("Directory") or directory_name(name), prefix,
                        data_path))
     typer.echo(amq.text("AMQ1007"))
+
+
+@rmvmqinf_app.command()
+def rmvmqinf(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name")
+             ) -> None:
+    """Remove a queue manager's mqs.ini entry from this host (its data stays), as MQ's
+    rmvmqinf; refused while an instance of it runs on this host."""
+    from miqm.cli.dspmq import local_from_locks
+    from miqm.cli.endmqm import lock_holders
+    from miqm.ha import runfile
+    from miqm.paths import find, hostname, unregister
+
+    find(qmgr)  # AMQ7048 for a name this host does not know
+    local = runfile.read(qmgr) or local_from_locks(lock_holders(qmgr), hostname())
+    if local is not None:
+        standby = local.get("mode") == "standby"
+        fail_amq("AMQ1104", f"End it first (endmqm{' -x' if standby else ''} {qmgr}): "
+                 "without its entry it could no longer be ended or seen here.", qmgr=qmgr,
+                 what="a standby instance" if standby else "an instance",
+                 pid=local.get("pid"))
+    unregister(qmgr)
+    typer.echo(f"{amq.PRODUCT} configuration information removed.")
+
+
+def rmvmqinf_main() -> None:
+    """Console-script entry point for rmvmqinf (``rmvmqinf QMgr``)."""
+    run_typer(rmvmqinf_app, "rmvmqinf")
 
 
 def dspmqinf_main() -> None:

@@ -156,3 +156,31 @@ def test_lock_files_removed_under_a_running_pair_never_give_two_actives(
         assert [i["mode"] for i in pair.status()["instances"]].count("Active") == 1
     finally:
         pair.run(hostc, "endmqm", "-i", "-x", QM, check=False)
+
+
+def _rmvmqinf(p: LocalPair, host: Host) -> subprocess.CompletedProcess[str]:
+    """rmvmqinf as its console script runs it (the entry point is miqm.cli.mqinf's)."""
+    return subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'rmvmqinf'; "
+                           "from miqm.cli.mqinf import rmvmqinf_main; rmvmqinf_main()", QM],
+                          env=host.env(), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_rmvmqinf_is_refused_while_an_instance_runs_here_then_removes_the_entry(
+        pair: LocalPair) -> None:
+    """MQ's rmvmqinf, which an administrator types to take a host out of the pair: there
+    was none (dltmqm on the second host was the only way to drop its entry)."""
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    for host, flag in ((pair.a, ""), (pair.b, " -x")):
+        refused = _rmvmqinf(pair, host)
+        line = refused.stderr.strip()
+        assert refused.returncode == 5 and len(line.splitlines()) == 1, refused.stderr
+        assert line.startswith("AMQ1104: ") and f"endmqm{flag} {QM}" in line
+    pair.run(pair.b, "endmqm", "-x", QM)
+    done = _rmvmqinf(pair, pair.b)
+    assert done.returncode == 0 and "configuration information removed" in done.stdout
+    gone = pair.run(pair.b, "dspmq", "-m", QM, check=False)
+    assert gone.returncode == 72 and "AMQ7048" in gone.stderr
+    assert os.path.exists(os.path.join(pair.data_dir(), "qm.ini"))  # the data stays
+    assert pair.status()["status"] == "Running"
