@@ -783,6 +783,16 @@ class RecoveryLog:
         return (self.extent_of_page(F.lsn_page(lsn))
                 > self.extent_of_page(F.lsn_page(self._ctl.restart_lsn)))
 
+    def could_hold(self, n: int) -> bool:
+        """Whether an ``n``-byte record fits in the log at all: a circular log holds at
+        most ``max_extents - 1`` whole extents (less its reserve) after the extent of the
+        restart point, wherever that sits. A larger record is log full whatever a
+        checkpoint does."""
+        if not self.circular:
+            return True
+        room = (self.max_extents - 1) * self.pages_per_extent - self._reserve_pages
+        return F.pages_past(0, n) <= room
+
     def append_and_force(self, payload: bytes) -> int:
         """Append and wait until the record is on stable storage."""
         lsn = self.append(payload)
@@ -826,6 +836,12 @@ class RecoveryLog:
             cap -= self._reserve_pages
         while self._limit(reserved) < min(last, cap):
             self._format_secondary_now()
+        if last > self._limit(reserved) and not self.could_hold(n):
+            raise LogFullError(
+                f"the log is full for a record of {n} bytes: more than its "
+                f"{self.max_extents} extents of {self.extent_bytes} bytes can ever hold "
+                "with the restart point in one of them; increase LogFilePages or "
+                "LogSecondaryFiles, or lower MAXMSGL", amq="AMQ7463")
         if last > self._limit(reserved):
             raise LogFullError(
                 f"the log is full: {self.max_extents} extents are in use back to the restart "

@@ -991,6 +991,8 @@ class QueueManagerStore:
         usual way space comes back, is late when a producer fills a small log faster
         than it syncs and frees it: each such append got 2102 for nothing."""
         reclaimable = getattr(self.log, "reclaimable", None)
+        if not getattr(self.log, "could_hold", lambda n: True)(len(payload)):
+            reclaimable = None  # larger than the log: no checkpoint makes room for it
         for make_room in (self._complete_running_checkpoint, self._checkpoint_for_room):
             # a checkpoint now would move the restart point to itself, or to the first
             # record of the oldest unit in flight: nothing to gain unless that frees room

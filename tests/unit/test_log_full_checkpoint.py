@@ -146,8 +146,11 @@ def test_a_record_larger_than_the_log_is_log_full_and_nothing_of_the_put_is_done
     try:
         u = s.begin()
         s.put("Q", bytes(100), uow=u)
-        with pytest.raises(LogFullError):
+        checkpoints = s.checkpoint_seconds.count
+        with pytest.raises(LogFullError) as info:
             s.put("Q", bytes(2_000_000), uow=u)  # larger than the whole log
+        assert "for a record of" in str(info.value) and "MAXMSGL" in str(info.value)
+        assert s.checkpoint_seconds.count == checkpoints  # none could make room
         s.commit(u)
         assert s.get("Q").body == bytes(100)  # type: ignore[union-attr]
         assert s.get("Q") is None
