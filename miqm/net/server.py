@@ -182,8 +182,8 @@ class Session:
         self.peer = peer
         self.state: dict[str, Any] = {}
         self.principal: str | None = None
-        #: what serves its requests once authenticated (the listener's handler, or its
-        #: ``app_handler`` for a principal other than admin)
+        #: what serves its requests once authenticated when not the listener's
+        #: ``handler``: its ``app_handler``, for a principal other than admin
         self.handler: Handler | None = None
         self._callbacks: list[Callable[[Session], None]] = []
         self._lock = threading.Lock()
@@ -290,7 +290,7 @@ class Listener:
                  max_pending: int | None = None) -> None:
         self.handler = handler
         #: serves the sessions of principals other than admin (None: ``handler``)
-        self.app_handler = app_handler or handler
+        self.app_handler = app_handler
         self.host = host
         self.port = port
         self._log = log or (lambda _msg: None)
@@ -777,7 +777,8 @@ class Listener:
 
     def _authenticated(self, session: Session, principal: str) -> None:
         session.principal = principal
-        session.handler = self.handler if principal == ADMIN else self.app_handler
+        # None: the listener's ``handler``, looked up per request (it may be replaced)
+        session.handler = None if principal == ADMIN else self.app_handler
 
     def _dispatch(self, request: dict[str, Any], session: Session) -> dict[str, Any]:
         version = request.get("v", PROTOCOL_VERSION)
