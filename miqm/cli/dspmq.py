@@ -1,4 +1,7 @@
-"""``dspmq [-m QMgr] [-x] [-o status | -o standby] [-f] [--json]``: queue manager status.
+"""``dspmq [-m QMgr] [-x] [-o status | -o standby] [-s] [-a] [-f] [--json]``: status.
+
+``-s`` is MQ's spelling of ``-o status``; ``-a`` lists only the queue managers with an
+instance running on this host (active or standby); ``-n`` is accepted and changes nothing.
 
 The status comes from this host's run record (an instance here), the lock files
 (``master``/``active``/``standby``: held or not, asked without taking a lock) and
@@ -170,13 +173,19 @@ def dspmq(
                                      help="fields to show"),
     show_locks: bool = typer.Option(False, "-f", help="show the lock file holders"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object per queue manager"),
+    status_flag: bool = typer.Option(False, "-s", help="the status (the default; MQ's "
+                                     "-s, as -o status)"),
+    active_only: bool = typer.Option(False, "-a", help="only queue managers with an "
+                                     "instance running on this host"),
+    _untranslated: bool = typer.Option(False, "-n", help="accepted for MQ compatibility "
+                                       "(output is never translated)"),
 ) -> None:
     """Display the queue managers defined on this host and their status."""
     from miqm.ha import runfile
     from miqm.paths import find, hostname, load_registry
 
     fields: list[str] = []
-    for o in output or ["status"]:
+    for o in (output or []) + (["status"] if status_flag or not output else []):
         o = o.lower()
         if o in ("status", "default"):
             fields.append("status")
@@ -211,6 +220,8 @@ def dspmq(
         if local is None and probed is not None:  # run record missing or unreadable
             local = local_from_locks(probed["locks"], here)
         info = describe(e.name, probed, local, here, controller_alive)
+        if active_only and local is None:  # MQ's -a: running here (active or standby)
+            continue
         if as_json:
             typer.echo(json.dumps(info))
         else:

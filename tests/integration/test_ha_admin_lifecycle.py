@@ -184,3 +184,14 @@ def test_rmvmqinf_is_refused_while_an_instance_runs_here_then_removes_the_entry(
     assert gone.returncode == 72 and "AMQ7048" in gone.stderr
     assert os.path.exists(os.path.join(pair.data_dir(), "qm.ini"))  # the data stays
     assert pair.status()["status"] == "Running"
+
+
+def test_dspmq_takes_mqs_s_a_and_n(pair: LocalPair) -> None:
+    """dspmq -s (MQ's -o status), -a (running here) and -n were refused as unknown."""
+    assert "started using" in pair.start(pair.a)
+    line = pair.run(pair.a, "dspmq", "-s", "-n").stdout.strip()
+    assert line.startswith(f"QMNAME({QM})") and line.endswith("STATUS(Running)")
+    assert f"QMNAME({QM})" in pair.run(pair.a, "dspmq", "-a").stdout
+    assert pair.run(pair.b, "dspmq", "-a").stdout.strip() == ""
+    both = pair.run(pair.b, "dspmq", "-s", "-o", "standby").stdout
+    assert "STATUS(Running elsewhere) STANDBY(Permitted)" in both
