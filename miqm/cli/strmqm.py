@@ -132,7 +132,13 @@ def strmqm(
 
         exec_controller(qmgr, standby)
     run_dir = os.path.join(data_root(), "run")
-    os.makedirs(run_dir, exist_ok=True)
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as exc:  # a file in its place, a read-only or full root
+        fail(f"strmqm: this host's run directory {run_dir} cannot be made "
+             f"({exc.strerror or exc}): it holds the record of the instance started here. "
+             "Move aside whatever is in its place, or correct MIQM_DATA_ROOT, its "
+             "permissions or its filesystem, and start the queue manager again.", 71)
     out_path = os.path.join(run_dir, f"{directory_name(qmgr)}.out")
     r, w = os.pipe()
     argv = [sys.executable, "-m", "miqm.ha.controller", qmgr, "--verdict-fd", str(w)]
