@@ -73,6 +73,11 @@ def filesystem_failure(qmgr: str, exc: LockFsError) -> tuple[str, str]:
         return "AMQ6062", (f"the data directory of '{qmgr}' cannot be written ({exc}): "
                            "mount it read-write and give the queue manager's user write "
                            "access to it, then start it again")
+    if code in (errno.EISDIR, errno.ENOTDIR):
+        return "AMQ6062", (f"a file of the data directory of '{qmgr}' is not what it "
+                           f"should be ({exc}): a directory where a file belongs, or a file "
+                           "where a directory belongs. With no instance running, move it "
+                           "aside, then start the queue manager again")
     if code in (errno.ENOSPC, errno.EDQUOT):
         return "AMQ6062", (f"the data directory of '{qmgr}' is full ({exc}): free space "
                            "on its filesystem, then start it again")

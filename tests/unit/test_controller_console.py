@@ -36,6 +36,10 @@ def test_a_data_directory_that_cannot_be_written_or_is_full_is_the_admins_to_fix
     number, text = filesystem_failure("QM1", LockFsError("stale file handle",
                                                          errno=errno.ESTALE))
     assert number == "AMQ6119" and "shared filesystem failed" in text
+    # a lock file replaced by a directory (it was AMQ6119 'the shared filesystem failed')
+    number, text = filesystem_failure("QM1", LockFsError("open /d/QM1/standby: Is a "
+                                                         "directory", errno=errno.EISDIR))
+    assert number == "AMQ6062" and "standby: Is a directory" in text and "move it" in text
 
 
 def test_an_ending_active_instance_keeps_answering_until_its_service_refuses() -> None:
