@@ -73,8 +73,9 @@ _session_ids = itertools.count(1)
 #: buffer a 100 MiB frame.
 PREAUTH_MAX_FRAME = 8 * 1024
 
-#: Largest JSON header a connection may send before it is known as the administrator (an
-#: application principal's requests, and every hello): a request's header is a few hundred
+#: A JSON header this long or longer is refused from a connection not known as the
+#: administrator (an application principal's, and before every hello): a request's
+#: header is a few hundred
 #: bytes (an MQSC command is at most MQ's 32,762 characters). Each of its JSON values
 #: costs 30 to 60 bytes once decoded: 23 MiB of ``[],`` took 600 MiB of the queue
 #: manager's memory, kept after the request; this limit holds it to a few MiB.
@@ -117,30 +118,39 @@ _FRAME_PREFIX = struct.Struct(">II")
 
 
 class _CheckedReader(FrameReader):
-    """A :class:`FrameReader` that refuses a header longer than ``max_header`` from its
-    length fields, before the frame is read or decoded: for connections not (yet) known as
-    the administrator's. An administrator's connection reads through a plain FrameReader
-    (:meth:`Listener._serve_requests`), so its requests pay nothing for this."""
-
-    max_header = MAX_REQUEST_HEADER
+    """A :class:`FrameReader` that refuses a header of ``MAX_REQUEST_HEADER`` or more
+    from its length fields, before the frame is read or decoded: for connections not
+    (yet) known as the administrator's. An administrator's connection reads through a
+    plain FrameReader (:meth:`Listener._reader_for`), so its requests pay nothing for
+    this."""
 
     def read(self) -> dict[str, Any]:
         """The next frame, as :meth:`FrameReader.read`; ProtocolError (2010) for a
-        header over ``max_header``."""
-        if self.unread() < 8:
+        header of ``MAX_REQUEST_HEADER`` or more."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 8:
             self._fill(4, True)
             (length,) = _FRAME_LEN.unpack_from(self._buf, self._pos)
             if 4 <= length <= self.max_frame:
                 self._fill(8, False)  # a frame this long has its header length next
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos >= 8:
-            length, hlen = _FRAME_PREFIX.unpack_from(buf, pos)
-            if (self.max_header < hlen <= length - 4 and length <= self.max_frame
-                    and buf[pos + 4] != 0x7B):  # (0x7B: a version 1 frame, refused later)
-                raise ProtocolError(f"a frame header of {hlen} bytes exceeds this "
-                                    f"connection's limit of {self.max_header}",
-                                    mqrc=MQRC_DATA_LENGTH_ERROR)
-        return super().read()
+            buf, pos = self._buf, self._pos
+        # the header length's two high bytes: 0 and below 4 for any header under 256 KiB
+        # (MAX_REQUEST_HEADER), so a usual request costs two byte reads here
+        if len(buf) - pos >= 8 and (buf[pos + 4] or buf[pos + 5] >= 4):
+            self._refuse_long_header()
+        return FrameReader.read(self)
+
+    def _refuse_long_header(self) -> None:
+        """ProtocolError (2010) if the next frame's header is MAX_REQUEST_HEADER or
+        longer; a frame the reader refuses anyway (too long, a header longer than its
+        frame) and a version 1 frame (first byte ``{``, refused in words it can print)
+        are left to it."""
+        length, hlen = _FRAME_PREFIX.unpack_from(self._buf, self._pos)
+        if (MAX_REQUEST_HEADER <= hlen <= length - 4 and length <= self.max_frame
+                and self._buf[self._pos + 4] != 0x7B):
+            raise ProtocolError(f"a frame header of {hlen} bytes exceeds this "
+                                f"connection's limit of {MAX_REQUEST_HEADER}",
+                                mqrc=MQRC_DATA_LENGTH_ERROR)
 
 
 class _LogLimit:
