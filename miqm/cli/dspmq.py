@@ -25,6 +25,8 @@ from miqm.cli.common import fail, make_app, run_typer
 app = make_app("Display queue managers and their instances.")
 
 DEADLINE = 0.9  # seconds for all probes together
+#: a held lock whose holder record cannot be read (written over, truncated)
+UNKNOWN = "unknown: its lock file holds no readable holder record"
 
 
 def probe(name: str, data_path: str) -> dict[str, Any]:
@@ -112,9 +114,11 @@ def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | N
     else:
         recorded = str(st.get("status") or "Ended normally")
         status = recorded if recorded.startswith("Ended") else "Ended unexpectedly"
-    if master_held and master["host"]:
+    # a lock held whose holder record is damaged still is an instance (host None: the
+    # text says 'unknown'); it was left out, and a running standby vanished from dspmq -x
+    if master_held and (master["host"] or master["held"] is True):
         instances.append({"host": master["host"], "mode": "Active", "pid": master["pid"]})
-    if standby_lock["held"] is True and standby_lock["host"]:
+    if standby_lock["held"] is True:
         instances.append({"host": standby_lock["host"], "mode": "Standby",
                           "pid": standby_lock["pid"]})
     if local is not None and not any(i["host"] == local.get("host") for i in instances):
@@ -150,7 +154,7 @@ def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
     lines = [(head + " ".join(parts)).rstrip()]
     if instances:
         for inst in info["instances"]:
-            lines.append(f"    INSTANCE({inst['host']}) MODE({inst['mode']})")
+            lines.append(f"    INSTANCE({inst['host'] or UNKNOWN}) MODE({inst['mode']})")
     gone = info.get("holder_ended")
     if gone:
         lease = f" ({gone['lease_seconds']:g}s)" if gone.get("lease_seconds") else ""
@@ -160,8 +164,10 @@ def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
     if locks:
         for name in ("master", "active", "standby"):
             lk = info["locks"].get(name)
-            if lk:
+            if lk and lk["host"]:
                 lines.append(f"    {name}({lk['host']},{lk['lock_id']})")
+            elif lk:
+                lines.append(f"    {name}({UNKNOWN})")
     return lines
 
 

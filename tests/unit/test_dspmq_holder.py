@@ -74,3 +74,19 @@ def test_a_run_record_naming_this_process_or_another_program_is_stale(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_held_lock_with_a_damaged_record_is_an_instance_of_unknown_host() -> None:
+    """Lock files written over while held: dspmq -x dropped the running standby and -f
+    printed 'standby(None,None)'."""
+    probed = _probed("hosta", 4242)
+    probed["locks"]["standby"] = {"held": True, "host": None, "lock_id": None, "pid": None,
+                                  "generation": None}
+    probed["locks"]["active"] = dict(probed["locks"]["standby"])
+    info = describe("QM1", probed, None, "hostb", lambda pid: True)
+    assert [i["mode"] for i in info["instances"]] == ["Active", "Standby"]
+    lines = format_text(info, instances=True, fields=["status"], locks=True)
+    assert "    INSTANCE(unknown: its lock file holds no readable holder record) MODE(Standby)" \
+        in lines
+    assert "    master(hosta,7)" in lines and not any("None" in line for line in lines)
+    assert "    standby(unknown: its lock file holds no readable holder record)" in lines
