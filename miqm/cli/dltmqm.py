@@ -29,6 +29,18 @@ def held_locks(volume: object) -> list[str]:
     return [name for name in LOCK_NAMES if lock_held(volume, name, probe=True) is not False]
 
 
+def _who(qmgr: str, held: list[str]) -> str:
+    """Where the instances holding ``held`` run, from their holder records, for the
+    refusal: 'its instances run on hosta (active), hostb (standby)'."""
+    from miqm.cli.endmqm import instances_elsewhere
+
+    found = instances_elsewhere(qmgr)
+    if not found:
+        return f"an instance holds its {' and '.join(held)} lock{'s' if len(held) > 1 else ''}"
+    where = ", ".join(f"{host} ({mode.lower()})" for host, mode in found)
+    return f"its instance{'s run' if len(found) > 1 else ' runs'} on {where}"
+
+
 def _log_location(data: object, qmgr: str) -> str | None:
     """The LogPath recorded in qm.ini (even a damaged one), or None."""
     from lockfs.errors import LockFsError
@@ -60,9 +72,9 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
             held = held_locks(data)
             if held:
                 raise MiqmError(
-                    f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running (an instance holds "
-                    f"its {', '.join(held)} lock). End every instance with endmqm first.",
-                    amq="AMQ8041")
+                    f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running ({_who(qmgr, held)}"
+                    "). End every instance with endmqm first (endmqm -x for a standby, on "
+                    "its host).", amq="AMQ8041")
             log_loc = _log_location(data, qmgr) or _default_log_or_refuse(
                 entry.data_path, qmgr, default_log_location(qmgr))
             log = open_volume(log_loc)

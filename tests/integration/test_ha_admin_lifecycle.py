@@ -195,3 +195,15 @@ def test_dspmq_takes_mqs_s_a_and_n(pair: LocalPair) -> None:
     assert pair.run(pair.b, "dspmq", "-a").stdout.strip() == ""
     both = pair.run(pair.b, "dspmq", "-s", "-o", "standby").stdout
     assert "STATUS(Running elsewhere) STANDBY(Permitted)" in both
+
+
+def test_dltmqm_of_a_running_pair_names_where_its_instances_run(pair: LocalPair) -> None:
+    """It said 'an instance holds its master, active, standby lock', naming no host."""
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    for host in (pair.a, pair.b):
+        refused = pair.run(host, "dltmqm", QM, check=False)
+        line = refused.stderr.strip()
+        assert refused.returncode == 5 and len(line.splitlines()) == 1, refused.stderr
+        assert line.startswith("AMQ8041: ") and "hosta (active), hostb (standby)" in line
+    assert os.path.exists(os.path.join(pair.data_dir(), "qm.ini"))
