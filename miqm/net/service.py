@@ -32,6 +32,7 @@ from miqm.net.protocol import (
     MQRC_STANDBY_Q_MGR,
     MQRC_UNEXPECTED_ERROR,
     PROTOCOL_VERSION,
+    ProtocolError,
     b64,
     error_reply,
     unb64,
@@ -116,6 +117,11 @@ def standby_reply() -> dict[str, Any]:
 def _failure_reply(op: str, exc: Exception) -> dict[str, Any]:
     """The error reply for a request whose handler raised ``exc``: MQ's reason code where
     the error carries one."""
+    if isinstance(exc, ProtocolError):
+        # a field of the request that cannot be decoded (a message id that is not base64):
+        # the request is bad, the connection is not broken (its 2009 said it was, and a
+        # reconnecting client would have taken the call for one cut off by a failover)
+        return error_reply(MQRC_OPTIONS_ERROR, f"bad {op} request: {exc}")
     if isinstance(exc, MessagingError):
         return error_reply(exc.mqrc, str(exc), exc.amq)
     if isinstance(exc, ObjectError):

@@ -57,3 +57,21 @@ def test_a_new_queue_may_not_name_a_path(name: str) -> None:
 @pytest.mark.parametrize("name", ["...", "A..B", "%Q%", "Q_1.2"])
 def test_dots_and_percent_signs_are_fine(name: str) -> None:
     assert unsafe_queue_name(name) is None
+
+
+def test_a_field_that_is_not_base64_is_a_bad_request_not_a_broken_connection() -> None:
+    """A put whose msgid is not base64 was answered 2009 (MQRC_CONNECTION_BROKEN) on a
+    connection that went on: a reconnecting client takes 2009 for a failover."""
+    from miqm.net.service import QueueService
+
+    class Store:
+        def __getattr__(self, name: str):
+            raise AssertionError(f"the store was reached ({name})")
+
+        def queues_with(self, *_a):
+            return []
+
+    service = QueueService(Store(), "QM1")
+    for field in ("msgid", "correlid"):
+        reply = service.handle({"op": "get", "queue": "Q1", field: "!!!"}, None)
+        assert reply["mqrc"] == 2046 and "base64" in reply["error"]
