@@ -49,6 +49,8 @@ GROUPS = ("ALL", "ALLADM", "ALLMQI", "NONE")
 #: members of MQ's mqm group do
 PRIVILEGED = "admin"
 
+#: MQ's longest object name
+MAX_NAME = 48
 _NAME_CHARS = re.compile(r"^[A-Za-z0-9._/%?*]{1,48}$")
 _PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 
@@ -244,6 +246,10 @@ class AuthTable:
                 if rx.fullmatch(name) is not None:
                     ans = (rec.auths, rec.profile)
                     break
+        if len(name) > MAX_NAME:
+            # no object is called that (MQ's names are 48 characters at most): not kept,
+            # as 50,000 answers for 250 KiB names a client made up would be 12 GiB
+            return ans
         cache = self._cache
         if len(cache) >= self.CACHE_LIMIT:
             cache = self._cache = {}

@@ -52,3 +52,15 @@ def test_a_refused_requests_queue_name_cannot_forge_error_log_entries() -> None:
     assert reply is not None and reply["mqrc"] == 2035
     assert len(lines) == 1 and "\n" not in lines[0] and "Q1\\x0a11/27" in lines[0]
     assert "\n" not in reply["error"]
+
+
+def test_made_up_long_names_are_not_kept_in_the_lookup_cache() -> None:
+    """A principal's puts to queues with 250 KiB names it made up each added an answer
+    to the authority cache (50,000 of them before it is cleared: 12 GiB)."""
+    table = authz.AuthTable([authz.AuthRec("QUEUE", "APP1.**", "APP1", frozenset({"PUT"}))])
+    for i in range(100):
+        name = f"APP1.{i}." + "X" * 100_000
+        assert table.allows("APP1", "QUEUE", name, "PUT")  # the answer is still right
+    assert len(table._cache) == 0
+    assert table.allows("APP1", "QUEUE", "APP1.Q", "PUT")
+    assert len(table._cache) == 1
