@@ -900,10 +900,14 @@ class Controller:
                                                switchover=switchover))
         except LockFsError:
             pass
-        if switchover:
-            self.say("AMQ1005")
-        else:
-            self.say("AMQ8004", qmgr=self.qmgr)
+        # how it was ended, for whoever reads the error log afterwards (the status line
+        # of dspmq says it only until the next start)
+        how = {"controlled": "a controlled end (endmqm, -c)", "wait": "a controlled end "
+               "(endmqm -w)", "immediate": "an immediate end (endmqm -i, or SIGTERM)",
+               "preemptive": "a pre-emptive end (endmqm -p)"}.get(mode, mode)
+        number = "AMQ1005" if switchover else "AMQ8004"
+        self.say(number, f"{amq.text(number, qmgr=self.qmgr)} It was {how}"
+                         f"{' with -s' if switchover else ''}; status {final.get(mode, '')}.")
         self.event("role", role="ended", mode=mode, switchover=switchover)
         self.release_locks()
         return EXIT_OK

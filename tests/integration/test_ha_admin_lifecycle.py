@@ -207,3 +207,16 @@ def test_dltmqm_of_a_running_pair_names_where_its_instances_run(pair: LocalPair)
         assert refused.returncode == 5 and len(line.splitlines()) == 1, refused.stderr
         assert line.startswith("AMQ8041: ") and "hosta (active), hostb (standby)" in line
     assert os.path.exists(os.path.join(pair.data_dir(), "qm.ini"))
+
+
+def test_the_error_log_says_how_the_queue_manager_was_ended(pair: LocalPair) -> None:
+    """AMQ8004 said only 'ended': whether by endmqm -i, -p, a controlled end or with -s,
+    the error log did not say (dspmq's status says it only until the next start)."""
+    for flags, said in ((("-i",), "an immediate end (endmqm -i, or SIGTERM); status Ended "
+                         "immediately."), (("-w",), "a controlled end (endmqm -w); status "
+                                           "Ended normally.")):
+        assert "started using" in pair.start(pair.a)
+        pair.run(pair.a, "endmqm", *flags, QM)
+        last = [line for line in _errlog(pair).splitlines()
+                if line.startswith("AMQ8004: ")][-1]
+        assert last.endswith(f"ended. It was {said}"), last
