@@ -58,6 +58,36 @@ REPLACE_DEFAULTS: dict[str, dict[str, Any]] = {
                "DESCR": "", "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304},
 }
 
+#: MQ's default objects, which DEFINE ... LIKE(...) names in scripts written for MQ
+#: (``LIKE(SYSTEM.DEFAULT.LOCAL.QUEUE)``). miqm has no such queues: its default definition
+#: is REPLACE_DEFAULTS, so LIKE of the type's default object means those values (the
+#: LIKE was refused AMQ8147 'not found', and the queue not made).
+DEFAULT_OBJECTS = {"QLOCAL": "SYSTEM.DEFAULT.LOCAL.QUEUE",
+                   "QALIAS": "SYSTEM.DEFAULT.ALIAS.QUEUE",
+                   "QMODEL": "SYSTEM.DEFAULT.MODEL.QUEUE"}
+
+#: MQ queue attributes that scripts written for MQ set and miqm's queues do not have
+#: (no triggering, backout requeue, clustering, statistics queues, ...): named in the
+#: syntax error so an administrator knows the attribute is MQ's, not mistyped.
+MQ_ONLY_QUEUE_ATTRS = frozenset((
+    "ACCTQ", "BOQNAME", "BOTHRESH", "CLCHNAME", "CLUSNL", "CLUSTER", "CLWLPRTY",
+    "CLWLRANK", "CLWLUSEQ", "CUSTOM", "DEFBIND", "DEFPRESP", "DEFREADA", "DEFSOPT",
+    "DISTL", "HARDENBO", "IMGRCOVQ", "INDXTYPE", "INITQ", "MAXFSIZE", "MONQ", "MSGDLVSQ",
+    "NOHARDENBO", "NOSHARE", "NOTRIGGER", "NPMCLASS", "PROCESS", "PROPCTL", "QDEPTHHI",
+    "QDEPTHLO", "QDPHIEV", "QDPLOEV", "QDPMAXEV", "QSVCIEV", "QSVCINT", "RETINTVL",
+    "SCOPE", "SHARE", "STATQ", "TRIGDATA", "TRIGDPTH", "TRIGGER", "TRIGMPRI",
+    "TRIGTYPE", "USAGE", "XMITQ", "RNAME", "RQMNAME"))
+
+
+def _not_valid(word: str, verb: str, kind: str) -> str:
+    """The reason for a parameter a DEFINE/ALTER of ``kind`` does not take: an MQ
+    attribute miqm's queues do not have is said to be one, with what to do."""
+    if word in MQ_ONLY_QUEUE_ATTRS:
+        return (f"{word} is an MQ queue attribute miqm does not have (docs/mqsc.md, "
+                f"'Queue attributes'): remove it from the {verb} {kind}")
+    return f"{word} is not valid on {verb} {kind}"
+
+
 QMGR_ATTRS: dict[str, tuple[str, Any]] = {
     "MAXUMSGS": ("int", (1, 999_999_999)),
     "MAXMSGL": ("int", (32768, 104_857_600)),
@@ -104,7 +134,7 @@ def _shortened(text: str) -> str:
 
 _VERBS = {"DEFINE": "DEFINE", "DEF": "DEFINE", "ALTER": "ALTER", "ALT": "ALTER",
           "DELETE": "DELETE", "DISPLAY": "DISPLAY", "DIS": "DISPLAY", "PING": "PING",
-          "END": "END"}
+          "END": "END", "EXIT": "END", "QUIT": "END"}
 # security commands (authority records): parse_security below
 _VERBS.update({"SET": "SET", "REFRESH": "REFRESH", "REF": "REFRESH"})
 _QUEUE_TYPES = {"QLOCAL": "QLOCAL", "QL": "QLOCAL"}
@@ -336,6 +366,7 @@ def parse_command(text: str) -> Command:
         raise MQSCSyntaxError(text[:ECHO_PREFIX] + "...", f"the command is {len(text)} "
                               f"characters long: an MQSC command may be at most "
                               f"{MAX_COMMAND_LENGTH} characters")
+    _check_decoded(text)
     tokens = _tokens(text)
     if not tokens:
         raise MQSCSyntaxError(text, "empty command")
@@ -357,6 +388,19 @@ def parse_command(text: str) -> Command:
         return _parse_tokens(verb, obj, rest, text)
     cmd = _parse_tokens(verb, obj, [t for t in rest if t is not where], text)
     return _with_where(cmd, where, text)
+
+
+def _check_decoded(text: str) -> None:
+    """MQSCSyntaxError at the first byte of ``text`` that was not UTF-8 on input (runmqsc
+    decodes with ``surrogateescape``). Such a command, a DESCR('café') saved in
+    ISO-8859-1 say, could not be sent to the queue manager: runmqsc stopped with an
+    internal error (AMQ6184) and ran none of the commands after it."""
+    for i, ch in enumerate(text):
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            raise MQSCSyntaxError(text[: i + 1], f"the byte \\x{ord(ch) - 0xDC00:02x} is not "
+                                  "UTF-8: runmqsc reads UTF-8; convert the script (for "
+                                  "one saved in ISO-8859-1: iconv -f ISO-8859-1 -t UTF-8 "
+                                  "FILE > FILE.utf8) and run it again")
 
 
 #: parameters that may not be given together (MQ: "REPLACE NOREPLACE is not allowed")
@@ -414,10 +458,13 @@ def _parse_tokens(verb: str, obj: _Token, rest: list[_Token], text: str) -> Comm
             options.append(tok.word)
         elif verb == "DEFINE" and tok.word == "LIKE":
             like = _name(tok, text)
+            if like == DEFAULT_OBJECTS["QLOCAL"]:
+                like = ""  # the default definition: the attributes below
+                attrs = {**REPLACE_DEFAULTS["QLOCAL"], **attrs}
         elif verb in ("DEFINE", "ALTER") and tok.word in QUEUE_ATTRS:
             attrs[tok.word] = _typed(tok, QUEUE_ATTRS[tok.word], text)
         else:
-            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} QLOCAL")
+            raise MQSCSyntaxError(text[: tok.end], _not_valid(tok.word, verb, "QLOCAL"))
     if verb == "DEFINE" and "REPLACE" in options and not like:
         attrs = {**REPLACE_DEFAULTS["QLOCAL"], **attrs}
     return Command(verb, "QLOCAL", name, attrs, tuple(options), like, text=text)
@@ -636,6 +683,7 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
     spec = ALIAS_ATTRS if kind == "QALIAS" else MODEL_ATTRS
     attrs: dict[str, Any] = {}
     options: list[str] = []
+    like_default = False  # LIKE(SYSTEM.DEFAULT.ALIAS.QUEUE / MODEL.QUEUE)
     for tok in rest:
         if verb == "DEFINE" and tok.word in ("REPLACE", "NOREPLACE") and tok.value is None:
             options.append(tok.word)
@@ -643,11 +691,19 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
             key = _PARAM_SYNONYMS.get(tok.word, tok.word)  # TARGQ: TARGET's old name
             kind_, _rule = spec[key]
             attrs[key] = (_name(tok, text) if kind_ == "name" else _typed(tok, spec[key], text))
+        elif verb == "DEFINE" and tok.word == "LIKE":
+            if _name(tok, text) != DEFAULT_OBJECTS[kind]:
+                # the queue manager does not copy an alias's or model's attributes yet:
+                # refused rather than a queue made without them
+                raise MQSCSyntaxError(text[: tok.end], f"LIKE on DEFINE {kind} may name "
+                                      f"only {DEFAULT_OBJECTS[kind]} here: give the "
+                                      "attributes on the command")
+            like_default = True
         else:
-            raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on {verb} {kind}")
+            raise MQSCSyntaxError(text[: tok.end], _not_valid(tok.word, verb, kind))
     if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs:
         raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue)")
-    if verb == "DEFINE" and "REPLACE" in options:
+    if verb == "DEFINE" and ("REPLACE" in options or like_default):
         attrs = {**REPLACE_DEFAULTS[kind], **attrs}
     return Command(verb, kind, name, attrs, tuple(options), text=text)
 # -- WHERE filters ------------------------------------------------------------------------

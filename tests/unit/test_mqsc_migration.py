@@ -1,0 +1,117 @@
+"""MQSC scripts written for IBM MQ, as an administrator migrating them feeds them to
+runmqsc: what MQ accepts that miqm refused or crashed on (found by an MQ administrator's
+session, issue: migrating MQSC scripts)."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from miqm import mqsc
+
+
+@pytest.mark.parametrize("word", ["END", "EXIT", "QUIT", "exit", "Quit"])
+def test_exit_and_quit_end_the_input_as_end_does(word: str) -> None:
+    """MQ's runmqsc takes END, EXIT and QUIT; EXIT and QUIT were syntax errors
+    ('unknown command'), so a script ending in EXIT exited 10."""
+    assert mqsc.parse_command(word).verb == "END"
+    with pytest.raises(mqsc.MQSCSyntaxError):
+        mqsc.parse_command(f"{word} NOW")
+
+
+def test_like_the_default_local_queue_is_the_default_definition() -> None:
+    """LIKE(SYSTEM.DEFAULT.LOCAL.QUEUE), in many MQ scripts, was sent as a LIKE of a
+    queue miqm does not have: AMQ8147E 'not found' and the queue was not made."""
+    cmd = mqsc.parse_command("DEFINE QLOCAL(Q1) LIKE(SYSTEM.DEFAULT.LOCAL.QUEUE) "
+                             "MAXDEPTH(7)")
+    assert cmd.like == ""
+    assert cmd.attrs == {**mqsc.REPLACE_DEFAULTS["QLOCAL"], "MAXDEPTH": 7}
+    # the order of LIKE and the attributes does not matter
+    cmd = mqsc.parse_command("DEFINE QLOCAL(Q1) MAXDEPTH(7) like(system.default.local.queue)"
+                             " REPLACE")
+    assert cmd.like == "" and cmd.attrs["MAXDEPTH"] == 7 and cmd.options == ("REPLACE",)
+    # another queue is still a LIKE the queue manager resolves
+    assert mqsc.parse_command("DEFINE QLOCAL(Q1) LIKE(Q0)").like == "Q0"
+
+
+@pytest.mark.parametrize("kind,default", [("QALIAS", "SYSTEM.DEFAULT.ALIAS.QUEUE"),
+                                          ("QMODEL", "SYSTEM.DEFAULT.MODEL.QUEUE")])
+def test_like_on_an_alias_or_model(kind: str, default: str) -> None:
+    """LIKE on DEFINE QALIAS/QMODEL was 'not valid'. The type's default object means the
+    defaults; another object is refused saying what to do (the queue manager does not
+    copy an alias's or model's attributes, so it is not silently ignored)."""
+    target = " TARGET(Q1)" if kind == "QALIAS" else ""
+    cmd = mqsc.parse_command(f"DEFINE {kind}(X){target} LIKE({default}) DESCR('d')")
+    assert cmd.attrs["DESCR"] == "d"
+    assert cmd.attrs["PUT"] == "ENABLED" and cmd.attrs["DEFPSIST"] == "NO"
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(f"DEFINE {kind}(X){target} LIKE(OTHER)")
+    assert f"may name only {default}" in err.value.reason
+    assert err.value.segment.endswith("LIKE(OTHER)")
+
+
+@pytest.mark.parametrize("text,word", [
+    ("DEFINE QLOCAL(Q1) BOTHRESH(3) BOQNAME(Q1.BO)", "BOTHRESH"),
+    ("ALTER QLOCAL(Q1) TRIGGER", "TRIGGER"),
+    ("DEFINE QMODEL(M1) NOSHARE", "NOSHARE"),
+    ("DEFINE QALIAS(A1) TARGET(Q1) CLUSTER(C1)", "CLUSTER"),
+])
+def test_an_mq_attribute_miqm_lacks_is_named_as_such(text: str, word: str) -> None:
+    """'BOTHRESH is not valid on DEFINE QLOCAL' read as if the script were wrong: the
+    reason now says it is MQ's attribute that miqm's queues do not have."""
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert err.value.reason.startswith(f"{word} is an MQ queue attribute miqm does not have")
+    assert "remove it" in err.value.reason
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command("DEFINE QLOCAL(Q1) MAXDEPHT(3)")  # a typo stays a typo
+    assert err.value.reason == "MAXDEPHT is not valid on DEFINE QLOCAL"
+
+
+def test_a_byte_that_is_not_utf8_is_a_syntax_error_at_that_byte() -> None:
+    """A script saved in ISO-8859-1 (DESCR('café')): the command reached the wire and
+    runmqsc died with AMQ6184 (UnicodeEncodeError), running nothing after it."""
+    text = b"DEFINE QLOCAL(Q1) DESCR('caf\xe9 au lait')".decode("utf-8", "surrogateescape")
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert err.value.reason.startswith("the byte \\xe9 is not UTF-8")
+    assert "iconv" in err.value.reason
+    lines = mqsc.syntax_error_lines(err.value)
+    assert lines[1] == "DEFINE QLOCAL(Q1) DESCR('caf\\xe9"
+    assert all(line.isprintable() for line in lines)
+
+
+def test_runmqsc_goes_on_after_a_command_that_is_not_utf8(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The connection below frames each request with the real protocol encoder, as the
+    client does: without the check, the ISO-8859-1 command raised UnicodeEncodeError
+    there and runmqsc ended with an internal error."""
+    from miqm.cli import runmqsc
+    from miqm.net import client
+    from miqm.net.protocol import encode
+
+    sent: list[dict] = []
+
+    class Conn:
+        def call(self, op: str, **kw: object) -> dict:
+            encode({"op": op, **kw})  # what the client's _write does
+            sent.append(kw["command"])  # type: ignore[arg-type]
+            return {"ok": True, "lines": [mqsc.MSG_CREATED]}
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(client, "connect", lambda *_a, **_k: Conn())
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "QM1"])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"DEFINE QLOCAL(Q1) DESCR('caf\xe9')\r\nDEFINE QLOCAL(Q2)\r\nEXIT\r\n")))
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    out = capsys.readouterr().out.splitlines()
+    assert exit_.value.code == 10
+    assert [c["name"] for c in sent] == ["Q2"]
+    assert "     3 : EXIT" in out
+    assert out[-3:] == ["2 MQSC commands read.", "1 command has a syntax error.",
+                        "All valid MQSC commands were processed."]
