@@ -1,5 +1,5 @@
 """``runmqsc [-e] [-v] [-c] [-u UserId] QMgr``: run MQSC commands from stdin against a
-queue manager.
+queue manager (MQ's -w, -x, -m and -n are refused with what to do instead).
 
 Commands are parsed here (miqm.mqsc) and executed by the active instance (op ``mqsc``).
 Exit codes are MQ's: 0 every command processed, 10 some command had a syntax error or
@@ -23,7 +23,8 @@ app = make_app("Run MQSC commands from stdin.")
 
 @app.command()
 def runmqsc(
-    qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager name"),
+    qmgr: str = typer.Argument("", metavar="QMgr", help="queue manager name (miqm has no "
+                               "default queue manager: name it)"),
     no_echo: bool = typer.Option(False, "-e", help="do not echo the commands"),
     verify: bool = typer.Option(False, "-v", help="check syntax only; run nothing"),
     client: bool = typer.Option(False, "-c", help="client mode: connect through the "
@@ -31,12 +32,22 @@ def runmqsc(
     user: str = typer.Option("", "-u", metavar="UserId", help="connect as this principal: "
                              "its secret is asked for, or read from the first line of "
                              "stdin when stdin is not a terminal (as MQ's runmqsc -u)"),
+    wait: int = typer.Option(0, "-w", metavar="WaitTime", hidden=True,
+                             help="MQ's indirect mode: refused (see docs/mqsc.md)"),
+    indirect_x: bool = typer.Option(False, "-x", hidden=True, help="MQ's indirect mode"),
+    local_qmgr: str = typer.Option("", "-m", metavar="LocalQMgrName", hidden=True,
+                                   help="MQ's indirect mode"),
+    no_qmgr: bool = typer.Option(False, "-n", hidden=True, help="MQ's CCDT mode"),
 ) -> int:
     """Run MQSC commands read from stdin."""
     from miqm import mqsc
     from miqm.errors import MiqmError, NetError
     from miqm.paths import check_qmgr_name
 
+    refused = _refused_mode(qmgr, wait, indirect_x, local_qmgr, no_qmgr)
+    if refused:
+        typer.echo(f"runmqsc: {refused}", err=True)
+        return 20
     check_qmgr_name(qmgr)
     source = _stdin_lines()
     credential = None
@@ -102,6 +113,27 @@ def runmqsc(
             conn.close()
     emit(mqsc.trailer(read, syntax, failed))
     return 10 if (syntax or failed) else 0
+
+
+def _refused_mode(qmgr: str, wait: int, indirect_x: bool, local_qmgr: str,
+                  no_qmgr: bool) -> str:
+    """Why MQ's flags for what miqm has no counterpart of are refused ('' if none is
+    given): indirect mode (``-w``, ``-x``, ``-m``: commands sent over channels through a
+    local queue manager), ``-n`` (CCDT definitions without a queue manager), and no
+    QMgr (MQ's default queue manager). They were click's 'No such option: -w' (exit 2)
+    or 'Missing argument', saying nothing of what to do instead."""
+    if wait or indirect_x or local_qmgr:
+        return ("indirect mode (-w, -x, -m) is not supported: miqm has no channels "
+                "between queue managers. Run runmqsc QMgr on a host of the queue manager, "
+                "or runmqsc -c QMgr with MIQM_CONNECTION from any host.")
+    if no_qmgr:
+        return ("-n (client channel definitions without a queue manager) is not "
+                "supported: a client names its queue manager's addresses in "
+                "MIQM_CONNECTION (docs/client.md).")
+    if not qmgr:
+        return ("name the queue manager (runmqsc QMgr): miqm has no default queue "
+                "manager. dspmq lists those this host knows.")
+    return ""
 
 
 def _user_credential(user: str, source: Iterator[str]) -> str | None:
@@ -175,5 +207,11 @@ def _client_connection(qmgr: str, credential: str | None = None) -> Any:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    run_typer(app, "runmqsc")
+    """Console-script entry point. A usage error (an unknown flag, a flag without its
+    value) exits 20, MQ's 'runmqsc could not run', not click's 2: scripts test for 20."""
+    try:
+        run_typer(app, "runmqsc")
+    except SystemExit as exc:
+        if exc.code == 2:
+            raise SystemExit(20) from None
+        raise

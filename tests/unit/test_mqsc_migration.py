@@ -115,3 +115,35 @@ def test_runmqsc_goes_on_after_a_command_that_is_not_utf8(
     assert "     3 : EXIT" in out
     assert out[-3:] == ["2 MQSC commands read.", "1 command has a syntax error.",
                         "All valid MQSC commands were processed."]
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["-w", "30", "QM1"], "indirect mode (-w, -x, -m) is not supported"),
+    (["-m", "QMLOCAL", "QM1"], "indirect mode (-w, -x, -m) is not supported"),
+    (["-w", "30", "-x", "QM1"], "indirect mode (-w, -x, -m) is not supported"),
+    (["-n"], "-n (client channel definitions without a queue manager) is not supported"),
+    ([], "name the queue manager (runmqsc QMgr): miqm has no default queue manager"),
+    (["-z", "QM1"], "No such option: -z"),
+    (["QM1", "QM2"], "unexpected extra argument"),
+])
+def test_flags_an_mq_administrator_types_get_one_line_and_exit_20(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str], says: str) -> None:
+    """MQ's runmqsc exits 20 when it could not run. -w/-x/-m (indirect mode) and -n were
+    'No such option' and no QMgr 'Missing argument', all exit 2: a script checking for
+    20 took them for something else, and nothing said what to do instead."""
+    from miqm.cli import runmqsc
+
+    def no_connect(*_a: object, **_k: object) -> None:
+        raise AssertionError("nothing may be run")
+
+    monkeypatch.setattr("miqm.net.client.connect", no_connect)
+    monkeypatch.setattr(sys, "argv", ["runmqsc", *argv])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"DIS QMGR\n")))
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    captured = capsys.readouterr()
+    assert exit_.value.code == 20
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith("runmqsc: ") and says in line
