@@ -38,13 +38,15 @@ def runmqsc(
     local_qmgr: str = typer.Option("", "-m", metavar="LocalQMgrName", hidden=True,
                                    help="MQ's indirect mode"),
     no_qmgr: bool = typer.Option(False, "-n", hidden=True, help="MQ's CCDT mode"),
+    extra: list[str] = typer.Argument(None, hidden=True, metavar=""),
 ) -> int:
     """Run MQSC commands read from stdin."""
     from miqm import mqsc
     from miqm.errors import MiqmError, NetError
     from miqm.paths import check_qmgr_name
 
-    refused = _refused_mode(qmgr, wait, indirect_x, local_qmgr, no_qmgr)
+    refused = _refused_mode(qmgr, wait, indirect_x, local_qmgr, no_qmgr) or _extra(
+        qmgr, extra or [])
     if refused:
         typer.echo(f"runmqsc: {refused}", err=True)
         return 20
@@ -70,15 +72,20 @@ def runmqsc(
     out: list[str] = [mqsc.header(qmgr), ""]
 
     def emit(lines: list[str]) -> None:
-        for line in lines:
-            sys.stdout.write(line + "\n")
-        # each answer as soon as it is known: a terminal user or a program driving
-        # runmqsc through a pipe waits for it before writing the next command
-        sys.stdout.flush()
+        try:
+            for line in lines:
+                sys.stdout.write(line + "\n")
+            # each answer as soon as it is known: a terminal user or a program driving
+            # runmqsc through a pipe waits for it before writing the next command
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader went away (| head): ended quietly, as before
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
 
-    emit(out)
-    read = syntax = failed = 0
+    read = syntax = failed = sent = 0
     try:
+        emit(out)
         for number, text in enumerate(mqsc.iter_commands(source), 1):
             lines = [] if no_echo else [mqsc.echo(number, text)]
             try:
@@ -95,6 +102,7 @@ def runmqsc(
             if conn is None:  # -v: syntax checked, nothing run
                 emit(lines)
                 continue
+            sent += 1
             try:
                 reply = conn.call("mqsc", command=cmd.to_dict())
             except NetError as exc:
@@ -108,11 +116,47 @@ def runmqsc(
                 failed += 1
             # a WHERE filter is applied here, to the objects the display returned
             emit(lines + mqsc.apply_where(cmd, [str(x) for x in reply.get("lines", [])]))
+        emit(mqsc.trailer(read, syntax, failed))
+    except _OutputFailed as exc:
+        _drop_stdout()
+        done = ("no command was sent to the queue manager" if sent == 0 else
+                f"{_sent_words(sent)} sent to the queue manager before it stopped, the "
+                "last perhaps without its answer shown; check with DISPLAY")
+        typer.echo(f"runmqsc: its output could not be written ({exc.reason}): {done}. "
+                   "Make room, or write the output elsewhere, and run the rest again.",
+                   err=True)
+        return 20
     finally:
         if conn is not None:
             conn.close()
-    emit(mqsc.trailer(read, syntax, failed))
     return 10 if (syntax or failed) else 0
+
+
+class _OutputFailed(Exception):
+    """stdout refused runmqsc's output (a full disk, an I/O error): it said 'No space
+    left on device: . Check the path and permissions.' (exit 71), not whether the
+    commands had run."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+        self.reason = exc.strerror or str(exc)
+
+
+def _sent_words(n: int) -> str:
+    return "1 command was" if n == 1 else f"{n} commands were"
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not
+    fail again with a second message."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _refused_mode(qmgr: str, wait: int, indirect_x: bool, local_qmgr: str,
@@ -134,6 +178,16 @@ def _refused_mode(qmgr: str, wait: int, indirect_x: bool, local_qmgr: str,
         return ("name the queue manager (runmqsc QMgr): miqm has no default queue "
                 "manager. dspmq lists those this host knows.")
     return ""
+
+
+def _extra(qmgr: str, extra: list[str]) -> str:
+    """Why arguments after QMgr are refused ('' if there are none): runmqsc reads its
+    commands from stdin, as MQ's does; 'runmqsc QM1 script.mqsc' said only 'Got
+    unexpected extra argument'."""
+    if not extra:
+        return ""
+    return (f"unexpected argument '{extra[0]}' after the queue manager name: runmqsc reads "
+            f"its commands from stdin (runmqsc {qmgr} < {extra[0]})")
 
 
 def _user_credential(user: str, source: Iterator[str]) -> str | None:

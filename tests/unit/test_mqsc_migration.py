@@ -124,14 +124,16 @@ def test_runmqsc_goes_on_after_a_command_that_is_not_utf8(
     (["-n"], "-n (client channel definitions without a queue manager) is not supported"),
     ([], "name the queue manager (runmqsc QMgr): miqm has no default queue manager"),
     (["-z", "QM1"], "No such option: -z"),
-    (["QM1", "QM2"], "unexpected extra argument"),
+    (["QM1", "script.mqsc"], "runmqsc reads its commands from stdin (runmqsc QM1 < "
+                              "script.mqsc)"),
 ])
 def test_flags_an_mq_administrator_types_get_one_line_and_exit_20(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         argv: list[str], says: str) -> None:
     """MQ's runmqsc exits 20 when it could not run. -w/-x/-m (indirect mode) and -n were
-    'No such option' and no QMgr 'Missing argument', all exit 2: a script checking for
-    20 took them for something else, and nothing said what to do instead."""
+    'No such option', no QMgr 'Missing argument' and a script named after QMgr 'Got
+    unexpected extra argument', all exit 2: a script checking for 20 took them for
+    something else, and nothing said what to do instead."""
     from miqm.cli import runmqsc
 
     def no_connect(*_a: object, **_k: object) -> None:
@@ -147,3 +149,51 @@ def test_flags_an_mq_administrator_types_get_one_line_and_exit_20(
     assert captured.out == ""
     [line] = captured.err.splitlines()
     assert line.startswith("runmqsc: ") and says in line
+
+
+class _FullDisk(io.StringIO):
+    """stdout on a disk that fills after ``room`` flushes."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def flush(self) -> None:
+        if self.room == 0:
+            raise OSError(28, "No space left on device")
+        self.room -= 1
+
+    def fileno(self) -> int:
+        raise ValueError("no file descriptor")  # _drop_stdout copes
+
+
+def test_output_that_cannot_be_written_says_what_was_run(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """runmqsc > file on a full disk: it said 'No space left on device: . Check the path
+    and permissions.' (exit 71), not that the commands before had been run."""
+    from miqm.cli import runmqsc
+    from miqm.net import client
+
+    sent: list[str] = []
+
+    class Conn:
+        def call(self, op: str, **kw: object) -> dict:
+            sent.append(kw["command"]["name"])  # type: ignore[index]
+            return {"ok": True, "lines": [mqsc.MSG_CREATED]}
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(client, "connect", lambda *_a, **_k: Conn())
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "QM1"])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        b"DEFINE QLOCAL(Q1)\nDEFINE QLOCAL(Q2)\nDEFINE QLOCAL(Q3)\n")))
+    monkeypatch.setattr(sys, "stdout", _FullDisk(room=2))  # the header and Q1's answer
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    assert exit_.value.code == 20
+    assert sent == ["Q1", "Q2"]  # Q3 was not sent once the output failed
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("runmqsc: its output could not be written (No space left on "
+                           "device): 2 commands were sent to the queue manager")
+    assert "check with DISPLAY" in line
