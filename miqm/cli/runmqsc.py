@@ -39,6 +39,9 @@ def runmqsc(
                                    help="MQ's indirect mode"),
     no_qmgr: bool = typer.Option(False, "-n", hidden=True, help="MQ's CCDT mode"),
     extra: list[str] = typer.Argument(None, hidden=True, metavar=""),
+    script: str = typer.Option("", "-f", metavar="Filepath", help="read the commands "
+                               "from this file instead of stdin (MQ 9.4's -f; a path or "
+                               "a file:// URI)"),
 ) -> int:
     """Run MQSC commands read from stdin."""
     from miqm import mqsc
@@ -56,6 +59,13 @@ def runmqsc(
     if user:
         credential = _user_credential(user, source)
         if credential is None:
+            return 20
+    if script:
+        try:
+            source = _file_lines(script)
+        except OSError as exc:
+            typer.echo(f"runmqsc: -f {script}: {exc.strerror or exc}: name a readable file "
+                       "of MQSC commands (or give them on stdin).", err=True)
             return 20
     conn = None
     if not verify:
@@ -222,6 +232,16 @@ def _lost_line(qmgr: str, exc: Any) -> str:
             "(runmqsc reaches the instance that is active now).")
 
 
+def _file_lines(path: str) -> Iterator[str]:
+    """``-f Filepath``: the file's lines, decoded as stdin's are. Opened here, so that a
+    missing or unreadable file is refused (OSError) before anything runs; a directory
+    too (IsADirectoryError is raised by open on Linux)."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    stream = open(path, "rb")  # closed by _binary_lines when read to its end
+    return _binary_lines(stream, close=True)
+
+
 def _stdin_lines() -> Iterator[str]:
     """stdin line by line, as it arrives (not read whole first); bytes that are not
     UTF-8 are kept (surrogateescape) so the echo can show them."""
@@ -229,6 +249,20 @@ def _stdin_lines() -> Iterator[str]:
     if stream is None:  # a text stream without bytes underneath
         yield from sys.stdin
         return
+    yield from _binary_lines(stream)
+
+
+def _binary_lines(stream: Any, close: bool = False) -> Iterator[str]:
+    """The lines of a binary stream, a leading byte-order mark dropped."""
+    try:
+        yield from _decoded(stream)
+    finally:
+        if close:
+            stream.close()
+
+
+def _decoded(stream: Any) -> Iterator[str]:
+    """Each line of ``stream`` as text, read as it arrives."""
     first = True
     while True:
         raw = stream.readline()

@@ -197,3 +197,46 @@ def test_output_that_cannot_be_written_says_what_was_run(
     assert line.startswith("runmqsc: its output could not be written (No space left on "
                            "device): 2 commands were sent to the queue manager")
     assert "check with DISPLAY" in line
+
+
+def test_f_reads_the_commands_from_a_file(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str],
+                                          tmp_path) -> None:
+    """MQ 9.4's runmqsc -f Filepath: it was 'No such option: -f'. A missing file or a
+    directory is one line, exit 20, before anything is run."""
+    from miqm.cli import runmqsc
+    from miqm.net import client
+
+    sent: list[str] = []
+
+    class Conn:
+        def call(self, op: str, **kw: object) -> dict:
+            sent.append(kw["command"]["name"])  # type: ignore[index]
+            return {"ok": True, "lines": [mqsc.MSG_CREATED]}
+
+        def close(self) -> None:
+            pass
+
+    script = tmp_path / "app.mqsc"
+    script.write_bytes(b"\xef\xbb\xbfDEFINE QLOCAL(Q1)\r\nDEFINE QLOCAL(Q2) +\r\n  MAXDEPTH(5)\r\n")
+    monkeypatch.setattr(client, "connect", lambda *_a, **_k: Conn())
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"DEFINE QLOCAL(STDIN)\n")))
+    for path in (str(script), f"file://{script}"):
+        monkeypatch.setattr(sys, "argv", ["runmqsc", "-f", path, "QM1"])
+        with pytest.raises(SystemExit) as exit_:
+            runmqsc.main()
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out.splitlines()
+        assert "     2 : DEFINE QLOCAL(Q2) MAXDEPTH(5)" in out
+    assert sent == ["Q1", "Q2", "Q1", "Q2"]  # stdin was not read for commands
+    for bad, why in ((tmp_path / "missing.mqsc", "No such file or directory"),
+                     (tmp_path, "Is a directory")):
+        monkeypatch.setattr(sys, "argv", ["runmqsc", "-f", str(bad), "QM1"])
+        with pytest.raises(SystemExit) as exit_:
+            runmqsc.main()
+        assert exit_.value.code == 20
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == f"runmqsc: -f {bad}: {why}: name a readable file of MQSC " \
+                               "commands (or give them on stdin).\n"
+    assert sent == ["Q1", "Q2", "Q1", "Q2"]
