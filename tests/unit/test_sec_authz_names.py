@@ -42,8 +42,9 @@ def test_a_refused_requests_queue_name_cannot_forge_error_log_entries() -> None:
                      "auths": ["CONNECT"]}]
 
     class Session:
-        principal = "APP1"
-        state: dict = {}
+        def __init__(self) -> None:
+            self.principal = "APP1"
+            self.state: dict = {}
 
     lines: list[str] = []
     authorizer = Authorizer(Store(), "QM1", lambda number, line: lines.append(line))
