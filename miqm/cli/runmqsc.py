@@ -77,6 +77,10 @@ def runmqsc(
             else:
                 conn = connect(qmgr, credential=credential)
         except MiqmError as exc:
+            if user and getattr(exc, "amq", None) == "AMQ5534":
+                # the client's advice is about MIQM_CREDENTIAL, which -u does not use
+                typer.echo(_bad_password_line(user, qmgr), err=True)
+                return 20
             typer.echo(exc.user_line(), err=True)
             return 20
     out: list[str] = [mqsc.header(qmgr), ""]
@@ -198,6 +202,19 @@ def _extra(qmgr: str, extra: list[str]) -> str:
         return ""
     return (f"unexpected argument '{extra[0]}' after the queue manager name: runmqsc reads "
             f"its commands from stdin (runmqsc {qmgr} < {extra[0]})")
+
+
+def _bad_password_line(user: str, qmgr: str) -> str:
+    """MQ's AMQ5534 for ``-u UserId`` with a secret the queue manager refused, saying
+    where runmqsc read it (the client's line said to set MIQM_CREDENTIAL, which -u does
+    not use)."""
+    from miqm import amq
+
+    where = "at the prompt" if sys.stdin.isatty() else "as the first line of stdin"
+    return (f"{amq.line('AMQ5534', severity=True, principal=user)} The password read "
+            f"{where} is not the secret of principal '{user}' on queue manager '{qmgr}' "
+            f"(or there is no such principal): give the one 'miqm credential -m {qmgr} "
+            f"--add {user}' printed (--rotate makes a new one).")
 
 
 def _user_credential(user: str, source: Iterator[str]) -> str | None:

@@ -240,3 +240,30 @@ def test_f_reads_the_commands_from_a_file(monkeypatch: pytest.MonkeyPatch,
         assert captured.err == f"runmqsc: -f {bad}: {why}: name a readable file of MQSC " \
                                "commands (or give them on stdin).\n"
     assert sent == ["Q1", "Q2", "Q1", "Q2"]
+
+
+def test_u_with_a_wrong_password_says_where_it_was_read(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """runmqsc -u APP1 with a wrong first line: the client's refusal said to set
+    MIQM_CREDENTIAL, which -u does not use; MQ's AMQ5534 now says where the password
+    was read and what to give instead, and the password is not shown."""
+    from miqm.cli import runmqsc
+    from miqm.errors import NetError
+    from miqm.net import client
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise NetError("AMQ5534: refused ... set MIQM_CREDENTIAL to principal 'APP1'",
+                       mqrc=2035, amq="AMQ5534")
+
+    monkeypatch.setattr(client, "connect", refuse)
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "-u", "APP1", "QM1"])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"hunter2\nDIS QMGR\n")))
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    captured = capsys.readouterr()
+    assert exit_.value.code == 20
+    [line] = captured.err.splitlines()
+    assert line.startswith("AMQ5534E: User ID 'APP1' authentication failed. The password "
+                           "read as the first line of stdin is not the secret of principal "
+                           "'APP1' on queue manager 'QM1'")
+    assert "MIQM_CREDENTIAL" not in line and "hunter2" not in captured.err + captured.out
