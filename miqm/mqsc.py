@@ -210,12 +210,18 @@ def iter_commands(lines: Iterable[str]) -> Iterator[str]:
     or written into a pipe by a program waiting for the answer, before the next line.
 
     A command ends at a line not ending in ``+`` or ``-``, or, as MQ allows on
-    Multiplatforms, at a line ending in ``;`` (even after ``+`` continuations)."""
+    Multiplatforms, at a line ending in ``;`` (even after ``+`` continuations).
+
+    Comment and blank lines are dropped inside a continued command too (MQ: "any
+    comments or blank lines are discarded when the command is reassembled"; the
+    command continues on the next line that is neither): a blank line after a ``+``
+    ended the command there, and a comment line became part of it, both syntax errors
+    in scripts that MQ runs."""
     current: str | None = None
     strip_next = False
     for raw in lines:
         line = raw.rstrip()
-        if current is None and (not line.strip() or line.startswith("*")):
+        if not line.strip() or line.startswith("*"):
             continue
         if current is not None and strip_next:
             line = line.lstrip()

@@ -267,3 +267,22 @@ def test_u_with_a_wrong_password_says_where_it_was_read(
                            "read as the first line of stdin is not the secret of principal "
                            "'APP1' on queue manager 'QM1'")
     assert "MIQM_CREDENTIAL" not in line and "hunter2" not in captured.err + captured.out
+
+
+def test_comments_and_blank_lines_inside_a_continued_command_are_dropped() -> None:
+    """MQ: 'any comments or blank lines are discarded when the command is reassembled';
+    the command goes on at the next line that is neither. A blank line after '+' ended
+    the command (and MAXDEPTH(5) became a syntax error of its own); a comment line was
+    joined into the command."""
+    script = ("DEFINE QLOCAL(Q1) +\n"
+              "\n"
+              "* the depth the application team asked for\n"
+              "   MAXDEPTH(5) -\n"
+              "\n"
+              "DESCR('x')\n"
+              "* a comment between commands\n"
+              "DIS QL(Q1)\n")
+    assert mqsc.split_commands(script) == ["DEFINE QLOCAL(Q1) MAXDEPTH(5) DESCR('x')",
+                                           "DIS QL(Q1)"]
+    # an asterisk that is not in the first position is not a comment
+    assert mqsc.split_commands("DIS QL(Q1) +\n   *X\n") == ["DIS QL(Q1) *X"]
