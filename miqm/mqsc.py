@@ -79,6 +79,43 @@ MQ_ONLY_QUEUE_ATTRS = frozenset((
     "TRIGTYPE", "USAGE", "XMITQ", "RNAME", "RQMNAME"))
 
 
+#: what miqm's MQSC has, named when a script asks for something it has not
+MIQM_OBJECTS = ("QLOCAL, QALIAS, QMODEL, QUEUE, QSTATUS, CONN, LSSTATUS, LOG, QSTATS, QMGR, "
+                "QMSTATUS, AUTHREC, SECURITY")
+
+_NO_CHANNELS = ("miqm has no channels: applications connect to the active instance's "
+                "listener (docs/client.md), which DISPLAY LSSTATUS(*) and DISPLAY CONN(*) "
+                "show")
+#: MQ object types and verbs found in scripts written for MQ, with what to do instead
+MQ_ONLY_OBJECTS = {
+    **dict.fromkeys(("CHANNEL", "CHL", "CHSTATUS", "CHS", "CHLAUTH", "CLUSQMGR"),
+                    _NO_CHANNELS),
+    **dict.fromkeys(("LISTENER", "LSTR"), "the instance's own listener starts with strmqm "
+                    "(its port: MIQM_LISTENER_PORT); DISPLAY LSSTATUS(*) shows it"),
+    **dict.fromkeys(("TOPIC", "SUB", "SBSTATUS", "TPSTATUS", "PUBSUB"),
+                    "miqm has no publish/subscribe"),
+    **dict.fromkeys(("QREMOTE", "QR"), "miqm has no remote queues (one queue manager, no "
+                    "channels): applications connect to it"),
+    **dict.fromkeys(("PROCESS", "PRO", "SERVICE", "SVSTATUS", "NAMELIST", "NL", "AUTHINFO",
+                     "COMMINFO", "STGCLASS", "POLICY", "APSTATUS", "APPLSTATUS"),
+                    "miqm does not have it"),
+}
+MQ_ONLY_VERBS = {
+    "START": "the listener starts with strmqm; miqm has no channels or services",
+    **dict.fromkeys(("RESOLVE", "SUSPEND", "RESUME", "PURGE", "RVERIFY", "ARCHIVE",
+                     "BACKUP", "RECOVER", "MOVE", "REFRESHCLUSTER"),
+                    "miqm has no channels, clusters or CF structures"),
+}
+
+
+def _mq_only_object(verb: str, word: str) -> str:
+    """The reason for an MQ object type miqm does not have."""
+    hint = MQ_ONLY_OBJECTS.get(word)
+    head = (f"{verb} {word} is an MQ command miqm does not have ({hint})" if hint else
+            f"{verb} {word} is not valid")
+    return f"{head}. Its MQSC objects: {MIQM_OBJECTS} (docs/mqsc.md)"
+
+
 def _not_valid(word: str, verb: str, kind: str) -> str:
     """The reason for a parameter a DEFINE/ALTER of ``kind`` does not take: an MQ
     attribute miqm's queues do not have is said to be one, with what to do."""
@@ -379,7 +416,9 @@ def parse_command(text: str) -> Command:
     verb_tok = tokens[0]
     verb = _VERBS.get(verb_tok.word) or _ADMIN_VERBS.get(verb_tok.word)
     if verb is None or verb_tok.value is not None:
-        raise MQSCSyntaxError(text[: verb_tok.end], f"unknown command {verb_tok.word}")
+        hint = MQ_ONLY_VERBS.get(verb_tok.word) if verb_tok.value is None else None
+        raise MQSCSyntaxError(text[: verb_tok.end], f"unknown command {verb_tok.word}" + (
+            f": an MQ command miqm does not have ({hint})" if hint else ""))
     if verb == "END":
         if len(tokens) > 1:
             raise MQSCSyntaxError(text[: tokens[1].end], "END takes no parameters")
@@ -447,8 +486,7 @@ def _parse_tokens(verb: str, obj: _Token, rest: list[_Token], text: str) -> Comm
         return _parse_admin(verb, obj, rest, text)
     types = _DISPLAY_QUEUE_TYPES if verb == "DISPLAY" else _QUEUE_TYPES
     if obj.word not in types or verb == "PING":
-        raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
-                              "use QLOCAL, QMGR or (DISPLAY) QMSTATUS")
+        raise MQSCSyntaxError(text[: obj.end], _mq_only_object(verb, obj.word))
     name = _name(obj, text, generic=(verb == "DISPLAY"))
     if verb == "DISPLAY" and obj.word in ("QUEUE", "Q"):
         return _parse_display_any_queue(name, rest, text)
@@ -503,7 +541,10 @@ def _parse_qmgr(verb: str, rest: list[_Token], text: str) -> Command:
         attrs: dict[str, Any] = {}
         for tok in rest:
             if tok.word not in QMGR_ATTRS:
-                raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on ALTER QMGR")
+                # CHLAUTH, DEADQ, STATMQI, ... in scripts written for MQ
+                raise MQSCSyntaxError(text[: tok.end], f"{tok.word} is not valid on ALTER "
+                                      f"QMGR: miqm's queue manager has only "
+                                      f"{', '.join(QMGR_ATTRS)}")
             attrs[tok.word] = _typed(tok, QMGR_ATTRS[tok.word], text)
         return Command("ALTER", "QMGR", attrs=attrs, text=text)
     if verb == "DISPLAY":
@@ -866,8 +907,9 @@ def parse_security(verb: str, obj: _Token, rest: list[_Token], text: str) -> Com
                                       "TYPE(AUTHSERV) or TYPE(CONNAUTH)")
         return Command("REFRESH", "SECURITY", text=text)
     if obj.word != "AUTHREC" or obj.value is not None:
-        raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported: "
-                              f"{verb} AUTHREC is")
+        hint = MQ_ONLY_OBJECTS.get(obj.word)
+        raise MQSCSyntaxError(text[: obj.end], f"{verb} {obj.word} is not supported"
+                              + (f" ({hint})" if hint else "") + f": {verb} AUTHREC is")
     if verb not in ("SET", "DELETE", "DISPLAY"):
         raise MQSCSyntaxError(text[: obj.end], f"{verb} AUTHREC is not valid")
     attrs: dict[str, Any] = {}

@@ -286,3 +286,28 @@ def test_comments_and_blank_lines_inside_a_continued_command_are_dropped() -> No
                                            "DIS QL(Q1)"]
     # an asterisk that is not in the first position is not a comment
     assert mqsc.split_commands("DIS QL(Q1) +\n   *X\n") == ["DIS QL(Q1) *X"]
+
+
+@pytest.mark.parametrize("text,says", [
+    ("DEFINE CHANNEL(APP.SVRCONN) CHLTYPE(SVRCONN)", "miqm has no channels"),
+    ("DISPLAY CHSTATUS(*)", "miqm has no channels"),
+    ("DEFINE LISTENER(L1) TRPTYPE(TCP) PORT(1414)", "listener starts with strmqm"),
+    ("DEFINE QREMOTE(R1) RNAME(X) RQMNAME(Y)", "no remote queues"),
+    ("DEFINE TOPIC(T1) TOPICSTR('a/b')", "no publish/subscribe"),
+    ("START LISTENER(L1)", "an MQ command miqm does not have (the listener starts"),
+    ("SET CHLAUTH('*') TYPE(BLOCKUSER) USERLIST('nobody')", "miqm has no channels"),
+    ("ALTER QMGR CHLAUTH(DISABLED)", "miqm's queue manager has only MAXUMSGS"),
+])
+def test_an_mq_object_or_command_miqm_lacks_says_so_and_what_instead(text: str,
+                                                                     says: str) -> None:
+    """AutoConfig scripts written for MQ define channels, listeners and CHLAUTH rules:
+    the reason was 'use QLOCAL, QMGR or (DISPLAY) QMSTATUS' (out of date: aliases,
+    models, status displays exist) or 'unknown command START'."""
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert says in err.value.reason
+    assert "use QLOCAL, QMGR or (DISPLAY) QMSTATUS" not in err.value.reason
+    # a plain typo is not dressed up as an MQ command
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command("DEFIN QL(X)")
+    assert err.value.reason == "unknown command DEFIN"
