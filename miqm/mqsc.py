@@ -848,6 +848,31 @@ def where_matches(shown: str, op: str, value: str) -> bool:
             "NE": left != right, "LE": left <= right, "GE": left >= right}[op]
 
 
+_ITEM_RE = re.compile(r"([A-Z][A-Z0-9]*)\((.*)\)\Z", re.DOTALL)
+
+
+def _block_pairs(lines: list[str], width: int = 40) -> dict[str, str]:
+    """The ``KEY(value)`` items of a display block, read back as attr_columns laid them
+    out: two to a line, the second at column 3 + ``width``, or one on a line of its own.
+    A value holding parentheses (``DESCR(a (b) c)``) is kept whole: a regular expression
+    stopping at the first ')' cut it, and WHERE(DESCR EQ 'a (b) c') left out the queue."""
+    pairs: dict[str, str] = {}
+    for line in lines:
+        body = line[3:]
+        items = [body]
+        second = body[width:]
+        if (len(body) > width and body[width - 1] == " " and body[:width].rstrip().endswith(")")
+                and _ITEM_RE.match(second) and not second.startswith(" ")):
+            items = [body[:width].rstrip(), second]
+        for item in items:
+            m = _ITEM_RE.match(item.strip())
+            if m:
+                pairs[m.group(1)] = m.group(2)
+            else:  # not laid out by attr_columns: the items as a pattern finds them
+                pairs.update(_PAIR_RE.findall(item))
+    return pairs
+
+
 def apply_where(cmd: Command, lines: list[str]) -> list[str]:
     """A display's reply lines without the objects its WHERE filter leaves out (all of
     them when there is no WHERE). Each object is a block: an ``AMQnnnnI`` line and its
@@ -869,7 +894,7 @@ def apply_where(cmd: Command, lines: list[str]) -> list[str]:
         if not head.startswith("AMQ") or head[7:8] != "I":
             out.extend(block)  # an error or warning line, not an object
             continue
-        pairs = dict(_PAIR_RE.findall("\n".join(block[1:])))
+        pairs = _block_pairs(block[1:])
         if keyword in pairs and where_matches(pairs[keyword], op, value):
             out.extend(block)
     return out

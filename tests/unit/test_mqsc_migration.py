@@ -311,3 +311,21 @@ def test_an_mq_object_or_command_miqm_lacks_says_so_and_what_instead(text: str,
     with pytest.raises(mqsc.MQSCSyntaxError) as err:
         mqsc.parse_command("DEFIN QL(X)")
     assert err.value.reason == "unknown command DEFIN"
+
+
+def test_where_compares_a_value_holding_parentheses_whole() -> None:
+    """DESCR('Payroll (in)'): the reply was read back with a pattern stopping at the first
+    ')', so WHERE(DESCR EQ 'Payroll (in)') found 'Payroll (in' and left the queue out."""
+    block = [mqsc.MSG_DISPLAY_QUEUE, *mqsc.attr_columns([
+        ("QUEUE", "PAY.IN"), ("TYPE", "QLOCAL"), ("DESCR", "Payroll (in) - x"),
+        ("MAXDEPTH", 5), ("CURDEPTH", 0), ("ALTDATE", "2026-11-27"),
+        ("LONG", "y" * 45), ("QTIME", " , ")])]
+    other = [mqsc.MSG_DISPLAY_QUEUE, *mqsc.attr_columns([("QUEUE", "Q2"), ("TYPE", "QLOCAL"),
+                                                         ("DESCR", "other"),
+                                                         ("MAXDEPTH", 50)])]
+    cmd = mqsc.parse_command("DIS QL(*) WHERE(DESCR EQ 'Payroll (in) - x')")
+    assert mqsc.apply_where(cmd, block + other) == block
+    cmd = mqsc.parse_command("DIS QL(*) WHERE(MAXDEPTH LT 10)")
+    assert mqsc.apply_where(cmd, block + other) == block
+    cmd = mqsc.parse_command("DIS QL(*) WHERE(CURDEPTH EQ 0)")
+    assert mqsc.apply_where(cmd, block + other) == block
