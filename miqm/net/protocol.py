@@ -161,6 +161,10 @@ def decode_header(header: bytes | memoryview) -> dict[str, Any]:
         obj = _loads(str(header, "utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ProtocolError("a frame header is not valid UTF-8 JSON") from None
+    except RecursionError:
+        # a header nested deeper than the parser goes (a few KiB of "["): garbage from
+        # the peer, on either side of the connection, not a crash of the reading thread
+        raise ProtocolError("a frame header is JSON nested too deep") from None
     if not isinstance(obj, dict):
         raise ProtocolError("a frame header does not hold a JSON object")
     return obj
