@@ -521,7 +521,10 @@ def _parse_display_queue(name: str, rest: list[_Token], text: str) -> Command:
             show.append("ALL")
         elif tok.word in ("TYPE",) and tok.value is not None:
             if tok.value.upper() not in ("QLOCAL", "QL", "ALL"):
-                raise MQSCSyntaxError(text[: tok.end], "only local queues exist here")
+                # aliases and models exist (it said 'only local queues exist here')
+                raise MQSCSyntaxError(text[: tok.end], "DISPLAY QLOCAL shows local queues: "
+                                      "for other types use DISPLAY QUEUE(name) TYPE(QALIAS "
+                                      "or QMODEL), or DISPLAY QALIAS / QMODEL")
         elif tok.value is None and (tok.word in QUEUE_DISPLAY_ORDER or tok.word in
                                     ("QUEUE", "TYPE")):
             show.append(tok.word)

@@ -329,3 +329,12 @@ def test_where_compares_a_value_holding_parentheses_whole() -> None:
     assert mqsc.apply_where(cmd, block + other) == block
     cmd = mqsc.parse_command("DIS QL(*) WHERE(CURDEPTH EQ 0)")
     assert mqsc.apply_where(cmd, block + other) == block
+
+
+def test_display_qlocal_of_another_type_points_at_display_queue() -> None:
+    """DIS QL(*) TYPE(QALIAS) said 'only local queues exist here', untrue since aliases
+    and models exist."""
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command("DIS QL(*) TYPE(QALIAS)")
+    assert "DISPLAY QUEUE(name) TYPE(QALIAS" in err.value.reason
+    assert mqsc.parse_command("DIS Q(*) TYPE(QALIAS)").attrs["TYPE"] == "QALIAS"
