@@ -38,10 +38,17 @@ class Families:
             fam.add_metric([*self.base.values(), *labels.values()], float(v))
         self.out.append(fam)
 
-    def counter(self, name: str, doc: str, value: float) -> None:
-        """One counter (``name`` without ``_total``; the exposition adds it)."""
-        fam = CounterMetricFamily(name, doc, labels=self._labels([]))
-        fam.add_metric(list(self.base.values()), float(value))
+    def counter(self, name: str, doc: str, value: float | None = None,
+                samples: Iterable[tuple[dict[str, str], float]] = ()) -> None:
+        """One counter (``name`` without ``_total``; the exposition adds it): ``value``
+        alone, or ``samples`` of (extra labels, value)."""
+        samples = list(samples)
+        extra = list(samples[0][0]) if samples else []
+        fam = CounterMetricFamily(name, doc, labels=self._labels(extra))
+        if value is not None:
+            fam.add_metric(list(self.base.values()), float(value))
+        for labels, v in samples:
+            fam.add_metric([*self.base.values(), *labels.values()], float(v))
         self.out.append(fam)
 
     def histogram(self, name: str, doc: str,

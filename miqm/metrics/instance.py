@@ -28,6 +28,7 @@ from prometheus_client.core import Metric
 from miqm.ha.qmstatus import STATUSES
 from miqm.metrics.families import Families
 from miqm.metrics.probe import CachedProbe
+from miqm.net.server import REFUSAL_REASONS
 
 ROLES = ("starting", "active", "standby")
 
@@ -270,12 +271,28 @@ class InstanceCollector:
         if listener is not None:
             f.gauge("miqm_connections", "Client connections open to this instance",
                     len(listener.sessions()))
+            counts = dict.fromkeys(REFUSAL_REASONS, 0)
+            counts.update(dict(listener.rejected))
+            f.counter("miqm_listener_refused_connections", "Connections the listener "
+                      "refused or closed, by reason (malformed frames, TLS mismatches, the "
+                      "connection limit, silent or idle clients, ...) since it started",
+                      samples=[({"reason": why}, n) for why, n in sorted(counts.items())])
+            auth = getattr(listener, "authenticator", None)
+            if auth is not None and hasattr(auth, "failures"):
+                f.counter("miqm_authentication_failures", "Connection attempts with a "
+                          "wrong or missing credential (MQRC 2035, AMQ5534) since the "
+                          "listener started", auth.failures)
         service = getattr(ctl, "service", None)
         if service is not None and hasattr(service, "messages_put"):
             f.counter("miqm_messages_put", "Messages put by applications through this "
                       "instance", service.messages_put)
             f.counter("miqm_messages_got", "Messages got (destructively) by applications "
                       "through this instance", service.messages_got)
+        authorizer = getattr(service, "authorizer", None)
+        if authorizer is not None and hasattr(authorizer, "refusals"):
+            f.counter("miqm_authorization_refusals", "Requests refused because the "
+                      "principal lacks the authority (MQRC 2035, AMQ8077) since this "
+                      "instance started", authorizer.refusals)
 
     def _shared(self, f: Families) -> None:
         if self.ctl.mode != "active":

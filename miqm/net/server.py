@@ -96,6 +96,12 @@ _UCRED = struct.Struct("3i")
 #: one put, committed (the service's ``_put``).
 FEATURES = ("quiet", "packed", "putcommit")
 
+#: Why the listener refuses or closes a connection (``Listener.rejected``'s keys; the
+#: metrics list each, 0 until it happens, so that a rate over them starts at once)
+REFUSAL_REASONS = ("handshake_timeout", "idle", "local_user", "malformed", "max_connections",
+                   "no_thread", "old_protocol", "plain_on_tls", "preauth_evicted", "silent",
+                   "tls_handshake", "tls_on_plain")
+
 #: A hello refused with one of these ends its connection (2058: another queue manager's
 #: name; 2035: no CONNECT authority). A standby's 2543 and an ending instance's 2161/2162
 #: keep it: control commands (endmqm -x) go on over it.

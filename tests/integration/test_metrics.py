@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 import urllib.parse
@@ -263,6 +264,56 @@ def test_metrics_answer_while_the_shared_files_hang(pair: LocalPair) -> None:
         _promtool_check(body)
     finally:
         _stop(exporter)
+
+
+def test_refused_clients_are_counted_in_the_metrics(pair: LocalPair) -> None:
+    """A wrong credential, a principal without the authority it asks for and a malformed
+    frame each show in the active's metrics (what MiqmAuthenticationFailures and an
+    operator's dashboards read), beside the listener's other reasons at 0."""
+    from miqm.net import protocol
+
+    port = free_port()
+    pair.a.extra["MIQM_METRICS_PORT"] = str(port)
+    assert "started using" in pair.start(pair.a)
+    app = pair.run(pair.a, "miqm", "credential", "-m", pair.qmgr, "--add", "APP1"
+                   ).stdout.strip().splitlines()[-1]
+    pair.run(pair.a, "setmqaut", "-m", pair.qmgr, "-t", "qmgr", "-p", "APP1", "+connect")
+    with open(os.path.join(pair.data_dir(), "listener"), encoding="utf-8") as f:
+        rec = json.load(f)
+    address = (rec["host"], int(rec["port"]))
+
+    def hello(credential: str) -> tuple[socket.socket, dict[str, Any]]:
+        s = socket.create_connection(address, timeout=20)
+        protocol.write_frame(s, {"id": 1, "op": "hello", "v": 2, "qmgr": pair.qmgr,
+                                 "credential": credential})
+        return s, protocol.read_frame(s)
+
+    s, reply = hello("APP1:" + "x" * 20)  # a wrong secret
+    s.close()
+    assert reply.get("mqrc") == protocol.MQRC_NOT_AUTHORIZED, reply
+    s, reply = hello(app)
+    with s:
+        assert reply["ok"], reply
+        protocol.write_frame(s, {"id": 2, "op": "instance"})  # needs DSP, which APP1 lacks
+        assert protocol.read_frame(s).get("mqrc") == protocol.MQRC_NOT_AUTHORIZED
+    with socket.create_connection(address, timeout=20) as s:
+        s.sendall(struct.pack(">II", 12, 99) + b"garbage!")  # a header longer than its frame
+        s.recv(65536)
+
+    def counted() -> str | None:
+        _dt, body = _scrape(port)
+        ok = (_samples(body, "miqm_authentication_failures_total")
+              == {'{instance="hosta",qmgr="QMMET"}': 1.0}
+              and _samples(body, "miqm_authorization_refusals_total")
+              == {'{instance="hosta",qmgr="QMMET"}': 1.0}
+              and _samples(body, "miqm_listener_refused_connections_total").get(
+                  '{instance="hosta",qmgr="QMMET",reason="malformed"}') == 1.0)
+        return body if ok else None
+
+    body = _wait("the refusals in the metrics", counted, timeout=20)
+    refused = _samples(body, "miqm_listener_refused_connections_total")
+    assert refused['{instance="hosta",qmgr="QMMET",reason="max_connections"}'] == 0.0
+    _promtool_check(body)
 
 
 # ---------------------------------------------------------------- bad ports

@@ -78,6 +78,6 @@ def test_every_rule_says_what_to_run() -> None:
     for name, rule in rules.items():
         ann = rule.get("annotations", {})
         assert ann.get("summary") and ann.get("description"), name
-        assert any(cmd in ann["description"] for cmd in ("dspmq -m", "amqldmpa", "amqmfsck")), \
-            name
+        assert any(cmd in ann["description"]
+                   for cmd in ("dspmq -m", "amqldmpa", "amqmfsck", "AMQERR01.LOG")), name
         assert rule.get("labels", {}).get("severity") in ("critical", "warning"), name
