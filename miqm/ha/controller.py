@@ -38,7 +38,13 @@ import traceback
 from typing import Any
 
 from lockfs import open_volume
-from lockfs.errors import LockFsError, VolumeIOError, VolumeNotFound, VolumeStalled
+from lockfs.errors import (
+    LockFsError,
+    VolumeIOError,
+    VolumeNotFound,
+    VolumePermissionError,
+    VolumeStalled,
+)
 from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
@@ -448,10 +454,14 @@ class Controller:
                 else:
                     try:
                         got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
-                    except (VolumeStalled, VolumeIOError) as exc:
+                    except (VolumeStalled, VolumeIOError, VolumePermissionError,
+                            VolumeNotFound) as exc:
                         # the server restarted or is unreachable for a while: its state
                         # (and this standby's) may be gone, but a standby that gave up
-                        # would leave nobody to take over; try again at the next poll
+                        # would leave nobody to take over; try again at the next poll.
+                        # So too for a filesystem remounted read-only or a directory gone
+                        # (a mount dropped) for a while: a poll writes nothing unless the
+                        # lock is granted, and a takeover makes every check then
                         if not unreachable:
                             self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
                         unreachable = True

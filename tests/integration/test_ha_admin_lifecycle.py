@@ -7,6 +7,7 @@ Every test leaves no process behind (the pair's close ends what is left).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -220,3 +221,50 @@ def test_the_error_log_says_how_the_queue_manager_was_ended(pair: LocalPair) -> 
         last = [line for line in _errlog(pair).splitlines()
                 if line.startswith("AMQ8004: ")][-1]
         assert last.endswith(f"ended. It was {said}"), last
+
+
+def test_a_standby_outlives_the_shared_filesystem_going_read_only_for_a_while(
+        tmp_path: Path) -> None:
+    """A read-only remount (a storage failover, an fs error) ended the standby at its next
+    poll (AMQ6062, exit 71), leaving nobody to take over when the filesystem came back.
+    Now it keeps polling (AMQ1300, in this host's own error log since the shared one
+    cannot take it), says AMQ1301 when it is writable again, and takes over as usual."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a read-only bind mount of the shared directory")
+    # a slow poll, so that the standby's first attempt on master (which opens the file;
+    # later ones reuse it) comes once the filesystem is read-only
+    pair = LocalPair(qmgr=QM, base=str(tmp_path / "pair"),
+                     tuning=dict(TUNING, StandbyPollInterval="4"))
+    pair.create()
+    try:
+        _read_only_for_a_while(pair)
+    finally:
+        pair.close()
+
+
+def _read_only_for_a_while(pair: LocalPair) -> None:
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    # its pid from its run record: dspmq would open and close master, and the close wakes
+    # the standby into its first attempt before the filesystem is read-only
+    standby = json.loads(Path(pair.b.root, "run", f"{QM}.json").read_text())
+    subprocess.run(["mount", "--bind", pair.shared, pair.shared], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", pair.shared], check=True)
+        local = Path(pair.b.root, "errors", "AMQERR01.LOG")
+        deadline = time.monotonic() + 30
+        while not (local.exists() and "AMQ1300" in local.read_text()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "AMQ1300" in local.read_text() and "Read-only" in local.read_text()
+        time.sleep(1)  # several polls on the read-only filesystem
+        assert os.path.exists(f"/proc/{standby['pid']}"), "the standby ended"
+    finally:
+        if subprocess.run(["umount", pair.shared]).returncode != 0:
+            subprocess.run(["umount", "-l", pair.shared])
+    deadline = time.monotonic() + 30
+    while "AMQ1301" not in _errlog(pair) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "AMQ1301" in _errlog(pair)
+    pair.kill_active()
+    assert pair.wait_active(not_host="hosta")["host"] == "hostb"
