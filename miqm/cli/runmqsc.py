@@ -16,13 +16,14 @@ from typing import Any
 
 import typer
 
-from miqm.cli.common import make_app, run_typer
+from miqm.cli.common import HELP_OPTIONS, make_app, run_typer
 
 app = make_app("Run MQSC commands from stdin.")
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "help_option_names": HELP_OPTIONS})
 def runmqsc(
+    ctx: typer.Context,
     qmgr: str = typer.Argument("", metavar="QMgr", help="queue manager name (miqm has no "
                                "default queue manager: name it)"),
     no_echo: bool = typer.Option(False, "-e", help="do not echo the commands"),
@@ -38,7 +39,6 @@ def runmqsc(
     local_qmgr: str = typer.Option("", "-m", metavar="LocalQMgrName", hidden=True,
                                    help="MQ's indirect mode"),
     no_qmgr: bool = typer.Option(False, "-n", hidden=True, help="MQ's CCDT mode"),
-    extra: list[str] = typer.Argument(None, hidden=True, metavar=""),
     script: str = typer.Option("", "-f", metavar="Filepath", help="read the commands "
                                "from this file instead of stdin (MQ 9.4's -f; a path or "
                                "a file:// URI)"),
@@ -48,8 +48,9 @@ def runmqsc(
     from miqm.errors import MiqmError, NetError
     from miqm.paths import check_qmgr_name
 
+    # arguments after QMgr (allow_extra_args keeps them out of the usage line)
     refused = _refused_mode(qmgr, wait, indirect_x, local_qmgr, no_qmgr) or _extra(
-        qmgr, extra or [])
+        qmgr, list(ctx.args))
     if refused:
         typer.echo(f"runmqsc: {refused}", err=True)
         return 20

@@ -338,3 +338,19 @@ def test_display_qlocal_of_another_type_points_at_display_queue() -> None:
         mqsc.parse_command("DIS QL(*) TYPE(QALIAS)")
     assert "DISPLAY QUEUE(name) TYPE(QALIAS" in err.value.reason
     assert mqsc.parse_command("DIS Q(*) TYPE(QALIAS)").attrs["TYPE"] == "QALIAS"
+
+
+@pytest.mark.parametrize("flag", ["-h", "-?", "--help"])
+def test_help_names_qmgr_alone(monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """The usage line shows no placeholder for the arguments refused after QMgr (a hidden
+    list argument printed 'runmqsc [OPTIONS] [QMgr] []...'), and -h and -? still work."""
+    from miqm.cli import runmqsc
+
+    monkeypatch.setattr(sys, "argv", ["runmqsc", flag])
+    with pytest.raises(SystemExit) as exit_:
+        runmqsc.main()
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "Usage: runmqsc [OPTIONS] [QMgr]"
+    assert "-f Filepath" in out and "-w" not in out.split("Environment")[0]
