@@ -242,9 +242,23 @@ def split_commands(script: str) -> list[str]:
 
 
 def iter_commands(lines: Iterable[str]) -> Iterator[str]:
-    """The commands in ``lines`` (comments dropped, continuations joined), each yielded as
-    soon as its last line has been read: runmqsc answers a command typed at a terminal,
-    or written into a pipe by a program waiting for the answer, before the next line.
+    """The commands in ``lines``: :func:`iter_input` without its comment lines."""
+    for kind, text in iter_input(lines):
+        if kind == "command":
+            yield text
+
+
+def echo_comment(line: str) -> str:
+    """A comment line as runmqsc echoes it, as MQ's does: ``       : * text``."""
+    return f"{'':>6} : {printable(line.rstrip())}"
+
+
+def iter_input(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """``("command", text)`` for each command in ``lines`` (continuations joined) and
+    ``("comment", line)`` for each comment line (runmqsc echoes them, as MQ's does),
+    each yielded as soon as its last line has been read: runmqsc answers a command typed
+    at a terminal, or written into a pipe by a program waiting for the answer, before
+    the next line.
 
     A command ends at a line not ending in ``+`` or ``-``, or, as MQ allows on
     Multiplatforms, at a line ending in ``;`` (even after ``+`` continuations).
@@ -258,7 +272,10 @@ def iter_commands(lines: Iterable[str]) -> Iterator[str]:
     strip_next = False
     for raw in lines:
         line = raw.rstrip()
-        if not line.strip() or line.startswith("*"):
+        if line.startswith("*"):
+            yield "comment", line
+            continue
+        if not line.strip():
             continue
         if current is not None and strip_next:
             line = line.lstrip()
@@ -272,10 +289,10 @@ def iter_commands(lines: Iterable[str]) -> Iterator[str]:
         current = line if current is None else current + line
         if not cont:
             if current.strip():
-                yield current.strip()
+                yield "command", current.strip()
             current = None
     if current is not None and current.strip():
-        yield current.strip()  # a continuation at end of input ends the command
+        yield "command", current.strip()  # a continuation at end of input ends the command
 
 
 # -- tokenising --------------------------------------------------------------------------

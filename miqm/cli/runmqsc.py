@@ -101,7 +101,13 @@ def runmqsc(
     read = syntax = failed = sent = 0
     try:
         emit(out)
-        for number, text in enumerate(mqsc.iter_commands(source), 1):
+        number = 0
+        for kind, text in mqsc.iter_input(source):
+            if kind == "comment":  # echoed as MQ's runmqsc does: '       : * text'
+                if not no_echo:
+                    emit([mqsc.echo_comment(text)])
+                continue
+            number += 1
             lines = [] if no_echo else [mqsc.echo(number, text)]
             try:
                 cmd = mqsc.parse_command(text)

@@ -354,3 +354,25 @@ def test_help_names_qmgr_alone(monkeypatch: pytest.MonkeyPatch,
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "Usage: runmqsc [OPTIONS] [QMgr]"
     assert "-f Filepath" in out and "-w" not in out.split("Environment")[0]
+
+
+def test_comment_lines_are_echoed_as_mq_echoes_them(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """MQ's runmqsc echoes a script's comment lines ('       : * text') where they are,
+    so its report reads like the script; miqm's left them out. -e leaves them out."""
+    from miqm.cli import runmqsc
+
+    script = b"* Payroll queues\nDEFINE QLOCAL(Q1) +\n* its depth\n  MAXDEPTH(5)\nEND\n"
+    for flags, echoed in ((["-v"], True), (["-v", "-e"], False)):
+        monkeypatch.setattr(sys, "argv", ["runmqsc", *flags, "QM1"])
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(script)))
+        with pytest.raises(SystemExit) as exit_:
+            runmqsc.main()
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out.splitlines()
+        if echoed:
+            assert out[2:6] == ["       : * Payroll queues", "       : * its depth",
+                                "     1 : DEFINE QLOCAL(Q1) MAXDEPTH(5)", "     2 : END"]
+        else:
+            assert not any(line.startswith("       :") for line in out)
+        assert out[-3] == "One MQSC command read."
