@@ -404,6 +404,11 @@ def _typed(tok: _Token, spec: tuple[str, Any], text: str) -> Any:
         if tok.quoted or value not in rule:
             raise MQSCSyntaxError(seg, f"{tok.word} must be one of {', '.join(rule)}")
         return value
+    if not tok.quoted and not tok.value.strip():
+        # MQ: "a pair of parentheses with no significant information between them is not
+        # valid"; it took DESCR() as blank, so a script passed here and failed on MQ
+        raise MQSCSyntaxError(seg, f"{tok.word}() is empty: give a value, or ' ' for a "
+                              "blank one")
     value = tok.value if tok.quoted else tok.value.upper()
     if len(value) > rule:
         raise MQSCSyntaxError(seg, f"{tok.word} is longer than {rule} characters")

@@ -376,3 +376,16 @@ def test_comment_lines_are_echoed_as_mq_echoes_them(monkeypatch: pytest.MonkeyPa
         else:
             assert not any(line.startswith("       :") for line in out)
         assert out[-3] == "One MQSC command read."
+
+
+@pytest.mark.parametrize("text", ["DEFINE QLOCAL(Q1) DESCR()", "ALTER QMGR DESCR(  )",
+                                  "ALTER QMGR CONNAUTH()", "DEFINE QALIAS(A) TARGET(Q) DESCR()"])
+def test_empty_parentheses_are_a_syntax_error_as_in_mq(text: str) -> None:
+    """MQ: a pair of parentheses with nothing significant between them is not valid.
+    DESCR() was taken as a blank description: a script verified here (-v) failed on MQ.
+    A quoted blank is the way to say it, here as there."""
+    with pytest.raises(mqsc.MQSCSyntaxError) as err:
+        mqsc.parse_command(text)
+    assert "() is empty: give a value, or ' ' for a blank one" in err.value.reason
+    assert mqsc.parse_command("DEFINE QLOCAL(Q1) DESCR(' ')").attrs["DESCR"] == " "
+    assert mqsc.parse_command("ALTER QMGR CONNAUTH(' ')").attrs["CONNAUTH"] == " "
