@@ -21,7 +21,9 @@ queue manager ends, calls raise :class:`QMgrQuiescing` (2161) or :class:`QMgrSto
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,7 +33,8 @@ from miqm.net import client as _net
 from miqm.net.protocol import MAX_MESSAGE, PACKED_ENTRY, b64, unb64
 
 __all__ = [
-    "BackedOut", "CallInterrupted", "ConnectionBroken", "Consumer", "HConnError",
+    "BackedOut", "CallInProgress", "CallInterrupted", "ConnectionBroken", "Consumer",
+    "HConnError",
     "InvalidArgument", "MQError", "Message", "NoMessageAvailable", "NotAuthorized",
     "QMgrNameError", "QMgrNotAvailable", "QMgrQuiescing", "QMgrStopping", "QueueManager",
     "ReconnectFailed",
@@ -127,11 +130,22 @@ class HConnError(MQError):
     default_reason = 2018
 
 
+class CallInProgress(MQError):
+    """2219 MQRC_CALL_IN_PROGRESS: another thread is in a call on this connection. A
+    connection serves one thread at a time (MQ's MQCNO_HANDLE_SHARE_NO_BLOCK): give each
+    thread its own connection. ``close()`` is the exception: any thread may call it."""
+
+    default_reason = 2219
+
+
 class InvalidArgument(MQError, ValueError):
     """An argument MQ would refuse before the call reaches the queue manager (also a
-    ValueError). ``reason``: 2004 MQRC_BUFFER_ERROR (a body that is not bytes), 2047
-    MQRC_PERSISTENCE_ERROR, 2050 MQRC_PRIORITY_ERROR (not an integer), 2090
-    MQRC_WAIT_INTERVAL_ERROR, 2206 MQRC_MSG_ID_ERROR, 2207 MQRC_CORREL_ID_ERROR."""
+    ValueError). ``reason``: 2004 MQRC_BUFFER_ERROR (a body that is not bytes), 2046
+    MQRC_OPTIONS_ERROR (a ``consume`` prefetch, a ``connect`` timeout), 2047
+    MQRC_PERSISTENCE_ERROR, 2050 MQRC_PRIORITY_ERROR (not an integer), 2058
+    MQRC_Q_MGR_NAME_ERROR (a queue manager name that is not a string), 2090
+    MQRC_WAIT_INTERVAL_ERROR, 2152 MQRC_OBJECT_NAME_ERROR (a queue name that is not a
+    string), 2206 MQRC_MSG_ID_ERROR, 2207 MQRC_CORREL_ID_ERROR."""
 
     default_reason = 2046
 
@@ -168,7 +182,7 @@ _BY_REASON: dict[int, type[MQError]] = {
     2543: StandbyQMgr, 2059: QMgrNotAvailable, 2009: ConnectionBroken,
     2549: CallInterrupted, 2003: BackedOut, 2548: ReconnectFailed, 2058: QMgrNameError,
     2393: SSLInitializationError, 2018: HConnError, 2161: QMgrQuiescing,
-    2162: QMgrStopping,
+    2162: QMgrStopping, 2219: CallInProgress,
 }
 
 MQRC_Q_MGR_NAME_ERROR = 2058
@@ -178,12 +192,19 @@ MQRC_PRIORITY_ERROR = 2050
 MQRC_WAIT_INTERVAL_ERROR = 2090
 MQRC_MSG_ID_ERROR = 2206
 MQRC_CORREL_ID_ERROR = 2207
+MQRC_OPTIONS_ERROR = 2046
+MQRC_OBJECT_NAME_ERROR = 2152
+#: the most messages a consumer may have pushed ahead (the queue manager's limit)
+PREFETCH_MAX = 10_000
 #: MQWI_UNLIMITED: ``get(wait=-1)`` waits without limit
 WAIT_UNLIMITED = -1
 #: the longest finite wait: MQ's WaitInterval is an MQLONG of milliseconds
 WAIT_MAX = (2**31 - 1) / 1000
 #: an unlimited get waits in calls of this many seconds each
 _WAIT_SLICE = 60.0
+#: close() from another thread waits this long for a consumer there to end its stream
+#: (it looks every second) before closing the connection under it
+_CLOSE_GRACE = 2.5
 _BYTES = (bytes, bytearray, memoryview)
 
 
@@ -218,6 +239,37 @@ def _wait(wait: Any) -> float:
                               f"{WAIT_MAX:g}, or -1 to wait without limit (MQRC 2090 "
                               "MQRC_WAIT_INTERVAL_ERROR)", mqrc=MQRC_WAIT_INTERVAL_ERROR)
     return float(wait)
+
+
+def _consume_wait(wait: Any) -> float | None:
+    """A consumer's wait: None or -1 (MQWI_UNLIMITED) iterate until it is closed; else
+    seconds as :func:`_wait` takes them."""
+    if wait is None:
+        return None
+    seconds = _wait(wait)
+    return None if seconds < 0 else seconds
+
+
+def _queue_name(queue: Any) -> str:
+    """A queue name must be a string (2152 MQRC_OBJECT_NAME_ERROR): ``None`` or a number
+    would be sent as the text of its repr and answered 2085 for a queue named 'None'."""
+    if type(queue) is not str:
+        raise InvalidArgument(f"queue={queue!r}: a queue name is a string such as 'Q1' "
+                              "(MQRC 2152 MQRC_OBJECT_NAME_ERROR)", mqrc=MQRC_OBJECT_NAME_ERROR)
+    return queue
+
+
+def _seconds(value: Any, what: str, zero: bool) -> float:
+    """A connect() timeout: a finite number of seconds above 0 (or 0 when ``zero``)."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (value >= 0 if zero else value > 0))
+    if not ok:
+        low = "0 or more" if zero else "more than 0"
+        raise InvalidArgument(f"{what}={value!r}: give a number of seconds, {low} (MQRC "
+                              "2046 MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
+    return float(value)
+
+
 MQRC_CLIENT_CONN_ERROR = 2278
 MQRC_DATA_LENGTH_ERROR = 2010
 
@@ -228,7 +280,7 @@ def _error(exc: MiqmError) -> MQError:
         return exc
     if isinstance(exc, NetError):
         reason = exc.mqrc
-    elif isinstance(exc, QMgrNotFound):
+    elif isinstance(exc, QMgrNotFound) or exc.amq == "AMQ7048":  # unknown or bad name
         reason = MQRC_Q_MGR_NAME_ERROR
     else:  # a bad CONNAME, credential file or TLS file
         reason = MQRC_CLIENT_CONN_ERROR
@@ -312,11 +364,20 @@ class QueueManager:
 
     Closing it (or leaving the ``with`` block) backs out a unit of work that was not
     committed, as MQ does for an application that ends without MQCMIT.
+
+    One thread at a time: a call while another thread is in one on the same connection
+    raises :class:`CallInProgress` (2219) instead of mixing the two on the wire, as MQ's
+    MQCNO_HANDLE_SHARE_NO_BLOCK does. :meth:`close` may come from any thread (a call in
+    progress then raises :class:`HConnError`, a consumer's loop ends).
     """
 
     def __init__(self, conn: _net.Connection) -> None:
         self._conn = conn
+        #: held by the thread in a call (re-entrant: a consumer's next() gets under it)
+        self._busy = threading.RLock()
         self._consumers: list[Consumer] = []
+        #: the consumers under syncpoint: a commit settles what they handed out
+        self._pulling: list[Consumer] = []
         # queues opened with open(), reopened after a reconnect (as MQ's reconnectable
         # clients reopen their objects): {queue: options}
         self._opened: dict[str, tuple[str, ...]] = {}
@@ -324,8 +385,9 @@ class QueueManager:
 
     @property
     def qmgr(self) -> str:
-        """The queue manager's name."""
-        return self._conn.qmgr
+        """The queue manager's name (its own, also when ``connect`` was given a blank
+        name, which accepts whichever queue manager answers)."""
+        return self._conn.server_qmgr or self._conn.qmgr
 
     @property
     def host(self) -> str:
@@ -338,12 +400,22 @@ class QueueManager:
         return self._conn.reconnects
 
     def _call(self, op: str, **fields: Any) -> dict[str, Any]:
-        if self._generation != self._conn.generation:
-            self._reopen()
+        busy = self._busy
+        if not busy.acquire(False):
+            raise self._in_progress(op)
         try:
+            if self._generation != self._conn.generation:
+                self._reopen()
             return self._conn.call(op, **fields)
         except MiqmError as exc:
             raise _error(exc) from None
+        finally:
+            busy.release()
+
+    def _in_progress(self, op: str) -> CallInProgress:
+        return CallInProgress(f"{op} while another thread is in a call on this connection "
+                              "(MQRC 2219 MQRC_CALL_IN_PROGRESS): give each thread its own "
+                              "connection", mqrc=2219)
 
     def _reopen(self) -> None:
         """After a reconnect: open again the queues :meth:`open` opened (a queue that is
@@ -358,7 +430,7 @@ class QueueManager:
     def inquire(self, queue: str) -> dict[str, Any]:
         """MQOPEN + MQINQ: the queue's attributes (``MAXDEPTH``, ``DEFPSIST``, ...);
         :class:`UnknownObjectName` (2085) if it is not defined."""
-        return dict(self._call("open", queue=queue).get("attrs") or {})
+        return dict(self._call("open", queue=_queue_name(queue)).get("attrs") or {})
 
     def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
             priority: int | None = None, msgid: bytes | None = None,
@@ -369,6 +441,8 @@ class QueueManager:
         reply): it returns ``msgid`` as given (or None), and a failure is reported by
         :meth:`commit` (2003, naming the failed call), which backs the unit out."""
         body = _body(body)
+        if type(queue) is not str:
+            _queue_name(queue)
         if persistent is not None and not (isinstance(persistent, int)
                                            and persistent in (0, 1)):
             raise InvalidArgument(f"persistent={persistent!r}: give True, False or None "
@@ -398,12 +472,17 @@ class QueueManager:
         if syncpoint:
             fields["syncpoint"] = True
         if syncpoint:
-            if self._generation != self._conn.generation:
-                self._reopen()
+            busy = self._busy
+            if not busy.acquire(False):
+                raise self._in_progress("put")
             try:
+                if self._generation != self._conn.generation:
+                    self._reopen()
                 self._conn.send("put", **fields)
             except MiqmError as exc:
                 raise _error(exc) from None
+            finally:
+                busy.release()
             return msgid
         reply = self._call("put", **fields)
         return unb64(reply.get("msgid"))
@@ -416,6 +495,7 @@ class QueueManager:
         :class:`NoMessageAvailable` (2033) if none comes; :class:`InvalidArgument` (2090)
         for a wait that is neither."""
         seconds = _wait(wait)
+        _queue_name(queue)
         ids = {"msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
                "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
         while True:
@@ -432,7 +512,7 @@ class QueueManager:
     def browse(self, queue: str, *, msgid: bytes | None = None,
                correlid: bytes | None = None) -> Message:
         """The message a get would return, left on the queue (2033 if none)."""
-        reply = self._call("get", queue=queue, browse=True,
+        reply = self._call("get", queue=_queue_name(queue), browse=True,
                            msgid=b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
                            correlid=b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR)))
         return _message(reply, reply.get("body") or b"")
@@ -447,7 +527,7 @@ class QueueManager:
         is deleted when it is closed or the connection ends. After a reconnect (a
         failover) the handle is opened again with the next call."""
         opts = tuple(o.upper() for o in options)
-        reply = self._call("open", queue=queue, options=list(opts), dynamic=dynamic)
+        reply = self._call("open", queue=_queue_name(queue), options=list(opts), dynamic=dynamic)
         name = str(reply.get("queue") or queue)
         if opts:
             self._opened[name] = tuple(sorted({*self._opened.get(name, ()), *opts}))
@@ -461,29 +541,91 @@ class QueueManager:
 
     def commit(self) -> None:
         """MQCMIT: make this connection's unit of work durable and visible."""
-        self._call("commit")
+        if self._pulling:
+            self._end_unit("commit")
+        else:
+            self._call("commit")
 
     def backout(self) -> None:
         """MQBACK: undo this connection's unit of work."""
-        self._call("backout")
+        if self._pulling:
+            self._end_unit("backout")
+        else:
+            self._call("backout")
+
+    def _end_unit(self, op: str) -> None:
+        """Commit or back out with consumers under syncpoint: what they handed out is
+        settled by a commit; after a backout or a commit that failed (backed out, or in
+        doubt) it may come again, and they mark it when it does."""
+        try:
+            self._call(op)
+        except CallInProgress:
+            raise  # nothing was sent: the unit is as it was
+        except MQError:
+            for consumer in self._pulling:
+                consumer._unit_lost()
+            raise
+        for consumer in self._pulling:
+            if op == "commit":
+                consumer._unit.clear()
+            else:
+                consumer._unit_lost()
 
     def consume(self, queue: str, prefetch: int = 100, syncpoint: bool = False,
                 wait: float | None = None) -> Consumer:
         """A stream of messages from ``queue`` (iterate it). Outside syncpoint the
-        queue manager pushes up to ``prefetch`` messages ahead; under syncpoint each
-        message is got into this connection's unit of work as the application asks for
-        it (commit with :meth:`commit`). ``wait=None`` iterates until the consumer is
-        closed; otherwise iteration ends once no message arrives for ``wait`` seconds.
-        The consumer survives a failover by itself (with ``reconnect=True``)."""
-        consumer = Consumer(self, queue, prefetch, syncpoint, wait)
+        queue manager pushes up to ``prefetch`` messages ahead (1 to 10,000); under
+        syncpoint each message is got into this connection's unit of work as the
+        application asks for it (commit with :meth:`commit`). ``wait=None`` (or -1,
+        MQWI_UNLIMITED) iterates until the consumer is closed; otherwise iteration ends
+        once no message arrives for ``wait`` seconds. The consumer survives a failover
+        by itself (with ``reconnect=True``). :class:`InvalidArgument` for a prefetch or
+        wait that is neither."""
+        _queue_name(queue)
+        if (not isinstance(prefetch, int) or isinstance(prefetch, bool)
+                or not 1 <= prefetch <= PREFETCH_MAX):
+            raise InvalidArgument(f"prefetch={prefetch!r}: give a number of messages from 1 "
+                                  f"to {PREFETCH_MAX} (to get each message only when it is "
+                                  "asked for, use get() or syncpoint=True) (MQRC 2046 "
+                                  "MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
+        if self._conn.closed:
+            raise HConnError(f"consume on a connection to queue manager '{self.qmgr}' that "
+                             "the application closed (MQRC 2018 MQRC_HCONN_ERROR): connect "
+                             "again", mqrc=2018)
+        consumer = Consumer(self, queue, prefetch, bool(syncpoint), _consume_wait(wait))
         self._consumers.append(consumer)
+        if consumer.syncpoint:
+            self._pulling.append(consumer)
         return consumer
 
+    def _forget(self, consumer: Consumer) -> None:
+        """A consumer has ended: no longer kept (an application that makes one consumer
+        after another must not grow)."""
+        for kept in (self._consumers, self._pulling):
+            if consumer in kept:
+                kept.remove(consumer)
+
     def close(self) -> None:
-        """Disconnect (MQDISC); uncommitted work is backed out by the queue manager."""
+        """Disconnect (MQDISC); uncommitted work is backed out by the queue manager. Any
+        thread may call it: a call in progress in another thread then raises
+        :class:`HConnError` (2018), and a consumer's loop there ends."""
+        busy = self._busy
         for consumer in list(self._consumers):
-            consumer.close()
-        self._conn.close()
+            consumer._stop = True
+        if not busy.acquire(False):
+            # another thread is in a call. A consumer's next() there sees its stop within
+            # a second and ends its stream as close() does (what it handed out is
+            # settled); anything else (a get-wait) is woken, with nothing more sent, as a
+            # connection that ends (a consumer's unconfirmed messages come again marked)
+            if not busy.acquire(timeout=_CLOSE_GRACE):
+                self._conn.abort()
+                return
+        try:
+            for consumer in list(self._consumers):
+                consumer.close()
+            self._conn.close()
+        finally:
+            busy.release()
 
     def __enter__(self) -> QueueManager:
         return self
@@ -499,6 +641,14 @@ class Consumer:
     uncommitted unit of work; they return to the queue if the connection ends, fails
     over or the consumer is closed. A message handed out whose batch was not yet
     confirmed may come again after a failover: it then has ``backout_count`` >= 1.
+
+    Under syncpoint, a message handed out in a unit of work that was backed out (by
+    :meth:`QueueManager.backout`, or lost with a connection) comes again with
+    ``backout_count`` >= 1 too, also from a new active instance, which has no counts.
+
+    An error raised while iterating (2009 after a failover inside a unit of work, 2003,
+    2548) leaves the consumer open: handle it (``backout()``) and iterate again. A
+    ``break`` out of the loop, or the end of its ``wait``, closes it.
     """
 
     def __init__(self, qm: QueueManager, queue: str, prefetch: int, syncpoint: bool,
@@ -516,20 +666,37 @@ class Consumer:
         self._suspect: dict[bytes, int] = {}
         self._acked: dict[int, list[bytes]] = {}
         self._closed = False
+        #: close() asked from another thread while this consumer's next() ran there
+        self._stop = False
         self._empty = False
+        #: under syncpoint: ids handed out in the unit of work open now, and the
+        #: connection (generation) they were got on
+        self._unit: list[bytes] = []
+        self._unit_generation = -1
         self.delivered = 0
 
     def __iter__(self) -> Iterator[Message]:
+        ended = True
         try:
             while not self._closed:
-                msg = self.next(self.wait)
+                try:
+                    msg = self._next(self.wait)
+                except HConnError:
+                    if self._conn.closed:
+                        return  # the application closed the connection: the loop ends
+                    ended = False
+                    raise
+                except MQError:
+                    ended = False  # the consumer stays: the application may iterate again
+                    raise
                 if msg is None:
                     if self.wait is not None:
                         return
                     continue
                 yield msg
         finally:
-            self.close()
+            if ended:
+                self.close()
 
     def __enter__(self) -> Consumer:
         return self
@@ -538,14 +705,35 @@ class Consumer:
         self.close()
 
     def next(self, timeout: float | None = None) -> Message | None:
-        """The next message, waiting up to ``timeout`` seconds (None = until one comes);
-        None if none came in time."""
+        """The next message, waiting up to ``timeout`` seconds (None or -1 = until one
+        comes); None if none came in time."""
+        return self._next(_consume_wait(timeout))
+
+    def _next(self, timeout: float | None) -> Message | None:
         if self._closed:
             raise MQError("the consumer is closed", mqrc=2019)
-        if self.syncpoint:
-            return self._next_pulled(timeout)
+        busy = self._qm._busy
+        if not busy.acquire(False):
+            if not self._stop:
+                raise self._qm._in_progress("a consumer's next()")
+            # close() in another thread (of the consumer or its connection): the loop
+            # ends once that is done
+            busy.acquire()
+            busy.release()
+            return None
+        try:
+            if self.syncpoint:
+                return self._next_pulled(timeout)
+            return self._next_pushed(timeout)
+        finally:
+            busy.release()
+
+    def _next_pushed(self, timeout: float | None) -> Message | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self._stop:
+                self.close()  # asked from another thread: ended here, in its own
+                return None
             if self._generation >= 0 and self._stale():
                 self._resync()
             if self._batch is not None:
@@ -611,6 +799,7 @@ class Consumer:
         if self._closed:
             return False
         self._closed = True
+        self._qm._forget(self)
         if self.syncpoint or self._generation != self._conn.generation:
             return False
         handed = {}
@@ -641,14 +830,40 @@ class Consumer:
     def _next_pulled(self, timeout: float | None) -> Message | None:
         slice_ = 1.0 if timeout is None else timeout
         while True:
+            if self._stop:
+                self.close()
+                return None
             try:
                 msg = self._qm.get(self.queue, wait=slice_, syncpoint=True)
             except NoMessageAvailable:
                 if timeout is not None:
                     return None
                 continue
+            except MQError as exc:
+                if exc.reason in (2003, 2009, 2548):  # the unit of work is lost
+                    self._unit_lost()
+                raise
+            generation = self._conn.generation
+            if self._unit and self._unit_generation != generation:
+                self._unit_lost()  # its unit went with the connection it was got on
+            suspect = self._suspect
+            if suspect and suspect.pop(msg.msgid, None) is not None:
+                msg.backout_count = max(msg.backout_count, 1)
+            self._unit.append(msg.msgid)
+            self._unit_generation = generation
             self.delivered += 1
             return msg
+
+    def _unit_lost(self) -> None:
+        """Under syncpoint: the unit of work this consumer's messages were got in was
+        backed out (or its commit is in doubt): each may come again, marked then (a new
+        active instance has no backout counts)."""
+        if self._unit:
+            self._suspect.update(dict.fromkeys(self._unit, 1))
+            self._unit.clear()
+            if len(self._suspect) > 100_000:  # bound the memory of old ids
+                for m in list(self._suspect)[:50_000]:
+                    del self._suspect[m]
 
     def _subscribe(self) -> None:
         self._batch = None
@@ -764,8 +979,17 @@ class Consumer:
         return msg
 
     def close(self) -> None:
-        """Stop the stream: messages pushed but not handed out return to the queue."""
-        self._cancel()
+        """Stop the stream: messages pushed but not handed out return to the queue. From
+        another thread while this consumer's ``next()`` runs there, the consumer ends
+        there (within a second)."""
+        busy = self._qm._busy
+        if not busy.acquire(False):
+            self._stop = True
+            return
+        try:
+            self._cancel()
+        finally:
+            busy.release()
 
 
 def connect(qmgr: str, conname: str | None = None, credential: str | None = None,
@@ -779,7 +1003,18 @@ def connect(qmgr: str, conname: str | None = None, credential: str | None = None
     ``@path``; None uses ``MIQM_CREDENTIAL``, else (bindings mode) the credentials file.
     ``tls``: a client :class:`ssl.SSLContext`; None uses ``MIQM_TLS_CA`` if set.
     ``reconnect=True`` follows a failover (see :class:`miqm.net.client.Connection`).
+    With a ``conname`` (or ``MIQM_CONNECTION``), a blank ``qmgr`` accepts whichever
+    queue manager answers, as MQ's client connections do (:attr:`QueueManager.qmgr`
+    then names it). The timeouts are seconds: ``timeout`` and ``call_timeout`` more
+    than 0, ``reconnect_timeout`` 0 or more (:class:`InvalidArgument` otherwise).
     """
+    if not isinstance(qmgr, str):
+        raise InvalidArgument(f"qmgr={qmgr!r}: a queue manager name is a string such as "
+                              "'QM1' (MQRC 2058 MQRC_Q_MGR_NAME_ERROR)",
+                              mqrc=MQRC_Q_MGR_NAME_ERROR)
+    timeout = _seconds(timeout, "timeout", zero=False)
+    reconnect_timeout = _seconds(reconnect_timeout, "reconnect_timeout", zero=True)
+    call_timeout = _seconds(call_timeout, "call_timeout", zero=False)
     try:
         endpoints = (_net.parse_conname(conname, "conname") if conname is not None
                      else None)

@@ -15,6 +15,7 @@ A failing call prints MQ's ``MQPUT ended with reason code 2053`` style line and 
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -95,8 +96,10 @@ def amqsget(
     """Get messages until the queue stays empty for --wait seconds."""
     from miqm.client import MQError
 
-    if wait < 0 or syncpoint < 0:
-        fail("amqsget: --wait and --syncpoint must not be negative.", 2)
+    if not math.isfinite(wait) or wait < 0 or syncpoint < 0:
+        # nan passed the check and the sample waited for ever
+        fail("amqsget: --wait must be a number of seconds, 0 or more, and --syncpoint 0 "
+             "or more.", 2)
     if verbose:
         typer.echo("Sample AMQSGET0 start", err=True)
     qm = _open(qmgr, queue)

@@ -334,6 +334,7 @@ class Connection:
         self.tls = tls if tls is not None else tls_from_env()
         self.endpoint: Endpoint | None = None
         self.server_host = ""
+        self.server_qmgr = qmgr
         self._sock: socket.socket | None = None
         self._deadline_now: float | None = None  # the socket's read deadline, seconds
         self._quiet = False
@@ -368,6 +369,11 @@ class Connection:
         """Resolve and connect; NetError 2059/2543/2035 (or AMQ7048) if nothing usable
         answers."""
         self.closed = False
+        return self._resolve()
+
+    def _resolve(self) -> Connection:
+        """:meth:`open` without reopening a connection the application closed (the
+        reconnect paths use it: a ``close()`` from another thread must stay closed)."""
         try:
             return self._open()
         except NetError as exc:
@@ -470,6 +476,9 @@ class Connection:
                 self._quiet = "quiet" in self.features
                 self._putcommit = "putcommit" in self.features
                 self.server_host = str(reply.get("host", ""))
+                #: the queue manager's own name (a blank ``qmgr`` accepts any, as MQ's
+                #: client connections do)
+                self.server_qmgr = str(reply.get("qmgr") or self.qmgr)
                 self.standby = is_standby
                 self.generation += 1
                 self._last_sent = time.monotonic()
@@ -517,8 +526,13 @@ class Connection:
         deadline = time.monotonic() + self.reconnect_timeout
         delay = 0.05
         while True:
+            if self.closed:  # closed meanwhile (another thread): not made again
+                raise self._closed_error("a reconnect")
             try:
-                self.open()
+                self._resolve()
+                if self.closed:
+                    self._drop()
+                    raise self._closed_error("a reconnect")
                 self.reconnects += 1
                 return
             except NetError as exc:
@@ -743,7 +757,7 @@ class Connection:
                 return
             if not self.reconnect and self.endpoint is not None:
                 raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
-            self._reopen() if self.endpoint is not None else self.open()
+            self._reopen() if self.endpoint is not None else self._resolve()
 
     def _after_end(self) -> None:
         """A call after a controlled end closed this connection (2161, no reconnect
@@ -754,7 +768,7 @@ class Connection:
         assert ended is not None
         if self.reconnect:
             try:
-                self.open()
+                self._resolve()
             except NetError as exc:
                 if exc.mqrc not in _TRANSIENT:
                     raise
@@ -881,7 +895,16 @@ class Connection:
         backout, which the broken connection already did, and an empty dict when ``op``
         is to be resent (in :data:`RETRY_SAFE_OPS`, or ``safe``: a read by its fields)."""
         safe = safe or op in RETRY_SAFE_OPS
+        if syncpoint and op == "get" and not self._in_uow:
+            # a get under syncpoint that would begin the unit: the unit is that get
+            # alone, which the queue manager backs out with the connection (restart
+            # recovery on a new active), so the message, if one was got, is back on the
+            # queue and the get is sent again (an idle consumer under syncpoint is not
+            # told of a failover that cost it nothing)
+            syncpoint, safe = False, True
         self._drop()
+        if self.closed:  # the application closed it (another thread): stays closed
+            raise self._closed_error(op)
         was_in_uow = self._in_uow or syncpoint
         self._in_uow = False
         if was_in_uow and op not in ("commit", "backout", "prepare"):
@@ -949,6 +972,8 @@ class Connection:
                                  safe=read is not None and read(fields))
             if not reply:
                 request["id"] = next(self._ids)
+                if wait > 0:  # a get-wait goes on for what is left of its wait
+                    wait = request["wait"] = max(0.0, wait - (time.monotonic() - started))
                 reply = self._roundtrip(request, wait, body)
         if not reply.get("ok") and reply.get("mqrc") in _ENDING:
             if op in ("commit", "backout", "prepare"):
@@ -961,7 +986,8 @@ class Connection:
                     fields = {**fields, "wait": max(0.0, wait - (time.monotonic() - started))}
                 return self.call(op, **fields)  # not done: again on the new connection
             return again
-        if syncpoint:
+        if syncpoint and (op != "get" or reply.get("ok")):
+            # a get that got nothing (2033) holds nothing: a failover then costs nothing
             self._in_uow = True
         if op in ("commit", "backout", "prepare"):
             self._in_uow = False
@@ -1044,6 +1070,19 @@ class Connection:
         except OSError:
             pass
         self._drop()
+
+    def abort(self) -> None:
+        """Close from another thread while a call is in progress on this connection:
+        nothing pipelined is sent (a unit of work not committed is backed out by the
+        queue manager all the same), and the call in progress is woken (shutdown) and
+        raises 2018 (MQRC_HCONN_ERROR)."""
+        self.closed = True
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> Connection:
         return self
