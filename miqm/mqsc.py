@@ -756,6 +756,7 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
     attrs: dict[str, Any] = {}
     options: list[str] = []
     like_default = False  # LIKE(SYSTEM.DEFAULT.ALIAS.QUEUE / MODEL.QUEUE)
+    like = ""  # LIKE(another alias or model): the queue manager copies its attributes
     for tok in rest:
         if verb == "DEFINE" and tok.word in ("REPLACE", "NOREPLACE") and tok.value is None:
             options.append(tok.word)
@@ -764,20 +765,16 @@ def _parse_alias_model(verb: str, kind: str, obj: _Token, rest: list[_Token],
             kind_, _rule = spec[key]
             attrs[key] = (_name(tok, text) if kind_ == "name" else _typed(tok, spec[key], text))
         elif verb == "DEFINE" and tok.word == "LIKE":
-            if _name(tok, text) != DEFAULT_OBJECTS[kind]:
-                # the queue manager does not copy an alias's or model's attributes yet:
-                # refused rather than a queue made without them
-                raise MQSCSyntaxError(text[: tok.end], f"LIKE on DEFINE {kind} may name "
-                                      f"only {DEFAULT_OBJECTS[kind]} here: give the "
-                                      "attributes on the command")
-            like_default = True
+            like = _name(tok, text)
+            if like == DEFAULT_OBJECTS[kind]:
+                like, like_default = "", True
         else:
             raise MQSCSyntaxError(text[: tok.end], _not_valid(tok.word, verb, kind))
-    if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs:
-        raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue)")
-    if verb == "DEFINE" and ("REPLACE" in options or like_default):
+    if verb == "DEFINE" and kind == "QALIAS" and "TARGET" not in attrs and not like:
+        raise MQSCSyntaxError(text, "DEFINE QALIAS needs TARGET(queue) (or LIKE(alias))")
+    if verb == "DEFINE" and not like and ("REPLACE" in options or like_default):
         attrs = {**REPLACE_DEFAULTS[kind], **attrs}
-    return Command(verb, kind, name, attrs, tuple(options), text=text)
+    return Command(verb, kind, name, attrs, tuple(options), like, text=text)
 # -- WHERE filters ------------------------------------------------------------------------
 
 #: WHERE's operators (MQ's): comparisons, generic match (LK, NL), list contains (CT, EX,

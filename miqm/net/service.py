@@ -1232,6 +1232,13 @@ class QueueService:
         if self._exists(cmd.name):
             return [mqsc.already_exists()]
         base = old or {"CRDATE": stamp["ALTDATE"], "CRTIME": stamp["ALTTIME"]}
+        if cmd.like:
+            # LIKE(another object of this type): its attributes, then the command's
+            like = self._object(kind, cmd.like)
+            if like is None:
+                return [mqsc.not_found(cmd.like)]
+            base = {**base, **{k: v for k, v in like.items()
+                               if k not in ("CRDATE", "CRTIME", "ALTDATE", "ALTTIME")}}
         if kind == "QALIAS":
             defaults = {"PUT": "ENABLED", "GET": "ENABLED", "DESCR": "", "TARGTYPE": "QUEUE"}
         else:

@@ -1,0 +1,41 @@
+"""DEFINE QALIAS/QMODEL ... LIKE(another one) on a real instance: the new object takes the
+other's attributes, then the command's; a LIKE object that does not exist is AMQ8147."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from miqm.localpair import LocalPair
+from tests.integration.test_mqsc_admin import blocks, runmqsc
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def pair(tmp_path) -> Iterator[LocalPair]:
+    p = LocalPair(qmgr="QMLIKE", base=str(tmp_path / "pair"))
+    p.create()
+    p.start(p.a)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def test_define_like_copies_an_alias_and_a_model(pair) -> None:
+    out = runmqsc(pair, "\n".join([
+        "DEFINE QLOCAL(T.Q)",
+        "DEFINE QALIAS(A.ONE) TARGET(T.Q) PUT(DISABLED) DESCR('first')",
+        "DEFINE QALIAS(A.TWO) LIKE(A.ONE) DESCR('second')",
+        "DEFINE QMODEL(M.ONE) DEFTYPE(PERMDYN) MAXDEPTH(7) DEFPSIST(YES)",
+        "DEFINE QMODEL(M.TWO) LIKE(M.ONE) MAXDEPTH(9)",
+        "DEFINE QMODEL(M.THREE) LIKE(NO.SUCH.MODEL)",
+        "DIS QALIAS(A.TWO) ALL", "DIS QMODEL(M.TWO) ALL", "DIS QMODEL(M.THREE)",
+    ]) + "\n").stdout
+    shown = {b["QUEUE"]: b for b in blocks(out, "AMQ8409I")}
+    alias = shown["A.TWO"]
+    assert (alias["TARGET"], alias["PUT"], alias["DESCR"]) == ("T.Q", "DISABLED", "second")
+    model = shown["M.TWO"]
+    assert (model["DEFTYPE"], model["MAXDEPTH"], model["DEFPSIST"]) == ("PERMDYN", "9", "YES")
+    assert out.count("AMQ8147") == 2, out  # the LIKE, then the DISPLAY of what was not made
