@@ -510,12 +510,25 @@ class QueueManager:
             return _message(reply, reply.get("body") or b"")
 
     def browse(self, queue: str, *, msgid: bytes | None = None,
-               correlid: bytes | None = None) -> Message:
-        """The message a get would return, left on the queue (2033 if none)."""
-        reply = self._call("get", queue=_queue_name(queue), browse=True,
-                           msgid=b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
-                           correlid=b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR)))
-        return _message(reply, reply.get("body") or b"")
+               correlid: bytes | None = None, wait: float = 0.0) -> Message:
+        """MQGET with MQGMO_BROWSE_FIRST: the message a get would return (by priority,
+        then arrival; or the one matching ``msgid``/``correlid``), left on the queue;
+        waiting up to ``wait`` seconds (-1: without limit) for one to come, 2033 if none.
+        There is no browse cursor (MQGMO_BROWSE_NEXT): each browse starts again from
+        the first message."""
+        seconds = _wait(wait)
+        fields = {"queue": _queue_name(queue), "browse": True,
+                  "msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
+                  "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
+        while True:
+            try:
+                reply = self._call("get", wait=_WAIT_SLICE if seconds < 0 else seconds,
+                                   **fields)
+            except NoMessageAvailable:
+                if seconds < 0:
+                    continue  # unlimited: wait on
+                raise
+            return _message(reply, reply.get("body") or b"")
 
     def open(self, queue: str, *options: str, dynamic: str = "AMQ.*") -> str:
         """MQOPEN with MQ's open options (``"INPUT"``, ``"OUTPUT"``, ``"BROWSE"``,

@@ -241,3 +241,19 @@ def test_amqsget_refuses_a_wait_that_is_not_a_number(served, capsys, monkeypatch
         rc, _out, err = run(samples.amqsget_main, ["amqsget", "QMC", "Q1", "--wait", wait],
                             capsys, monkeypatch)
         assert rc == 2 and "--wait" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_browse_waits_for_a_message_as_get_does(served) -> None:  # noqa: F811
+    with mq.connect("QMC") as qm:
+        with pytest.raises(mq.InvalidArgument) as info:
+            qm.browse("Q1", wait=math.nan)
+        assert info.value.reason == 2090
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.browse("Q1", wait=0.1)
+        t = threading.Timer(0.3, put_committed, args=([b"looked at"],))
+        t.start()
+        try:
+            assert qm.browse("Q1", wait=-1).body == b"looked at"
+        finally:
+            t.join()
+        assert qm.get("Q1").body == b"looked at"  # it stayed on the queue
