@@ -35,12 +35,17 @@ QUEUE_ATTRS: dict[str, tuple[str, Any]] = {
     "PUT": ("enum", ("ENABLED", "DISABLED")),
     "GET": ("enum", ("ENABLED", "DISABLED")),
     "MAXMSGL": ("int", (0, 104_857_600)),
+    # kept for the applications, as in MQ: the queue manager never requeues by itself; an
+    # application (MQ's JMS classes do) reads them with MQINQ and moves a message whose
+    # backout count reached BOTHRESH to BOQNAME
+    "BOTHRESH": ("int", (0, 999_999_999)),
+    "BOQNAME": ("str", 48),
 }
 
 #: Queue attributes DISPLAY may name, in the order they are shown after QUEUE and TYPE.
 QUEUE_DISPLAY_ORDER = (
-    "ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "CURDEPTH", "DEFPRTY", "DEFPSIST", "DESCR",
-    "GET", "IPPROCS", "MAXDEPTH", "MAXMSGL", "OPPROCS", "PUT", "UNCOM",
+    "ALTDATE", "ALTTIME", "BOQNAME", "BOTHRESH", "CRDATE", "CRTIME", "CURDEPTH", "DEFPRTY",
+    "DEFPSIST", "DESCR", "GET", "IPPROCS", "MAXDEPTH", "MAXMSGL", "OPPROCS", "PUT", "UNCOM",
 )
 
 #: What DEFINE ... REPLACE sets where the command does not say (MQ: "unspecified
@@ -51,11 +56,13 @@ QUEUE_DISPLAY_ORDER = (
 #: the queue service's defaults (tests/unit/test_mqsc.py checks they agree).
 REPLACE_DEFAULTS: dict[str, dict[str, Any]] = {
     "QLOCAL": {"MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "",
-               "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304},
+               "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304, "BOTHRESH": 0,
+               "BOQNAME": ""},
     "QALIAS": {"DEFPSIST": "NO", "DEFPRTY": 0, "DESCR": "", "PUT": "ENABLED",
                "GET": "ENABLED"},
     "QMODEL": {"DEFTYPE": "TEMPDYN", "MAXDEPTH": 5000, "DEFPSIST": "NO", "DEFPRTY": 0,
-               "DESCR": "", "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304},
+               "DESCR": "", "PUT": "ENABLED", "GET": "ENABLED", "MAXMSGL": 4194304,
+               "BOTHRESH": 0, "BOQNAME": ""},
 }
 
 #: MQ's default objects, which DEFINE ... LIKE(...) names in scripts written for MQ
@@ -70,7 +77,7 @@ DEFAULT_OBJECTS = {"QLOCAL": "SYSTEM.DEFAULT.LOCAL.QUEUE",
 #: (no triggering, backout requeue, clustering, statistics queues, ...): named in the
 #: syntax error so an administrator knows the attribute is MQ's, not mistyped.
 MQ_ONLY_QUEUE_ATTRS = frozenset((
-    "ACCTQ", "BOQNAME", "BOTHRESH", "CLCHNAME", "CLUSNL", "CLUSTER", "CLWLPRTY",
+    "ACCTQ", "CLCHNAME", "CLUSNL", "CLUSTER", "CLWLPRTY",
     "CLWLRANK", "CLWLUSEQ", "CUSTOM", "DEFBIND", "DEFPRESP", "DEFREADA", "DEFSOPT",
     "DISTL", "HARDENBO", "IMGRCOVQ", "INDXTYPE", "INITQ", "MAXFSIZE", "MONQ", "MSGDLVSQ",
     "NOHARDENBO", "NOSHARE", "NOTRIGGER", "NPMCLASS", "PROCESS", "PROPCTL", "QDEPTHHI",
@@ -618,8 +625,9 @@ MODEL_ATTRS: dict[str, tuple[str, Any]] = {
 #: DISPLAY QALIAS / QMODEL attributes, in the order shown after QUEUE and TYPE
 ALIAS_DISPLAY_ORDER = ("ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "DEFPRTY", "DEFPSIST",
                        "DESCR", "GET", "PUT", "TARGET", "TARGTYPE")
-MODEL_DISPLAY_ORDER = ("ALTDATE", "ALTTIME", "CRDATE", "CRTIME", "DEFPRTY", "DEFPSIST",
-                       "DEFTYPE", "DESCR", "GET", "MAXDEPTH", "MAXMSGL", "PUT")
+MODEL_DISPLAY_ORDER = ("ALTDATE", "ALTTIME", "BOQNAME", "BOTHRESH", "CRDATE", "CRTIME",
+                       "DEFPRTY", "DEFPSIST", "DEFTYPE", "DESCR", "GET", "MAXDEPTH", "MAXMSGL",
+                       "PUT")
 
 
 def _show_list(rest: list[_Token], allowed: tuple[str, ...], what: str, text: str,

@@ -1242,9 +1242,7 @@ class QueueService:
         if kind == "QALIAS":
             defaults = {"PUT": "ENABLED", "GET": "ENABLED", "DESCR": "", "TARGTYPE": "QUEUE"}
         else:
-            defaults = {"DEFTYPE": "TEMPDYN", "DESCR": "", "MAXDEPTH": 5000,
-                        "MAXMSGL": 4194304, "DEFPSIST": "NO", "DEFPRTY": 0,
-                        "PUT": "ENABLED", "GET": "ENABLED"}
+            defaults = dict(mqsc.REPLACE_DEFAULTS["QMODEL"])
         self.store.set_object(kind, cmd.name, {**defaults, **base, **cmd.attrs, **stamp})
         return [mqsc.MSG_CREATED]
 

@@ -115,7 +115,8 @@ _QMGR_MAXMSGL_UNSTORED = _QMGR_MAXMSGL
 #: kinds of queue manager objects kept in the QMGR attributes (see set_object)
 OBJECT_KINDS = ("QALIAS", "QMODEL")
 
-_INT_ATTRS = {"MAXDEPTH": (0, 999_999_999), "DEFPRTY": (0, 9), "MAXMSGL": (0, 104_857_600)}
+_INT_ATTRS = {"MAXDEPTH": (0, 999_999_999), "DEFPRTY": (0, 9), "MAXMSGL": (0, 104_857_600),
+              "BOTHRESH": (0, 999_999_999)}
 _ENUM_ATTRS = {"DEFPSIST": ("YES", "NO"), "PUT": ("ENABLED", "DISABLED"),
                "GET": ("ENABLED", "DISABLED"),
                # a dynamic queue made from a model (MQOPEN of a QMODEL) says which kind
@@ -252,6 +253,8 @@ def _norm_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
                 raise ObjectError(f"{key}({v}) is not valid: use {' or '.join(_ENUM_ATTRS[key])}")
         elif key == "DESCR":
             v = str(v)[:64]
+        elif key == "BOQNAME":
+            v = str(v).strip()[:48]
         else:
             continue  # unknown attributes are the MQSC layer's business, not stored
         out[key] = v

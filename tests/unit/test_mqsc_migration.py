@@ -54,13 +54,13 @@ def test_like_on_an_alias_or_model(kind: str, default: str) -> None:
 
 
 @pytest.mark.parametrize("text,word", [
-    ("DEFINE QLOCAL(Q1) BOTHRESH(3) BOQNAME(Q1.BO)", "BOTHRESH"),
+    ("DEFINE QLOCAL(Q1) HARDENBO", "HARDENBO"),
     ("ALTER QLOCAL(Q1) TRIGGER", "TRIGGER"),
     ("DEFINE QMODEL(M1) NOSHARE", "NOSHARE"),
     ("DEFINE QALIAS(A1) TARGET(Q1) CLUSTER(C1)", "CLUSTER"),
 ])
 def test_an_mq_attribute_miqm_lacks_is_named_as_such(text: str, word: str) -> None:
-    """'BOTHRESH is not valid on DEFINE QLOCAL' read as if the script were wrong: the
+    """'TRIGGER is not valid on ALTER QLOCAL' read as if the script were wrong: the
     reason now says it is MQ's attribute that miqm's queues do not have."""
     with pytest.raises(mqsc.MQSCSyntaxError) as err:
         mqsc.parse_command(text)
