@@ -160,11 +160,8 @@ def test_lock_files_removed_under_a_running_pair_never_give_two_actives(
 
 
 def _rmvmqinf(p: LocalPair, host: Host) -> subprocess.CompletedProcess[str]:
-    """rmvmqinf as its console script runs it (the entry point is miqm.cli.mqinf's)."""
-    return subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'rmvmqinf'; "
-                           "from miqm.cli.mqinf import rmvmqinf_main; rmvmqinf_main()", QM],
-                          env=host.env(), capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    """The rmvmqinf console script."""
+    return p.run(host, "rmvmqinf", QM, check=False)
 
 
 def test_rmvmqinf_is_refused_while_an_instance_runs_here_then_removes_the_entry(
