@@ -364,7 +364,8 @@ class Controller:
                 return self.become_active(failover_from=None, status=status)
             decided = decide.step(State.START, self.facts(
                 master=False, status=qmstatus.try_read(self.data),
-                master_here_pid=self._master_holder_here()))
+                master_here_pid=self._master_holder_here(),
+                standby_host=None if self.permit_standby else self._standby_host()))
             if decided.action is Action.REFUSE:
                 return self.refuse(decided)
             return self.become_standby()
@@ -402,6 +403,17 @@ class Controller:
         if record is None or held is False or record.host != self.host or not record.pid:
             return None
         return int(record.pid) if runfile.instance_alive(int(record.pid)) else None
+
+    def _standby_host(self) -> str | None:
+        """The host of a running standby instance (its lock held), for strmqm's refusal
+        without -x; None if none runs or it cannot be told."""
+        from lockfs.lockfile import peek
+
+        try:
+            record, held = peek(self.data, "standby")
+        except LockFsError:
+            return None
+        return record.host if held and record is not None and record.host else None
 
     def facts(self, **observed: Any) -> decide.Facts:
         """What this instance observed, for :func:`miqm.ha.decide.step`."""

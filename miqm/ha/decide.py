@@ -75,6 +75,9 @@ class Facts:
     #: the pid of a live instance of this very host that holds master (its record names
     #: this host and a running miqm process), when master was refused
     master_here_pid: int | None = None
+    #: the host of the standby instance that runs already (its lock held), when master
+    #: was refused; None if there is none or it cannot be told
+    standby_host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,11 @@ def step(state: State, facts: Facts, our_platform: str = "") -> Step:
                         amq.text("AMQ1104", qmgr=q, what="an instance",
                                  pid=facts.master_here_pid), "AMQ1104", EXIT_RUNNING_ELSEWHERE)
         if not facts.permit_standby:
-            return Step(State.REFUSED, Action.REFUSE, amq.text("AMQ1101", qmgr=q), "AMQ1101",
-                        EXIT_RUNNING_ELSEWHERE)
+            line = amq.text("AMQ1101", qmgr=q)
+            if facts.standby_host:  # the advice to use -x would end on AMQ1103
+                line += (f" (Its standby instance already runs on {facts.standby_host}, so "
+                         "strmqm -x here would be refused as a third instance.)")
+            return Step(State.REFUSED, Action.REFUSE, line, "AMQ1101", EXIT_RUNNING_ELSEWHERE)
         status = facts.status
         if status is not None and status.status in ("Running", "Starting") \
                 and not status.permit_standby:

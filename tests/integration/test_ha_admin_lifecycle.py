@@ -265,3 +265,18 @@ def _read_only_for_a_while(pair: LocalPair) -> None:
     assert "AMQ1301" in _errlog(pair)
     pair.kill_active()
     assert pair.wait_active(not_host="hosta")["host"] == "hostb"
+
+
+def test_strmqm_without_x_on_a_third_host_does_not_advise_a_third_instance(
+        pair: LocalPair, tmp_path: Path) -> None:
+    """With a standby running, AMQ1101's 'Use strmqm -x to start a standby instance here'
+    led to AMQ1103: the line now says the standby runs already, and where."""
+    assert "started using" in pair.start(pair.a)
+    assert "standby instance" in pair.start(pair.b)
+    hostc = Host("hostc", str(tmp_path / "hostc"))
+    os.makedirs(hostc.root)
+    pair.run(hostc, *pair.run(pair.a, "dspmqinf", "-o", "command", QM).stdout.split())
+    refused = pair.run(hostc, "strmqm", QM, check=False)
+    line = refused.stderr.strip()
+    assert refused.returncode == 5 and len(line.splitlines()) == 1, refused.stderr
+    assert line.startswith("AMQ1101: ") and "already runs on hostb" in line

@@ -45,6 +45,13 @@ def test_master_held_elsewhere_without_x_fails_like_mq() -> None:
     assert s.exit_code == 5
 
 
+def test_without_x_while_a_standby_runs_the_line_does_not_advise_a_third_instance() -> None:
+    s = step(State.START, facts(master=False, permit_standby=False, status=running(),
+                                standby_host="hostb"))
+    assert s.amq == "AMQ1101" and s.exit_code == 5
+    assert "already runs on hostb" in s.line and "third instance" in s.line
+
+
 def test_standby_is_refused_when_the_active_runs_without_x() -> None:
     for status in ("Running", "Starting"):
         s = step(State.START, facts(master=False,
