@@ -107,3 +107,59 @@ def test_a_consumer_across_a_switchover_flags_every_redelivery(pair) -> None:
             assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
         first.add(m.body)
     assert first == set(bodies)
+
+
+def test_a_syncpoint_consumer_across_a_switchover_and_a_kill(pair) -> None:
+    """A consumer under syncpoint holding messages in a unit of work at ``endmqm -s``:
+    told once (2009/2003), it backs out and iterates the same consumer again; every
+    message comes, the ones it had come again marked although the new active has no
+    backout counts. Then, waiting with nothing in its unit at a ``kill -9`` of the
+    active instance, it is not told at all and gets what is put after the failover."""
+    pair.start(pair.a)
+    pair.start(pair.b)
+    pair.mqsc(pair.a, "DEFINE QLOCAL(Q1) DEFPSIST(YES)\n")
+    bodies = [f"s{i:02d}".encode() for i in range(20)]
+    with mq.connect(QM) as qm:
+        for b in bodies:
+            qm.put("Q1", b, syncpoint=True)
+        qm.commit()
+    seen: list[mq.Message] = []
+    told: list[int] = []
+    with mq.connect(QM, reconnect_timeout=60) as qm:
+        consumer = qm.consume("Q1", syncpoint=True)
+        for _loop in range(5):  # told once: two loops (an error ended the next silently)
+            if len({m.body for m in seen}) == len(bodies):
+                break
+            try:
+                for msg in consumer:
+                    seen.append(msg)
+                    if len(seen) == 5:
+                        pair.run(pair.a, "endmqm", "-s", QM)  # the unit holds five
+                    elif len(seen) > 5 and len(seen) % 4 == 0:
+                        qm.commit()
+                    if len({m.body for m in seen}) == len(bodies):
+                        break
+            except (mq.ConnectionBroken, mq.BackedOut) as exc:
+                told.append(exc.reason)
+                qm.backout()
+        qm.commit()
+        assert told and qm.host == "hostb"
+        first: set[bytes] = set()
+        for m in seen:
+            if m.body in first:
+                assert m.redelivered, f"{m.body!r} delivered twice without being flagged"
+            first.add(m.body)
+        assert first == set(bodies)
+        assert [m.body for m in seen if m.redelivered] == bodies[:5]
+
+        pair.start(pair.a)  # the standby again, for the kill
+        consumer = qm.consume("Q1", syncpoint=True)
+        assert consumer.next(0) is None  # waiting, nothing in its unit
+        pair.kill_active()
+        pair.wait_active(not_host="hostb", timeout=60)
+        with mq.connect(QM) as other:
+            other.put("Q1", b"after the kill")
+        msg = consumer.next(60)  # it raised 2009: an empty unit was taken as lost
+        assert msg is not None and msg.body == b"after the kill"
+        qm.commit()
+        assert qm.host == "hosta"
