@@ -884,6 +884,9 @@ class Connection:
             return
         except OSError as exc:
             self._broken(op, syncpoint, exc)
+        except BaseException:
+            self._abandon(syncpoint)  # part of a frame may be on the wire
+            raise
         self._pending[rid] = (op, on_reply)
         if syncpoint:
             self._in_uow = True
@@ -966,7 +969,12 @@ class Connection:
         started = time.monotonic()
         try:
             reply = self._roundtrip(request, wait, body)
-        except (OSError, NetError) as exc:
+        except BaseException as exc:
+            if not isinstance(exc, (OSError, NetError)):
+                # a get under syncpoint holds nothing of its own: the queue manager backs
+                # out what it got with the connection
+                self._abandon(syncpoint and op != "get")
+                raise
             read = _READ_WHEN.get(op)
             reply = self._broken(op, syncpoint, exc,
                                  safe=read is not None and read(fields))
@@ -1000,6 +1008,17 @@ class Connection:
                 error += self._back_out_refused_unit()
             raise NetError(error, mqrc=int(reply.get("mqrc") or 2195), amq=reply.get("amq"))
         return reply
+
+    def _abandon(self, syncpoint: bool) -> None:
+        """A call interrupted in the middle (KeyboardInterrupt, a signal handler's
+        exception): its reply, or the rest of its request, would reach the next call
+        ("a reply did not match its request", 2549). The connection is dropped instead:
+        the next call connects again first (a unit of work open is lost with it, 2003),
+        and the queue manager ends what it was doing for this one (a get-wait)."""
+        if self._in_uow or syncpoint or self._lone_put is not None:
+            self._uow_lost = True
+        self._in_uow = False
+        self._drop()
 
     def _back_out_refused_unit(self) -> str:
         """A commit was refused: back the unit out on the server; what to add to the

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import threading
 import time
 from typing import Any
@@ -257,3 +258,33 @@ def test_browse_waits_for_a_message_as_get_does(served) -> None:  # noqa: F811
         finally:
             t.join()
         assert qm.get("Q1").body == b"looked at"  # it stayed on the queue
+
+
+def test_a_call_interrupted_by_ctrl_c_does_not_leave_its_reply_to_the_next(
+        served) -> None:  # noqa: F811
+    """Ctrl-C in a get-wait, the application goes on: its next call read the get's
+    reply (2549 after a reconnect, once the get-wait ended on the queue manager). The
+    interrupted connection is dropped; the next call connects again first."""
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with mq.connect("QMC") as qm:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                qm.get("Q1", wait=5)
+            qm.put("Q1", b"after ctrl-c")
+            assert qm.get("Q1").body == b"after ctrl-c"
+            qm.put("Q1", b"in a unit", syncpoint=True)
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                qm.get("Q1", wait=5, correlid=b"none such",
+                       syncpoint=True)
+            with pytest.raises(mq.BackedOut):  # the unit went with the connection
+                qm.commit()
+            with pytest.raises(mq.NoMessageAvailable):
+                qm.get("Q1")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
