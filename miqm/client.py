@@ -378,6 +378,8 @@ class QueueManager:
         self._consumers: list[Consumer] = []
         #: the consumers under syncpoint: a commit settles what they handed out
         self._pulling: list[Consumer] = []
+        #: the call in progress is a consumer's next(), which looks at its stop flag
+        self._consuming = False
         # queues opened with open(), reopened after a reconnect (as MQ's reconnectable
         # clients reopen their objects): {queue: options}
         self._opened: dict[str, tuple[str, ...]] = {}
@@ -630,7 +632,7 @@ class QueueManager:
             # a second and ends its stream as close() does (what it handed out is
             # settled); anything else (a get-wait) is woken, with nothing more sent, as a
             # connection that ends (a consumer's unconfirmed messages come again marked)
-            if not busy.acquire(timeout=_CLOSE_GRACE):
+            if not (self._consuming and busy.acquire(timeout=_CLOSE_GRACE)):
                 self._conn.abort()
                 return
         try:
@@ -734,11 +736,14 @@ class Consumer:
             busy.acquire()
             busy.release()
             return None
+        qm = self._qm
+        qm._consuming = True
         try:
             if self.syncpoint:
                 return self._next_pulled(timeout)
             return self._next_pushed(timeout)
         finally:
+            qm._consuming = False
             busy.release()
 
     def _next_pushed(self, timeout: float | None) -> Message | None:
