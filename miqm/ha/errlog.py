@@ -22,9 +22,29 @@ DIR = "errors"
 MAX_BYTES = 2 * 1024 * 1024  # per file before rotation
 
 
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (line breaks, other control
+    characters, Unicode format characters) written as ``\\xNN``/``\\uNNNN``; tabs kept.
+    An entry's text often carries what a client sent (a queue name, a principal, an
+    application tag): written raw, a line break in it would forge entries of its own."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch == "\t" or ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
 def format_entry(amq: str, text: str, *, qmgr: str, host: str, pid: int,
                  now: float | None = None) -> str:
-    """One entry in MQ's layout: header line, process line, message, separator."""
+    """One entry in MQ's layout: header line, process line, message (on one line: see
+    :func:`one_line`), separator."""
+    text = one_line(text)
     ts = _dt.datetime.fromtimestamp(time.time() if now is None else now, _dt.UTC)
     return (f"{ts.strftime('%m/%d/%Y %I:%M:%S %p')} - Process({pid}) Host({host}) "
             f"QMgr({qmgr})\n"

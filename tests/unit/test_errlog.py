@@ -41,3 +41,15 @@ def test_an_entry_can_come_from_the_message_table(tmp_path) -> None:
     assert "AMQ8003: miqm queue manager 'QM1' started using V" in text
     assert "AMQ1008: The standby instance of queue manager 'QM1' on hostb ended: ended by" in text
     vol.close()
+
+
+def test_an_entry_is_one_line_whatever_its_text_carries() -> None:
+    """A queue name or principal with a line break, written raw, forged whole entries of
+    its own in AMQERR01.LOG; every entry's text is now one line, tabs kept."""
+    from miqm.ha.errlog import format_entry
+
+    entry = format_entry("AMQ8077", "put to 'Q\nAMQ8004: ended\x1b[2J'\tby \u202eAPP",
+                         qmgr="QM1", host="hosta", pid=7, now=0)
+    lines = entry.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("----- miqm")
+    assert lines[1] == "AMQ8077: put to 'Q\\x0aAMQ8004: ended\\x1b[2J'\tby \\u202eAPP"
