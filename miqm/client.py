@@ -259,6 +259,15 @@ def _queue_name(queue: Any) -> str:
     return queue
 
 
+def _flag(value: Any, what: str) -> bool:
+    """A yes/no argument (``syncpoint``): a bool, or 0/1. A string such as ``"no"`` was
+    true and put the call under syncpoint."""
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise InvalidArgument(f"{what}={value!r}: give True or False (MQRC 2046 "
+                          "MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
+
+
 def _seconds(value: Any, what: str, zero: bool) -> float:
     """A connect() timeout: a finite number of seconds above 0 (or 0 when ``zero``)."""
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -445,6 +454,8 @@ class QueueManager:
         body = _body(body)
         if type(queue) is not str:
             _queue_name(queue)
+        if syncpoint is not False and syncpoint is not True:
+            syncpoint = _flag(syncpoint, "syncpoint")
         if persistent is not None and not (isinstance(persistent, int)
                                            and persistent in (0, 1)):
             raise InvalidArgument(f"persistent={persistent!r}: give True, False or None "
@@ -498,6 +509,8 @@ class QueueManager:
         for a wait that is neither."""
         seconds = _wait(wait)
         _queue_name(queue)
+        if syncpoint is not False and syncpoint is not True:
+            syncpoint = _flag(syncpoint, "syncpoint")
         ids = {"msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
                "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
         while True:
@@ -607,7 +620,8 @@ class QueueManager:
             raise HConnError(f"consume on a connection to queue manager '{self.qmgr}' that "
                              "the application closed (MQRC 2018 MQRC_HCONN_ERROR): connect "
                              "again", mqrc=2018)
-        consumer = Consumer(self, queue, prefetch, bool(syncpoint), _consume_wait(wait))
+        consumer = Consumer(self, queue, prefetch, _flag(syncpoint, "syncpoint"),
+                            _consume_wait(wait))
         self._consumers.append(consumer)
         if consumer.syncpoint:
             self._pulling.append(consumer)

@@ -288,3 +288,21 @@ def test_a_call_interrupted_by_ctrl_c_does_not_leave_its_reply_to_the_next(
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_syncpoint_must_be_a_yes_or_no(served) -> None:  # noqa: F811
+    """``syncpoint="no"`` was true: the put went under syncpoint and was lost with the
+    connection's end."""
+    with mq.connect("QMC") as qm:
+        for bad in ("no", "", None, 2):
+            with pytest.raises(mq.InvalidArgument) as info:
+                qm.put("Q1", b"x", syncpoint=bad)  # type: ignore[arg-type]
+            assert info.value.reason == 2046
+            with pytest.raises(mq.InvalidArgument):
+                qm.get("Q1", syncpoint=bad)  # type: ignore[arg-type]
+            with pytest.raises(mq.InvalidArgument):
+                qm.consume("Q1", syncpoint=bad)  # type: ignore[arg-type]
+        qm.put("Q1", b"one", syncpoint=0)
+    with mq.connect("QMC") as qm:
+        assert qm.get("Q1", syncpoint=1).body == b"one"
+        qm.commit()
