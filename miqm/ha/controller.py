@@ -980,6 +980,7 @@ class Controller:
 
     def handle(self, request: dict[str, Any], session: Any) -> dict[str, Any]:
         """Control ops here; the rest to the queue service when active."""
+        from miqm.net.protocol import error_reply
         from miqm.net.service import standby_reply
 
         op = request.get("op")
@@ -995,6 +996,13 @@ class Controller:
             return self.request_end(request)
         # an ending instance's service refuses with 2161 or 2162 by itself (_SERVING)
         if self.mode != "active" or self.service is None or self.status not in _SERVING:
+            want = request.get("qmgr") if op == "hello" else None
+            if want and want != self.qmgr:
+                # another queue manager's client walking a CONNAME list: 2058, as the
+                # active says (2543 told it that its queue manager was on standby here)
+                return error_reply(2058, f"this listener serves queue manager "
+                                         f"'{self.qmgr}', not '{want}' (MQRC 2058 "
+                                         "MQRC_Q_MGR_NAME_ERROR)")
             reply = standby_reply()
             reply["host"] = self.host
             return reply

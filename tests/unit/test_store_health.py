@@ -112,3 +112,15 @@ def test_a_standby_or_a_starting_active_answers_every_queue_request_with_2543(
         reply = ctl.handle({"op": op, "queue": "Q", "body": "eA=="}, None)
         assert reply["ok"] is False and reply["mqrc"] == 2543, reply
     assert ctl.handle({"op": "instance"}, None)["mode"] == mode
+
+
+def test_a_standby_answers_another_queue_managers_hello_with_2058() -> None:
+    """A client of QY walking a CONNAME list that reaches QX's standby was told 2543 (its
+    queue manager running as a standby there) instead of 2058, as QX's active says."""
+    ctl = Controller.__new__(Controller)
+    ctl.qmgr, ctl.host, ctl.pid, ctl.mode, ctl.status = "QX", "hostb", 1, "standby", \
+        "Running as standby"
+    ctl.service, ctl.listener = None, None
+    assert ctl.handle({"op": "hello", "qmgr": "QY"}, None)["mqrc"] == 2058
+    assert ctl.handle({"op": "hello", "qmgr": "QX"}, None)["mqrc"] == 2543
+    assert ctl.handle({"op": "hello"}, None)["mqrc"] == 2543  # a blank name takes any
