@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import crc32c
 
-from lockfs.errors import LockFsError, VolumeNotFound
+from lockfs.errors import LockFsError, VolumeNotFound, VolumePermissionError
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 
 RECORD_SIZE = 512
@@ -183,6 +183,12 @@ def peek(volume: Volume, name: str) -> tuple[HolderRecord | None, bool | None]:
         f = volume.open(name)
     except VolumeNotFound:
         return None, False
+    except VolumePermissionError:
+        # a read-only mount (or a file this user may only read): a look needs no write
+        readonly = getattr(volume, "open_readonly", None)
+        if readonly is None:
+            raise
+        f = readonly(name)
     try:
         record = HolderRecord.decode(f.pread(RECORD_SIZE, 0))
         query = getattr(f, "conflicting_lock", None)
