@@ -730,8 +730,9 @@ class RecoveryLog:
                                 f"{self._failed}", amq="AMQ6708")
 
     # ------------------------------------------------------------------ appending
-    def append(self, payload: bytes) -> int:
-        """Buffer a record; returns its LSN. Not durable until :meth:`force`."""
+    def append(self, payload: bytes, *, reserved: bool = False) -> int:
+        """Buffer a record; returns its LSN. Not durable until :meth:`force`.
+        ``reserved``: see :meth:`append_reserved`."""
         if not self._ready:
             self._make_ready()
         buf = self._buf
@@ -741,13 +742,14 @@ class RecoveryLog:
                     self._check_usable()
                 # the common case, one call: room in the buffer and on the current page
                 lsn = buf.try_append(payload, self._durable, self._buffer_limit,
-                                     self._page_limit)
+                                     self._page_limit_reserved if reserved
+                                     else self._page_limit)
                 if lsn is not None:
                     return int(lsn)
                 head = buf.append_lsn
                 n = len(payload)
                 if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
-                    self._check_room(n)  # it may reach past the room: raises AMQ7463
+                    self._check_room(n, reserved=reserved)  # may reach past it: AMQ7463
                     return int(buf.append(payload))
             self.force(head)  # LogBufferPages is full: write it out first
 
@@ -755,23 +757,7 @@ class RecoveryLog:
         """:meth:`append` for a record that makes room in the log (a checkpoint's, or a
         unit AMQ7469 ends): it may use the pages a circular log keeps back from ordinary
         records, so a log full to them can still take the checkpoint that frees it."""
-        if not self._ready:
-            self._make_ready()
-        buf = self._buf
-        while True:
-            with self._lock:
-                if self._failed is not None or self._closed:
-                    self._check_usable()
-                lsn = buf.try_append(payload, self._durable, self._buffer_limit,
-                                     self._page_limit_reserved)
-                if lsn is not None:
-                    return int(lsn)
-                head = buf.append_lsn
-                n = len(payload)
-                if head - self._durable <= self._buffer_limit or n > self._buffer_limit:
-                    self._check_room(n, reserved=True)
-                    return int(buf.append(payload))
-            self.force(head)
+        return self.append(payload, reserved=True)
 
     def reclaimable(self, lsn: int) -> bool:
         """Whether a checkpoint that moves the restart point to ``lsn`` gives ordinary
