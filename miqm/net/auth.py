@@ -56,6 +56,30 @@ _LONGEST_NAME = 256
 _UNKNOWN_RELOADS_PER_SECOND = 10
 
 
+class PerMinute:
+    """At most ``limit`` a minute of something the error log is told (lines bad input
+    writes, refused requests): a flood must not rotate the log's other entries away."""
+
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self._clock = clock
+        self._window = (float("-inf"), 0, 0)  # (start, taken, left out)
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[bool, int]:
+        """(whether this one may be written, how many were left out in the minute before
+        it): the first written after some were left out says how many."""
+        with self._lock:
+            now = self._clock()
+            start, taken, left = self._window
+            more = 0
+            if now - start >= 60.0:
+                more, start, taken, left = left, now, 0, 0
+            ok = taken < self.limit
+            self._window = (start, taken + 1, left) if ok else (start, taken, left + 1)
+        return ok, more
+
+
 def loggable(name: str, limit: int = LOGGED_NAME) -> str:
     """A name a client presented (a principal, before it is known to be valid), made safe
     for one line of the error log: every character that is not printable (line breaks,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm import amq, authz, mqsc
-from miqm.net.auth import loggable
+from miqm.net.auth import PerMinute, loggable
 from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
 
 #: queue-like MQSC object types: a command on them is checked against the QUEUE profile
@@ -89,9 +89,7 @@ class Authorizer:
         self.on_refresh: list[Callable[[], None]] = []
         self.refusals = 0
         self._errlog = errlog
-        self._log_per_minute = log_per_minute
-        self._clock = clock
-        self._window = (0.0, 0, 0)
+        self._log_limit = PerMinute(log_per_minute, clock)
         self._lock = threading.Lock()
         self._change = threading.Lock()  # one SET/DELETE AUTHREC's read-modify-write at a time
 
@@ -171,14 +169,7 @@ class Authorizer:
     def _log(self, principal: str, objtype: str, name: str, auth: str) -> None:
         with self._lock:
             self.refusals += 1
-            now = self._clock()
-            start, logged, suppressed = self._window
-            more = 0
-            if now - start >= 60.0:
-                more, start, logged, suppressed = suppressed, now, 0, 0
-            log = logged < self._log_per_minute
-            logged, suppressed = (logged + 1, suppressed) if log else (logged, suppressed + 1)
-            self._window = (start, logged, suppressed)
+        log, more = self._log_limit.take()
         if not log or self._errlog is None:
             return
         number = "AMQ8245" if auth == "DSP" else "AMQ8077"

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from miqm.net.auth import ADMIN, loggable, split
+from miqm.net.auth import ADMIN, PerMinute, loggable, split
 from miqm.net.protocol import (
     MAX_FRAME,
     MQRC_DATA_LENGTH_ERROR,
@@ -160,32 +160,34 @@ class _CheckedReader(FrameReader):
 
 
 class _LogLimit:
-    """At most ``per_minute`` lines a minute: the lines bad input writes (a flood of
-    garbage must not rotate the error log's other entries away); the first line after a
-    minute with some left out says how many."""
+    """At most ``per_minute`` lines a minute (:class:`miqm.net.auth.PerMinute`): the lines
+    bad input writes; the first line after a minute with some left out says how many."""
 
     def __init__(self, log: Callable[[str], None], per_minute: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._write = log
-        self.per_minute = per_minute
-        self._clock = clock
-        self._window = (-1e18, 0, 0)  # (start, logged, left out)
-        self._lock = threading.Lock()
+        self._limit = PerMinute(per_minute, clock)
 
     def __call__(self, line: str) -> None:
-        with self._lock:
-            now = self._clock()
-            start, logged, left = self._window
-            more = 0
-            if now - start >= 60.0:
-                more, start, logged, left = left, now, 0, 0
-            write = logged < self.per_minute
-            logged, left = (logged + 1, left) if write else (logged, left + 1)
-            self._window = (start, logged, left)
+        write, more = self._limit.take()
         if write:
             if more:
                 line += f" ({more} more such lines in the last minute were not logged)"
             self._write(line)
+
+
+def _cut_before_hello(session: Session, raw: socket.socket) -> None:
+    """End a connection that has not passed hello (its handshake deadline passed, or it
+    made room for a newer one): shut down, so that its thread, blocked in a read, sees
+    the end and closes it. Called under the listener's lock, before that thread takes
+    its entry out, so the descriptor is still this connection's."""
+    session.handshake_expired = True
+    sock = session._sock if session._sock is not None else raw
+    try:
+        # the plain socket call, also on a TLS socket mid-handshake
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class Session:
@@ -438,13 +440,7 @@ class Listener:
                 # only after taking its entry out (_done_pending), so the descriptor is
                 # still this connection's
                 for _sid, (_deadline, session, raw) in expired:
-                    session.handshake_expired = True
-                    sock = session._sock if session._sock is not None else raw
-                    try:
-                        # the plain socket call, also on a TLS socket mid-handshake
-                        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                    _cut_before_hello(session, raw)
             self._stopping.wait(max(0.01, nearest - time.monotonic()))
 
     def _drop_oldest_pending(self) -> None:
@@ -458,13 +454,7 @@ class Listener:
         sid = next(iter(self._pending))  # inserted in deadline order: the oldest first
         _deadline, session, raw = self._pending.pop(sid)
         self.rejected["preauth_evicted"] = self.rejected.get("preauth_evicted", 0) + 1
-        session.handshake_expired = True
-        sock = session._sock if session._sock is not None else raw
-        try:
-            # under the lock, as the reaper does: the descriptor is still this connection's
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
+        _cut_before_hello(session, raw)  # under the lock, as the reaper does
 
     def _done_pending(self, session: Session) -> None:
         """``session`` passed hello or ended: no handshake deadline any more."""
