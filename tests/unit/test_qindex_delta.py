@@ -715,11 +715,11 @@ class _HeadSpy:
     """Records each ``PosixVolume.read_heads`` call (its paths) and the calls of one
     other volume method made outside it (the base class reads each head through them)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, other: str) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *others: str) -> None:
         self.batches: list[list[str]] = []
         self.others: list[str] = []
         self._in_batch = False
-        real_heads, real_other = PosixVolume.read_heads, getattr(PosixVolume, other)
+        real_heads = PosixVolume.read_heads
 
         def heads(vol: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
             self.batches.append([path for path, _size in wanted])
@@ -729,13 +729,16 @@ class _HeadSpy:
             finally:
                 self._in_batch = False
 
-        def recorded(vol: PosixVolume, path: str, *args: object, **kw: object) -> object:
-            if not self._in_batch:
-                self.others.append(path)
-            return real_other(vol, path, *args, **kw)
+        def recording(real_other: Any) -> Any:
+            def recorded(vol: PosixVolume, path: str, *args: object, **kw: object) -> object:
+                if not self._in_batch:
+                    self.others.append(path)
+                return real_other(vol, path, *args, **kw)
+            return recorded
 
         monkeypatch.setattr(PosixVolume, "read_heads", heads)
-        monkeypatch.setattr(PosixVolume, other, recorded)
+        for other in others:
+            monkeypatch.setattr(PosixVolume, other, recording(getattr(PosixVolume, other)))
 
 
 def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
@@ -782,7 +785,7 @@ def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
         return False
 
     wanted = _wanted(data)
-    spy = _HeadSpy(monkeypatch, "open")
+    spy = _HeadSpy(monkeypatch, "open", "open_readonly")  # read_bytes opens read-only
     assert cache.refresh(data, wanted, stop) == 0
     assert len(spy.batches) == 1 and spy.others == []
     assert {f"queues/{n}/idx" for n in names} <= set(spy.batches[0])
