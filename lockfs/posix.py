@@ -283,6 +283,20 @@ class PosixVolume(Volume):
         except OSError as exc:
             raise _wrap_oserror(exc, "list", full) from exc
 
+    def mkdir(self, path: str) -> None:
+        """Create one directory whose parent exists (VolumeNotFound if it does not); no
+        error if it exists. Unlike :meth:`makedirs` it never makes the parents again: a
+        writer that must not make the volume's own directory again, removed meanwhile."""
+        full = self._p(path)
+        try:
+            os.mkdir(full, 0o770)
+        except FileExistsError:
+            if not os.path.isdir(full):
+                raise _wrap_oserror(FileExistsError(errno.EEXIST, "exists and is not a "
+                                                    "directory"), "mkdir", full) from None
+        except OSError as exc:
+            raise _wrap_oserror(exc, "mkdir", full) from exc
+
     def makedirs(self, path: str) -> None:
         full = self._p(path)
         try:

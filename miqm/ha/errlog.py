@@ -58,6 +58,10 @@ def make_dir_within(volume: Volume, name: str) -> None:
     again, empty, by the writers of the error log and the event history, so that the
     entries went into a directory in the way of the one being restored. VolumeNotFound
     when the volume's directory is gone."""
+    mkdir = getattr(volume, "mkdir", None)
+    if mkdir is not None:  # one level, never the parents: nothing between look and make
+        mkdir(name)
+        return
     if not volume.exists(""):
         raise VolumeNotFound(f"{volume.describe()} no longer exists")
     volume.makedirs(name)

@@ -10,6 +10,7 @@ import shutil
 from lockfs.posix import PosixVolume
 from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
+from tests.waiting import wait_until
 
 
 def test_an_entry_the_shared_log_cannot_take_goes_to_this_hosts_log(tmp_path) -> None:
@@ -47,7 +48,10 @@ def test_the_event_history_does_not_make_the_data_directory_again(tmp_path) -> N
     data.mkdir()
     events = EventLog(PosixVolume(str(data)), "QM1", "hosta", "hosta-1-2", local=None)
     events.emit("role", role="active")
-    shutil.rmtree(data)
+    written = data / "events" / "hosta.jsonl"
+    wait_until(lambda: written.exists() and written.stat().st_size > 0,
+               "the first event written", timeout=10, poll=0.01)
+    shutil.rmtree(data)  # after it: a write racing the removal made it fail (ENOTEMPTY)
     events.emit("verify", ok=False)
     events.close(5)
     assert not os.path.exists(data)
