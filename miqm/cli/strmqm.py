@@ -18,6 +18,7 @@ import select
 import subprocess
 import sys
 import time
+from typing import Any
 
 import typer
 
@@ -76,15 +77,30 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
     check_complete(text, f"{data_path}/qm.ini")
 
 
+#: how long strmqm's look at the lock files may take before it leaves the question to the
+#: controller (dspmq's look at them has 0.9 s)
+_LOCK_LOOK_SECONDS = 2.0
+
+
 def _refuse_if_running_here(qmgr: str) -> None:
     """AMQ1104 when the lock files say an instance of ``qmgr`` runs on this host although
     its run record is missing or unreadable (the controller, not finding it, would report
     the queue manager as running elsewhere)."""
+    import threading
+
     from miqm.cli.dspmq import local_from_locks
     from miqm.cli.endmqm import lock_holders
     from miqm.paths import hostname
 
-    local = local_from_locks(lock_holders(qmgr), hostname())
+    locks: dict[str, Any] = {}
+    # bounded, as dspmq's look is: a shared filesystem that hangs must not hang strmqm
+    # here (the controller makes the same check on master before it writes anything)
+    look = threading.Thread(target=lambda: locks.update(lock_holders(qmgr)), daemon=True)
+    look.start()
+    look.join(_LOCK_LOOK_SECONDS)
+    if look.is_alive():
+        return
+    local = local_from_locks(dict(locks), hostname())
     if local is not None:
         what = "a standby instance" if local["mode"] == "standby" else "an instance"
         fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local["pid"])
