@@ -229,25 +229,16 @@ class PosixVolume(Volume):
         return FileStat(size=st.st_size, mtime=st.st_mtime, is_dir=os.path.isdir(full))
 
     def open_readonly(self, path: str) -> PosixFile:
-        """``path`` opened read-only: for readers that write nothing (dspmq's look at a
-        lock file, a client reading the listener record), which then also work on a
-        read-only mount or a file this user may only read. Writes through it fail."""
+        """``path`` opened read-only: for readers outside the instance that write nothing
+        (dspmq's look at a lock file, a client reading the listener record), which then
+        also work on a read-only mount. Writes through it fail. (The store's own reads
+        keep opening for writing: a data directory it cannot write is refused at open.)"""
         full = self._p(path)
         try:
             fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise _wrap_oserror(exc, "open", full) from exc
         return PosixFile(fd, full)
-
-    def read_bytes(self, path: str) -> bytes:
-        """The whole content of a (small) file, opened read-only (see open_readonly)."""
-        with self.open_readonly(path) as f:
-            return f.pread(f.size(), 0)
-
-    def read_head(self, path: str, size: int) -> bytes:
-        """The first ``size`` bytes of a file, opened read-only (see open_readonly)."""
-        with self.open_readonly(path) as f:
-            return f.pread(size, 0)
 
     def read_heads(self, wanted: Sequence[tuple[str, int]]) -> list[FileHead | None]:
         """Each file opened read-only, its size from the open file and its head read:

@@ -179,7 +179,14 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
     try:
         volume = open_volume(entry.data_path)
         try:
-            raw = volume.read_bytes("listener")
+            # read-only where the backend can: a shared filesystem remounted read-only
+            # under a running instance still tells where it listens
+            readonly = getattr(volume, "open_readonly", None)
+            if readonly is not None:
+                with readonly("listener") as f:
+                    raw = f.pread(f.size(), 0)
+            else:
+                raw = volume.read_bytes("listener")
         finally:
             volume.close()
     except VolumeNotFound:

@@ -785,7 +785,7 @@ def test_a_standby_checks_its_read_ahead_with_one_call_for_every_head(
         return False
 
     wanted = _wanted(data)
-    spy = _HeadSpy(monkeypatch, "open", "open_readonly")  # read_bytes opens read-only
+    spy = _HeadSpy(monkeypatch, "open")
     assert cache.refresh(data, wanted, stop) == 0
     assert len(spy.batches) == 1 and spy.others == []
     assert {f"queues/{n}/idx" for n in names} <= set(spy.batches[0])
