@@ -1,7 +1,8 @@
 """A script written for IBM MQ, as a Windows editor saves it (byte-order mark, CRLF line
 ends, a description in ISO-8859-1), fed to runmqsc against a real queue manager (crtmqm,
 strmqm, runmqsc as separate processes): the commands MQ takes run, the one miqm cannot
-read is one syntax error saying what to do, and runmqsc goes on to the end."""
+read and the one setting an MQ attribute miqm does not keep are each one syntax error
+saying what to do, and runmqsc goes on to the end."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ SCRIPT = (
     b"       DESCR('Payroll ''in'' queue') MAXDEPTH(20000) REPLACE\r\n"
     b"DEFINE QLOCAL(PAY.OLD) DESCR('caf\xe9') REPLACE\r\n"
     b"define qalias(PAY.ALIAS) target(PAY.IN) like(SYSTEM.DEFAULT.ALIAS.QUEUE)\r\n"
-    b"DEFINE QLOCAL(PAY.BO) BOTHRESH(3)\r\n"
+    b"DEFINE QLOCAL(PAY.BO) BOTHRESH(3) BOQNAME(PAY.BACKOUT) TRIGGER\r\n"
     b"DISPLAY QLOCAL(PAY.*) MAXDEPTH DESCR\r\n"
     b"EXIT\r\n"
     b"DEFINE QLOCAL(AFTER.EXIT)\r\n"
@@ -56,8 +57,10 @@ def test_an_mq_script_saved_on_windows_runs_to_its_end(pair: LocalPair) -> None:
     i = lines.index("     3 : define qalias(PAY.ALIAS) target(PAY.IN) "
                     "like(SYSTEM.DEFAULT.ALIAS.QUEUE)")
     assert lines[i + 1] == "AMQ8006I: miqm queue created."
-    i = lines.index("     4 : DEFINE QLOCAL(PAY.BO) BOTHRESH(3)")
-    assert lines[i + 3].startswith("(BOTHRESH is an MQ queue attribute miqm does not have")
+    # BOTHRESH and BOQNAME are kept (for the applications, as MQ keeps them); TRIGGER is
+    # MQ's and not miqm's: one syntax error naming it as such
+    i = lines.index("     4 : DEFINE QLOCAL(PAY.BO) BOTHRESH(3) BOQNAME(PAY.BACKOUT) TRIGGER")
+    assert lines[i + 3].startswith("(TRIGGER is an MQ queue attribute miqm does not have")
     assert "   QUEUE(PAY.IN)                           TYPE(QLOCAL)" in lines
     assert "   DESCR(Payroll 'in' queue)               MAXDEPTH(20000)" in lines
     assert "PAY.OLD" not in "\n".join(lines[lines.index("     5 : DISPLAY QLOCAL(PAY.*) "
