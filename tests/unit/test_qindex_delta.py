@@ -715,11 +715,11 @@ class _HeadSpy:
     """Records each ``PosixVolume.read_heads`` call (its paths) and the calls of one
     other volume method made outside it (the base class reads each head through them)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, *others: str) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, other: str) -> None:
         self.batches: list[list[str]] = []
         self.others: list[str] = []
         self._in_batch = False
-        real_heads = PosixVolume.read_heads
+        real_heads, real_other = PosixVolume.read_heads, getattr(PosixVolume, other)
 
         def heads(vol: PosixVolume, wanted: list[tuple[str, int]]) -> list[object]:
             self.batches.append([path for path, _size in wanted])
@@ -729,16 +729,13 @@ class _HeadSpy:
             finally:
                 self._in_batch = False
 
-        def recording(real_other: Any) -> Any:
-            def recorded(vol: PosixVolume, path: str, *args: object, **kw: object) -> object:
-                if not self._in_batch:
-                    self.others.append(path)
-                return real_other(vol, path, *args, **kw)
-            return recorded
+        def recorded(vol: PosixVolume, path: str, *args: object, **kw: object) -> object:
+            if not self._in_batch:
+                self.others.append(path)
+            return real_other(vol, path, *args, **kw)
 
         monkeypatch.setattr(PosixVolume, "read_heads", heads)
-        for other in others:
-            monkeypatch.setattr(PosixVolume, other, recording(getattr(PosixVolume, other)))
+        monkeypatch.setattr(PosixVolume, other, recorded)
 
 
 def test_an_open_reads_the_heads_of_indexed_queues_in_one_call(
