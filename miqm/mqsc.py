@@ -422,12 +422,18 @@ def _typed(tok: _Token, spec: tuple[str, Any], text: str) -> Any:
     return value
 
 
+def is_object_name(name: str, *, generic: bool = False) -> bool:
+    """Whether ``name`` is an MQ object name (1 to 48 characters of A-Z a-z 0-9 . _ / %),
+    or with ``generic`` also a generic one (up to 47 of them, then ``*``)."""
+    return bool(_NAME_RE.match(name) or (generic and _GENERIC_RE.match(name)))
+
+
 def _name(tok: _Token, text: str, *, generic: bool = False) -> str:
     seg = text[: tok.end]
     if tok.value is None or tok.value == "":
         raise MQSCSyntaxError(seg, f"{tok.word} needs an object name in parentheses")
     name = tok.value if tok.quoted else tok.value.upper()
-    if _NAME_RE.match(name) or (generic and _GENERIC_RE.match(name)):
+    if is_object_name(name, generic=generic):
         return name
     raise MQSCSyntaxError(seg, f"'{name}' is not a valid object name")
 

@@ -1265,10 +1265,6 @@ def _qname(q: Any) -> str:
     return ""
 
 
-#: MQ's object names (48 characters of A-Z a-z 0-9 . _ / %) and generic names (up to 47
-#: of them, then ``*``), as the MQSC parser takes them (miqm/mqsc.py)
-_OBJECT_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}\Z")
-_GENERIC_NAME = re.compile(r"[A-Za-z0-9._/%]{0,47}\*\Z")
 #: verbs whose queue name may be generic (DISPLAY, RESET QSTATS)
 _GENERIC_VERBS = frozenset({"DISPLAY", "RESET"})
 _CONN_NAME = re.compile(r"[0-9A-Fa-f]{1,48}\Z|\*\Z")
@@ -1319,8 +1315,8 @@ def wire_command_error(cmd: mqsc.Command) -> str | None:
         return None
     generic = cmd.verb in _GENERIC_VERBS
     for what, name in (("object", cmd.name), ("LIKE", cmd.like)):
-        if (what == "LIKE" and not name) or _OBJECT_NAME.match(name) or (
-                generic and what == "object" and _GENERIC_NAME.match(name)):
+        if (what == "LIKE" and not name) or mqsc.is_object_name(
+                name, generic=generic and what == "object"):
             continue
         return (f"'{name[:60]}' is not a valid {what} name (1 to 48 characters of A-Z a-z "
                 "0-9 . _ / %)")
