@@ -56,24 +56,27 @@ _LONGEST_NAME = 256
 _UNKNOWN_RELOADS_PER_SECOND = 10
 
 
-class PerMinute:
-    """At most ``limit`` a minute of something the error log is told (lines bad input
-    writes, refused requests): a flood must not rotate the log's other entries away."""
+class RateLimit:
+    """At most ``limit`` of something in each window of ``seconds``: the lines bad input
+    and refused requests write to the error log (a flood must not rotate the log's other
+    entries away), the credentials file's re-reads for unknown names."""
 
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic,
+                 seconds: float = 60.0) -> None:
         self.limit = limit
+        self.seconds = seconds
         self._clock = clock
         self._window = (float("-inf"), 0, 0)  # (start, taken, left out)
         self._lock = threading.Lock()
 
     def take(self) -> tuple[bool, int]:
-        """(whether this one may be written, how many were left out in the minute before
-        it): the first written after some were left out says how many."""
+        """(whether this one may go, how many were left out in the window before it): the
+        first that goes after some were left out can say how many."""
         with self._lock:
             now = self._clock()
             start, taken, left = self._window
             more = 0
-            if now - start >= 60.0:
+            if now - start >= self.seconds:
                 more, start, taken, left = left, now, 0, 0
             ok = taken < self.limit
             self._window = (start, taken + 1, left) if ok else (start, taken, left + 1)
@@ -231,8 +234,8 @@ class Authenticator:
         self._last_reload = clock()
         # principal -> when a refusal of it last read the source again (bounded)
         self._unknown_reload: dict[str, float] = {}
-        # (window start, reads for unknown names in it): at most ten a second
-        self._unknown_window = (-1e18, 0)
+        # reads for unknown names: at most ten a second
+        self._unknown_reads = RateLimit(_UNKNOWN_RELOADS_PER_SECOND, clock, seconds=1.0)
         self._dummy = _digest(new_secret())
         self.failures = 0
         self._on_failure = on_failure
@@ -271,12 +274,8 @@ class Authenticator:
             if principal in self._digests or len(principal) > _LONGEST_NAME or (
                     now - self._unknown_reload.get(principal, -1e9) < 1.0):
                 return False
-            start, count = self._unknown_window
-            if now - start >= 1.0:
-                start, count = now, 0
-            if count >= _UNKNOWN_RELOADS_PER_SECOND:
+            if not self._unknown_reads.take()[0]:
                 return False
-            self._unknown_window = (start, count + 1)
             if len(self._unknown_reload) >= 1024:
                 self._unknown_reload.clear()
             self._unknown_reload[principal] = now

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm import amq, authz, mqsc
-from miqm.net.auth import PerMinute, loggable
+from miqm.net.auth import RateLimit, loggable
 from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
 
 #: queue-like MQSC object types: a command on them is checked against the QUEUE profile
@@ -89,7 +89,7 @@ class Authorizer:
         self.on_refresh: list[Callable[[], None]] = []
         self.refusals = 0
         self._errlog = errlog
-        self._log_limit = PerMinute(log_per_minute, clock)
+        self._log_limit = RateLimit(log_per_minute, clock)
         self._lock = threading.Lock()
         self._change = threading.Lock()  # one SET/DELETE AUTHREC's read-modify-write at a time
 

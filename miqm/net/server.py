@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from miqm.net.auth import ADMIN, PerMinute, loggable, split
+from miqm.net.auth import ADMIN, RateLimit, loggable, split
 from miqm.net.protocol import (
     MAX_FRAME,
     MQRC_DATA_LENGTH_ERROR,
@@ -75,10 +75,10 @@ PREAUTH_MAX_FRAME = 8 * 1024
 
 #: A JSON header this long or longer is refused from a connection not known as the
 #: administrator (an application principal's, and before every hello): a request's
-#: header is a few hundred
-#: bytes (an MQSC command is at most MQ's 32,762 characters). Each of its JSON values
-#: costs 30 to 60 bytes once decoded: 23 MiB of ``[],`` took 600 MiB of the queue
-#: manager's memory, kept after the request; this limit holds it to a few MiB.
+#: header is a few hundred bytes (an MQSC command is at most MQ's 32,762 characters).
+#: Each of its JSON values costs 30 to 60 bytes once decoded: 23 MiB of ``[],`` took
+#: 600 MiB of the queue manager's memory, kept after the request; this limit holds it
+#: to a few MiB.
 MAX_REQUEST_HEADER = 256 * 1024
 
 #: Replies held back while more pipelined requests are buffered, at most this many bytes.
@@ -160,13 +160,13 @@ class _CheckedReader(FrameReader):
 
 
 class _LogLimit:
-    """At most ``per_minute`` lines a minute (:class:`miqm.net.auth.PerMinute`): the lines
+    """At most ``per_minute`` lines a minute (:class:`miqm.net.auth.RateLimit`): the lines
     bad input writes; the first line after a minute with some left out says how many."""
 
     def __init__(self, log: Callable[[str], None], per_minute: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._write = log
-        self._limit = PerMinute(per_minute, clock)
+        self._limit = RateLimit(per_minute, clock)
 
     def __call__(self, line: str) -> None:
         write, more = self._limit.take()
