@@ -29,22 +29,20 @@ class Families:
     def gauge(self, name: str, doc: str, value: float | None = None,
               samples: Iterable[tuple[dict[str, str], float]] = ()) -> None:
         """One gauge family: ``value`` alone, or ``samples`` of (extra labels, value)."""
-        samples = list(samples)
-        extra = list(samples[0][0]) if samples else []
-        fam = GaugeMetricFamily(name, doc, labels=self._labels(extra))
-        if value is not None:
-            fam.add_metric(list(self.base.values()), float(value))
-        for labels, v in samples:
-            fam.add_metric([*self.base.values(), *labels.values()], float(v))
-        self.out.append(fam)
+        self._simple(GaugeMetricFamily, name, doc, value, samples)
 
     def counter(self, name: str, doc: str, value: float | None = None,
                 samples: Iterable[tuple[dict[str, str], float]] = ()) -> None:
         """One counter (``name`` without ``_total``; the exposition adds it): ``value``
         alone, or ``samples`` of (extra labels, value)."""
+        self._simple(CounterMetricFamily, name, doc, value, samples)
+
+    def _simple(self, family: type[GaugeMetricFamily] | type[CounterMetricFamily],
+                name: str, doc: str, value: float | None,
+                samples: Iterable[tuple[dict[str, str], float]]) -> None:
         samples = list(samples)
         extra = list(samples[0][0]) if samples else []
-        fam = CounterMetricFamily(name, doc, labels=self._labels(extra))
+        fam = family(name, doc, labels=self._labels(extra))
         if value is not None:
             fam.add_metric(list(self.base.values()), float(value))
         for labels, v in samples:
