@@ -43,10 +43,15 @@ def remove(qmgr: str, pid: int) -> None:
 
 
 def alive(pid: int) -> bool:
-    """True if process ``pid`` exists (and is not a zombie)."""
+    """True if process ``pid`` exists (and is not a zombie). A pid no process can have
+    (0 or below, which ``kill`` takes for process groups, or past the C range) is not
+    alive: a run record written over by hand carried one, and every local command
+    (strmqm, endmqm, dspmq) ended on an internal error."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
