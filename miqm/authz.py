@@ -29,6 +29,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from miqm.text import one_line
+
 QUEUE = "QUEUE"
 QMGR = "QMGR"
 OBJTYPES = (QUEUE, QMGR)
@@ -59,17 +61,6 @@ class AuthzError(ValueError):
     """A profile, authority or principal that cannot be used (the text says which)."""
 
 
-def shown(text: str, limit: int = 64) -> str:
-    """``text`` (a name someone typed or sent) as it may appear in one line of a message:
-    characters that are not printable as ``\\xNN``/``\\uNNNN``, cut at ``limit``
-    characters with ``...``. A refused name with a line break made the one-line refusal
-    two lines, and a long one a line of any length."""
-    out = "".join(c if c.isprintable() else
-                  (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-                  for c in text[:limit + 1])
-    return out if len(out) <= limit else out[:limit] + "..."
-
-
 def expand(objtype: str, names: Iterable[str]) -> frozenset[str]:
     """The authorities that ``names`` (single ones and ALL/ALLADM/ALLMQI/NONE) stand for
     on ``objtype``; AuthzError naming the first one the object type does not have."""
@@ -88,7 +79,7 @@ def expand(objtype: str, names: Iterable[str]) -> frozenset[str]:
         elif name in valid:
             out.add(name)
         else:
-            raise AuthzError(f"{shown(name)} is not an authority of OBJTYPE({objtype}): use "
+            raise AuthzError(f"{one_line(name, 64)} is not an authority of OBJTYPE({objtype}): use "
                              f"{', '.join(valid)}, ALL, ALLADM, ALLMQI or NONE")
     return frozenset(out)
 
@@ -102,8 +93,8 @@ def ordered(objtype: str, auths: Iterable[str]) -> list[str]:
 def check_principal(principal: str) -> str:
     """The principal name if usable, else AuthzError."""
     if not _PRINCIPAL_RE.match(principal):
-        raise AuthzError(f"'{shown(principal)}' is not a valid principal name (1-64 characters: "
-                         "letters, digits, . _ @ -)")
+        raise AuthzError(f"'{one_line(principal, 64)}' is not a valid principal name "
+                         "(1-64 characters: letters, digits, . _ @ -)")
     return principal
 
 
@@ -115,8 +106,8 @@ def is_generic(profile: str) -> bool:
 def check_profile(profile: str) -> str:
     """``profile`` if it is a valid queue name or generic profile, else AuthzError."""
     if not _NAME_CHARS.match(profile):
-        raise AuthzError(f"'{shown(profile)}' is not a valid profile name (1-48 characters of a "
-                         "queue name, with the wildcards ? * **)")
+        raise AuthzError(f"'{one_line(profile, 64)}' is not a valid profile name "
+                         "(1-48 characters of a queue name, with the wildcards ? * **)")
     quals = profile.split(".")
     if sum(q == "**" for q in quals) > 1:
         raise AuthzError(f"'{profile}': ** may be used only once in a profile")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from miqm import amq
+from miqm.text import one_line
 
 #: Settable queue attributes: kind and range/choices, as MQ defines them.
 QUEUE_ATTRS: dict[str, tuple[str, Any]] = {
@@ -148,26 +149,6 @@ MAX_COMMAND_LENGTH = 32_762
 ECHO_PREFIX = 80
 
 
-def printable(text: str) -> str:
-    """``text`` as it may be shown on one line: a byte that was not valid UTF-8 on input
-    (decoded with ``surrogateescape``) as ``\\xNN``, other control characters (newlines
-    included) escaped the same way; tabs and printable characters as they are."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch == "\t" or ch.isprintable():
-            out.append(ch)
-        elif code < 0x100:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(f"\\u{code:04x}")
-    return "".join(out)
-
-
 def _shortened(text: str) -> str:
     """A command as echoed: whole up to MQ's limit, else its first characters and its
     length."""
@@ -257,7 +238,7 @@ def iter_commands(lines: Iterable[str]) -> Iterator[str]:
 
 def echo_comment(line: str) -> str:
     """A comment line as runmqsc echoes it, as MQ's does: ``       : * text``."""
-    return f"{'':>6} : {printable(line.rstrip())}"
+    return f"{'':>6} : {one_line(line.rstrip())}"
 
 
 def iter_input(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
@@ -323,7 +304,7 @@ def _tokens(text: str) -> list[_Token]:
             continue
         m = re.match(r"[A-Za-z][A-Za-z0-9_]*", text[i:])
         if not m:
-            raise MQSCSyntaxError(text[: i + 1], f"unexpected character '{printable(ch)}'")
+            raise MQSCSyntaxError(text[: i + 1], f"unexpected character '{one_line(ch)}'")
         word = m.group(0).upper()
         i += len(m.group(0))
         j = i
@@ -1078,7 +1059,7 @@ def already_exists() -> str:
 
 def echo(number: int, text: str) -> str:
     """The numbered echo of a command: ``     1 : DEFINE QLOCAL(Q1)``."""
-    return f"{number:>6} : {printable(_shortened(text))}"
+    return f"{number:>6} : {one_line(_shortened(text))}"
 
 
 def header(qmgr: str) -> str:
@@ -1199,7 +1180,7 @@ def mq_date_time(t: float | None) -> tuple[str, str]:
 
 def syntax_error_lines(err: MQSCSyntaxError) -> list[str]:
     """What runmqsc prints for a syntax error (MQ's AMQ8405I, the segment, the reason)."""
-    return [MSG_SYNTAX, printable(_shortened(err.segment)), f"({printable(err.reason)})"]
+    return [MSG_SYNTAX, one_line(_shortened(err.segment)), f"({one_line(err.reason)})"]
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -17,27 +17,10 @@ from collections.abc import Callable
 
 from lockfs.errors import LockFsError, VolumeNotFound
 from lockfs.volume import Volume
+from miqm.text import one_line
 
 DIR = "errors"
 MAX_BYTES = 2 * 1024 * 1024  # per file before rotation
-
-
-def one_line(text: str) -> str:
-    """``text`` with every character that is not printable (line breaks, other control
-    characters, Unicode format characters) written as ``\\xNN``/``\\uNNNN``; tabs kept.
-    An entry's text often carries what a client sent (a queue name, a principal, an
-    application tag): written raw, a line break in it would forge entries of its own."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch == "\t" or ch.isprintable():
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return "".join(out)
 
 
 def format_entry(amq: str, text: str, *, qmgr: str, host: str, pid: int,

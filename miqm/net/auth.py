@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miqm.errors import ConfigError, MiqmError
+from miqm.text import one_line
 
 #: credential files a warning about their mode was printed for (once per file)
 _warned: set[str] = set()
@@ -85,28 +86,11 @@ class RateLimit:
 
 def loggable(name: str, limit: int = LOGGED_NAME) -> str:
     """A name a client presented (a principal, before it is known to be valid), made safe
-    for one line of the error log: every character that is not printable (line breaks,
-    other control characters, Unicode format characters such as a right-to-left
-    override) is written as ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``, a backslash as
-    ``\\\\``, and the result is cut at ``limit`` characters with ``...`` after it. So
-    a credential cannot forge log entries, or fill and rotate the log with one line."""
-    out: list[str] = []
-    size = 0
-    for ch in name:
-        if ch == "\\":
-            piece = "\\\\"
-        elif ch.isprintable():
-            piece = ch
-        else:
-            code = ord(ch)
-            piece = (f"\\x{code:02x}" if code < 0x100 else
-                     f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        if size + len(piece) > limit:
-            out.append("...")
-            break
-        out.append(piece)
-        size += len(piece)
-    return "".join(out)
+    for one line of the error log (:func:`miqm.text.one_line`, strict: a backslash
+    doubled, so that no name looks like another's escape), cut at ``limit``
+    characters. So a credential cannot forge log entries, or fill and rotate the log
+    with one line."""
+    return one_line(name, limit, strict=True)
 
 
 def new_secret() -> str:

@@ -39,6 +39,7 @@ from miqm.net.protocol import (
 )
 from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
+from miqm.text import one_line
 
 MQRC_NO_MSG_AVAILABLE = 2033
 MQRC_UNKNOWN_OBJECT_NAME = 2085
@@ -688,7 +689,7 @@ class QueueService:
         bad = wire_command_error(cmd)
         if bad is not None:
             return {"ok": True, "failed": True, "lines": [
-                mqsc.MSG_SYNTAX, mqsc.printable(cmd.text[:80]), f"({bad})"]}
+                mqsc.MSG_SYNTAX, one_line(cmd.text, 80), f"({bad})"]}
         refused = self.authorizer.check_mqsc(cmd, session)
         if refused is not None:
             return {"ok": True, "failed": True, "lines": [refused]}
@@ -1296,7 +1297,7 @@ def wire_command_error(cmd: mqsc.Command) -> str | None:
             return "a name or keyword holds a character that is not printable"
     for key, value in cmd.attrs.items():
         if not _ATTR_NAME.match(key):
-            return f"'{mqsc.printable(key)[:40]}' is not an attribute name"
+            return f"'{one_line(key, 40)}' is not an attribute name"
         values = value if isinstance(value, (list, tuple)) else (value,)
         if any(isinstance(v, str) and not v.isprintable() for v in values):
             return f"the value of {key} holds a character that is not printable"

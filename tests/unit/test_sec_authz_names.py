@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from miqm import authz
+from miqm.text import one_line
 
 
 @pytest.mark.parametrize(("check", "name"), [
@@ -23,10 +24,10 @@ def test_a_refused_name_is_one_bounded_line(check, name: str) -> None:
     assert len(text) < 200
 
 
-def test_shown_keeps_printable_names_as_they_are() -> None:
-    assert authz.shown("APP1.**") == "APP1.**"
-    assert authz.shown("A\nB") == "A\\x0aB"
-    assert authz.shown("x" * 70) == "x" * 64 + "..."
+def test_a_shown_name_keeps_printable_names_as_they_are() -> None:
+    assert one_line("APP1.**", 64) == "APP1.**"
+    assert one_line("A\nB", 64) == "A\\x0aB"
+    assert one_line("x" * 70, 64) == "x" * 64 + "..."
 
 
 def test_a_refused_requests_queue_name_cannot_forge_error_log_entries() -> None:
