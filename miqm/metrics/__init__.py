@@ -32,7 +32,8 @@ def start_for_controller(ctl: Any) -> Any | None:
         from miqm.metrics.instance import InstanceCollector
         from miqm.metrics.server import serve
 
-        server = serve(InstanceCollector(ctl), settings.port, settings.bind,
+        collector = InstanceCollector(ctl, queue_limit=settings.queue_limit)
+        server = serve(collector, settings.port, settings.bind,
                        settings.port_source, bind_what=f"{source}: Metrics: BindAddress")
     except MetricsError as exc:
         if metrics_required(stanzas, source):

@@ -28,6 +28,7 @@ from prometheus_client.core import Metric
 from miqm.ha.qmstatus import STATUSES
 from miqm.metrics.families import Families
 from miqm.metrics.probe import CachedProbe
+from miqm.metrics.settings import DEFAULT_QUEUE_LIMIT
 from miqm.net.server import REFUSAL_REASONS
 
 ROLES = ("starting", "active", "standby")
@@ -37,9 +38,13 @@ class InstanceCollector:
     """Samples of one instance (``ctl``: a :class:`miqm.ha.controller.Controller`)."""
 
     def __init__(self, ctl: Any, *, deadline: float = 0.05,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 queue_limit: int = DEFAULT_QUEUE_LIMIT) -> None:
         self.ctl = ctl
         self._clock = clock
+        #: queues with series of their own (qm.ini Metrics: QueueLimit); the rest are
+        #: counted in miqm_queues_unexported and still seen by miqm_queue_fullest_ratio
+        self.queue_limit = queue_limit
         self.errors = 0  # parts of a scrape that failed (the rest is still served)
         self.last_error = ""
         self._volumes: dict[str, Any] = {}
@@ -256,7 +261,24 @@ class InstanceCollector:
             if n in rows:
                 depth, unc, attrs = rows[n]
                 rows[n] = (depth + extra, unc, attrs)
-        queues = sorted((n, r) for n, r in rows.items() if n not in damaged)
+        every = sorted((n, r) for n, r in rows.items() if n not in damaged)
+        # Per-queue series for the first QueueLimit queues by name (a stable set: no
+        # series churn as depths move). With 10,000 queues the three families were 30,000
+        # series and 2.5 MB a scrape, which took longer than a 1 s scrape timeout on a
+        # busy host: the active then looked dead to Prometheus. The fullest queue of all
+        # is still one gauge, so MiqmQueueNearlyFull sees a queue past the limit too.
+        queues = every[:max(0, self.queue_limit)]
+        f.gauge("miqm_queues", "Local queues of the queue manager (each has per-queue "
+                "series up to qm.ini Metrics: QueueLimit)", len(every))
+        f.gauge("miqm_queues_unexported", "Local queues without per-queue series (beyond "
+                "qm.ini Metrics: QueueLimit, in name order)", len(every) - len(queues))
+        fullest = 0.0
+        for _n, (depth, _unc, attrs) in every:
+            maxdepth = float(attrs.get("MAXDEPTH", 0) or 0)
+            if maxdepth > 0 and depth / maxdepth > fullest:
+                fullest = depth / maxdepth
+        f.gauge("miqm_queue_fullest_ratio", "Highest CURDEPTH/MAXDEPTH of any local queue "
+                "(0-1; 1: full, puts fail with MQRC 2053)", fullest)
         f.gauge("miqm_queue_depth", "Messages on each local queue (CURDEPTH)",
                 samples=[({"queue": n}, r[0]) for n, r in queues])
         f.gauge("miqm_queue_uncommitted_messages", "Uncommitted puts and gets on each "
