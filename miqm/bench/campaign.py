@@ -34,11 +34,13 @@ A short campaign runs in the tests; long ones are benchmarks.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
 import signal
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -49,7 +51,7 @@ from typing import Any
 
 from miqm.bench.clients import client_of
 from miqm.errors import MiqmError
-from miqm.localpair import LocalPair
+from miqm.localpair import LocalPair, command_path
 
 QUEUE = "CAMPAIGN.Q"
 FAULTS = ("kill", "switchover")
@@ -62,6 +64,18 @@ LAB_FAULTS = ("kill", "switchover", "partition", "pause")
 #: the active for a fifth of the lease (``pause-short``: it must carry on; a longer one
 #: may pass the monitor's 3/5-of-the-lease limit, and the instance then stops itself)
 LAB_EXTRA_FAULTS = ("restart", "restart-grace", "slow", "stall", "pause-short")
+#: local faults drawn only when named (``--faults``), each beyond a kill of the active:
+#: ``kill-both`` (both instances at once, a host pair's power cut; they start again in a
+#: random order), ``pause-standby`` (the standby stopped by SIGSTOP while the active is
+#: killed, resumed a moment later), ``kill-checkpoint`` and ``kill-extent`` (the active
+#: killed while a checkpoint replaces ``amqalchk.fil``, or while the log puts a new
+#: extent in place: an injected stall holds it there), ``kill-switchover`` (killed while
+#: ``endmqm -s`` runs), ``kill-takeover`` (the active killed, then the standby killed in
+#: its takeover's recovery, before or just after it serves), and ``third`` (a third
+#: instance started on a third host with ``strmqm -x`` as the active is killed: it may
+#: only ever become the standby)
+LOCAL_EXTRA_FAULTS = ("kill-both", "pause-standby", "kill-checkpoint", "kill-extent",
+                      "kill-switchover", "kill-takeover", "third")
 #: faults after which the same instance must still be the active one
 NO_FAILOVER = ("slow", "pause-short")
 MQRC_CALL_INTERRUPTED = 2549
@@ -305,6 +319,26 @@ def _lost_units(ledger: _Ledger, got: list[str], limit: int = 10) -> list[dict[s
     return out
 
 
+def _internal_errors(roots: list[str]) -> list[str]:
+    """Lines that say an instance met an internal error (a traceback, AMQ6184) in the
+    controllers' output files and the error logs under ``roots``."""
+    found: list[str] = []
+    for root in roots:
+        for where, _dirs, files in os.walk(root):
+            for name in files:
+                if not (name.endswith(".out") or name.startswith("AMQERR")):
+                    continue
+                path = os.path.join(where, name)
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        for line in f:
+                            if "Traceback" in line or "AMQ6184" in line:
+                                found.append(f"{path}: {line.strip()[:300]}")
+                except OSError:
+                    continue
+    return found
+
+
 def _log_generations(directory: str, file_pages: int) -> tuple[list[int], str]:
     """Activation generations of the log's records in LSN order, read from the log
     directory ('' or the reader's refusal)."""
@@ -331,20 +365,49 @@ def _log_generations(directory: str, file_pages: int) -> tuple[list[int], str]:
 
 
 class _LocalCluster:
-    """Two instances on this machine sharing a local directory."""
+    """Two instances on this machine sharing a local directory (and a third host that
+    the ``third`` fault starts)."""
 
     faults = FAULTS
 
     def __init__(self) -> None:
+        from miqm.localpair import Host
+
         self.pair = LocalPair(qmgr="QMCAMP")
+        # checkpoints every few seconds under the campaign's load, so that the faults
+        # that kill one in progress meet one soon
+        self.pair.tuning["CheckPointLogRecdMax"] = "2000"
         self.qmgr = self.pair.qmgr
         self.keep = False  # set when the audit fails: the evidence stays on disk
+        self.rng = random.Random()
+        self.third = Host("hostc", os.path.join(self.pair.base, "hostc"))
+        os.makedirs(self.third.root, exist_ok=True)
+        #: a fault file per host: created, it arms that host's injected stalls
+        self._arm = {(h.name, f): os.path.join(self.pair.base, f"arm-{h.name}-{f}")
+                     for h in (self.pair.a, self.pair.b)
+                     for f in ("kill-checkpoint", "kill-extent")}
+        for h in (self.pair.a, self.pair.b):
+            h.extra["MIQM_FAULTS"] = json.dumps([
+                # the checkpoint's last step (amqalchk.fil replaced), and the log control
+                # file's replacement that names a new extent before its first page is
+                # written (or ends a checkpoint): held for a minute once armed, so that
+                # a kill lands inside them
+                {"volume": "data", "op": "write_atomic", "path": "amqalchk.fil",
+                 "kind": "stall", "seconds": 60,
+                 "armed": self._arm[h.name, "kill-checkpoint"]},
+                {"volume": "log", "op": "write_atomic", "path": "amqhlctl.lfh",
+                 "kind": "stall", "seconds": 60,
+                 "armed": self._arm[h.name, "kill-extent"]}])
+        #: what the fault checks found wrong (a third instance active, say)
+        self.violations: list[str] = []
 
     def __enter__(self) -> _LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.pair.keep = self.keep
+        with contextlib.suppress(MiqmError):
+            self._end_third()
         self.pair.close()
 
     def kept(self) -> list[str]:
@@ -357,29 +420,145 @@ class _LocalCluster:
         pair.start(pair.a)
         pair.start(pair.b)
         pair.mqsc(pair.a, f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(10000000)\n")
+        line = pair.run(pair.a, "dspmqinf", "-o", "command", pair.qmgr).stdout.split()
+        pair.run(self.third, *line)
 
     def client_root(self) -> str:
         return self.pair.b.root
 
+    def _pid(self, host: Any) -> int | None:
+        """The pid in ``host``'s run record of the queue manager, if it is alive."""
+        from miqm.ha import runfile
+
+        try:
+            with open(runfile.path(self.qmgr, host.root), encoding="utf-8") as f:
+                pid = int(json.load(f)["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return pid if runfile.alive(pid) else None
+
+    def _run_mode(self, host: Any) -> tuple[str, str]:
+        """(mode, status) of ``host``'s run record; ("", "") if none."""
+        from miqm.ha import runfile
+
+        try:
+            with open(runfile.path(self.qmgr, host.root), encoding="utf-8") as f:
+                rec = json.load(f)
+            return str(rec.get("mode", "")), str(rec.get("status", ""))
+        except (OSError, ValueError, AttributeError):
+            return "", ""
+
+    def _kill(self, pid: int | None) -> None:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid)
+
+    def _end_third(self) -> None:
+        """End the third host's instance, whatever it became."""
+        pid = self._pid(self.third)
+        if pid is None:
+            return
+        mode, _ = self._run_mode(self.third)
+        if mode == "active":
+            self.violations.append("the third host's instance ran as the active one")
+        self._kill(pid)
+
     def inject(self, fault: str) -> dict[str, Any]:
         pair = self.pair
         before = pair.active() or pair.wait_active()
-        hit = {"host": before["host"], "pid": int(before["pid"]), "t0": time.monotonic()}
+        old = pair.host(before["host"])
+        other = pair.b if old is pair.a else pair.a
+        hit: dict[str, Any] = {"host": before["host"], "pid": int(before["pid"]),
+                               "t0": time.monotonic(), "standby_pid": self._pid(other)}
         if fault == "kill":
             os.kill(hit["pid"], 9)
+        elif fault == "kill-both":
+            for pid in (hit["pid"], hit["standby_pid"]):
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            for pid in (hit["pid"], hit["standby_pid"]):
+                if pid is not None:
+                    _wait_gone(pid)
+            first, second = (old, other) if self.rng.random() < 0.5 else (other, old)
+            hit["order"] = [first.name, second.name]
+            pair.start(first)
+            pair.start(second)
+        elif fault == "pause-standby":
+            spid = hit["standby_pid"]
+            if spid is not None:
+                os.kill(spid, signal.SIGSTOP)
+            try:
+                os.kill(hit["pid"], signal.SIGKILL)
+                time.sleep(0.5 + self.rng.random())
+            finally:
+                if spid is not None:
+                    os.kill(spid, signal.SIGCONT)
+        elif fault in ("kill-checkpoint", "kill-extent"):
+            arm = self._arm[old.name, fault]
+            Path(arm).touch()
+            try:
+                # a checkpoint comes every few seconds (CheckPointLogRecdMax 2000); an
+                # extent switch every few MB of log: either is held once it begins
+                time.sleep(2.0 + 3.0 * self.rng.random())
+                os.kill(hit["pid"], signal.SIGKILL)
+                _wait_gone(hit["pid"])
+            finally:
+                os.unlink(arm)
+        elif fault == "kill-switchover":
+            proc = subprocess.Popen([command_path("endmqm"), "-s", self.qmgr],
+                                    env=old.env(), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            time.sleep(0.5 * self.rng.random())
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(hit["pid"], signal.SIGKILL)
+            proc.wait(60)
+        elif fault == "kill-takeover":
+            os.kill(hit["pid"], signal.SIGKILL)
+            spid = hit["standby_pid"]
+            deadline = time.monotonic() + 60
+            while spid is not None and time.monotonic() < deadline:
+                if self._run_mode(other)[0] == "active":  # it holds master: recovering
+                    break
+                time.sleep(0.001)
+            time.sleep(0.2 * self.rng.random())
+            self._kill(spid)
+            _wait_gone(hit["pid"])
+            first, second = (old, other) if self.rng.random() < 0.5 else (other, old)
+            hit["order"] = [first.name, second.name]
+            pair.start(first)
+            pair.start(second)
+        elif fault == "third":
+            proc = subprocess.Popen([command_path("strmqm"), "-x", self.qmgr],
+                                    env=self.third.env(), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            time.sleep(0.05 * self.rng.random())
+            os.kill(hit["pid"], signal.SIGKILL)
+            out, _ = proc.communicate(timeout=60)
+            hit["third"] = (proc.returncode, out.strip().splitlines()[-1:] or [""])
         else:
-            pair.run(pair.host(hit["host"]), "endmqm", "-s", pair.qmgr, timeout=120)
+            pair.run(old, "endmqm", "-s", pair.qmgr, timeout=120)
         return hit
 
     def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float]:
-        new = self.pair.wait_active(not_host=hit["host"], timeout=120, poll=0.01)
+        restarted = hit.get("fault") in ("kill-both", "kill-takeover")
+        new = self.pair.wait_active(not_host=None if restarted else hit["host"],
+                                    timeout=120, poll=0.01)
+        if str(new["host"]) not in (self.pair.a.name, self.pair.b.name):
+            self.violations.append(f"{hit.get('fault')}: {new['host']} became active")
         return str(new["host"]), time.monotonic() - hit["t0"]
 
     def recover(self, fault: str, hit: dict[str, Any]) -> None:
+        if fault == "third":
+            self._end_third()
+        if fault in ("kill-both", "kill-takeover"):
+            return  # both were started again
         self.pair.start(self.pair.host(hit["host"]))  # back as the standby
 
     def shutdown(self) -> None:
         pair = self.pair
+        self._end_third()
         for host in (pair.a, pair.b):
             pair.run(host, "endmqm", "-i", "-x", pair.qmgr, check=False, timeout=30)
         active = pair.active()
@@ -389,6 +568,15 @@ class _LocalCluster:
 
     def log_location(self) -> tuple[str, int]:
         return os.path.join(self.pair.shared, "log", self.qmgr), 1024
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    """Until process ``pid`` has gone (a killed instance's locks go with it)."""
+    from miqm.ha.runfile import alive
+
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 class _LabCluster:
@@ -599,8 +787,7 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
     spurious: dict[str, int] = {}
     cluster: _LocalCluster | _LabCluster = (_LabCluster(lab_dir, lease) if lab
                                             else _LocalCluster())
-    if isinstance(cluster, _LabCluster):
-        cluster.rng = random.Random(rng.random())
+    cluster.rng = random.Random(rng.random())
     with cluster:
         cluster.setup()
         # the producers are clients of host B's installation (bindings mode follows the
@@ -614,6 +801,9 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
         audit = _audit(ledger, got)
         in_flight = audit.pop("lost_in_flight")
         audit["two_owners"], answered_late = _deposed_acks(ledger, timeline)
+        violations = list(getattr(cluster, "violations", []))
+        internal = _internal_errors(cluster.kept())
+        audit["violations"] = len(violations)
         cluster.keep = bool(sum(audit.values()) or refusal)
     ds = sorted(durations)
     result: dict[str, Any] = {
@@ -647,6 +837,11 @@ def bench_campaign(cycles: int, faults: tuple[str, ...] = FAULTS, producers: int
         "spurious_failovers": spurious,
         "client_errors": {str(k): v for k, v in sorted(ledger.errors.items())},
     }
+    if violations:
+        result["violation_lines"] = violations
+    # tracebacks and AMQ6184 in the instances' output and error logs: not a broken
+    # promise, but a fault handled badly (reported, never counted in the audit)
+    result["internal_errors"] = internal[:20]
     if refusal:
         result["log_refusal"] = refusal
     if cluster.keep:

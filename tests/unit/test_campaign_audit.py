@@ -76,3 +76,30 @@ def test_an_acknowledgement_from_a_deposed_owner_is_two_owners() -> None:
     # sent after hostb served and answered by hosta, then hostb after hosta took over
     ledger.acks += [(14.0, 15.0, "hosta"), (39.0, 40.0, "hostb")]
     assert _deposed_acks(ledger, timeline) == (2, 1)
+
+
+def test_internal_errors_are_found_in_output_and_error_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A fault handled badly (a traceback in a controller's output, AMQ6184 in an error
+    log) is reported with the run, not lost in the kept tree."""
+    from miqm.bench.campaign import _internal_errors
+
+    (tmp_path / "hosta" / "run").mkdir(parents=True)
+    (tmp_path / "hosta" / "run" / "QMCAMP.out").write_text("ok\nTraceback (most recent)\n")
+    (tmp_path / "errors").mkdir()
+    (tmp_path / "errors" / "AMQERR01.LOG").write_text("AMQ8003: started\nAMQ6184: boom\n")
+    (tmp_path / "other.txt").write_text("Traceback\n")  # neither kind of file: not read
+    found = _internal_errors([str(tmp_path)])
+    assert len(found) == 2
+    assert any("QMCAMP.out: Traceback" in f for f in found)
+    assert any("AMQERR01.LOG: AMQ6184: boom" in f for f in found)
+
+
+def test_every_local_extra_fault_is_one_the_local_cluster_injects() -> None:
+    """The campaign's own fault names: each has its branch in the local cluster."""
+    import inspect
+
+    from miqm.bench.campaign import LOCAL_EXTRA_FAULTS, _LocalCluster
+
+    source = inspect.getsource(_LocalCluster.inject)
+    for fault in LOCAL_EXTRA_FAULTS:
+        assert f'"{fault}"' in source, fault
