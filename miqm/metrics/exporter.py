@@ -14,6 +14,7 @@ the last values read, with their age.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,12 +33,19 @@ class QMgrCollector:
     """Samples of queue manager ``qmgr`` from its shared files, as seen from this host."""
 
     def __init__(self, qmgr: str, data_path: str, host: str, *, deadline: float = DEADLINE,
-                 local: Callable[[], dict[str, Any] | None] | None = None) -> None:
+                 local: Callable[[], dict[str, Any] | None] | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         from miqm.cli.dspmq import probe
         from miqm.ha import runfile
 
         self.qmgr = qmgr
         self.host = host
+        self.data_path = data_path
+        #: where a read of the shared files that fails (or recovers) is said, once per
+        #: change: a removed, unmounted or unreadable data directory showed only as
+        #: "Status not available", the same as a slow one, and the exporter said nothing
+        self._warn = warn or (lambda line: None)
+        self._said = ""
         self._local = local or (lambda: runfile.read(qmgr))
         self.probe = CachedProbe("dspmq", lambda: probe(qmgr, data_path), deadline=deadline)
         self.scrapes = 0
@@ -53,6 +61,7 @@ class QMgrCollector:
         self.scrapes += 1
         probed, age = self.probe.get()
         fresh = self.probe.fresh
+        self._say_read_error()
         local = self._local()
         info = describe(self.qmgr, probed if fresh else None, local)
         f = Families({"qmgr": self.qmgr, "instance": self.host})
@@ -65,6 +74,9 @@ class QMgrCollector:
                 "deadline at this scrape", 1.0 if fresh else 0.0)
         f.gauge("miqm_qmgr_probe_age_seconds", "Age of the last successful read of the lock "
                 "files and qmstatus.ini (-1: none yet)", -1.0 if age is None else age)
+        f.counter("miqm_qmgr_probe_errors", "Reads of the shared files that failed (data "
+                  "directory missing, unmounted or unreadable; not the ones that were only "
+                  "slow); the exporter's output says why", self.probe.failures)
         last = describe(self.qmgr, probed, local) if probed is not None else None
         if last is not None:
             # the last successful read (see miqm_qmgr_probe_age_seconds for its age)
@@ -87,6 +99,26 @@ class QMgrCollector:
                         "record (rises with every activation)", float(master["generation"]))
         return f.out
 
+    def _say_read_error(self) -> None:
+        """One line when the reads of the shared files start failing (or fail otherwise),
+        one when they work again; nothing for every scrape in between."""
+        error = self.probe.error
+        if error == self._said:
+            return
+        if error:
+            self._warn(f"miqm exporter: cannot read the shared files of '{self.qmgr}' in "
+                       f"{self.data_path} ({error}): serving 'Status not available' until "
+                       "they can be read; check the mount and the directory's permissions "
+                       "on this host")
+        else:
+            self._warn(f"miqm exporter: the shared files of '{self.qmgr}' in "
+                       f"{self.data_path} can be read again")
+        self._said = error
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
 
 def run_exporter(qmgr: str, port: int, bind: str, *, echo: Callable[[str], None] = print,
                  stop: threading.Event | None = None) -> int:
@@ -95,7 +127,7 @@ def run_exporter(qmgr: str, port: int, bind: str, *, echo: Callable[[str], None]
     from miqm.paths import find, hostname
 
     entry = find(qmgr)
-    collector = QMgrCollector(qmgr, entry.data_path, hostname())
+    collector = QMgrCollector(qmgr, entry.data_path, hostname(), warn=_stderr)
     # --port 0 is refused on the command line: no "0: no endpoint" advice here
     server = serve(collector, port, bind, "--port", advice="choose another with --port",
                    bind_what="--bind")
