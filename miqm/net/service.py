@@ -39,6 +39,7 @@ from miqm.net.protocol import (
 )
 from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
+from miqm.store.qmstore import unfiled_queue_name
 from miqm.text import one_line
 
 MQRC_NO_MSG_AVAILABLE = 2033
@@ -764,10 +765,7 @@ class QueueService:
                     return [mqsc.already_exists()]
                 self.store.alter_queue(cmd.name, **attrs)
                 return [mqsc.MSG_CREATED]
-            unsafe = unsafe_queue_name(cmd.name)  # (also MQSCConfig's scripts, not wired)
-            if unsafe is not None:
-                raise ObjectError(unsafe)
-            self.store.define_queue(cmd.name, **attrs)
+            self.store.define_queue(cmd.name, **attrs)  # refuses a name it cannot file
             return [mqsc.MSG_CREATED]
         if not exists:
             return [mqsc.not_found(cmd.name)]
@@ -932,7 +930,7 @@ class QueueService:
                                  "most one connection may make: close (delete) one first "
                                  "(MQRC 2017 MQRC_HANDLE_NOT_AVAILABLE)",
                                  mqrc=MQRC_HANDLE_NOT_AVAILABLE)
-        unsafe = unsafe_queue_name(name)
+        unsafe = unfiled_queue_name(name)
         if unsafe is not None:
             raise MessagingError(f"dynamic queue name {pattern!r} is not valid: {unsafe} "
                                  "(MQRC 2011 MQRC_DYNAMIC_Q_NAME_ERROR)",
@@ -1272,20 +1270,6 @@ _CONN_NAME = re.compile(r"[0-9A-Fa-f]{1,48}\Z|\*\Z")
 _ATTR_NAME = re.compile(r"[A-Z][A-Z0-9]{0,31}\Z")
 
 
-def unsafe_queue_name(name: str) -> str | None:
-    """Why a new queue may not be called ``name`` here though MQ's rules allow it, or
-    None. The store keeps a queue's files under ``queues/<name>/``: a ``/`` in the name
-    walks out of that directory (``../../y``: the next checkpoint failed, the queue
-    manager stopped, and every restart stopped again replaying the put) or into another
-    queue's (``Q1/q`` is a directory inside queue Q1's file), and ``.`` and ``..`` name
-    the directories themselves. MQ maps ``/`` in names to another character for its
-    files; until the store does (docs/protocol.md), such names are refused."""
-    if "/" in name or name in (".", ".."):
-        return (f"'{name[:60]}' cannot name a queue on this queue manager: its files are "
-                "named after it, so it may not contain / nor be . or ..")
-    return None
-
-
 def wire_command_error(cmd: mqsc.Command) -> str | None:
     """Why an MQSC command that came over the wire is not one the MQSC parser could have
     made, or None. The ``mqsc`` request carries the command parsed (a dict), so a client
@@ -1321,7 +1305,7 @@ def wire_command_error(cmd: mqsc.Command) -> str | None:
             continue
         return (f"'{name[:60]}' is not a valid {what} name (1 to 48 characters of A-Z a-z "
                 "0-9 . _ / %)")
-    return unsafe_queue_name(cmd.name) if cmd.verb == "DEFINE" else None
+    return unfiled_queue_name(cmd.name) if cmd.verb == "DEFINE" else None
 
 
 def _amq_line(exc: MiqmError, cmd: mqsc.Command) -> str:

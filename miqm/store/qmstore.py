@@ -261,6 +261,20 @@ def _norm_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def unfiled_queue_name(name: str) -> str | None:
+    """Why a new queue may not be called ``name`` in this store though MQ's rules allow
+    it, or None. A queue's files are kept under ``queues/<name>/``: a ``/`` in the name
+    walks out of that directory (``../../y``: the next checkpoint failed, the queue
+    manager stopped, and every restart stopped again replaying the put) or into another
+    queue's (``Q1/q`` is a directory inside queue Q1's file), and ``.`` and ``..`` name
+    the directories themselves. MQ maps ``/`` in names to another character for its
+    files; until this store does (docs/protocol.md), such names are refused."""
+    if "/" in name or name in (".", ".."):
+        return (f"'{name[:60]}' cannot name a queue on this queue manager: its files are "
+                "named after it, so it may not contain / nor be . or ..")
+    return None
+
+
 class QueueManagerStore:
     """The queue manager's persistent store; see module docstring and docs/architecture.md.
 
@@ -1243,7 +1257,11 @@ class QueueManagerStore:
 
     # ------------------------------------------------------------------ objects
     def define_queue(self, name: str, **attrs: Any) -> None:
-        """DEFINE QLOCAL: logged (forced) before it exists."""
+        """DEFINE QLOCAL: logged (forced) before it exists; ObjectError for a name whose
+        files the store cannot make (:func:`unfiled_queue_name`)."""
+        unfiled = unfiled_queue_name(name)
+        if unfiled is not None:
+            raise ObjectError(unfiled)
         norm = _norm_attrs(attrs)
         with self._lock:
             self._check_open()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from miqm import mqsc
-from miqm.net.service import unsafe_queue_name, wire_command_error
+from miqm.net.service import wire_command_error
+from miqm.store.qmstore import unfiled_queue_name
 
 
 def _cmd(verb: str, objtype: str, name: str, **kw) -> mqsc.Command:
@@ -48,7 +49,7 @@ def test_what_the_parser_would_refuse_is_refused(cmd: mqsc.Command) -> None:
 
 @pytest.mark.parametrize("name", ["../../y", "/etc/passwd", "Q1/q", "A/B", ".", ".."])
 def test_a_new_queue_may_not_name_a_path(name: str) -> None:
-    assert unsafe_queue_name(name) is not None
+    assert unfiled_queue_name(name) is not None
     assert wire_command_error(_cmd("DEFINE", "QLOCAL", name)) is not None
     # the names are MQ's, so they may still be displayed (a queue made before the check)
     assert wire_command_error(_cmd("DISPLAY", "QLOCAL", name)) is None
@@ -56,7 +57,7 @@ def test_a_new_queue_may_not_name_a_path(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["...", "A..B", "%Q%", "Q_1.2"])
 def test_dots_and_percent_signs_are_fine(name: str) -> None:
-    assert unsafe_queue_name(name) is None
+    assert unfiled_queue_name(name) is None
 
 
 def test_a_field_that_is_not_base64_is_a_bad_request_not_a_broken_connection() -> None:

@@ -107,3 +107,20 @@ def test_objects_survive_restart_from_the_log_and_from_a_checkpoint(h: _Harness)
     assert third.get_object("QMODEL", "M1") == {"DEFTYPE": "PERMDYN"}
     assert third.get_object("QALIAS", "GONE") is None
     assert third.qmgr_attrs()["MAXMSGL"] == 40000
+
+
+@pytest.mark.parametrize("name", ["../../y", "Q1/q", ".", ".."])
+def test_a_queue_name_the_store_cannot_file_is_refused_before_anything_is_logged(
+        h: _Harness, name: str) -> None:
+    """Every caller of define_queue (MQSC over the wire, local scripts, dynamic queues)
+    gets the refusal: the store itself names the queue's files."""
+    store = h.open()
+    store.define_queue("Q1")
+    with pytest.raises(ObjectError, match="cannot name a queue"):
+        store.define_queue(name)
+    store.put("Q1", b"m", persistent=True)
+    store.checkpoint()
+    store.close()
+    store = h.open()  # nothing of the refused definition to replay
+    assert name not in store.state.queues and "Q1" in store.state.queues
+    store.close()
