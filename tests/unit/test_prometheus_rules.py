@@ -58,6 +58,32 @@ def test_promtool_unit_tests_catch_a_changed_threshold(tmp_path: Path) -> None:
     assert "MiqmFlapping" in proc.stdout + proc.stderr
 
 
+# one threshold or matcher of each rule added for the SRE review, moved so that the rule
+# must fire where it did not (or not where it did): its unit test must then fail
+MOVED = {
+    "MiqmQueueNearlyFull": ("(miqm_queue_max_depth > 0) > 0.8)",
+                            "(miqm_queue_max_depth > 0) > 0.95)"),
+    "MiqmLockAttemptLatencyHigh": ("(0.5 * miqm_monitor_stall_seconds)",
+                                   "(5 * miqm_monitor_stall_seconds)"),
+    "MiqmInstanceTargetDown": ('expr: up{job="miqm"} == 0', 'expr: up{job="miqm"} == 1'),
+    "MiqmAllInstancesDown": ('(up{job="miqm"}) == 0', '(up{job="miqm"}) <= 1'),
+}
+
+
+@needs_promtool
+@pytest.mark.parametrize("alert", sorted(MOVED))
+def test_promtool_unit_tests_catch_a_moved_threshold_of_the_new_rules(
+        alert: str, tmp_path: Path) -> None:
+    old, new = MOVED[alert]
+    assert RULES.read_text().count(old) == 1, old
+    (tmp_path / RULES.name).write_text(RULES.read_text().replace(old, new))
+    shutil.copy(TESTS, tmp_path / TESTS.name)
+    proc = subprocess.run([str(PROMTOOL), "test", "rules", TESTS.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"alertname: {alert}," in proc.stdout + proc.stderr
+
+
 def test_every_rule_is_tested_firing_and_not_firing() -> None:
     names = {r["alert"] for r in _rules()}
     firing: set[str] = set()
@@ -72,7 +98,10 @@ def test_every_rule_is_tested_firing_and_not_firing() -> None:
 def test_every_rule_says_what_to_run() -> None:
     required = {"MiqmNoActiveInstance", "MiqmSplitBrain", "MiqmNoStandby", "MiqmFailover",
                 "MiqmVerifyLatencyHigh", "MiqmLogWriteTimeHigh", "MiqmLogSpaceNearlyFull",
-                "MiqmLivenessMarginLow", "MiqmFlapping"}
+                "MiqmLivenessMarginLow", "MiqmFlapping", "MiqmQueueNearlyFull",
+                "MiqmLockAttemptLatencyHigh", "MiqmInstanceTargetDown",
+                "MiqmAllInstancesDown", "MiqmAuthenticationFailures",
+                "MiqmStatusNotAvailable", "MiqmExporterDown"}
     rules = {r["alert"]: r for r in _rules()}
     assert required <= set(rules)
     for name, rule in rules.items():
