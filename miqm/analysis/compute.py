@@ -22,6 +22,10 @@ BEFORE_S = 300
 #: alive (the old active's process was killed); not heard from: the host was lost
 HOST_ALIVE_S = 600
 SELF_STOP_SPURIOUS = ("AMQ7279", "AMQ7280")
+#: a takeover's predecessor is the activation with the nearest generation below its own,
+#: at most this many below (an activation that failed after taking its number leaves a
+#: gap; further back, the predecessor's activation is not in the history)
+GENERATION_GAP = 3
 
 
 @dataclass
@@ -116,9 +120,34 @@ def takeovers(ev: Any, inst: Any) -> Any:
            .select("qmgr", "instance_id", "host", F.col("tsec").alias("active_s"),
                    F.coalesce(F.col("failover"), F.lit(False)).alias("failover"),
                    "generation"))
+    # the instance taken over from: the activation of the generation before (a number
+    # the master lock's record carries, so the hosts' clocks do not matter: ordered by
+    # time, a new active whose host's clock ran minutes behind came "before" the one it
+    # took over from and was a takeover from nobody). An activation that failed after
+    # taking its number leaves a gap: the nearest generation below, up to GENERATION_GAP
+    # back; of several with it (a queue manager deleted and re-created), the nearest in
+    # time. Lines without a generation: the activation before in time.
     w = Window.partitionBy("qmgr").orderBy("active_s", "instance_id")
-    act = (act.withColumn("prev_instance", F.lag("instance_id").over(w))
-           .withColumn("n", F.row_number().over(w)))
+    act = (act.withColumn("_lag_instance", F.lag("instance_id").over(w))
+           .withColumn("_lag_generation", F.lag("generation").over(w)))
+    cand = act.select("qmgr", F.col("instance_id").alias("_gen_instance"),
+                      F.col("generation").alias("_gen"),
+                      F.col("active_s").alias("_gen_active_s"))
+    nearest = Window.partitionBy("instance_id").orderBy(
+        F.desc("_gen"), F.abs(F.col("_gen_active_s") - F.col("active_s")), "_gen_instance")
+    below = F.array(*[F.col("generation") - i for i in range(1, GENERATION_GAP + 1)])
+    gen_prev = (act.where(F.col("failover") & F.col("generation").isNotNull())
+                .select("qmgr", "instance_id", "active_s", F.explode(below).alias("_gen"))
+                .join(cand, ["qmgr", "_gen"])  # an equi-join: linear in the activations
+                .where(F.col("_gen_instance") != F.col("instance_id"))
+                .withColumn("_r", F.row_number().over(nearest)).where(F.col("_r") == 1)
+                .select("instance_id", "_gen_instance"))
+    act = (act.join(gen_prev, "instance_id", "left")
+           .withColumn("prev_instance", F.coalesce(
+               F.col("_gen_instance"),
+               F.when(F.col("generation").isNull() | F.col("_lag_generation").isNull(),
+                      F.col("_lag_instance"))))
+           .drop("_lag_instance", "_lag_generation", "_gen_instance"))
     fo = ev.where(F.col("event").isin("failover_start", "failover_end")).groupBy(
         "instance_id").agg(
         F.min(F.when(F.col("event") == "failover_start", F.col("tsec"))).alias("start_s"),
@@ -133,7 +162,7 @@ def takeovers(ev: Any, inst: Any) -> Any:
         F.col("switchover").alias("prev_switchover"), F.col("fatal_s").alias("prev_fatal_s"),
         F.col("fatal_amq").alias("prev_fatal_amq"),
         F.col("fatal_detail").alias("prev_fatal_detail"))
-    tk = (act.where(F.col("failover")).drop("n").join(fo, "instance_id", "left")
+    tk = (act.where(F.col("failover")).join(fo, "instance_id", "left")
           .join(prev, "prev_instance", "left"))
     # was the old active's host heard from (another instance) after its last event?
     # an equi-join on (host, HOST_ALIVE_S bucket): each takeover probes the two buckets
@@ -164,7 +193,11 @@ def takeovers(ev: Any, inst: Any) -> Any:
     return (tk.withColumn("cause", cause)
             .withColumn("kind", F.when(F.col("cause") == "switchover", "switchover")
                         .otherwise("failover"))
-            .withColumn("outage_s", F.round(serving - F.col("prev_last_s"), 6))
+            # serving on one host's clock minus the old active's last event on another's:
+            # below zero the clocks disagree by more than the outage, and no figure is
+            # better than a wrong one
+            .withColumn("outage_s", F.when(serving >= F.col("prev_last_s"),
+                                           F.round(serving - F.col("prev_last_s"), 6)))
             .withColumn("at", _iso(F.col("active_s").cast("timestamp")))
             .select("qmgr", "at", "kind", "cause", "instance_id", "host", "prev_instance",
                     "prev_host", "duration_s", "recovery_s", "outage_s", "generation",

@@ -17,6 +17,7 @@ from typing import Any
 from miqm.analysis.compute import (
     FLAP_TAKEOVERS,
     FLAP_WINDOW_S,
+    GENERATION_GAP,
     HOST_ALIVE_S,
     SELF_STOP_SPURIOUS,
     SLOW_BUCKET_S,
@@ -101,7 +102,23 @@ def analyze(paths: list[str]) -> dict[str, Any]:
     inst = inst.join(fatal).join(ended)
     act = ev[(ev["event"] == "role") & (ev["role"] == "active")].sort_values(
         ["qmgr", "tsec", "instance_id"])
-    act = act.assign(prev=act.groupby("qmgr")["instance_id"].shift())
+    act = act.assign(prev=act.groupby("qmgr")["instance_id"].shift(),
+                     prev_gen=act.groupby("qmgr")["generation"].shift())
+    # the predecessor by generation (compute.takeovers: the hosts' clocks do not matter)
+    by_qmgr = {q: list(zip(x["generation"], x["tsec"], x["instance_id"], strict=True))
+               for q, x in act.groupby("qmgr")}
+
+    def predecessor(r: Any) -> Any:
+        g = r.generation
+        if g is not None and g == g:
+            cands = [(-pg, abs(pt - r.tsec), pi) for pg, pt, pi in by_qmgr[r.qmgr]
+                     if pg is not None and pg == pg and g - GENERATION_GAP <= pg < g
+                     and pi != r.instance_id]
+            if cands:
+                return min(cands)[2]
+        if g is None or g != g or r.prev_gen is None or r.prev_gen != r.prev_gen:
+            return r.prev
+        return None
     fo_end = ev[ev["event"] == "failover_end"].groupby("instance_id").agg(
         end_s=("tsec", "first"), duration_s=("duration_s", "first"))
     by_host = {h: x["tsec"].to_numpy() for h, x in ev.groupby("host")}
@@ -112,8 +129,9 @@ def analyze(paths: list[str]) -> dict[str, Any]:
         dur = fo_end["duration_s"].get(r.instance_id)
         until = end if end is not None and end == end else r.tsec
         cause = "unknown"
-        if isinstance(r.prev, str):
-            p = inst.loc[r.prev]
+        prev = predecessor(r)
+        if isinstance(prev, str):
+            p = inst.loc[prev]
             if p["switchover"] is True:
                 cause = "switchover"
             elif p["fatal_amq"] in SELF_STOP_SPURIOUS:
@@ -124,7 +142,7 @@ def analyze(paths: list[str]) -> dict[str, Any]:
                 cause = "ended"
             else:
                 ts, ids = by_host[p["host"]], by_host_inst[p["host"]]
-                heard = ((ts > until) & (ts <= until + HOST_ALIVE_S) & (ids != r.prev)).any()
+                heard = ((ts > until) & (ts <= until + HOST_ALIVE_S) & (ids != prev)).any()
                 cause = "kill" if heard else "host_loss"
         tk.append({"qmgr": r.qmgr, "active_s": r.tsec, "cause": cause, "duration_s": dur,
                    "kind": "switchover" if cause == "switchover" else "failover"})
