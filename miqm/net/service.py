@@ -170,7 +170,6 @@ class QueueService:
         self._conn_prefix = os.urandom(4).hex().upper()
         self._dyn_seq = 0
         #: xid -> the principal whose session prepared it (units prepared on this instance)
-        self._prepared_by: dict[str, str] = {}
         self._listener: Any = None
         self._auth_possible = False  # the listener has a credentials table to check
         self.started_at = time.time()
@@ -604,20 +603,17 @@ class QueueService:
         uow = session.state.pop("uow", None)
         if uow is None:
             return error_reply(MQRC_OPTIONS_ERROR, "there is no unit of work to prepare")
-        xid = self.store.prepare(uow)
-        principal = getattr(session, "principal", None)
-        if principal is not None:
-            self._prepared_by[str(xid)] = principal
+        xid = self.store.prepare(uow, owner=getattr(session, "principal", None))
         return {"ok": True, "xid": xid}
 
     def _others_unit(self, xid: str, session: Session) -> str | None:
         """The principal that prepared unit ``xid`` when it is not ``session``'s and the
         session may not resolve units of others (CHG on the queue manager, or admin);
         else None. Any principal with CONNECT listed every in-doubt unit and committed
-        or backed out another application's. Known for units prepared on this instance
-        only: after a failover the store does not say who prepared a unit."""
+        or backed out another application's. The store keeps who prepared a unit with
+        its PREPARE record, so this holds after a restart or failover too."""
         principal = getattr(session, "principal", None)
-        owner = self._prepared_by.get(xid)
+        owner = self.store.unit_owner(xid)
         if owner is None or principal is None or owner == principal or \
                 self.authorizer.allows(principal, authz.QMGR, authz.SELF, "CHG"):
             return None
@@ -628,7 +624,6 @@ class QueueService:
         if self._others_unit(xid, session) is not None:
             return self.authorizer.refuse(session.principal, authz.QMGR, self.qmgr, "CHG")
         self.store.resolve(xid, bool(req["commit"]))
-        self._prepared_by.pop(xid, None)
         return {"ok": True}
 
     def _in_doubt(self, req: dict[str, Any], session: Session) -> dict[str, Any]:

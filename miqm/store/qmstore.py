@@ -1168,7 +1168,8 @@ class QueueManagerStore:
                 break
             if u.state == PREPARED:
                 lsn = self._append_reserved(R.encode_json(R.CARRY, {
-                    "xid": u.xid, "ops": u.logged_ops()}, u.txid))
+                    "xid": u.xid, "ops": u.logged_ops(),
+                    **({"owner": u.owner} if u.owner else {})}, u.txid))
                 u.first_lsn = lsn
                 self.log_space_backouts += 1
                 self._errlog("AMQ7469", "AMQ7469: Transactions rolled forward to release log "
@@ -1893,14 +1894,16 @@ class QueueManagerStore:
             self._wake()
             self._after_op()
 
-    def prepare(self, uow: UnitOfWork) -> str:
-        """Phase one of two-phase commit: durable PREPARE; returns the xid."""
+    def prepare(self, uow: UnitOfWork, owner: str | None = None) -> str:
+        """Phase one of two-phase commit: durable PREPARE; returns the xid. ``owner``
+        (who prepared the unit) is logged with it and kept while it is in doubt, across
+        restarts and failovers (:meth:`unit_owner`)."""
         with self._lock:
             self._check_open()
             self._check_uow(uow)
             xid = f"{self.qmgr}.{self._nonce.hex()}.{uow.txid}"
-            lsn = self._append(R.encode_prepare(uow.txid, xid), uow)
-            uow.state, uow.xid = PREPARED, xid
+            lsn = self._append(R.encode_prepare(uow.txid, xid, owner), uow)
+            uow.state, uow.xid, uow.owner = PREPARED, xid, owner or None
             self.state.uows.by_xid[xid] = uow
             self._after_op()
         self._force(lsn)
@@ -1922,6 +1925,13 @@ class QueueManagerStore:
             self._wake()
             self._after_op()
         self._force(lsn)
+
+    def unit_owner(self, xid: str) -> str | None:
+        """Who prepared the in-doubt unit ``xid`` (as given to :meth:`prepare`), or None
+        (not given, or no such unit)."""
+        with self._lock:
+            u = self.state.uows.by_xid.get(xid)
+            return u.owner if u is not None else None
 
     def in_doubt(self) -> list[str]:
         """Xids of prepared units awaiting resolve."""

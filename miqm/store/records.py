@@ -70,6 +70,7 @@ class Record:
     kind: str = ""
     qid: int = 0
     xid: str = ""
+    owner: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
     ops: list[tuple[str, str, int]] = field(default_factory=list)
     lsn: int = 0
@@ -130,9 +131,12 @@ def encode_end(kind: int, txid: int) -> bytes:
     return _HEAD.pack(kind, txid)
 
 
-def encode_prepare(txid: int, xid: str) -> bytes:
-    """PREPARE: the unit's outcome now belongs to its coordinator."""
-    return _HEAD.pack(PREPARE, txid) + _name(xid)
+def encode_prepare(txid: int, xid: str, owner: str | None = None) -> bytes:
+    """PREPARE: the unit's outcome now belongs to its coordinator; ``owner`` (who
+    prepared it) follows the xid when given (a reader that knows no owner stops at the
+    xid)."""
+    head = _HEAD.pack(PREPARE, txid) + _name(xid)
+    return head + _name(owner) if owner else head
 
 
 def encode_clr(txid: int, kind: str, queue: str, key: int) -> bytes:
@@ -164,8 +168,9 @@ def decode(payload: bytes, lsn: int = 0) -> Record:
         if rtype in (COMMIT, BACKOUT):
             return Record(rtype, txid, lsn=lsn)
         if rtype == PREPARE:
-            xid, _ = _read_name(payload, 9)
-            return Record(PREPARE, txid, xid=xid, lsn=lsn)
+            xid, pos = _read_name(payload, 9)
+            owner = _read_name(payload, pos)[0] if pos < len(payload) else ""
+            return Record(PREPARE, txid, xid=xid, owner=owner, lsn=lsn)
         if rtype == CLR:
             queue, pos = _read_name(payload, 9)
             k, key = _KIND_KEY.unpack_from(payload, pos)
@@ -178,6 +183,7 @@ def decode(payload: bytes, lsn: int = 0) -> Record:
                          xid=obj.get("xid", ""), attrs=obj.get("attrs", obj), lsn=lsn)
             if rtype == CARRY:
                 rec.ops = [(k, q, key) for k, q, key in obj["ops"]]
+                rec.owner = str(obj.get("owner") or "")
             if rtype == MEDIA:
                 rec.key = int(obj["lsn"])
             return rec

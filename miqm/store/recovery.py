@@ -161,6 +161,7 @@ class StoreState:
             self._clr(u, rec)
         elif t == R.PREPARE:
             u.state, u.xid = PREPARED, rec.xid
+            u.owner = rec.owner or None
             self.uows.by_xid[rec.xid] = u
         elif t == R.CARRY:
             self._carry(u, rec)
@@ -176,6 +177,7 @@ class StoreState:
         u.ops = [(k, qn, key, True) for k, qn, key in rec.ops]
         u.undone = set()
         u.state, u.xid = PREPARED, rec.xid
+        u.owner = rec.owner or None
         u.first_lsn = rec.lsn
         self.uows.by_xid[rec.xid] = u
         for k, qn, key in rec.ops:
@@ -471,6 +473,7 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
         u = state.uows.get_or_make(int(d["txid"]))
         u.state = str(d.get("state") or ACTIVE)
         u.xid = d.get("xid")
+        u.owner = d.get("owner") or None
         u.first_lsn = d.get("first_lsn")
         if u.xid:
             state.uows.by_xid[u.xid] = u

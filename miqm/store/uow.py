@@ -17,12 +17,14 @@ class UnitOfWork:
 
     ``first_lsn`` is the LSN of its first log record (what it pins in the log);
     ``state`` is active, prepared (in doubt), rolled_back (by AMQ7469: its next call
-    fails with MQRC 2003) or ended; ``ops`` its operations in order; ``undone`` the
+    fails with MQRC 2003) or ended; ``owner`` who prepared it (given to ``prepare``,
+    kept in its records; the store does not interpret it); ``ops`` its operations in
+    order; ``undone`` the
     indexes of operations undone by CLRs (restart). A plain slotted class: one is made
     for every syncpoint, on the commit path.
     """
 
-    __slots__ = ("first_lsn", "ops", "state", "txid", "undone", "xid")
+    __slots__ = ("first_lsn", "ops", "owner", "state", "txid", "undone", "xid")
 
     def __init__(self, txid: int, state: str = ACTIVE, xid: str | None = None,
                  first_lsn: int | None = None) -> None:
@@ -30,6 +32,7 @@ class UnitOfWork:
         self.state = state
         self.xid = xid
         self.first_lsn = first_lsn
+        self.owner: str | None = None
         self.ops: list[tuple[str, str, int, bool]] = []
         self.undone: set[int] = set()
 
@@ -105,5 +108,6 @@ class UowTable:
 
     def snapshot(self) -> list[dict[str, object]]:
         """The table as the checkpoint carries it (logged units only)."""
-        return [{"txid": u.txid, "state": u.state, "xid": u.xid, "first_lsn": u.first_lsn}
+        return [{"txid": u.txid, "state": u.state, "xid": u.xid, "first_lsn": u.first_lsn,
+                 **({"owner": u.owner} if u.owner else {})}
                 for u in self.units.values() if u.first_lsn is not None]

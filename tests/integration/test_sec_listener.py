@@ -199,3 +199,52 @@ def test_an_application_cannot_resolve_another_applications_unit(qm) -> None:
     with _hello(pair, admin) as s:
         protocol.write_frame(s, {"id": 2, "op": "get", "queue": "SEC.XA"})
         assert protocol.read_frame(s)["body"] == b"transfer"
+
+
+def test_after_a_failover_an_application_still_cannot_resolve_another_applications_unit(
+        tmp_path) -> None:
+    """Who prepared a unit was known only to the instance that prepared it: after a
+    failover any principal with CONNECT could commit or back out another application's
+    in-doubt unit on the new active. The store now logs the owner with PREPARE."""
+    qmgr = "QMSECX"
+    with LocalPair(qmgr=qmgr, base=str(tmp_path)) as pair:
+        pair.create()
+        pair.start(pair.a)
+        pair.start(pair.b)
+        pair.wait_active()
+        apps = {}
+        for principal in ("APP1", "APP2"):
+            out = pair.run(pair.a, "miqm", "credential", "-m", qmgr, "--add", principal)
+            apps[principal] = out.stdout.strip().splitlines()[-1]
+            pair.run(pair.a, "setmqaut", "-m", qmgr, "-t", "qmgr", "-p", principal,
+                     "+connect")
+        pair.run(pair.a, "runmqsc", qmgr, stdin="DEFINE QLOCAL(SEC.XA)\n")
+        pair.run(pair.a, "setmqaut", "-m", qmgr, "-t", "queue", "-n", "SEC.XA", "-p",
+                 "APP1", "+put")
+
+        def hello(credential: str) -> socket.socket:
+            s = socket.create_connection(_address(pair), timeout=20)
+            protocol.write_frame(s, {"id": 1, "op": "hello", "v": 2, "qmgr": qmgr,
+                                     "credential": credential})
+            assert protocol.read_frame(s)["ok"]
+            return s
+
+        with hello(apps["APP1"]) as s:
+            protocol.write_frame(s, {"id": 2, "op": "put", "queue": "SEC.XA",
+                                     "syncpoint": True, "body": b"transfer"})
+            assert protocol.read_frame(s)["ok"]
+            protocol.write_frame(s, {"id": 3, "op": "prepare"})
+            xid = protocol.read_frame(s)["xid"]
+        first = pair.kill_active()
+        pair.wait_active(not_host=first["host"])
+        with hello(apps["APP2"]) as other:
+            protocol.write_frame(other, {"id": 2, "op": "in_doubt"})
+            assert xid not in protocol.read_frame(other)["xids"]
+            protocol.write_frame(other, {"id": 3, "op": "resolve", "xid": xid,
+                                         "commit": False})
+            assert protocol.read_frame(other)["mqrc"] == protocol.MQRC_NOT_AUTHORIZED
+        with hello(apps["APP1"]) as s:
+            protocol.write_frame(s, {"id": 2, "op": "in_doubt"})
+            assert xid in protocol.read_frame(s)["xids"]
+            protocol.write_frame(s, {"id": 3, "op": "resolve", "xid": xid, "commit": True})
+            assert protocol.read_frame(s)["ok"]

@@ -322,7 +322,7 @@ def test_amq7469_rolls_back_oldest_and_rolls_forward_prepared(tmp_path: Path) ->
     s.put("Q", b"old", uow=old)
     prep = s.begin()
     s.put("Q", b"prep", uow=prep)
-    xid = s.prepare(prep)
+    xid = s.prepare(prep, owner="app1")
     body = b"z" * 4000
     for _ in range(int(cap * 0.15 / 4000) + 2):
         s.put("Q", body)
@@ -337,6 +337,7 @@ def test_amq7469_rolls_back_oldest_and_rolls_forward_prepared(tmp_path: Path) ->
     assert first is not None and s.log.end_lsn() - first < cap * 0.1
     s = h.crash(s)
     assert s.in_doubt() == [xid]
+    assert s.unit_owner(xid) == "app1"  # from the CARRY record: the PREPARE is not read
     s.resolve(xid, commit=True)
     bodies = drain(s)
     assert b"prep" in bodies and b"old" not in bodies
@@ -771,4 +772,31 @@ def test_a_truncated_queue_file_on_a_linear_log_is_damaged_until_rcrmqobj(
     assert info.value.mqrc == 2101  # type: ignore[attr-defined]  # MQRC_OBJECT_DAMAGED
     s.recreate_object("Q")
     assert len(drain(s)) == 6
+    s.close()
+
+
+def test_who_prepared_a_unit_survives_restarts_checkpoints_and_carry(tmp_path: Path) -> None:
+    """The listener lets only the principal that prepared an in-doubt unit (or one with
+    CHG on the queue manager) resolve it: that must hold on the instance that takes
+    over, so the owner is in the PREPARE record and the checkpoint (and a CARRY record:
+    test_amq7469_rolls_back_oldest_and_rolls_forward_prepared)."""
+    assert R.decode(R.encode_prepare(3, "X.1", "app1")).owner == "app1"
+    assert R.decode(R.encode_prepare(3, "X.1")).owner == ""
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q")
+    p = s.begin()
+    s.put("Q", b"x", persistent=True, uow=p)
+    xid = s.prepare(p, owner="app1")
+    q = s.begin()
+    s.put("Q", b"y", persistent=True, uow=q)
+    anonymous = s.prepare(q)
+    assert s.unit_owner(xid) == "app1" and s.unit_owner(anonymous) is None
+    s = h.crash(s)  # replayed from the PREPARE record
+    assert s.unit_owner(xid) == "app1" and s.unit_owner(anonymous) is None
+    s.checkpoint()
+    s = h.crash(s)  # from the checkpoint's table of units
+    assert s.unit_owner(xid) == "app1"
+    s.resolve(xid, commit=True)
+    assert s.unit_owner(xid) is None
     s.close()
