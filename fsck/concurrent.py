@@ -107,6 +107,9 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
         party = Party(vol, "c")
         try:
             _run(vol, party, res, count, wait, quiet)
+        except BaseException:
+            _drop_data_file(vol, party, res)
+            raise
         finally:
             party.close()
     conc = results[-1]
@@ -198,6 +201,7 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
             break
         party.publish("ready", session=None, partners=[])  # each went elsewhere: again
     data_name = f"amqmfsck.c.{session}.dat"
+    res.details["data_file"] = data_name
     res.step(f"met {', '.join(partners)}; writing {count} records to {data_name}")
     me = writer_id(party.token)
     lock_t: list[float] = []
@@ -225,10 +229,10 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
                 if got:
                     break
                 if clock() - t_wait > wait:
-                    raise Failed(f"the data file's lock was not granted within {wait:g} s",
-                                 CAUSE_LOCKS, "the other process holds it for ever: check it")
+                    raise _lock_timeout(party, partners, wait)
                 if clock() - last_pub >= PERIOD:
                     party.publish()
+                    party.look()  # whether the holder is alive, should the wait fail
                     last_pub = clock()
                 party.sleep(0.001)
             wait_t.append(clock() - t_wait)
@@ -284,8 +288,10 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
     res.details["records"] = len(data) // REC
     party.publish("verified", ok=not problems)
     if problems:
+        res.details["keep_data_file"] = True  # the evidence: -x removes it
         raise Failed("concurrent writes under locks were lost or interleaved: "
-                     + "; ".join(problems), CAUSE_LOCKS,
+                     + "; ".join(problems) + f" (the records are kept in {data_name})",
+                     CAUSE_LOCKS,
                      "the filesystem does not enforce locks across hosts, or shows data "
                      "late: use NFSv4 with hard, sync, noac, local_lock=none")
     res.step(f"checked all {len(data) // REC} records of both processes: intact, none lost, "
@@ -328,6 +334,42 @@ def _finish(party: Party, session: str, partners: list[str],
                          "before it finished", CAUSE_PARTNER, "run it again on both hosts")
         party.publish()
         party.sleep(PERIOD)
+
+
+def _lock_timeout(party: Party, partners: list[str], wait: float) -> Failed:
+    """The failure for a data file lock not granted within ``wait`` seconds, named by
+    what the other writers are doing: one that went silent holds it (stopped, killed with
+    its lock kept, or cut off), which says nothing against the locks; one still writing
+    kept this process out (the lock is not handed over between the processes)."""
+    view = party.look()
+    silent = sorted(t for t in partners if t in view and not party.alive(view[t]))
+    if silent:
+        s = view[silent[0]]
+        return Failed(f"the data file's lock was not granted within {wait:g} s: the other "
+                      f"process ({silent[0]}) holds it and has been silent for "
+                      f"{party.clock() - (s.changed or s.first_seen):.1f} s (stopped, or "
+                      "its host cut off)", CAUSE_PARTNER,
+                      "let both processes run to the end; a failed holder's lock must pass "
+                      "when its NFSv4 lease ends (measure it with -w and --lease)")
+    return Failed(f"the data file's lock was not granted within {wait:g} s while the other "
+                  f"process ({', '.join(partners)}) kept writing", CAUSE_SLOW,
+                  "the lock is not handed over between the hosts in time: check the "
+                  "server's lock handling and load")
+
+
+def _drop_data_file(vol: Volume, party: Party, res: TestResult) -> None:
+    """Remove a failed run's data file once no partner is alive to use it (the last one
+    out removes it); the records are kept when they showed lost or interleaved writes."""
+    name = res.details.get("data_file")
+    if not name or res.details.get("keep_data_file"):
+        return
+    try:
+        view = party.look()
+        if any(party.alive(s) and not s.gone for s in view.values()):
+            return
+        vol.unlink(name)
+    except LockFsError:
+        pass  # gone already, or the filesystem stopped answering: -x removes it
 
 
 def _count(value: object) -> int:

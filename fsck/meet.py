@@ -97,6 +97,8 @@ class Seen:
     state_since: dict[str, float] = field(default_factory=dict)
     #: heartbeat advances seen per state, with the time of the last one
     ticks: dict[str, list[float]] = field(default_factory=dict)
+    #: its state file was no longer there at the last look (the party ended)
+    gone: bool = False
 
     def ticks_since(self, state: str, since: float) -> int:
         """Heartbeat advances seen in ``state`` after monotonic time ``since``."""
@@ -157,6 +159,7 @@ class Party:
         """Read every other party's record; returns the view."""
         now = self.clock()
         mine = f"{PREFIX}.{self.test}."
+        present: set[str] = set()
         for name in self.vol.listdir(""):
             if not (name.startswith(mine) and name.endswith(".state")) or name == self.name:
                 continue
@@ -164,6 +167,7 @@ class Party:
             if rec is None:
                 continue
             tok, st, hb = rec["token"], rec["state"], rec["hb"]
+            present.add(tok)
             s = self.seen.get(tok)
             if s is None:
                 self.seen[tok] = Seen(rec, hb, now, None, {st: now})
@@ -173,6 +177,10 @@ class Party:
                 s.ticks.setdefault(st, []).append(now)
             s.state_since.setdefault(st, now)
             s.record = rec
+            s.gone = False
+        for tok, s in self.seen.items():
+            if tok not in present:
+                s.gone = True  # its process ended (and removed its record)
         return self.seen
 
     def alive(self, s: Seen, within: float = 1.0 + 5 * PERIOD) -> bool:
@@ -362,7 +370,18 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                 res.step(f"the second process {s.record.get('token')} is waiting")
                 progress("A second process is waiting for the lock.", opts.quiet)
         if waiter_at is None and clock() - granted > opts.wait:
-            raise Failed(f"no second process arrived within {opts.wait:g} s",
+            came = sorted(tok for tok, s in party.seen.items()
+                          if s.record.get("state") in ("waiting", "done"))
+            if came:  # it came while this process was stopped, and gave up
+                raise Failed(f"the second process ({', '.join(came)}) came and ended before "
+                             "this one saw it waiting (this process was stopped or stalled "
+                             f"for {longest_gap:.1f} s; see the other's own output)",
+                             CAUSE_PARTNER, "run the test again on both hosts and let "
+                             "both run to the end")
+            paused = (f" (this process was stopped or stalled for {longest_gap:.1f} s of "
+                      "them: one that came meanwhile may have given up)"
+                      if longest_gap > 2.0 else "")
+            raise Failed(f"no second process arrived within {opts.wait:g} s{paused}",
                          CAUSE_PARTNER, "run the same command on another host at the same "
                          "time (-w and -c need two processes)")
         if waiter_at is not None and not opts.lease_mode and clock() - waiter_at >= opts.hold:
@@ -391,8 +410,25 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                 if "handoff" in verdict:
                     res.details["handoff"] = verdict["handoff"]
                 return
+        # a waiter that ended without a verdict gave up before the release (its own
+        # output says why: typically this process was stopped longer than its --wait):
+        # that says nothing against the filesystem's locks
+        seen = [party.seen[t] for t in waiters if t in party.seen]
+        if seen and all(s.gone for s in seen):
+            raise Failed("the second process ended before it reported being granted the "
+                         "lock (it gave up waiting"
+                         + (f": this process was stopped or stalled for {longest_gap:.1f} s"
+                            if longest_gap > 2.0 else "") + "; see its own output)",
+                         CAUSE_PARTNER, "run the test again on both hosts and let both "
+                         "run to the end")
         party.publish()
         party.sleep(PERIOD)
+    silent = [t for t in waiters if t in party.seen and not party.alive(party.seen[t])]
+    if silent and len(silent) == len(waiters):
+        raise Failed(f"the second process ({', '.join(sorted(silent))}) went silent and did "
+                     f"not report within {opts.wait:g} s after the release (stopped, or "
+                     "its host cut off)", CAUSE_PARTNER, "run the test again on both hosts "
+                     "and let both run to the end")
     raise Failed(f"the second process did not report within {opts.wait:g} s after the "
                  "release", CAUSE_LOCKS, "it may not have been granted the lock: run -w -v "
                  "there to see why")
@@ -417,10 +453,23 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         if lf.try_lock(LockMode.EXCLUSIVE):
             break
         if clock() - start > opts.wait + (opts.hold if not opts.lease_mode else 0):
-            raise Failed(f"the lock was not handed over within {clock() - start:.1f} s",
-                         CAUSE_LEASE if not released_seen else CAUSE_LOCKS,
-                         "a lock held by a process that ended must be released: check "
-                         "the server's lease and that the holder really ended")
+            reason = f"the lock was not handed over within {clock() - start:.1f} s"
+            silent = [s for s in party.seen.values() if s.record.get("state") == "holding"
+                      and not s.gone and not party.alive(s)]
+            if silent and not released_seen:
+                s = silent[0]
+                reason += (f": its holder {s.record.get('token')} has been silent for "
+                           f"{clock() - (s.changed or s.first_seen):.1f} s (killed, stopped "
+                           "or cut off) and its lock is still held")
+            verdict = {"ok": False, "reason": reason,
+                       "cause": CAUSE_LEASE if not released_seen else CAUSE_LOCKS,
+                       "advice": "a lock held by a process that failed must be released "
+                                 "(NFSv4: when its lease ends; a stopped process on a local "
+                                 "disk keeps its lock): check the server's lease, or give "
+                                 "a longer --wait"}
+            # say it to the holder too, should it be looking: it reports the same reason
+            party.publish("done", verdict=verdict)
+            raise Failed(verdict["reason"], verdict["cause"], verdict["advice"])
         if clock() - last_pub >= PERIOD:
             party.publish()
             last_pub = clock()
