@@ -61,8 +61,8 @@ def test_promtool_unit_tests_catch_a_changed_threshold(tmp_path: Path) -> None:
 # one threshold or matcher of each rule added for the SRE review, moved so that the rule
 # must fire where it did not (or not where it did): its unit test must then fail
 MOVED = {
-    "MiqmQueueNearlyFull": ("(miqm_queue_max_depth > 0) > 0.8)",
-                            "(miqm_queue_max_depth > 0) > 0.95)"),
+    "MiqmQueueNearlyFull": ("(miqm_queue_max_depth[1m]) > 0) > 0.8",
+                            "(miqm_queue_max_depth[1m]) > 0) > 0.95"),
     "MiqmLockAttemptLatencyHigh": ("(0.5 * miqm_monitor_stall_seconds)",
                                    "(5 * miqm_monitor_stall_seconds)"),
     "MiqmInstanceTargetDown": ('expr: up{job="miqm"} == 0', 'expr: up{job="miqm"} == 1'),
