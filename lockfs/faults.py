@@ -308,6 +308,10 @@ class FaultyVolume(Volume):
         return FaultyFile(self.inner.open(path, create=create, exclusive=exclusive),
                           self.injector, path)
 
+    def open_readonly(self, path: str) -> VolumeFile:
+        self.injector.check("open", path)
+        return FaultyFile(self.inner.open_readonly(path), self.injector, path)
+
     def stat(self, path: str) -> FileStat:
         self.injector.check("stat", path)
         return self.inner.stat(path)

@@ -185,10 +185,7 @@ def peek(volume: Volume, name: str) -> tuple[HolderRecord | None, bool | None]:
         return None, False
     except VolumePermissionError:
         # a read-only mount (or a file this user may only read): a look needs no write
-        readonly = getattr(volume, "open_readonly", None)
-        if readonly is None:
-            raise
-        f = readonly(name)
+        f = volume.open_readonly(name)
     try:
         record = HolderRecord.decode(f.pread(RECORD_SIZE, 0))
         query = getattr(f, "conflicting_lock", None)

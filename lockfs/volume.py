@@ -244,6 +244,15 @@ class Volume(ABC):
         Raises :class:`VolumeNotFound` if missing and not ``create``.
         """
 
+    def open_readonly(self, path: str) -> VolumeFile:
+        """Open ``path`` for reading only where the backend can, for readers outside the
+        instance that write nothing (dspmq's look at a lock file, a client reading the
+        listener record): they then also work on a read-only mount. Raises
+        :class:`VolumeNotFound` if missing. By default (a backend that opens files one
+        way only, such as ``nfs4://``, whose client is the instance's own) it is
+        :meth:`open`."""
+        return self.open(path)
+
     @abstractmethod
     def stat(self, path: str) -> FileStat:
         """Size and mtime; raises :class:`VolumeNotFound`."""

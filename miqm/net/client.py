@@ -181,12 +181,8 @@ def bindings_endpoint(qmgr: str) -> Endpoint:
         try:
             # read-only where the backend can: a shared filesystem remounted read-only
             # under a running instance still tells where it listens
-            readonly = getattr(volume, "open_readonly", None)
-            if readonly is not None:
-                with readonly("listener") as f:
-                    raw = f.pread(f.size(), 0)
-            else:
-                raw = volume.read_bytes("listener")
+            with volume.open_readonly("listener") as f:
+                raw = f.pread(f.size(), 0)
         finally:
             volume.close()
     except VolumeNotFound:
