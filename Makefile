@@ -26,7 +26,7 @@ lint: install
 # up, a tool install-system installs is missing) fails the run; every run ends with a skip
 # summary (tests/skips.py).
 test: install install-system lint
-	$(PYTHON) -m pytest -q -ra tests
+	$(PYTHON) -m pytest -q -ra --durations=20 tests
 	# the pure-Python twins of the store's C parts (what serves without a compiler)
 	MIQM_NATIVE_LOG=0 $(PYTHON) -m pytest -q -ra tests/unit
 
