@@ -40,6 +40,7 @@ from typing import Any
 from lockfs import open_volume
 from lockfs.errors import (
     LockFsError,
+    LockLostError,
     VolumeIOError,
     VolumeNotFound,
     VolumePermissionError,
@@ -193,6 +194,8 @@ class Controller:
         #: strmqm --foreground: every error-log entry is echoed here too
         self.echo: Any = None
         self._no_space_said = False
+        #: the standby's attempts on master fail (AMQ1300 said, AMQ1301 not yet)
+        self._unreachable = False
         # read by the metrics endpoint (miqm.metrics.instance) at scrape time
         self.lock_seconds: dict[str, Histogram] = {}  # lock file -> attempt latencies
         self.takeover: dict[str, Any] | None = None  # kind, at (epoch s), seconds
@@ -455,7 +458,6 @@ class Controller:
         self._watch = watch_local(self.data.url, {"master", "active", "qmstatus.ini"},
                                   self._wake)
         poll = self.cfg.ha.standby_poll
-        unreachable = False
         try:
             while True:
                 self._wake.wait(poll)
@@ -464,23 +466,10 @@ class Controller:
                 if self._end_request is not None:
                     got = False
                 else:
-                    try:
-                        got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
-                    except (VolumeStalled, VolumeIOError, VolumePermissionError,
-                            VolumeNotFound) as exc:
-                        # the server restarted or is unreachable for a while: its state
-                        # (and this standby's) may be gone, but a standby that gave up
-                        # would leave nobody to take over; try again at the next poll.
-                        # So too for a filesystem remounted read-only or a directory gone
-                        # (a mount dropped) for a while: a poll writes nothing unless the
-                        # lock is granted, and a takeover makes every check then
-                        if not unreachable:
-                            self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
-                        unreachable = True
+                    attempt = self._standby_attempt()
+                    if attempt is None:
                         continue
-                    if unreachable:
-                        unreachable = False
-                        self.say("AMQ1301", qmgr=self.qmgr)
+                    got = attempt
                     if got and not self._stale_master_released():
                         got = False
                 seen = time.monotonic()
@@ -511,6 +500,32 @@ class Controller:
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _standby_attempt(self) -> bool | None:
+        """A standby's attempt on ``master``: granted, refused, or None when the attempt
+        itself failed and is tried again at the next poll (with a fresh file: a failed
+        acquire closes its own), said once (AMQ1300) and its end said too (AMQ1301).
+
+        The server restarted or unreachable for a while (its state and this standby's may
+        be gone), a filesystem remounted read-only, a directory gone (a mount dropped), or
+        the file's own NFSv4 state expired (LockLostError: this standby was paused past
+        the lease, and the file it keeps open between attempts has no state left at the
+        server, though it held no lock there): a standby that gave up would leave nobody
+        to take over, and its active may be the one that died. An attempt writes nothing
+        unless the lock is granted, and a takeover makes every check then."""
+        assert self.master is not None
+        try:
+            got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
+        except (VolumeStalled, VolumeIOError, VolumePermissionError, VolumeNotFound,
+                LockLostError) as exc:
+            if not self._unreachable:
+                self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
+            self._unreachable = True
+            return None
+        if self._unreachable:
+            self._unreachable = False
+            self.say("AMQ1301", qmgr=self.qmgr)
+        return got
 
     def _stale_master_released(self) -> bool:
         """After a granted attempt on master: True if the locked file is still the one
