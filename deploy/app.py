@@ -66,14 +66,23 @@ class Counts:
                     f"errors={self.errors}")
 
 
-def _session(qmgr: str, conname: str | None) -> Any:
+#: seconds a call waits for its reply beyond its own wait (``connect(call_timeout=)``).
+#: The library's default, 60 s, kept the app waiting that long on an active instance that
+#: hung (``podman pause``: its host's kernel still holds the TCP connection open) while
+#: the standby had taken over after the lease; 10 s, about the compose's lease, lets it
+#: give up on the hung one and reconnect to the new active.
+CALL_TIMEOUT = 10.0
+
+
+def _session(qmgr: str, conname: str | None, call_timeout: float = CALL_TIMEOUT) -> Any:
     from miqm.client import connect
 
     while True:
         try:
             # read at every attempt: on a first start the app may come up before crtmqm
             # has written the credentials file
-            return connect(qmgr, conname=conname, credential=_credential(), reconnect=True)
+            return connect(qmgr, conname=conname, credential=_credential(), reconnect=True,
+                           call_timeout=call_timeout)
         except Exception as exc:  # not up yet: the queue manager is starting
             print(f"app: waiting for {qmgr}: {exc}", flush=True)
             time.sleep(2)
@@ -93,8 +102,9 @@ def _backout(qm: Any) -> None:
 
 
 def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
-            rate: float) -> None:
-    qm = _session(qmgr, conname)
+            rate: float, call_timeout: float = CALL_TIMEOUT) -> None:
+    """Put numbered persistent messages, one per unit of work, ``rate`` a second."""
+    qm = _session(qmgr, conname, call_timeout)
     n = 0
     while True:
         body = str(n).encode()
@@ -118,8 +128,10 @@ def produce(counts: Counts, qmgr: str, queue: str, conname: str | None,
         time.sleep(1.0 / rate)
 
 
-def consume(counts: Counts, qmgr: str, queue: str, conname: str | None) -> None:
-    qm = _session(qmgr, conname)
+def consume(counts: Counts, qmgr: str, queue: str, conname: str | None,
+            call_timeout: float = CALL_TIMEOUT) -> None:
+    """Get the messages back, one per unit of work, and count them."""
+    qm = _session(qmgr, conname, call_timeout)
     while True:
         try:
             msg = qm.get(queue, wait=1.0, syncpoint=True)
@@ -161,12 +173,14 @@ def main() -> int:
     try:
         rate = env_positive("MIQM_APP_RATE", 20.0, "puts a second", fix)
         every = env_positive("MIQM_APP_REPORT", 2.0, "seconds between two count lines", fix)
+        call_timeout = env_positive("MIQM_APP_CALL_TIMEOUT", CALL_TIMEOUT,
+                                    "seconds a call waits for its reply", fix)
     except UsageError as exc:
         print(f"app: {exc}", file=sys.stderr, flush=True)
         return 2
     counts = Counts()
-    for target, args in ((produce, (counts, qmgr, queue, conname, rate)),
-                         (consume, (counts, qmgr, queue, conname))):
+    for target, args in ((produce, (counts, qmgr, queue, conname, rate, call_timeout)),
+                         (consume, (counts, qmgr, queue, conname, call_timeout))):
         threading.Thread(target=target, args=args, daemon=True).start()
 
     def stop(signum: int, frame: Any) -> None:
