@@ -245,7 +245,8 @@ def test_the_app_refuses_a_bad_rate_in_one_line() -> None:
     import sys
 
     for name, value in (("MIQM_APP_RATE", "abc"), ("MIQM_APP_RATE", "0"),
-                        ("MIQM_APP_RATE", "nan"), ("MIQM_APP_REPORT", "-2")):
+                        ("MIQM_APP_RATE", "nan"), ("MIQM_APP_REPORT", "-2"),
+                        ("MIQM_APP_CALL_TIMEOUT", "0")):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MIQM_")}
         env.update({name: value, "MIQM_CONNECTION": "127.0.0.1(1)"})
         proc = subprocess.run([sys.executable, str(ROOT / "deploy" / "app.py")], env=env,
@@ -302,6 +303,11 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             built = ("localhost/miqm-qm:latest", "localhost/miqm-nfs:latest")
             previous = {i: stack.image_id(i) for i in built}
             stack.compose("build")
+            # one build of the qm image for its three services (each service's own
+            # `build:` built it once per service: the slowest build of the file, twice)
+            builds = re.findall(r"^podman build .*-t localhost/miqm-qm:latest ",
+                                stack.log.read_text(), re.M)
+            assert len(builds) == 1, builds
             for image, old in previous.items():  # the build just superseded it: ~0.4-1 GB a run
                 if old and stack.image_id(image) != old:
                     stack.podman("rmi", old, check=False)
@@ -330,6 +336,13 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             for service in ("qm-a", "qm-b"):  # the NFS server's name resolved once per start
                 _rc, hosts = stack.exec(service, "cat", "/etc/hosts")
                 assert re.search(r"^\S+ nfs # miqm-entrypoint$", hosts, re.M), hosts
+            # nothing of the queue manager's runs as root, and its secret is its user's only
+            for service in ("qm-a", "qm-b", "app"):
+                users = stack.podman("top", stack.name(service), "user").split()[1:]
+                assert users and set(users) == {"mqm"}, (service, users)
+            _rc, mode = stack.exec("nfs", "stat", "-c", "%a %u",
+                                   f"/export/data/{QMGR}/credentials")
+            assert mode.split() == ["600", "999"], mode
 
             def targets_up() -> list[str] | None:
                 data = stack.http("MIQM_PROMETHEUS_PORT", "/api/v1/targets")["data"]
@@ -394,6 +407,69 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             final = stack.app_counts()
             assert final is not None and final["lost"] == 0, final
             say(f"{victim} back as standby in {times['rejoin']:.0f}s; app: {final}")
+
+            # 5. the active hangs (podman pause): the standby takes over once the lease
+            # runs out, and the app moves messages again while the hung one is still
+            # paused (its calls give up on the hung connection: MIQM_APP_CALL_TIMEOUT);
+            # resumed, the old active finds its lock gone, stops itself (exit 70) and
+            # `restart: on-failure` brings it back as the standby
+            victim, survivor = survivor, victim  # the survivor of the kill is active now
+            at_pause = stack.app_counts() or final
+            t = time.monotonic()
+            stack.podman("pause", stack.name(victim))
+            say(f"podman pause {victim}")
+            try:
+                _wait(f"{survivor} active after the pause", LEASE + 20, lambda: (
+                    "STATUS(Running)\n" in stack.exec(survivor, "dspmq", "-m", QMGR)[1]
+                    + "\n"), poll=0.5)
+                times["pause failover"] = time.monotonic() - t
+                say(f"{survivor} active {times['pause failover']:.1f}s after the pause")
+                paused = _wait("the app moving messages while the old active is paused", 45,
+                               lambda: (c if (c := stack.app_counts())
+                                        and c["received"] >= at_pause["received"] + 40
+                                        else None))
+                say(f"app with {victim} paused: {paused}")
+            finally:
+                stack.podman("unpause", stack.name(victim), check=False)
+            _wait(f"{victim} back as standby after the pause", 120, lambda: (
+                "STATUS(Running as standby)" in stack.exec(victim, "dspmq", "-m", QMGR)[1]),
+                poll=2)
+            code = stack.podman("inspect", "--format", "{{.RestartCount}}",
+                                stack.name(victim)).strip()
+            say(f"{victim} resumed, stopped itself and came back as standby (restarts {code})")
+
+            # 6. the NFS server's container restarts (podman gives it another address):
+            # both hosts follow it, one instance active and one standby, both healthy
+            ip = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+            old_ip = stack.podman("inspect", "--format", ip, stack.name("nfs")).strip()
+            at_restart = stack.app_counts() or paused
+            t = time.monotonic()
+            stack.podman("restart", stack.name("nfs"))
+            new_ip = stack.podman("inspect", "--format", ip, stack.name("nfs")).strip()
+            say(f"podman restart nfs ({old_ip} -> {new_ip})")
+
+            def both_serving() -> dict[str, str] | None:
+                status = {s: re.findall(r"STATUS\(([^)]*)\)",
+                                        stack.exec(s, "dspmq", "-m", QMGR)[1])
+                          for s in ("qm-a", "qm-b")}
+                got = sorted(v[0] for v in status.values() if v)
+                if got == ["Running", "Running as standby"] and all(
+                        stack.healthy(s) for s in ("qm-a", "qm-b")):
+                    return {s: v[0] for s, v in status.items()}
+                return None
+            serving = _wait("one active and one standby instance, both healthy, after the "
+                            "NFS server's restart", 120, both_serving, poll=2)
+            times["nfs restart"] = time.monotonic() - t
+            for service in ("qm-a", "qm-b"):
+                _rc, hosts = stack.exec(service, "cat", "/etc/hosts")
+                assert f"{new_ip} nfs # miqm-entrypoint" in hosts, (service, hosts)
+            again = _wait("the app moving messages after the NFS server's restart", 90,
+                          lambda: (c if (c := stack.app_counts())
+                                   and c["received"] >= at_restart["received"] + 40
+                                   else None))
+            assert again["lost"] == 0, again
+            say(f"after the NFS server's restart ({times['nfs restart']:.0f}s): {serving}; "
+                f"app: {again}")
             failed = False
         finally:
             if failed:
