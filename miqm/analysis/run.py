@@ -191,6 +191,58 @@ def write_tables(tables: dict, out: str) -> None:
         df.to_csv(os.path.join(d, f"{name}.csv"), index=False)
 
 
+#: how report.html begins (render): a stale one of an earlier run is recognised by it
+REPORT_HEAD = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>miqm analysis</title>"
+
+
+def prepare_out(out: str) -> tuple[str, bool]:
+    """Make ``out`` if need be and a staging directory in it, before any Spark work: a
+    directory that cannot be written is one line now, not after the whole job (it was a
+    PermissionError traceback after the analysis had run). Returns (staging directory,
+    whether ``out`` was made here)."""
+    import tempfile
+
+    made = not os.path.isdir(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".miqm-analyze-", dir=out)
+    except OSError as exc:
+        if made:
+            _rmdir_quietly(out)
+        raise AnalysisError(f"cannot write the output directory {out}: "
+                            f"{exc.strerror or exc}: name a directory this user can "
+                            "write with --out") from None
+    return staging, made
+
+
+def _rmdir_quietly(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def publish(staging: str, out: str, report: bool) -> None:
+    """Move what was written in ``staging`` into ``out``, file by file (each rename
+    replaces the earlier run's file whole: a reader never sees half a summary.json, and
+    a write that failed, the disk full, left the earlier run's outputs as they were).
+    Without a report, an earlier run's report.html is removed: it would describe another
+    history beside this summary."""
+    d = os.path.join(out, "tables")
+    os.makedirs(d, exist_ok=True)
+    for name in sorted(os.listdir(os.path.join(staging, "tables"))):
+        os.replace(os.path.join(staging, "tables", name), os.path.join(d, name))
+    names = ["summary.json", *(["report.html"] if report else [])]
+    for name in names:
+        os.replace(os.path.join(staging, name), os.path.join(out, name))
+    old = os.path.join(out, "report.html")
+    if not report and os.path.isfile(old):
+        with open(old, encoding="utf-8", errors="replace") as f:
+            ours = f.read(len(REPORT_HEAD)) == REPORT_HEAD
+        if ours:
+            os.unlink(old)
+
+
 def spark_failure_line(exc: BaseException) -> str:
     """One line for a failed Spark job (the JVM's stack trace stays out of it)."""
     from miqm.analysis.spark import _reason, spark_log_path
@@ -222,11 +274,23 @@ def analyze(paths: list[str], out: str, master: str | None = None,
     from miqm.analysis.history import split_inputs
 
     split_inputs(paths)  # a missing path is one clear line before Spark starts
+    staging, made = prepare_out(out)
     try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as exc:
-        raise AnalysisError(f"cannot create the output directory {out}: "
-                            f"{exc.strerror}") from None
+        return _analyze(paths, out, staging, master, progress, spark, report)
+    except BaseException:
+        if made:  # nothing of this run is left behind; an earlier run's outputs stay
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _analyze(paths: list[str], out: str, staging: str, master: str | None,
+             progress: Progress | None, spark: Any, report: bool) -> dict:
     progress = progress or Progress(9, enabled=False)
     if spark is None:
         from miqm.analysis.spark import session
@@ -260,12 +324,18 @@ def analyze(paths: list[str], out: str, master: str | None = None,
     summary["stage_s"] = dict(progress.times)
     summary["stage_jvm_cpu_s"] = dict(progress.cpu_times)
     summary = finite(summary)
-    write_tables(tables, out)
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=str, allow_nan=False)
-        f.write("\n")
-    if report:
-        from miqm.analysis.report import render
+    try:
+        write_tables(tables, staging)
+        with open(os.path.join(staging, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, default=str, allow_nan=False)
+            f.write("\n")
+        if report:
+            from miqm.analysis.report import render
 
-        render(tables, summary, os.path.join(out, "report.html"))
+            render(tables, summary, os.path.join(staging, "report.html"))
+        publish(staging, out, report)
+    except OSError as exc:
+        raise AnalysisError(f"cannot write the results in {out}: {exc.strerror or exc}: "
+                            "free space there or name another directory with --out") \
+            from None
     return summary
