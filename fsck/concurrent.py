@@ -271,7 +271,13 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
     # wait for the others of this run to finish, then check the whole file, every
     # process's records; a partner that went into another run (three processes met at
     # once) wrote nothing here and is not waited for
-    writers = _finish(party, session, partners, wait)
+    try:
+        writers = _finish(party, session, partners, wait)
+    except _PartnerGone as gone:
+        # what the run wrote before the other stopped must still be intact: a killed or
+        # cut-off writer's late write landing over the survivor's records shows here
+        _check_after_partner_gone(vol, data_name, me, count, party.token, gone, res)
+        raise
     if not writers:
         vol.unlink(data_name)
         raise Failed(f"the other process ({', '.join(partners)}) joined another amqmfsck -c "
@@ -330,8 +336,11 @@ def _finish(party: Party, session: str, partners: list[str],
             return {tok: _count(s.record.get("count")) for tok, s in done.items()}
         gone = sorted(tok for tok in members - set(done) if party.silent(view[tok], 5.0))
         if gone or clock() > end:
-            raise Failed(f"the other process ({', '.join(gone or sorted(members))}) stopped "
-                         "before it finished", CAUSE_PARTNER, "run it again on both hosts")
+            raise _PartnerGone(
+                f"the other process ({', '.join(gone or sorted(members))}) stopped before it "
+                "finished", CAUSE_PARTNER, "run it again on both hosts",
+                finished={tok: _count(s.record.get("count")) for tok, s in done.items()},
+                stopped=sorted(members - set(done)))
         party.publish()
         party.sleep(PERIOD)
 
@@ -370,6 +379,47 @@ def _drop_data_file(vol: Volume, party: Party, res: TestResult) -> None:
         vol.unlink(name)
     except LockFsError:
         pass  # gone already, or the filesystem stopped answering: -x removes it
+
+
+class _PartnerGone(Failed):
+    """A partner stopped before it finished: ``finished`` maps the partners that did
+    finish to their record counts, ``stopped`` lists the others."""
+
+    def __init__(self, reason: str, cause: str, advice: str, *,
+                 finished: dict[str, int], stopped: list[str]) -> None:
+        super().__init__(reason, cause, advice)
+        self.finished, self.stopped = finished, stopped
+
+
+def _check_after_partner_gone(vol: Volume, data_name: str, me: bytes, count: int,
+                              token: str, gone: _PartnerGone, res: TestResult) -> None:
+    """Check the records written before a partner stopped: this process's all there, the
+    stopped partner's a complete sequence as far as it got, the chain unbroken. Problems
+    fail the test as lost or interleaved writes; otherwise ``gone``'s reason says the
+    records were intact."""
+    counts = {me: count}
+    names = {me: token}
+    for tok, n in gone.finished.items():
+        counts[writer_id(tok)], names[writer_id(tok)] = n, tok
+    for tok in gone.stopped:  # as far as it got: any number, but in sequence
+        counts[writer_id(tok)], names[writer_id(tok)] = 0, tok
+    try:
+        data = vol.read_bytes(data_name)
+    except LockFsError:
+        return  # the partner failure stands on its own
+    problems = verify(data, counts, names)
+    res.details["records"] = len(data) // REC
+    if problems:
+        res.details["keep_data_file"] = True  # the evidence: -x removes it
+        raise Failed("concurrent writes under locks were lost or interleaved (checked after "
+                     "the other process stopped): " + "; ".join(problems)
+                     + f" (the records are kept in {data_name})", CAUSE_LOCKS,
+                     "a stopped or cut-off writer's write landed after the lock passed, or "
+                     "locks are not enforced across hosts: use NFSv4 with hard, sync, "
+                     "local_lock=none")
+    gone.reason += (f"; the {len(data) // REC} records written until then are intact and "
+                    "chained in lock order")
+    res.step(gone.reason)
 
 
 def _count(value: object) -> int:

@@ -98,6 +98,7 @@ def test_c_partner_killed_leaves_no_data_file(tmp_path: Path) -> None:
     finally:
         _kill(a, b)
     assert code_a == 1 and "stopped before it finished" in err_a, err_a
+    assert "records written until then are intact" in err_a, err_a
     assert not list(tmp_path.glob("amqmfsck.c.*.dat"))
     # the killed one's state file stays (for -x); a re-run is not disturbed by it
     a = fu.start("-c", "--count", "50", "--wait", "60", str(tmp_path))
@@ -128,3 +129,32 @@ def test_w_holder_stopped_until_the_waiter_gave_up(tmp_path: Path) -> None:
     assert code1 == 1 and NOT_ENFORCED not in err1, err1
     assert "Likely cause: no second process" in err1 and "ended" in err1, err1
     assert not list(tmp_path.glob("amqmfsck.w.*.state"))
+
+
+def test_c_records_are_checked_after_the_partner_was_killed(tmp_path: Path) -> None:
+    """After its partner was killed, the surviving -c writer failed with 'stopped before it
+    finished' without reading the file: a killed or cut-off writer's late write landing
+    over the records (here: a record overwritten while the survivor is stopped) went
+    unseen. Now the records are checked as far as the partner got."""
+    a = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
+    b = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "c", "running", proc=a)
+        fu.wait_state(tmp_path, "c", "running", proc=b)
+        time.sleep(0.3)
+        b.kill()
+        b.communicate()
+        a.send_signal(signal.SIGSTOP)
+        time.sleep(0.1)
+        (data,) = tmp_path.glob("amqmfsck.c.*.dat")
+        with open(data, "r+b") as f:  # a late write over the third record
+            f.seek(2 * 256)
+            f.write(b"\xee" * 256)
+        a.send_signal(signal.SIGCONT)
+        code_a, _, err_a = fu.finish(a, timeout=120)
+    finally:
+        _kill(a, b)
+    assert code_a == 1, err_a
+    assert "record 2 is damaged" in err_a and "Likely cause: locks not enforced" in err_a, \
+        err_a
+    assert list(tmp_path.glob("amqmfsck.c.*.dat"))  # kept as the evidence
