@@ -41,6 +41,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -76,6 +77,20 @@ LAB_EXTRA_FAULTS = ("restart", "restart-grace", "slow", "stall", "pause-short")
 #: only ever become the standby)
 LOCAL_EXTRA_FAULTS = ("kill-both", "pause-standby", "kill-checkpoint", "kill-extent",
                       "kill-switchover", "kill-takeover", "third")
+#: lab faults drawn only when named, each with an outcome the instances decide (the same
+#: active carries on, or it stops itself and the standby takes over; never both):
+#: ``pause-lease`` (SIGSTOP of the active for 0.5 to 1.3 leases, then SIGCONT),
+#: ``partition-short`` and ``partition-lease`` (the active's host cut off the server for
+#: 0.2-0.5 or 0.8-1.3 leases, then healed), ``server-pause`` (ganesha stopped for 0.5-1.5
+#: leases, then resumed), ``pause-standby`` (the standby stopped while the active is
+#: killed, resumed after 1.5 leases), ``partition-standby`` (the standby's host cut off
+#: while the active is killed, healed 0.5-2 leases later), ``kill-both`` (both killed,
+#: started again in a random order once their leases allow) and ``third`` (strmqm -x of
+#: a third host as the active is killed: it may become the standby, never the active)
+LAB_CHAOS_FAULTS = ("pause-lease", "partition-short", "partition-lease", "server-pause",
+                    "pause-standby", "partition-standby", "kill-both", "third")
+#: lab faults after which either the same active carries on or the standby takes over
+EITHER_WAY = ("pause-lease", "partition-short", "partition-lease", "server-pause")
 #: faults after which the same instance must still be the active one
 NO_FAILOVER = ("slow", "pause-short")
 MQRC_CALL_INTERRUPTED = 2549
@@ -596,6 +611,8 @@ class _LabCluster:
         self._kept: list[str] = []
         self.rng = random.Random()
         self.monitor_stall = 2.0  # failover_lab's tuning: 2 * max(0.5, lease / 5)
+        #: what the fault checks found wrong (two actives, a third host active)
+        self.violations: list[str] = []
 
     def _remove(self, path: Path) -> None:
         if self.keep:
@@ -619,6 +636,8 @@ class _LabCluster:
         self.lease = lab.lease
         self.monitor_stall = 2 * max(0.5, lab.lease / 5)
         self.bench = self._fl._Bench(lab, work, lambda _s: None)
+        self.third = _ThirdHost("a", work / "hostc")
+        self.third.root.mkdir(parents=True)
         self._stack.callback(self._remove, lab.export_dir / self.bench.sub)
         self._stack.callback(self.bench.stop)
         self.active = self.bench.hosts["a"]
@@ -631,6 +650,8 @@ class _LabCluster:
         self.bench.create()
         self.bench.run(self.active, "runmqsc", self.qmgr,
                        stdin=f"DEFINE QLOCAL({QUEUE}) MAXDEPTH(10000000)\n")
+        _, line = self.bench.run(self.active, "dspmqinf", "-o", "command", self.qmgr)
+        self.bench.run(self.third, *line.split())
 
     def client_root(self) -> str:
         return str(self.bench.hosts["b"].root)
@@ -659,6 +680,63 @@ class _LabCluster:
             # under the monitor's slack: renewed up to lease/3 before, stopped at 3/5
             time.sleep(self.lease * 0.2)
             os.kill(pid, signal.SIGCONT)
+        elif fault == "pause-lease":
+            os.kill(pid, signal.SIGSTOP)
+            hit["delay"] = round(self.lease * self.rng.uniform(0.5, 1.3), 3)
+            time.sleep(hit["delay"])
+            os.kill(pid, signal.SIGCONT)
+        elif fault in ("partition-short", "partition-lease"):
+            low, high = (0.2, 0.5) if fault == "partition-short" else (0.8, 1.3)
+            hit["delay"] = round(self.lease * self.rng.uniform(low, high), 3)
+            lab.cut(old.ns)
+            try:
+                time.sleep(hit["delay"])
+            finally:
+                lab.heal(old.ns)
+        elif fault == "server-pause":
+            hit["delay"] = round(self.lease * self.rng.uniform(0.5, 1.5), 3)
+            gpid = lab.server_pid()
+            os.kill(gpid, signal.SIGSTOP)
+            try:
+                time.sleep(hit["delay"])
+            finally:
+                os.kill(gpid, signal.SIGCONT)
+        elif fault in ("pause-standby", "partition-standby"):
+            other = self._other(old)
+            spid = self.bench.pid(other)
+            if fault == "pause-standby" and spid is not None:
+                os.kill(spid, signal.SIGSTOP)
+            elif fault == "partition-standby":
+                lab.cut(other.ns)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                hit["delay"] = round(self.lease * (1.5 if fault == "pause-standby"
+                                                   else self.rng.uniform(0.5, 2.0)), 3)
+                time.sleep(hit["delay"])
+            finally:
+                if fault == "pause-standby" and spid is not None:
+                    os.kill(spid, signal.SIGCONT)
+                elif fault == "partition-standby":
+                    lab.heal(other.ns)
+        elif fault == "kill-both":
+            other = self._other(old)
+            pids = [p for p in (pid, self.bench.pid(other)) if p is not None]
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+            for p in pids:
+                _wait_gone(p)
+            first, second = (old, other) if self.rng.random() < 0.5 else (other, old)
+            hit["order"] = [first.name, second.name]
+            self._restart(first)
+            self._restart(second)
+        elif fault == "third":
+            proc = lab.run_in(old.ns, [_exe("strmqm"), "-x", self.qmgr],
+                              env=self.third.env())
+            time.sleep(0.05 * self.rng.random())
+            os.kill(pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=120)
+            hit["third"] = (proc.returncode, (out + err).strip().splitlines()[-1:])
         elif fault == "partition":
             self.bench.lab.cut(old.ns)
         elif fault == "pause":
@@ -669,9 +747,78 @@ class _LabCluster:
             self.bench.run(old, "endmqm", "-s", self.qmgr, timeout=120)
         return hit
 
+    def _other(self, host: Any) -> Any:
+        return self.bench.hosts["b" if host.ns == "a" else "a"]
+
+    def _mode(self, host: Any) -> str:
+        """The mode in ``host``'s run record ('' if none)."""
+        try:
+            rec = json.loads((host.root / "run" / f"{self.qmgr}.json").read_text())
+            return str(rec.get("mode", ""))
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    def _restart(self, host: Any) -> None:
+        """strmqm -x on ``host`` until it runs: a killed instance's locks last until its
+        lease has run out at the server (AMQ1103, exit 47, meanwhile)."""
+        deadline = time.monotonic() + 6 * self.lease + 30
+        while True:
+            code, out = self.bench.run(host, "strmqm", "-x", self.qmgr, timeout=120,
+                                       ok=False)
+            if code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise MiqmError(f"strmqm -x on {host.name} kept failing: "
+                                f"{out.strip().splitlines()[-1:]}")
+            time.sleep(0.5)
+
+    def _either_way(self, hit: dict[str, Any]) -> tuple[str, float | None]:
+        """After a fault either outcome of which is right: the same active carrying on,
+        or its end and a takeover. Never both: an old active alive and serving while
+        the other instance runs as the active is a violation."""
+        old, pid = hit["old"], hit["pid"]
+        new = self._other(old)
+        # the old active stops itself by 3/5 of its lease; the standby is granted the
+        # lock once the server let the lease go (a few seconds more)
+        deadline = time.monotonic() + 2 * self.lease + self.monitor_stall + 3
+        both_since: float | None = None
+        while time.monotonic() < deadline:
+            if not self._fl._alive(pid):
+                break
+            if self._mode(new) == "active":
+                # the old one, resumed, finds its lock gone at its next write or verify;
+                # alive well past that beside a new active, it is a second owner
+                both_since = both_since or time.monotonic()
+                if time.monotonic() - both_since > self.monitor_stall + 2:
+                    self.violations.append(
+                        f"{hit['fault']}: {new.name} ran as the active while the old "
+                        f"active on {old.name} (pid {pid}) stayed alive")
+                    break
+            time.sleep(0.05)
+        if self._fl._alive(pid):
+            hit["failover"] = False
+            return old.name, None
+        took = self.bench.serving_after(new, old, hit["t0"])
+        hit["failover"] = True
+        self.active = new
+        return new.name, took
+
     def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float | None]:
         old = hit["old"]
         new = self.bench.hosts["b" if old.ns == "a" else "a"]
+        if hit.get("fault") in EITHER_WAY:
+            return self._either_way(hit)
+        if hit.get("fault") == "kill-both":
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for host, other in ((old, new), (new, old)):
+                    if self._mode(host) == "active":
+                        took = self.bench.serving_after(host, other, hit["t0"])
+                        hit["failover"] = host is new
+                        self.active = host
+                        return host.name, took
+                time.sleep(0.05)
+            raise MiqmError("no instance runs as the active after both were restarted")
         if hit.get("fault") in NO_FAILOVER:
             # the same instance must carry on: give a wrongful self-stop time to show
             time.sleep(self.monitor_stall + 1.0)
@@ -685,7 +832,13 @@ class _LabCluster:
 
     def recover(self, fault: str, hit: dict[str, Any]) -> None:
         old, pid = hit["old"], hit["pid"]
+        if fault == "third":
+            self._end_third()
+        if fault == "kill-both":
+            return  # both run again
         if not hit.get("failover", True):
+            if self._mode(self._other(old)) != "standby":
+                self._restart(self._other(old))  # a standby cut off may have ended
             return
         if fault in ("restart", "restart-grace"):
             other = self.active
@@ -705,14 +858,46 @@ class _LabCluster:
             os.kill(pid, signal.SIGKILL)
             raise MiqmError(f"the old active instance on {old.name} (pid {pid}) did not "
                             "end itself after losing ownership")
-        self.bench.start(old, "standby")
+        self._restart(old)
+
+    def _end_third(self) -> None:
+        """Kill the third host's instance, whatever it became (a violation if active)."""
+        pid = self.bench.pid(self.third)
+        if pid is None or not self._fl._alive(pid):
+            return
+        if self._mode(self.third) == "active":
+            self.violations.append("the third host's instance ran as the active one")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid)
 
     def shutdown(self) -> None:
+        self._end_third()
         self.bench.stop()
 
     def log_location(self) -> tuple[str, int]:
         lab = self.bench.lab
         return str(lab.export_dir / self.bench.sub / "log" / self.qmgr), 256
+
+
+class _ThirdHost:
+    """A third 'host' of the lab, in host a's network namespace with a host name and a
+    data root of its own (strmqm -x there must be refused or become the standby)."""
+
+    def __init__(self, ns: str, root: Path) -> None:
+        self.ns, self.root, self.name = ns, root, "hostc"
+
+    def env(self) -> dict[str, str]:
+        from miqm.lab import HOST_ADDR
+
+        return {"MIQM_DATA_ROOT": str(self.root), "MIQM_HOSTNAME": self.name,
+                "MIQM_LISTENER_HOST": HOST_ADDR[self.ns], "MIQM_LISTENER_PORT": "0",
+                "PYTHONUNBUFFERED": "1"}
+
+
+def _exe(name: str) -> str:
+    """The console command ``name`` next to this Python (as the lab's _Bench runs them)."""
+    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def _run_load(cluster: _LocalCluster | _LabCluster, cycles: int, faults: tuple[str, ...],
