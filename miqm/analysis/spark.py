@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import tempfile
 import warnings
@@ -73,6 +74,22 @@ def check_master(master: str, timeout: float = 3.0) -> None:
                         "--master the analysis runs here (local[*])")
 
 
+def check_java() -> None:
+    """One clear line when there is no Java for Spark's driver: PySpark finds it as
+    ``$JAVA_HOME/bin/java`` or on PATH, and without it said only "Java gateway process
+    exited before sending its port number"."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return
+        raise AnalysisError(f"JAVA_HOME is {home}, which has no bin/java: point it at a "
+                            "Java 17 installation, or unset it to use the java on PATH")
+    if shutil.which("java") is None:
+        raise AnalysisError("Spark needs Java 17 and there is no java on PATH (nor "
+                            "JAVA_HOME): install it (e.g. apt-get install "
+                            "openjdk-17-jre-headless) or set JAVA_HOME")
+
+
 def _reason(exc: BaseException) -> str:
     """The line of a Py4J/Spark error that says what went wrong (its first line is only
     'An error occurred while calling ...')."""
@@ -104,6 +121,7 @@ def session(master: str | None = None, app: str = "miqm-analyze",
                             "pip install pyspark; Java 17 must be on PATH)") from None
     master = master or "local[*]"
     check_master(master)
+    check_java()
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {java_options}".strip()
     if shuffle_partitions is None:
         cores = os.cpu_count() or 2

@@ -64,3 +64,46 @@ def test_generate_refuses_more_events_than_it_can_hold(tmp_path: Path) -> None:
         "history) at once; for more, generate several histories with different --seed and "
         "--out and name them all to miqm analyze run"], proc.stderr
     assert not (tmp_path / "g").exists()
+
+
+def _path_without_java(tmp_path: Path) -> str:
+    """PATH as it is, but every directory with a java in it replaced by a copy of its
+    links without java."""
+    import os
+
+    dirs = []
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if not os.path.exists(os.path.join(d, "java")):
+            dirs.append(d)
+            continue
+        copy = tmp_path / f"bin{i}"
+        copy.mkdir()
+        for name in os.listdir(d):
+            if name != "java":
+                (copy / name).symlink_to(os.path.join(d, name))
+        dirs.append(str(copy))
+    return os.pathsep.join(dirs)
+
+
+@pytest.mark.parametrize("java_home", [None, "/nonexistent/jdk"])
+def test_no_java_is_one_line_saying_so(history: Path, tmp_path: Path,
+                                       java_home: str | None) -> None:
+    """Without Java it was 'could not start Spark on local[*]: [JAVA_GATEWAY_EXITED] Java
+    gateway process exited before sending its port number', after a JVM launch attempt."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = _path_without_java(tmp_path)
+    if java_home:
+        env["JAVA_HOME"] = java_home
+    proc = subprocess.run(["miqm", "analyze", "run", str(history), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    if java_home:
+        assert lines[0].startswith(f"JAVA_HOME is {java_home}, which has no bin/java")
+    else:
+        assert lines[0].startswith("Spark needs Java 17 and there is no java on PATH")
+    assert not (tmp_path / "out").exists()
