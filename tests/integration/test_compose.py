@@ -311,6 +311,18 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             for image, old in previous.items():  # the build just superseded it: ~0.4-1 GB a run
                 if old and stack.image_id(image) != old:
                     stack.podman("rmi", old, check=False)
+            # and the qm image's build stage, untagged, ~700 MB a build: the newest is the
+            # next build's cache, the older ones are nobody's (about 10 GB of them had piled
+            # up on this project's shared machine)
+            stages = stack.podman("images", "--sort", "created", "--filter", "dangling=true",
+                                  "--filter", "label=io.miqm.stage=qm-build",
+                                  "--format", "{{.ID}}", check=False).split()
+            for stale in stages[1:]:
+                stack.podman("rmi", stale, check=False)
+            left = stack.podman("images", "--filter", "dangling=true", "--filter",
+                                "label=io.miqm.stage=qm-build", "--format", "{{.ID}}",
+                                check=False).split()
+            assert len(left) <= 1, f"superseded build stages left: {left}"
             times["build"] = time.monotonic() - t
             say(f"built in {times['build']:.0f}s; podman-compose up -d")
             t = time.monotonic()
