@@ -436,6 +436,8 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
                     + "\n"), poll=0.5)
                 times["pause failover"] = time.monotonic() - t
                 say(f"{survivor} active {times['pause failover']:.1f}s after the pause")
+                # 45 s: the app moved 6 s after the takeover; with the client's default
+                # call_timeout (60 s from the pause) it did not before this ran out
                 paused = _wait("the app moving messages while the old active is paused", 45,
                                lambda: (c if (c := stack.app_counts())
                                         and c["received"] >= at_pause["received"] + 40
