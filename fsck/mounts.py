@@ -103,15 +103,25 @@ def audit(m: Mount, res: TestResult, kernel: str | None = None) -> None:
                             "queue managers (locks go through the separate NLM/statd "
                             "protocols and are not released on a client's failure without "
                             "it coming back; use vers=4.x)")
-        if m.flag("soft"):
-            problems.append("soft: a failed request may still have written data, so the "
-                            "queue manager cannot know the state of a failed write (use hard)")
+        for soft in ("soft", "softerr"):  # softerr is soft returning ETIMEDOUT
+            if m.flag(soft):
+                problems.append(f"{soft}: a failed request may still have written data, "
+                                "so the queue manager cannot know the state of a failed "
+                                "write (use hard)")
         if m.flag("nolock"):
             problems.append("nolock: locks are kept on this client only and never reach the "
                             "server, so the other host is not kept out")
         ll = m.options.get("local_lock", "none")
-        if ll not in ("none", ""):
+        if ll in ("posix", "all"):  # fcntl (POSIX and open-file-description) locks
             problems.append(f"local_lock={ll}: locks are kept on this client only "
+                            "(use local_lock=none)")
+        elif ll == "flock":  # only flock() locks stay local; the queue manager's fcntl
+            # locks still reach the server
+            res.notes.append("local_lock=flock: flock() locks stay on this client; the "
+                             "fcntl locks the queue manager uses reach the server "
+                             "(local_lock=none is the usual setting)")
+        elif ll not in ("none", ""):
+            problems.append(f"local_lock={ll}: not a setting this audit knows "
                             "(use local_lock=none)")
         if m.flag("async"):
             problems.append("async: writes are acknowledged before they reach the server, "
@@ -124,7 +134,11 @@ def audit(m: Mount, res: TestResult, kernel: str | None = None) -> None:
             res.notes.append("no 'sync' option: the client may cache writes until a sync; "
                              "the queue manager forces its log, but 'sync' is the MQ "
                              "requirement")
-        if not m.flag("noac"):
+        if m.flag("nocto"):
+            res.notes.append("nocto: a new open does not revalidate the file against the "
+                             "server, so another host's writes can be seen late (remove "
+                             "nocto)")
+        if not m.flag("noac") and m.options.get("actimeo") != "0":
             res.notes.append("no 'noac': attribute caching can show another host's file "
                              "sizes late (mount with noac, or rely on locking to "
                              "revalidate)")
