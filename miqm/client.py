@@ -392,6 +392,9 @@ class QueueManager:
         # queues opened with open(), reopened after a reconnect (as MQ's reconnectable
         # clients reopen their objects): {queue: options}
         self._opened: dict[str, tuple[str, ...]] = {}
+        #: each queue's browse cursor: the place of the message browsed last (the
+        #: server's keys are the log's, so it holds across a failover)
+        self._cursors: dict[str, list[int]] = {}
         self._generation = conn.generation
 
     @property
@@ -527,14 +530,43 @@ class QueueManager:
     def browse(self, queue: str, *, msgid: bytes | None = None,
                correlid: bytes | None = None, wait: float = 0.0) -> Message:
         """MQGET with MQGMO_BROWSE_FIRST: the message a get would return (by priority,
-        then arrival; or the one matching ``msgid``/``correlid``), left on the queue;
+        then arrival; or the first matching ``msgid``/``correlid``), left on the queue;
         waiting up to ``wait`` seconds (-1: without limit) for one to come, 2033 if none.
-        There is no browse cursor (MQGMO_BROWSE_NEXT): each browse starts again from
-        the first message."""
+        The queue's browse cursor is left on it, for :meth:`browse_next`."""
+        return self._browse(queue, msgid, correlid, wait, False)
+
+    def browse_next(self, queue: str, *, msgid: bytes | None = None,
+                    correlid: bytes | None = None, wait: float = 0.0) -> Message:
+        """MQGET with MQGMO_BROWSE_NEXT: the message after the queue's browse cursor in
+        delivery order (the first if nothing was browsed on this queue yet), matching
+        ``msgid``/``correlid`` if given, left on the queue; the cursor moves to it. A
+        message of a higher priority than the cursor's that arrives later is not seen,
+        as with MQ's cursor. ``wait`` and 2033 as :meth:`browse`. The cursor holds
+        across a failover."""
+        return self._browse(queue, msgid, correlid, wait, True)
+
+    def browse_all(self, queue: str, *, msgid: bytes | None = None,
+                   correlid: bytes | None = None) -> Iterator[Message]:
+        """Every message on the queue now (matching ``msgid``/``correlid`` if given), in
+        delivery order, left on it: browse first, then browse next until none is left
+        (what MQ's amqsbcg sample does)."""
+        try:
+            yield self.browse(queue, msgid=msgid, correlid=correlid)
+            while True:
+                yield self.browse_next(queue, msgid=msgid, correlid=correlid)
+        except NoMessageAvailable:
+            return
+
+    def _browse(self, queue: str, msgid: bytes | None, correlid: bytes | None,
+                wait: float, after_cursor: bool) -> Message:
         seconds = _wait(wait)
-        fields = {"queue": _queue_name(queue), "browse": True,
-                  "msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
-                  "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
+        name = _queue_name(queue)
+        fields: dict[str, Any] = {
+            "queue": name, "browse": True,
+            "msgid": b64(_ident(msgid, "msgid", MQRC_MSG_ID_ERROR)),
+            "correlid": b64(_ident(correlid, "correlid", MQRC_CORREL_ID_ERROR))}
+        if after_cursor and name in self._cursors:
+            fields["after"] = self._cursors[name]
         while True:
             try:
                 reply = self._call("get", wait=_WAIT_SLICE if seconds < 0 else seconds,
@@ -543,6 +575,15 @@ class QueueManager:
                 if seconds < 0:
                     continue  # unlimited: wait on
                 raise
+            pos = reply.get("pos")
+            if pos is None and after_cursor:
+                # a listener without cursors: browsing on would return this message forever
+                raise MQError(f"queue manager '{self.qmgr}' does not keep a browse cursor "
+                              "(an older miqm): browse_next cannot go past the first "
+                              "message (MQRC 2046 MQRC_OPTIONS_ERROR)",
+                              mqrc=MQRC_OPTIONS_ERROR)
+            if pos is not None:
+                self._cursors[name] = pos
             return _message(reply, reply.get("body") or b"")
 
     def open(self, queue: str, *options: str, dynamic: str = "AMQ.*") -> str:

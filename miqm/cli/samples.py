@@ -1,4 +1,4 @@
-"""The sample programs ``amqsput`` and ``amqsget``.
+"""The sample programs ``amqsput``, ``amqsget`` and ``amqsbcg``.
 
 ``amqsput QMgr Queue [--non-persistent] [--syncpoint N]``: one message per stdin line
 (the newline is not part of the message); as in MQ's amqsput, an empty line ends the
@@ -9,6 +9,10 @@ puts are committed every N messages and at the end.
 followed by a newline to stdout and nothing else (so output can be compared with the
 input), until no message arrives for ``--wait`` seconds (default 2; MQ's sample waits
 15), then exits 0. ``-v`` adds MQ's banner lines on stderr.
+
+``amqsbcg QMgr Queue``: browses every message on the queue (MQGMO_BROWSE_FIRST, then
+BROWSE_NEXT) and prints each as MQ's sample does: its descriptor fields and its data as
+a hex dump beside the printable characters; the messages stay on the queue.
 
 A failing call prints MQ's ``MQPUT ended with reason code 2053`` style line and exits 1.
 """
@@ -25,6 +29,7 @@ from miqm.cli.common import fail, make_app, run_typer
 
 put_app = make_app("Put one message per stdin line on a queue.")
 get_app = make_app("Get every message from a queue, one per stdout line.")
+browse_app = make_app("Browse every message on a queue and print it, descriptor and data.")
 
 def _open(qmgr: str, queue: str) -> Any:
     """Connect and check the queue exists (MQOPEN); one line + exit on failure."""
@@ -130,6 +135,61 @@ def amqsget(
         typer.echo("Sample AMQSGET0 end", err=True)
 
 
+def hex_dump(data: bytes) -> list[str]:
+    """``data`` as MQ's amqsbcg shows it: 16 bytes a line, offset, four-digit groups and
+    the printable ASCII characters (a dot for the others) between quotes."""
+    lines = []
+    for at in range(0, len(data), 16):
+        chunk = data[at:at + 16]
+        groups = " ".join(chunk[i:i + 2].hex().upper() for i in range(0, len(chunk), 2))
+        text = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in chunk)
+        lines.append(f"{at:08X}:  {groups:<39} '{text:<16}'")
+    return lines
+
+
+def _describe(number: int, msg: Any) -> list[str]:
+    """One browsed message as amqsbcg prints it."""
+    stamp = msg.put_time
+    return [f"MQGET of message number {number}, CompCode:0 Reason:0",
+            "****Message descriptor****",
+            f"  MsgId : X'{msg.msgid.hex().upper()}'",
+            f"  CorrelId : X'{msg.correlid.hex().upper()}'",
+            f"  BackoutCount : {msg.backout_count}",
+            f"  Priority : {msg.priority}  Persistence : {1 if msg.persistent else 0}",
+            f"  PutDate : '{stamp:%Y%m%d}'  PutTime : '{stamp:%H%M%S}"
+            f"{stamp.microsecond // 10_000:02d}'" if stamp is not None else
+            "  PutDate : ''  PutTime : ''",
+            "",
+            "****   Message      ****",
+            "",
+            f" length - {len(msg.body)} of {len(msg.body)} bytes",
+            "",
+            *hex_dump(msg.body),
+            "",
+            ""]
+
+
+@browse_app.command()
+def amqsbcg(
+    qmgr: str = typer.Argument(..., metavar="QMgr"),
+    queue: str = typer.Argument(..., metavar="Queue"),
+) -> None:
+    """Browse every message on the queue; they stay on it."""
+    from miqm.client import MQError
+
+    typer.echo(f"AMQSBCG0 - starts here\n**********************\n\n MQOPEN - '{queue}'\n")
+    qm = _open(qmgr, queue)
+    count = 0
+    try:
+        for count, msg in enumerate(qm.browse_all(queue), start=1):
+            typer.echo("\n".join(_describe(count, msg)))
+    except MQError as exc:
+        fail(f"MQGET ended with reason code {exc.reason}: {exc}", 1)
+    finally:
+        qm.close()
+    typer.echo(f" No more messages ({count} browsed)\n MQCLOSE\n MQDISC")
+
+
 def amqsput_main() -> None:
     """Console-script entry point for amqsput."""
     run_typer(put_app, "amqsput")
@@ -138,3 +198,8 @@ def amqsput_main() -> None:
 def amqsget_main() -> None:
     """Console-script entry point for amqsget."""
     run_typer(get_app, "amqsget")
+
+
+def amqsbcg_main() -> None:
+    """Console-script entry point for amqsbcg."""
+    run_typer(browse_app, "amqsbcg")

@@ -453,7 +453,14 @@ class QueueService:
                 target = name if self._exists(name) else self._alias_target(name, "GET")
                 if target is not None and self._exists(target):
                     self._note_handle(session, target, mode)
-        ids = {"msgid": unb64(req.get("msgid")), "correlid": unb64(req.get("correlid"))}
+        ids: dict[str, Any] = {"msgid": unb64(req.get("msgid")),
+                               "correlid": unb64(req.get("correlid"))}
+        if browse and req.get("after") is not None:
+            after = _browse_position(req["after"])
+            if after is None:
+                return error_reply(MQRC_OPTIONS_ERROR, "the browse cursor 'after' is not "
+                                   "one a browse returned (a list of priority and key)")
+            ids["after"] = after
         wait = max(0.0, float(req.get("wait") or 0.0))
         if wait > 0 and session is not None and session.peer_gone():
             return error_reply(MQRC_CONNECTION_BROKEN, "the connection has ended (MQRC 2009 "
@@ -478,6 +485,8 @@ class QueueService:
             session.state.setdefault("uow_gets", []).append(msg.msgid)
         reply = {"ok": True, **message_fields(msg, self.backout_counts),
                  "body": bytes(msg.body)}
+        if browse and msg.position is not None:
+            reply["pos"] = list(msg.position)  # the cursor for the next browse
         if not browse and not under:
             self.backout_counts.forget([msg.msgid])
         if not browse:
@@ -1263,6 +1272,15 @@ def _qname(q: Any) -> str:
 _GENERIC_VERBS = frozenset({"DISPLAY", "RESET"})
 _CONN_NAME = re.compile(r"[0-9A-Fa-f]{1,48}\Z|\*\Z")
 _ATTR_NAME = re.compile(r"[A-Z][A-Z0-9]{0,31}\Z")
+
+
+def _browse_position(value: Any) -> tuple[int, int] | None:
+    """A browse cursor from a request ((priority, key), as a browse's reply gave it), or
+    None if it is not one."""
+    if (isinstance(value, list) and len(value) == 2
+            and all(type(v) is int for v in value) and 0 <= value[0] <= 9 and value[1] >= 0):
+        return value[0], value[1]
+    return None
 
 
 def wire_command_error(cmd: mqsc.Command) -> str | None:

@@ -20,6 +20,7 @@ Non-persistent messages are never logged and live only in memory.
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import fnmatch
 import gc
@@ -27,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from lockfs.errors import LockFsError, VolumeNotFound, VolumeStalled
@@ -138,6 +139,9 @@ class Message:
     persistent: bool
     #: the put time in seconds since the epoch, as the store keeps it
     put_epoch: float
+    #: where a browse found it, (priority, key): what MQGMO_BROWSE_NEXT starts after
+    #: (``get(..., browse=True, after=position)``); None for a message got
+    position: tuple[int, int] | None = None
 
     @property
     def put_time(self) -> _dt.datetime:
@@ -1657,10 +1661,14 @@ class QueueManagerStore:
                 return True
         return False
 
-    def _select(self, q: LocalQueue, msgid: bytes | None,
-                correlid: bytes | None) -> tuple[int, int, int] | None:
-        """(key, priority, index) of the message a get would return."""
+    def _select(self, q: LocalQueue, msgid: bytes | None, correlid: bytes | None,
+                after: tuple[int, int] | None = None) -> tuple[int, int, int] | None:
+        """(key, priority, index) of the message a get would return; with ``after`` (a
+        browse cursor, (priority, key)), the first such message past that position in
+        delivery order."""
         idx = q.index
+        if after is not None:
+            pa, ka = after
         if msgid is not None:
             cands = []
             k = q.msgids.get(msgid)
@@ -1673,6 +1681,8 @@ class QueueManagerStore:
                 hit = idx.find(k)
                 if hit is None or not q.available(k):
                     continue
+                if after is not None and not (hit[0] < pa or (hit[0] == pa and k > ka)):
+                    continue
                 m = self._read(q, k, *hit)
                 if m.msgid == msgid and (correlid is None or m.correlid == correlid):
                     return k, hit[0], hit[1]
@@ -1683,13 +1693,20 @@ class QueueManagerStore:
                 hit = idx.find(k)
                 if hit is None or not q.available(k):
                     continue
+                if after is not None and not (hit[0] < pa or (hit[0] == pa and k > ka)):
+                    continue
                 cand = (-hit[0], k, hit)
                 if best is None or cand < best:
                     best = cand
             return None if best is None else (best[1], best[2][0], best[2][1])
-        for p in range(9, -1, -1):
+        for p in range(9 if after is None else pa, -1, -1):
             ks, bl = idx.keys[p], idx.blocks[p]
-            for i in range(idx.head[p], len(ks)):
+            start = idx.head[p]
+            if after is not None and p == pa:
+                # a message of a higher priority that came after the cursor passed is
+                # not seen, as with MQ's browse cursor
+                start = bisect.bisect_right(ks, ka, start)
+            for i in range(start, len(ks)):
                 if bl[i] == -2:
                     continue
                 k = ks[i]
@@ -1753,9 +1770,12 @@ class QueueManagerStore:
         return out  # type: ignore[return-value]
 
     def get(self, queue: str, *, msgid: bytes | None = None, correlid: bytes | None = None,
-            wait: float = 0.0, browse: bool = False,
+            wait: float = 0.0, browse: bool = False, after: tuple[int, int] | None = None,
             uow: UnitOfWork | None = None) -> Message | None:
-        """MQGET (or browse). Returns None if nothing arrives within ``wait`` seconds."""
+        """MQGET, or a browse (MQGMO_BROWSE_FIRST; with ``after``, the position of a
+        message browsed before, MQGMO_BROWSE_NEXT: the next one in delivery order). A
+        browsed message carries its :attr:`Message.position`. Returns None if nothing
+        arrives within ``wait`` seconds."""
         mid = _pad24(msgid) if msgid is not None else None
         cid = _pad24(correlid) if correlid is not None else None
         deadline = self._clock() + max(0.0, wait)
@@ -1773,12 +1793,12 @@ class QueueManagerStore:
                                              "(MQRC 2016)", mqrc=MQRC_GET_INHIBITED)
                     if waiter is not None and waiter.result is not None:
                         return waiter.result
-                    hit = self._select(q, mid, cid)
+                    hit = self._select(q, mid, cid, after if browse else None)
                     if hit is not None:
                         key, p, i = hit
                         msg = self._read(q, key, p, i)
                         if browse:
-                            return msg
+                            return replace(msg, position=(p, key))
                         q.stats.got(self._wallclock(), msg.put_epoch)
                         if uow is not None:
                             if len(uow.ops) >= self._max_umsgs():

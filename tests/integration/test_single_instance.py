@@ -1,5 +1,6 @@
 """A single-instance queue manager end to end, through the real console scripts as
-separate processes: crtmqm, strmqm, runmqsc, amqsput, amqsget, amqldmpa, endmqm, dltmqm.
+separate processes: crtmqm, strmqm, runmqsc, amqsput, amqsbcg, amqsget, amqldmpa, endmqm,
+dltmqm.
 
 Persistent messages survive a restart; non-persistent ones do not. Each test has its own
 MIQM_DATA_ROOT and MIQM_HOSTNAME; a finalizer ends the queue manager immediately and
@@ -158,6 +159,12 @@ def test_persistent_messages_survive_a_restart_and_non_persistent_do_not(qm: QM)
     assert nope.returncode != 0 and "2059" in nope.stderr
 
     qm.run("strmqm", qm.name, timeout=120)
+    browsed = qm.run("amqsbcg", qm.name, "IT.Q").stdout  # browsing takes nothing
+    assert browsed.count("MQGET of message number") == 25
+    assert "MQGET of message number 25, CompCode:0 Reason:0" in browsed
+    assert "No more messages (25 browsed)" in browsed
+    assert "00000000:  7065 7273 6973 7465 6E74 2030 3030      'persistent 000  '" in browsed
+    assert browsed.index("'persistent 000  '") < browsed.index("'persistent 024  '")
     got = qm.run("amqsget", qm.name, "IT.Q", "--wait", "1").stdout
     assert got.splitlines() == persistent
     missing = qm.run("amqsget", qm.name, "NO.SUCH.Q", ok=False)

@@ -21,7 +21,7 @@ import pytest
 
 from miqm import client as mq
 from miqm.config import parse_ini
-from miqm.errors import ConfigError
+from miqm.errors import ConfigError, NetError
 from miqm.net import auth, protocol
 from miqm.net.client import client_tls_context
 from miqm.net.server import Listener, server_tls_context
@@ -816,3 +816,33 @@ def test_a_message_put_time_is_the_microsecond_its_batches_carry() -> None:
         assert consumer._batch is not None
         assert consumer._batch[1][0].put_time == msg.put_time
     assert msg.put_time == dt.datetime(2028, 1, 1, 5, 49, 54, 544552, tzinfo=dt.UTC)
+
+
+def test_a_browse_cursor_walks_the_queue_and_holds_across_a_reconnect(served) -> None:
+    """browse (MQGMO_BROWSE_FIRST), browse_next (MQGMO_BROWSE_NEXT) and browse_all:
+    each message once in delivery order, left on the queue; the cursor is the store's
+    key, so it holds when the serving instance is replaced under the connection."""
+    with mq.connect("QMC", reconnect_timeout=10) as qm:
+        for body, prio in ((b"a", 5), (b"b", 5), (b"c", 9), (b"d", 0)):
+            qm.put("Q1", body, persistent=True, priority=prio,
+                   correlid=b"C" if body in (b"b", b"d") else None)
+        assert [m.body for m in qm.browse_all("Q1")] == [b"c", b"a", b"b", b"d"]
+        assert [m.body for m in qm.browse_all("Q1", correlid=b"C")] == [b"b", b"d"]
+        assert qm.browse("Q1").body == b"c"
+        assert qm.browse_next("Q1").body == b"a"
+        served.listener.stop()  # the instance goes; the next call reconnects
+        served.store.close()
+        served.start()
+        assert qm.browse_next("Q1").body == b"b"
+        assert qm.browse_next("Q1").body == b"d"
+        with pytest.raises(mq.NoMessageAvailable):
+            qm.browse_next("Q1")
+        assert qm.reconnects == 1
+        assert [qm.get("Q1").body for _ in range(4)] == [b"c", b"a", b"b", b"d"]
+    with mq.connect("QMC") as qm:  # a cursor no browse returned: 2046, not a crash
+        qm.put("Q1", b"e")
+        for bad in (["x", 1], [10, 1], [5], "5:1", [5, -1]):
+            with pytest.raises(NetError) as info:
+                qm._conn.call("get", queue="Q1", browse=True, after=bad)
+            assert info.value.mqrc == 2046, bad
+        assert qm.browse("Q1").body == b"e"

@@ -800,3 +800,38 @@ def test_who_prepared_a_unit_survives_restarts_checkpoints_and_carry(tmp_path: P
     s.resolve(xid, commit=True)
     assert s.unit_owner(xid) is None
     s.close()
+
+
+def test_a_browse_cursor_walks_the_queue_in_delivery_order(tmp_path: Path) -> None:
+    """MQGMO_BROWSE_FIRST then BROWSE_NEXT: every message once, by priority then
+    arrival, skipping uncommitted ones; a message of a higher priority that arrives
+    after the cursor passed is not seen; the cursor survives a restart (keys are the
+    log's) and a selection by correlid follows it too."""
+    h = Harness(tmp_path)
+    s = h.open()
+    s.define_queue("Q")
+    for body, prio in ((b"a", 5), (b"b", 5), (b"c", 9), (b"d", 0)):
+        s.put("Q", body, persistent=True, priority=prio, correlid=b"C" if body in b"bd" else None)
+    hidden = s.begin()
+    s.put("Q", b"uncommitted", persistent=True, priority=5, uow=hidden)
+
+    def walk(store, **ids) -> list[bytes]:
+        seen, after = [], None
+        while (m := store.get("Q", browse=True, after=after, **ids)) is not None:
+            seen.append(m.body)
+            after = m.position
+        return seen
+
+    assert walk(s) == [b"c", b"a", b"b", b"d"]
+    first = s.get("Q", browse=True)
+    assert first.body == b"c" and first.position is not None
+    second = s.get("Q", browse=True, after=first.position)
+    assert second.body == b"a"
+    s.put("Q", b"late-high", persistent=True, priority=9)  # behind the cursor now
+    assert [m.body for m in [s.get("Q", browse=True, after=second.position)]] == [b"b"]
+    assert walk(s, correlid=b"C") == [b"b", b"d"]
+    assert s.queue_attrs("Q")["CURDEPTH"] == 6  # browsing took nothing
+    s = h.crash(s)
+    assert s.get("Q", browse=True, after=second.position).body == b"b"
+    assert s.get("Q").position is None  # a got message has no cursor
+    s.close()
