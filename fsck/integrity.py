@@ -33,6 +33,7 @@ import crc32c
 from fsck.meet import PERIOD, Party, describe_party, live_parties, progress
 from fsck.report import (
     CAUSE_BUSY,
+    CAUSE_FULL,
     CAUSE_INTEGRITY,
     Failed,
     FsckError,
@@ -158,9 +159,9 @@ def run_format(vol: Volume, results: list[TestResult], pages: int,
     """-f: write a fresh zero-filled test file of ``pages`` pages."""
     ensure_no_writer(vol, f"format {DATA_FILE} again")
     with run_test(results, "format test file") as res:
-        pages = round_pages(pages)
+        pages = _fit(vol, round_pages(pages), res)
         progress(f"Formatting {DATA_FILE}: {pages} pages of 4 KiB "
-                 f"({pages * PAGE / (1 << 20):.0f} MiB)...", quiet)
+                 f"({pages * PAGE / (1 << 20):.1f} MiB)...", quiet)
         _unlink(vol, DATA_FILE)
         for name in vol.listdir(""):  # what earlier writers synced is of no concern now
             if name.startswith("amqmfsck.a.") and name.endswith(".state"):
@@ -182,6 +183,28 @@ def run_format(vol: Volume, results: list[TestResult], pages: int,
             raise
         res.details["pages"] = pages
         res.step(f"formatted {DATA_FILE}: {pages} pages of 4 KiB ({pages * PAGE} bytes)")
+
+
+def _fit(vol: Volume, pages: int, res: TestResult) -> int:
+    """``pages`` reduced (as MQ's amqmfsck reduces the test file) to take at most 90% of
+    the free space, so that -f does not fill the filesystem only to fail at the end of a
+    long format; a filesystem without room for 16 pages fails the test as full."""
+    try:
+        avail = vol.available_bytes()
+    except LockFsError:
+        return pages  # cannot tell: the writes will say
+    if avail is None or pages * PAGE <= avail * 0.9:
+        return pages
+    fit = int(avail * 0.9) // PAGE // 16 * 16
+    if fit < 16:
+        raise Failed(f"format test file: the filesystem is full ({avail // 1024} KiB free; "
+                     f"the smallest test file takes {16 * PAGE // 1024} KiB)", CAUSE_FULL,
+                     "free space on the filesystem, or raise the user's quota: a queue "
+                     "manager needs room for its log extents and queue files")
+    res.notes.append(f"the test file was reduced from {pages} to {fit} pages "
+                     f"({fit * PAGE / (1 << 20):.1f} MiB) to fit the "
+                     f"{avail / (1 << 20):.1f} MiB free")
+    return fit
 
 
 def _unlink(vol: Volume, name: str) -> None:

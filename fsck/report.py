@@ -185,8 +185,8 @@ class Report:
                         out.append(f"  what to change: {t.advice}")
             out += [f"Note: {n}" for n in self.notes]
         else:
-            out += [f"Note: {n}" for t in self.tests if t.name == "mount options"
-                    for n in t.notes]
+            out += [f"Note: {n}" for t in self.tests
+                    if t.name in ("mount options", "format test file") for n in t.notes]
         failed = self.first_failure()
         if failed is None:
             out.append(SUCCESS)
