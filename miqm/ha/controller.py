@@ -55,7 +55,7 @@ from miqm.ha import decide, qmstatus, runfile
 from miqm.ha.decide import Action, State
 from miqm.ha.errlog import ErrorLog
 from miqm.ha.events import EventLog
-from miqm.ha.monitors import Monitors, Ownership
+from miqm.ha.monitors import Monitors, Ownership, belief_validity
 from miqm.ha.qmstatus import QMStatus
 from miqm.histogram import Histogram
 
@@ -741,9 +741,8 @@ class Controller:
             self._clear_standby_address()
             self.standby_lock = None
         ha = self.cfg.ha
-        validity = ha.verify_interval + ha.monitor_stall
-        if self.data.lease_seconds is not None:
-            validity = min(validity, self.data.lease_seconds * 2 / 3)
+        validity = belief_validity(ha.verify_interval, ha.monitor_stall,
+                                   (self.data.lease_seconds, ha.lease))
         master = self.master
         self.ownership = Ownership(
             validity, lambda: (self.verify_master(), None)[1],

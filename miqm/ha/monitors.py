@@ -31,6 +31,23 @@ from miqm.histogram import Histogram
 Clock = Callable[[], float]
 
 
+def belief_validity(verify_interval: float, monitor_stall: float,
+                    leases: tuple[float | None, ...]) -> float:
+    """How long a successful verify makes the ownership belief last: VerifyInterval +
+    MonitorStall, and no more than 2/3 of the shortest lease known (``None``: a volume
+    that cannot tell its lease). A kernel NFSv4 mount is a posix volume with no lease of
+    its own, and its lease is qm.ini's FilesystemLease: left out, a belief of
+    VerifyInterval + MonitorStall could run to within a second of the lease (the load
+    check only asks for less than the lease), and a write started unverified late in it
+    (a partition began just after the last verify) went out with the lease all but gone,
+    without the margin the nfs4:// path keeps for a server that ends a lease early."""
+    validity = verify_interval + monitor_stall
+    known = [lease for lease in leases if lease is not None]
+    if known:
+        validity = min(validity, min(known) * 2 / 3)
+    return validity
+
+
 class Ownership:
     """The belief that this instance owns the data, valid until ``expires``."""
 

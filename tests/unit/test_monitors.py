@@ -136,3 +136,17 @@ def test_a_suspect_filesystem_makes_every_write_verify_first() -> None:
     own.guard()
     own.guard()
     assert len(calls) == 2
+
+
+def test_the_belief_lasts_at_most_two_thirds_of_every_known_lease() -> None:
+    """A kernel NFSv4 mount (posix volume, no lease of its own) is bounded by qm.ini's
+    FilesystemLease as an nfs4:// volume is by its own: VerifyInterval 30 + MonitorStall
+    50 passes the load check against a lease of 90, but a belief of 80 s would run to
+    within 10 s of the lease."""
+    from miqm.ha.monitors import belief_validity
+
+    assert belief_validity(10, 20, (None, 90)) == 30  # the defaults: under 2/3 of 90
+    assert belief_validity(30, 50, (None, 90)) == 60  # FilesystemLease bounds it
+    assert belief_validity(1, 2, (5, 90)) == 3
+    assert belief_validity(2, 2, (5, 90)) == pytest.approx(10 / 3)  # the volume's lease
+    assert belief_validity(2, 2, (None, None)) == 4
