@@ -19,6 +19,7 @@ What it reads, and how it keeps off the instance's critical paths:
 from __future__ import annotations
 
 import calendar
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -47,6 +48,8 @@ class InstanceCollector:
         self.queue_limit = queue_limit
         self.errors = 0  # parts of a scrape that failed (the rest is still served)
         self.last_error = ""
+        self._reported = ""  # the last failure written to the error log, and when
+        self._reported_at: float | None = None
         self._volumes: dict[str, Any] = {}
         self.fs = CachedProbe("shared", self._read_shared, deadline=deadline,
                               min_interval=1.0, clock=clock)
@@ -102,9 +105,40 @@ class InstanceCollector:
             except Exception as exc:  # one part failing leaves the others served
                 self.errors += 1
                 self.last_error = f"{part.__name__}: {type(exc).__name__}: {exc}"
+                self._report(self.last_error)
         f.counter("miqm_metrics_collect_errors", "Parts of a scrape that failed (the rest "
-                  "was served); see the instance's output file", self.errors)
+                  "was served); the error log says which and why (AMQ7880)", self.errors)
         return f.out
+
+    #: seconds between two error-log lines about failed parts of scrapes (a scrape a
+    #: second failing the same way writes one line, not 86,400 a day)
+    REPORT_INTERVAL = 60.0
+
+    def _report(self, what: str) -> None:
+        """Write a failed part of a scrape to the instance's error log: a new failure at
+        once, the same one again at most every REPORT_INTERVAL. The count alone said
+        nothing of which part or why, and the families of that part were just missing
+        (the queue families: no MiqmQueueNearlyFull). The line is written on a thread of
+        its own: the error log is on the shared filesystem, which a scrape never waits for."""
+        now = self._clock()
+        if (what == self._reported and self._reported_at is not None
+                and now - self._reported_at < self.REPORT_INTERVAL):
+            return
+        self._reported, self._reported_at = what, now
+        say = getattr(self.ctl, "say", None)
+        if say is None:
+            return
+        line = (f"A part of a metrics scrape failed ({what}); its metrics are missing from "
+                "the scrapes until it works again, the rest is served. "
+                "miqm_metrics_collect_errors_total counts them.")
+
+        def write() -> None:
+            try:
+                say("AMQ7880", line)
+            except Exception:  # an error log that cannot be written: the count stays
+                pass
+
+        threading.Thread(target=write, name="metrics-report", daemon=True).start()
 
     def _identity(self, f: Families) -> None:
         ctl = self.ctl
