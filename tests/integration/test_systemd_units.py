@@ -79,6 +79,37 @@ def test_the_units_verify(analyze: None, tmp_path: Path) -> None:
     assert "notifyy" in res.stderr and "/nonexistent/strmqm" in res.stderr
 
 
+def test_the_units_are_sandboxed(analyze: None, tmp_path: Path) -> None:
+    """``systemd-analyze security`` rates both units' exposure OK (below 5.0): they ran
+    with every privilege systemd can take away kept (9.2, UNSAFE), though the instance
+    and the exporter need none of them; the rating can fail (the units as they were)."""
+    probe = subprocess.run(["systemd-analyze", "security", "--help"], capture_output=True,
+                           text=True, timeout=60)
+    if "--offline" not in probe.stdout:
+        pytest.skip("this systemd-analyze has no 'security --offline' (systemd < 252)")
+
+    def exposure(name: str, text: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / name).write_text(text)
+        return subprocess.run(["systemd-analyze", "security", "--offline=yes",
+                               "--threshold=49", name], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    for unit in sorted(UNITS.glob("*@.service")):
+        text = _local(unit.read_text())
+        res = exposure(unit.name.replace("@.", "@QM1."), text)
+        assert res.returncode == 0, res.stdout[-600:] + res.stderr
+        assert "OK" in res.stdout.splitlines()[-1], res.stdout[-300:]
+        # without its sandboxing lines the same unit is refused
+        bare = "\n".join(ln for ln in text.splitlines()
+                         if not ln.startswith(("NoNewPrivileges", "CapabilityBoundingSet",
+                                               "PrivateTmp", "ProtectSystem",
+                                               "ProtectKernel", "ProtectControlGroups",
+                                               "ProtectClock", "ProtectHostname",
+                                               "Restrict", "LockPersonality",
+                                               "SystemCallArchitectures")))
+        assert exposure("bare@QM1.service", bare).returncode != 0
+
+
 def _command(unit: dict[str, list[str]], instance: str, env: dict[str, str]) -> list[str]:
     """ExecStart= as systemd would run it for ``instance`` with ``env``."""
     (line,) = unit["ExecStart"]
