@@ -4,6 +4,7 @@ paged what to run."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -110,3 +111,13 @@ def test_every_rule_says_what_to_run() -> None:
         assert any(cmd in ann["description"]
                    for cmd in ("dspmq -m", "amqldmpa", "amqmfsck", "AMQERR01.LOG")), name
         assert rule.get("labels", {}).get("severity") in ("critical", "warning"), name
+
+
+def test_every_rule_points_at_its_runbook_section() -> None:
+    """``runbook_url`` of each rule is docs/metrics.md#<alert>, a heading that exists."""
+    doc = (DIR.parents[1] / "docs" / "metrics.md").read_text()
+    anchors = {h.strip().lower() for h in re.findall(r"^#{2,4} (.+)$", doc, re.M)}
+    for name, rule in {r["alert"]: r for r in _rules()}.items():
+        url = rule.get("annotations", {}).get("runbook_url", "")
+        assert url == f"docs/metrics.md#{name.lower()}", (name, url)
+        assert name.lower() in anchors, f"docs/metrics.md has no section {name}"
