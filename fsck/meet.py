@@ -426,9 +426,9 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
     silent = [t for t in waiters if t in party.seen and not party.alive(party.seen[t])]
     if silent and len(silent) == len(waiters):
         raise Failed(f"the second process ({', '.join(sorted(silent))}) went silent and did "
-                     f"not report within {opts.wait:g} s after the release (stopped, or "
-                     "its host cut off)", CAUSE_PARTNER, "run the test again on both hosts "
-                     "and let both run to the end")
+                     f"not report within {opts.wait:g} s after the release (killed, "
+                     "stopped, or its host cut off)", CAUSE_PARTNER,
+                     "run the test again on both hosts and let both run to the end")
     raise Failed(f"the second process did not report within {opts.wait:g} s after the "
                  "release", CAUSE_LOCKS, "it may not have been granted the lock: run -w -v "
                  "there to see why")

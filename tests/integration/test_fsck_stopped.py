@@ -158,3 +158,20 @@ def test_c_records_are_checked_after_the_partner_was_killed(tmp_path: Path) -> N
     assert "record 2 is damaged" in err_a and "Likely cause: locks not enforced" in err_a, \
         err_a
     assert list(tmp_path.glob("amqmfsck.c.*.dat"))  # kept as the evidence
+
+
+def test_w_waiter_killed_is_not_blamed_on_the_locks(tmp_path: Path) -> None:
+    """The -w holder whose waiter was killed -9 waited --wait seconds after its release
+    and then reported 'locks not enforced across hosts'."""
+    first = fu.start("-w", "--hold", "1", "--wait", "4", str(tmp_path))
+    fu.wait_state(tmp_path, "w", "holding", proc=first)
+    second = fu.start("-w", "--wait", "4", str(tmp_path))
+    try:
+        fu.wait_state(tmp_path, "w", "waiting", proc=second)
+        time.sleep(0.5)  # the holder sees the waiter
+        second.kill()
+        code1, _, err1 = fu.finish(first, timeout=60)
+    finally:
+        _kill(first, second)
+    assert code1 == 1 and NOT_ENFORCED not in err1, err1
+    assert "went silent" in err1 and "Likely cause: no second process" in err1, err1
