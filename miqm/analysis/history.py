@@ -33,6 +33,13 @@ NON_NEGATIVE = ("latency_s", "duration_s", "recovery_s", "stalled_s", "write_tim
 #: the report's dates (years 1-9999) can draw
 TS_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"
 TS_FROM, TS_UNTIL = "1970-01-01 00:00:00", "2200-01-01 00:00:00"
+#: how every event line begins (miqm.ha.events writes ``v`` first, no spaces). A line
+#: with it again further on is a torn line (a crash or a full disk cut a write short)
+#: that the next write, by the same instance or the next one on that host, appended to:
+#: it is split there, so the whole event after the tear is kept (it was one malformed
+#: line, and the event lost was often the new instance's first, its role). No event
+#: holds it inside: a string escapes the quotes, and no field is an object keyed "v".
+LINE_START = '{"v":'
 
 
 def schema_ddl() -> str:
@@ -116,9 +123,15 @@ def parse(lines: Any) -> Loaded:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    # a glued line (LINE_START again past its start) becomes its pieces; _first marks
+    # the piece that begins a line as read, so the line count stays the file's
+    glued = F.locate(LINE_START, F.col("value"), 2) > 0
+    pieces = F.when(glued, F.split(F.col("value"), r'(?=\{"v":)')).otherwise(
+        F.array(F.col("value")))
+    lines = lines.select(glued.alias("_glued"), F.posexplode(pieces).alias("_pos", "value"))
     blank = F.trim(F.col("value")) == ""
     e = F.from_json(F.col("value"), schema_ddl(), {"mode": "PERMISSIVE"})
-    parsed = lines.select(F.col("value"), e.alias("e"))
+    parsed = lines.select(F.col("value"), e.alias("e"), "_glued", "_pos")
     t = F.to_timestamp(F.col("e.ts"))
     required = (F.col("e").isNotNull() & F.col("e.qmgr").isNotNull()
                 & F.col("e.host").isNotNull() & F.col("e.instance_id").isNotNull()
@@ -134,17 +147,23 @@ def parse(lines: Any) -> Loaded:
               .when(F.col("e.v") != SUPPORTED_VERSION, "unsupported_version")
               .otherwise("ok"))
     tagged = parsed.select(status.alias("status"), t.alias("t"),
+                           (F.col("_pos") == 0).alias("_first"), "_glued",
                            *[F.col(f"e.{c}").alias(c) for c in KEEP])
     # parsed once, cached in memory (columnar, spilling to disk): the counts and the
     # de-duplication both read the cache, then it is dropped
     tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {r["status"]: int(r["count"])
-              for r in tagged.groupBy("status").count().collect()}
+    rows = tagged.groupBy("status").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.count(F.when(F.col("_first"), 1)).alias("lines"),
+        F.count(F.when(F.col("_first") & F.col("_glued"), 1)).alias("glued")).collect()
+    counts = {r["status"]: int(r["count"]) for r in rows}
+    physical = sum(int(r["lines"]) for r in rows)
+    glued_lines = sum(int(r["glued"]) for r in rows)
     # the same event in the shared and the host-local copy: one instance never reuses a
     # seq; lines from before seq existed fall back to (ts, event)
     key = F.coalesce(F.col("seq").cast("string"),
                      F.date_format("t", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"))
-    deduped = (tagged.where(F.col("status") == "ok").drop("status")
+    deduped = (tagged.where(F.col("status") == "ok").drop("status", "_first", "_glued")
                .withColumn("_key", key)
                .dropDuplicates(["instance_id", "_key", "event"]).drop("_key")
                .withColumn("tsec", F.col("t").cast("double"))
@@ -155,7 +174,8 @@ def parse(lines: Any) -> Loaded:
     return Loaded(deduped, {
         "events": events,
         "duplicates_removed": valid - events,
-        "lines": sum(counts.values()),
+        "lines": physical,
+        "glued_lines": glued_lines,
         "blank_lines": counts.get("blank", 0),
         "malformed_lines": counts.get("malformed", 0),
         "unsupported_version_lines": counts.get("unsupported_version", 0),

@@ -24,7 +24,7 @@ from miqm.analysis.compute import (
     SLOW_FACTOR,
     SLOW_MIN_VERIFIES,
 )
-from miqm.analysis.history import KEEP, NON_NEGATIVE, TS_PATTERN
+from miqm.analysis.history import KEEP, LINE_START, NON_NEGATIVE, TS_PATTERN
 
 TS_FROM_S, TS_UNTIL_S = 0.0, 7_258_118_400.0  # history.TS_FROM, TS_UNTIL (UTC)
 
@@ -38,6 +38,15 @@ def _files(paths: list[str]) -> list[str]:
         else:
             out.append(p)
     return out
+
+
+def _pieces(lines: Any) -> Any:
+    """Every line, a glued one (history.LINE_START past its start) split there."""
+    for line in lines:
+        if line.find(LINE_START, 1) > 0:
+            yield from (x for x in re.split(r'(?=\{"v":)', line) if x)
+        else:
+            yield line
 
 
 def _nr(values: Any, p: float) -> float | None:
@@ -54,7 +63,7 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
     seen: set[tuple] = set()
     for f in _files(paths):
         with open(f, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for line in _pieces(fh):
                 if not line.strip():
                     blank += 1
                     continue

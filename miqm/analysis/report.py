@@ -197,6 +197,7 @@ def _render(tables: dict, summary: dict, path: str) -> None:
         "<h1>miqm failover and lock-latency analysis</h1>",
         f"<p>{s['events']:,} events ({s['lines']:,} lines; {s['malformed_lines']} malformed "
         f"and {s['unsupported_version_lines']} of a newer version skipped, "
+        f"{s.get('glued_lines', 0)} torn lines with the next event glued on split, "
         f"{s['duplicates_removed']} duplicate copies merged) from {s['qmgrs']} queue "
         f"managers on {s['hosts']} hosts, {html.escape(str(s['from']))} to "
         f"{html.escape(str(s['to']))}. Percentiles: {html.escape(s['percentile'])}.</p>",
