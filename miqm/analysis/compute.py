@@ -211,7 +211,10 @@ def duration_stats(tk: Any) -> Any:
     all of them (qmgr ``*``)."""
     from pyspark.sql import functions as F
 
-    aggs = [F.count(F.lit(1)).alias("count"), pct("duration_s", 0.5).alias("p50_s"),
+    # measured: those with a duration (a failover_end); a new active that died before
+    # serving wrote none, and the percentiles are of the measured ones only
+    aggs = [F.count(F.lit(1)).alias("count"), F.count("duration_s").alias("measured"),
+            pct("duration_s", 0.5).alias("p50_s"),
             pct("duration_s", 0.95).alias("p95_s"), F.max("duration_s").alias("max_s"),
             pct("outage_s", 0.5).alias("outage_p50_s"), F.max("outage_s").alias("outage_max_s")]
     per = tk.groupBy("qmgr", "kind").agg(*aggs)

@@ -206,7 +206,11 @@ def _render(tables: dict, summary: dict, path: str) -> None:
             for k, v in cards) + "</div>",
         "<h2>Failover durations</h2>", chart_durations(tk),
         _table(tables["durations"][tables["durations"]["qmgr"] == "*"],
-               ["kind", "count", "p50_s", "p95_s", "max_s", "outage_p50_s", "outage_max_s"]),
+               ["kind", "count", "measured", "p50_s", "p95_s", "max_s", "outage_p50_s",
+                "outage_max_s"]),
+        "<p>measured: takeovers with a duration (the new active wrote failover_end); one "
+        "that stopped before it served has none, and the percentiles are of the measured "
+        "ones.</p>",
         "<h2>Verify latency by host and hour of day</h2>", chart_heatmap(lat),
         "<h2>Roles over time</h2>", chart_timeline(tables["timeline"], tk),
         "<h2>Spurious failovers and what preceded them</h2>",

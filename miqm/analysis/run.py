@@ -164,6 +164,9 @@ def build_summary(tables: dict, counts: dict, span: Any, fo: dict, so: dict) -> 
     return {
         "failovers": len(failovers),
         "failover_seconds": _three(fo, ("p50", "p95", "max")),
+        # failovers with no failover_end (the new active stopped before it served): in
+        # "failovers", not in "failover_seconds"
+        "failovers_unmeasured": int(failovers["duration_s"].isna().sum()),
         "lock_verify_seconds": fleet("verify"),
         "spurious_failovers": int(causes.get("spurious", 0)),
         "switchovers": int((tk["kind"] == "switchover").sum()),

@@ -1,0 +1,71 @@
+"""Failovers the instances did not finish measuring. A new active that stopped before it
+served wrote ``role active`` but no ``failover_end``: its takeover counts as a failover
+with no duration, and the figures say so (``failovers_unmeasured``, the durations table's
+``measured``) instead of a count of 2 beside percentiles of 1. A standby that stopped
+between taking the master lock's generation and becoming active left a gap in the
+generations: the next takeover is still from the instance before it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.timeout(900)
+
+T0 = 1_767_571_200.0  # 2026-01-05T00:00:00Z
+SEQ: dict[str, int] = {}
+
+
+def _line(sec: float, host: str, iid: str, event: str, **fields: object) -> str:
+    SEQ[iid] = SEQ.get(iid, 0) + 1
+    ts = dt.datetime.fromtimestamp(T0 + sec, dt.UTC).isoformat(timespec="microseconds")
+    return json.dumps({"v": 1, "ts": ts, "qmgr": "QM2", "host": host, "instance_id": iid,
+                       "seq": SEQ[iid], "event": event, **fields})
+
+
+LINES = [
+    _line(0, "hosta", "a1", "role", role="active", generation=1, failover=False),
+    _line(10, "hosta", "a1", "verify", ok=True, latency_s=0.002),
+    # a1 killed; b1 becomes active (generation 2) and dies before it serves
+    _line(20, "hostb", "b1", "failover_start", from_status="Running"),
+    _line(20.5, "hostb", "b1", "role", role="active", generation=2, failover=True),
+    _line(25, "hosta", "a2", "role", role="standby"),
+    # b2 (hostb again) takes the lock, burns generation 3, stops before becoming active
+    _line(40, "hostb", "b2", "role", role="standby"),
+    _line(80, "hostb", "b2", "failover_start", from_status="Running"),
+    _line(80.2, "hostb", "b2", "fatal", amq="AMQ6708", detail="log write failed"),
+    # a2 takes over at generation 4: from b1
+    _line(90, "hosta", "a2", "failover_start", from_status="Running"),
+    _line(90.5, "hosta", "a2", "role", role="active", generation=4, failover=True),
+    _line(92, "hosta", "a2", "failover_end", duration_s=1.5, recovery_s=1.0),
+]
+
+
+def test_failovers_without_a_duration_are_counted_apart(spark: object,
+                                                        tmp_path: Path) -> None:
+    import pandas as pd
+
+    from miqm.analysis.pyref import analyze as by_pandas
+    from miqm.analysis.run import analyze
+
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    (hist / "h.jsonl").write_text("\n".join(LINES) + "\n")
+    s = analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=True)
+    assert s["failovers"] == 2 and s["failovers_unmeasured"] == 1
+    assert s["failover_seconds"] == {"p50": 1.5, "p95": 1.5, "max": 1.5}
+    tk = pd.read_csv(tmp_path / "out" / "tables" / "takeovers.csv").set_index("instance_id")
+    assert tk.loc["b1", "prev_instance"] == "a1" and tk.loc["b1", "cause"] == "kill"
+    assert tk.loc["a2", "prev_instance"] == "b1"
+    assert pd.isna(tk.loc["b1", "duration_s"])
+    d = pd.read_csv(tmp_path / "out" / "tables" / "durations.csv")
+    row = d[(d["qmgr"] == "*") & (d["kind"] == "failover")].iloc[0]
+    assert (row["count"], row["measured"], row["p50_s"]) == (2, 1, 1.5)
+    assert "measured" in (tmp_path / "out" / "report.html").read_text()
+    p = by_pandas([str(hist)])
+    assert (p["failovers"], p["failovers_by_cause"]) == (s["failovers"],
+                                                         s["failovers_by_cause"])
