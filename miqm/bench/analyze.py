@@ -32,13 +32,22 @@ def _load() -> list[float]:
 
 
 def _generate(n: int, seed: int, root: str) -> str:
-    out = os.path.join(root, f"{n}")
+    """The history of ``n`` events and ``seed`` under ``root``: reused when an earlier run
+    finished generating it (its directory names the seed: a history of another seed was
+    reused as this one's), made again when an earlier run was stopped half-way (the
+    generator refused the directory it left, "not empty", at every later run)."""
+    import shutil
+
+    out = os.path.join(root, f"{n}-seed{seed}")
     done = os.path.join(out, ".generated.json")
     if os.path.exists(done):
         _say(f"{n:,} events: reusing {out}")
         return out
     from miqm.analysis.generate import generate
 
+    if os.path.isdir(out):
+        _say(f"{n:,} events: {out} was left half-made by an earlier run: made again")
+        shutil.rmtree(out)
     _say(f"{n:,} events: generating into {out} ...")
     r = generate(n, out, seed=seed)
     _say(f"{n:,} events: generated {r['events']:,} in {r['seconds']:.1f}s")
