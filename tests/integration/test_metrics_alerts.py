@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -170,3 +171,38 @@ def test_exporter_without_its_data_directory_raises_status_not_available_and_say
     assert f"cannot read the shared files of '{p.qmgr}'" in lines[0] and str(data) in lines[0]
     assert "can be read again" in lines[1] and "Traceback" not in err
     shutil.rmtree(tmp_path / "tsdb", ignore_errors=True)
+
+
+def test_slow_verifies_of_the_master_lock_raise_verify_latency_high(tmp_path: Path) -> None:
+    """Every read of the master lock file stalled 0.8 s (MIQM_FAULTS, armed once
+    Prometheus sees the instance; a verify makes three, about 2.4 s) with MonitorStall 4:
+    over half of it, not yet fatal. The real
+    histogram and margin then raise MiqmVerifyLatencyHigh for the instance, while it is
+    still active (no failover, no false MiqmNoActiveInstance)."""
+    tuning = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall": "4",
+              "LivenessInterval": "10", "FilesystemLease": "90"}
+    p = LocalPair(qmgr="QMSLOW", base=str(tmp_path / "pair"), tuning=tuning)
+    p.create()
+    armed = tmp_path / "armed"
+    port = free_port()
+    p.a.extra["MIQM_METRICS_PORT"] = str(port)
+    p.a.extra["MIQM_FAULTS"] = json.dumps([{"volume": "data", "op": "pread", "path": "master",
+                                            "kind": "stall", "seconds": 0.8,
+                                            "armed": str(armed)}])
+    prom = None
+    try:
+        assert "started using" in p.start(p.a)
+        del p.a.extra["MIQM_FAULTS"]  # the instance has it; endmqm at the end not
+        prom, prom_port = _prometheus(tmp_path, {"miqm": [port]})
+        _up(prom_port, 1)
+        assert _firing(prom_port, "MiqmVerifyLatencyHigh") == []
+        armed.touch()
+        alert = _wait("MiqmVerifyLatencyHigh",
+                      lambda: _firing(prom_port, "MiqmVerifyLatencyHigh"), timeout=90)
+        assert alert[0]["instance"] == "hosta" and alert[0]["qmgr"] == p.qmgr
+        assert alert[0]["severity"] == "warning"
+        assert (p.active() or {}).get("host") == "hosta"
+        assert _firing(prom_port, "MiqmNoActiveInstance") == []
+    finally:
+        _stop(prom)
+        p.close()
