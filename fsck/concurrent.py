@@ -20,8 +20,9 @@ import struct
 
 import crc32c
 
-from fsck.meet import PERIOD, Party, progress
+from fsck.meet import PERIOD, Party, progress, same_host_note
 from fsck.report import (
+    CAUSE_LEASE,
     CAUSE_LOCKS,
     CAUSE_PARTNER,
     CAUSE_SLOW,
@@ -218,7 +219,7 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
     if f is None:
         f = vol.open(data_name)
     last_pub = clock()
-    t_run = clock()
+    t_run = t0 = clock()
     try:
         for seq in range(1, count + 1):
             t_wait = clock()
@@ -261,6 +262,20 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
             if clock() - last_pub >= PERIOD:
                 party.publish()
                 last_pub = clock()
+    except LockFsError as exc:
+        # a call that failed after taking longer than the lease: this process was stopped
+        # (SIGSTOP) or cut off in it, and its lease ran out - the RPC "timing out" on
+        # resuming is that, not a server that does not answer
+        lease, took = vol.lease_seconds, clock() - t0
+        if not lease or took <= lease:
+            raise
+        raise Failed(f"lease expired under a live writer: a call on the data file took "
+                     f"{took:.1f} s, longer than the lease ({lease:g} s): this process was "
+                     f"stopped or cut off in it, and its lock may have passed to the other "
+                     f"({exc})", CAUSE_LEASE, "a writer stopped or cut off longer than the "
+                     "lease loses its lock: the queue manager must stop itself within "
+                     "VerifyInterval + MonitorStall, which must be shorter than the lease") \
+            from None
     finally:
         f.close()
     res.details["write_seconds"] = round(clock() - t_run, 3)
@@ -302,6 +317,9 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
                      "late: use NFSv4 with hard, sync, noac, local_lock=none")
     res.step(f"checked all {len(data) // REC} records of both processes: intact, none lost, "
              "chained in lock order")
+    note = same_host_note(vol, [party.seen[t].record for t in partners if t in party.seen])
+    if note:
+        res.notes.append(note)
     # let the partner finish reading before the file goes
     end = clock() + 5.0
     while clock() < end:

@@ -242,6 +242,21 @@ def live_parties(vol: Volume, tests: tuple[str, ...] = ("w", "c", "a", "lease"),
         sleep(PERIOD)
 
 
+def same_host_note(vol: Volume, records: list[dict[str, Any]]) -> str | None:
+    """A warning when a partner ran on this host through a kernel mount: its locks were
+    then arbitrated by this host's kernel and NFS client, so a pass says nothing about
+    locks across hosts (a mount whose locks never reach the server passes). Through an
+    ``nfs4://`` URL each process is a client of its own and the server decides."""
+    if vol.url.startswith("nfs4://"):
+        return None
+    here = socket.gethostname()
+    if not any(rec.get("host") == here for rec in records):
+        return None
+    return (f"the other process ran on this host ({here}) too: their locks were decided "
+            "by this host's kernel, not across hosts, so this pass says nothing about a "
+            "shared filesystem; run the second process on the other host")
+
+
 def describe_party(rec: dict[str, Any]) -> str:
     """``amqmfsck -w of host (pid 123), waiting``: one party for a person."""
     flag = {"w": " -w", "c": " -c", "a": " -a", "lease": " --lease"}.get(
@@ -407,6 +422,9 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                                  str(verdict.get("cause", CAUSE_LOCKS)),
                                  str(verdict.get("advice", "")))
                 res.step("the second process was granted the lock and reported success")
+                note = same_host_note(vol, [s.record])
+                if note:
+                    res.notes.append(note)
                 if "handoff" in verdict:
                     res.details["handoff"] = verdict["handoff"]
                 return
@@ -552,6 +570,9 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                        "advice": "shorten the server's lease, or check that locks are "
                                  "released when a client fails"}
     verdict["handoff"] = res.details["handoff"]
+    note = same_host_note(vol, [holder.record] if holder is not None else [])
+    if note and verdict["ok"]:
+        res.notes.append(note)
     lost = lf.lock_lost()
     lf.unlock()
     party.publish("done", verdict=verdict)

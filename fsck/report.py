@@ -28,6 +28,11 @@ from miqm.errors import MiqmError
 
 SUCCESS = "The tests on the directory completed successfully."
 
+#: the tests whose notes are printed without -v: what limits a pass (a local filesystem,
+#: a partner on the same host) or changed what was asked (a reduced test file)
+SHOWN_NOTES = ("mount options", "format test file", "waiting and releasing locks",
+               "concurrent writes")
+
 # Likely causes, named as the administrator will look for them.
 CAUSE_PERMISSIONS = "permissions"
 CAUSE_UIDGID = "uid/gid mismatch"
@@ -185,8 +190,8 @@ class Report:
                         out.append(f"  what to change: {t.advice}")
             out += [f"Note: {n}" for n in self.notes]
         else:
-            out += [f"Note: {n}" for t in self.tests
-                    if t.name in ("mount options", "format test file") for n in t.notes]
+            out += [f"Note: {n}" for t in self.tests if t.name in SHOWN_NOTES
+                    for n in t.notes]
         failed = self.first_failure()
         if failed is None:
             out.append(SUCCESS)
