@@ -313,6 +313,10 @@ class InstanceCollector:
                 fullest = depth / maxdepth
         f.gauge("miqm_queue_fullest_ratio", "Highest CURDEPTH/MAXDEPTH of any local queue "
                 "(0-1; 1: full, puts fail with MQRC 2053)", fullest)
+        # a damaged queue has no depth to show and was left out without a trace: its
+        # messages cannot be got (MQRC 2101) until it is recovered (AMQ7472)
+        f.gauge("miqm_queues_damaged", "Local queues found damaged (AMQ7472, MQRC 2101: "
+                "their messages cannot be got until rcrmqobj or a restore)", len(damaged))
         f.gauge("miqm_queue_depth", "Messages on each local queue (CURDEPTH)",
                 samples=[({"queue": n}, r[0]) for n, r in queues])
         f.gauge("miqm_queue_uncommitted_messages", "Uncommitted puts and gets on each "

@@ -79,3 +79,30 @@ def test_queue_limit_setting_default_and_bad_values() -> None:
             settings(Port="9464", QueueLimit=bad)
         line = info.value.user_line()
         assert f"/d/qm.ini: Metrics: QueueLimit='{bad}'" in line and "\n" not in line
+
+
+def test_a_damaged_queue_is_counted_not_just_left_out(tmp_path: Path) -> None:
+    """A queue whose file went missing while the queue manager was down is damaged
+    (AMQ7472): it had no series at all, and nothing said so in the metrics."""
+    from miqm.bench.store import _create_store, _open_store
+
+    _create_store(str(tmp_path))
+    store = _open_store(str(tmp_path))
+    store.define_queue("Q.GONE")
+    store.define_queue("Q.OK")
+    uow = store.begin()
+    store.put("Q.GONE", b"m", persistent=True, uow=uow)
+    store.commit(uow)
+    store.close()
+    files = list((tmp_path / "data" / "queues").rglob("*"))
+    gone = [f for f in files if f.is_file() and "Q.GONE" in str(f.parent)]
+    assert gone, files
+    for f in gone:
+        f.unlink()
+    store = _open_store(str(tmp_path))
+    try:
+        text = _scrape(store, tmp_path / "data")
+        assert _value(text, "miqm_queues_damaged") == 1
+        assert 'queue="Q.OK"' in text and 'queue="Q.GONE"' not in text
+    finally:
+        store.close()
