@@ -86,6 +86,10 @@ def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
             dirs.append(_literal(os.path.abspath(local)))
         elif os.path.isfile(local):
             files.append(_literal(os.path.abspath(local)))
+        elif os.path.exists(local):  # a pipe (<(zcat ...)), a device, a socket
+            raise AnalysisError(f"history {p} is not a file or directory (a pipe or a "
+                                "device): Spark reads files; save it to a file and name "
+                                "that")
         else:
             raise AnalysisError(f"history {p} does not exist: name a file or directory of "
                                 "event histories (events/*.jsonl)")

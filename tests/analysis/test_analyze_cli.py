@@ -107,3 +107,18 @@ def test_no_java_is_one_line_saying_so(history: Path, tmp_path: Path,
     else:
         assert lines[0].startswith("Spark needs Java 17 and there is no java on PATH")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_pipe_is_not_said_to_be_missing(tmp_path: Path) -> None:
+    """``miqm analyze run <(zcat hist.jsonl.gz)`` names a pipe: it was 'history
+    /dev/fd/63 does not exist'."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = _run(str(fifo), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"history {fifo} is not a file or directory (a pipe or a device): Spark reads "
+        "files; save it to a file and name that"], proc.stderr
+    assert not (tmp_path / "out").exists()
