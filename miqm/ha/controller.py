@@ -116,6 +116,21 @@ def console_damage(lines: list[str]) -> list[str]:
             "log (AMQERR01.LOG) names every one"]
 
 
+#: the line for ``active`` held by an instance that does not hold ``master``
+ACTIVE_HELD = ("the active lock of '{qmgr}' is held by {who}, which does not hold the "
+               "master lock this instance was just granted: lock files were removed or "
+               "replaced by hand while that instance ran, and two instances would write "
+               "the queue manager's data at once.")
+
+
+class _ActiveHeld(Exception):
+    """A takeover found ``active`` held by an instance other than master's last holder."""
+
+    def __init__(self, who: str) -> None:
+        super().__init__(who)
+        self.who = who
+
+
 class _NoSpace(Exception):
     """A takeover's store could not open because the shared filesystem is full."""
 
@@ -194,6 +209,7 @@ class Controller:
         #: strmqm --foreground: every error-log entry is echoed here too
         self.echo: Any = None
         self._no_space_said = False
+        self._active_held_said = False
         #: the standby's attempts on master fail (AMQ1300 said, AMQ1301 not yet)
         self._unreachable = False
         # read by the metrics endpoint (miqm.metrics.instance) at scrape time
@@ -548,6 +564,16 @@ class Controller:
         and takes over once space returns, instead of ending with nobody active."""
         try:
             return self.become_active(failover_from=seen, status=status)
+        except _ActiveHeld as exc:
+            # another instance still runs as the active one on a master file that is no
+            # longer the path's: it stops at its next verify, and a later poll takes over
+            if not self._active_held_said:
+                self._active_held_said = True
+                self.say("AMQ7279", f"{ACTIVE_HELD.format(qmgr=self.qmgr, who=exc.who)} "
+                                    "The standby instance does not take over while it "
+                                    "runs, and tries again at its next poll.")
+            self.event("takeover_deferred", reason="active held", holder=exc.who)
+            return None
         except (LockFsError, _NoSpace) as exc:
             if not _no_space(exc) or self.store is not None:
                 raise
@@ -724,6 +750,14 @@ class Controller:
             self.event("failover_start", from_status=status.status)
         generation = self.next_generation()
         self.record = self.holder(generation)
+        other = self._active_held_elsewhere(wait=failover_from is None)
+        if other is not None:  # before anything is written, master's record included
+            self.master.release()
+            if failover_from is not None:
+                raise _ActiveHeld(other)  # the standby polls on (_take_over)
+            raise HAError(f"{ACTIVE_HELD.format(qmgr=self.qmgr, who=other)} End that "
+                          "instance (endmqm, or kill it on its host), then start this one "
+                          "again.", amq="AMQ7279", exit_code=EXIT_FATAL)
         self.master.write_record(self.record)
         if not self._master_at_its_path():  # before anything else is written
             self.master.release()
@@ -847,6 +881,40 @@ class Controller:
         self.verdict.send(True, lines, EXIT_OK, "active")
         self._ended.wait()
         return self._end_active()
+
+    def _active_held_elsewhere(self, wait: bool) -> str | None:
+        """With ``master`` just granted: who holds ``active`` if it is not the instance
+        that held ``master`` before (its record in ``active`` is not the master file's
+        previous record), else None. The lock files removed by hand while an active
+        instance ran (a 'stale lock' clean-up) let another instance lock a new
+        ``master`` and run as a second active on the same log until the first one's next
+        verify (up to VerifyInterval); that first one still holds ``active``, which
+        tells. The previous master holder's own ``active`` lock may outlive its master
+        lock by a little on NFSv4 (each file its own lease): that one is the expected
+        holder. With ``wait`` (a start, not a takeover), an unexpected holder is given
+        the volume's lease and 5 s more to go (a dead instance's lock that outlives its
+        lease); None also when the file cannot be looked at (the lock attempt that
+        follows meets what is wrong)."""
+        from lockfs.lockfile import peek
+
+        assert self.master is not None
+        previous = self.master.previous
+        lease = self.data.lease_seconds
+        deadline = time.monotonic() + (lease + 5.0 if wait and lease is not None else 0.0)
+        while True:
+            try:
+                record, held = peek(self.data, "active")
+            except LockFsError:
+                return None
+            if held is not True or (record is not None and record.same_holder(previous)):
+                return None
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if record is None:
+            return "an instance whose record cannot be read"
+        return f"the instance on {record.host} (pid {record.pid}, generation " \
+               f"{record.generation})"
 
     def _takeover_cause(self, status: QMStatus) -> str:
         """Why this standby took over, for the error log: what an administrator reading
