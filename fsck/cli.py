@@ -21,6 +21,7 @@ import typer
 
 from fsck.report import FsckError, Report, TestResult
 from miqm.cli.common import make_app, run_typer
+from miqm.errors import MiqmError
 
 #: seconds -w, -c, --lease and -x wait for the other process when --wait is not given
 DEFAULT_WAIT = 120.0
@@ -96,7 +97,7 @@ def main(
                      format_file=format_file, pages=pages, delete=delete, lease=lease,
                      qmgr=qmgr, as_json=as_json, wait=wait, hold=hold,
                      handoff_limit=handoff_limit, count=count)
-    except FsckError as exc:
+    except MiqmError as exc:  # FsckError, and -m's unknown queue manager (AMQ7048)
         if as_json:  # a program reading stdout gets a document for this too
             mode = next((m for m, on in (("-w", wait_test), ("-c", concurrent),
                                          ("-a", analyse_write), ("-i", integrity),

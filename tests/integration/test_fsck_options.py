@@ -43,3 +43,13 @@ def test_json_answers_a_command_that_cannot_run(tmp_path: Path) -> None:
     res = fu.run("--json", "-i", str(tmp_path))  # no test file
     doc = json.loads(res.stdout)
     assert res.returncode == 2 and "amqmfsck -f" in doc["error"]
+
+
+def test_json_answers_an_unknown_queue_manager(tmp_path: Path) -> None:
+    """-m naming no queue manager here ends with MQ's AMQ7048 (exit 72): --json printed
+    nothing on stdout for it."""
+    res = fu.run("--json", "--lease", "-m", "NOSUCHQM", "--wait", "1", str(tmp_path))
+    assert res.returncode == 72 and "AMQ7048" in res.stderr, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False and "AMQ7048" in doc["error"] and doc["exit_code"] == 72
+    assert list(tmp_path.iterdir()) == []
