@@ -248,9 +248,21 @@ def publish(staging: str, out: str, report: bool) -> None:
 
 def spark_failure_line(exc: BaseException) -> str:
     """One line for a failed Spark job (the JVM's stack trace stays out of it)."""
+    import re
+
     from miqm.analysis.spark import _reason, spark_log_path
 
     text = str(exc)
+    bad = re.search(r"FAILED_READ_FILE\S* Encountered error while reading file (\S+?)\.?\s",
+                    text)
+    if bad:  # one file Spark could not read (a .gz cut short): name it and why
+        path = re.sub(r"^file:(//)?", "", bad.group(1))
+        cause = re.findall(r"Caused by: [\w.$]+(?:: (.*))?", text)
+        why = next((c.strip() for c in reversed(cause) if c.strip()), "unreadable")
+        hint = (" (a compressed file cut short? check it with gzip -t, or leave it out)"
+                if path.endswith((".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate"))
+                else "")
+        return f"cannot read the history file {path}: {why[:200]}{hint}"
     if "OutOfMemoryError" in text:
         return ("Spark ran out of memory: set MIQM_SPARK_DRIVER_MEMORY higher (default 4g) "
                 "or run on a cluster with --master")

@@ -99,3 +99,25 @@ def test_paths_with_glob_characters_are_read_as_named(spark: object, tmp_path: P
                       spark=spark, report=False)
     assert (summary["events"], summary["duplicates_removed"]) == (len(GOOD), len(GOOD))
     assert summary["malformed_lines"] == 0 and summary["failovers"] == 1
+
+
+def test_a_compressed_history_cut_short_is_named(spark: object, tmp_path: Path) -> None:
+    """Spark reads ``*.jsonl.gz`` (a rotation compressed by logrotate); one cut short (the
+    copy was taken while it was being written) failed the job with 'the Spark job failed:
+    [FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///...  SQLSTATE:
+    KD001', not saying why."""
+    import gzip
+
+    from miqm.analysis.run import analyze
+    from miqm.errors import AnalysisError
+
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    whole = gzip.compress(("\n".join(GOOD * 20) + "\n").encode())
+    (hist / "hostb.jsonl.1.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(AnalysisError) as err:
+        analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=False)
+    assert str(err.value) == (
+        f"cannot read the history file {hist}/hostb.jsonl.1.gz: Unexpected end of input "
+        "stream (a compressed file cut short? check it with gzip -t, or leave it out)")
+    assert not (tmp_path / "out").exists()
