@@ -134,9 +134,10 @@ def _main(directory: str, *, verbose: bool, wait_test: bool, concurrent: bool,
     for flag, given, belongs, where in (
             ("-p", pages is not None, format_file, "gives the size of the test file that "
              "-f formats (amqmfsck -f -p Pages Directory)"),
-            ("--hold", hold is not None, wait_test, "belongs to -w (amqmfsck -w --hold S "
-             "Directory)"),
-            ("--handoff-limit", handoff_limit is not None, wait_test,
+            # --lease shares -w's meeting and took them (scripts pass --hold there)
+            ("--hold", hold is not None, wait_test or lease, "belongs to -w (amqmfsck -w "
+             "--hold S Directory)"),
+            ("--handoff-limit", handoff_limit is not None, wait_test or lease,
              "belongs to -w (amqmfsck -w --handoff-limit S Directory)"),
             ("--count", count is not None, concurrent, "belongs to -c (amqmfsck -c --count "
              "N Directory)")):

@@ -1,0 +1,47 @@
+"""amqmfsck -c on the NFSv4 lab (lease 5 s) with one writer stopped (SIGSTOP) longer
+than the lease: each side names what happened."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import pytest
+
+from tests import fsckutil as fu
+from tests import lab
+
+pytestmark = [pytest.mark.root, pytest.mark.integration]
+
+
+def test_c_writer_stopped_longer_than_the_lease(nfs_lab: lab.NfsLab) -> None:
+    """The stopped writer, resumed, said 'the NFS server did not answer' (its RPC timed
+    out on resuming): its lease had run out while it was stopped. The other one failed
+    with 'stopped before it finished' without looking at the records."""
+    d = nfs_lab.export_dir / "fsck-cstop"
+    d.mkdir(parents=True, exist_ok=True)
+    url = nfs_lab.url("fsck-cstop")
+    argv = [sys.executable, "-m", "fsck", "-c", "--count", "1500", "--wait", "40", url]
+    a = nfs_lab.run_in("a", argv)
+    b = nfs_lab.run_in("b", argv)
+    try:
+        fu.wait_state(d, "c", "running", proc=a, timeout=60)
+        fu.wait_state(d, "c", "running", proc=b, timeout=60)
+        time.sleep(1.0)
+        b.send_signal(signal.SIGSTOP)
+        time.sleep(3 * nfs_lab.lease)
+        b.send_signal(signal.SIGCONT)
+        code_a, _, err_a = fu.finish(a, timeout=180)
+        code_b, _, err_b = fu.finish(b, timeout=180)
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.communicate()
+    assert code_b == 1 and "lease expired under a live writer" in err_b, err_b
+    assert "Likely cause: lease not honoured" in err_b, err_b
+    assert code_a == 1 and "intact" in err_a, err_a
+    assert "locks not enforced" not in err_a + err_b
+    assert not list(d.glob("amqmfsck.c.*.dat"))
