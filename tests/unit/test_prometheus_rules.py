@@ -68,6 +68,8 @@ MOVED = {
                                    "(5 * miqm_monitor_stall_seconds)"),
     "MiqmInstanceTargetDown": ('expr: up{job="miqm"} == 0', 'expr: up{job="miqm"} == 1'),
     "MiqmAllInstancesDown": ('(up{job="miqm"}) == 0', '(up{job="miqm"}) <= 1'),
+    "MiqmNoStandby": ("unless on (qmgr, instance, job) (miqm_qmgr_status_available == 0)",
+                      "unless on (qmgr, instance, job) (miqm_qmgr_status_available == 2)"),
     "MiqmQueueDamaged": ("(max_over_time(miqm_queues_damaged[1m]))",
                          "(miqm_queues_damaged)"),
 }
