@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import stat
 import sys
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from fsck.report import FsckError, Report, TestResult
-from miqm.cli.common import make_app, run_typer
+from miqm.cli.common import Stopped, make_app, run_typer, unwind_on_stop_signals
 from miqm.errors import MiqmError
 
 #: seconds -w, -c, --lease and -x wait for the other process when --wait is not given
@@ -171,11 +172,21 @@ def check_local_directory(directory: str) -> None:
 def run(directory: str, mode: str, **kw: Any) -> int:
     """Run the tests and print the report; the exit code. Ctrl-C (SIGINT) ends the run
     with one line and exit code 130 (``-a`` takes it as its signal to stop writing)."""
+    # SIGTERM (kill, timeout, systemd) and SIGHUP (the administrator's ssh session
+    # dropped) ended the run at once: no word, the state files left behind and half a
+    # test file from -f; now they unwind through the same cleanup as Ctrl-C
+    old = unwind_on_stop_signals()
     try:
         return _run(directory, mode, **kw)
     except KeyboardInterrupt:
         raise FsckError(f"interrupted (Ctrl-C): the tests on {directory} did not complete",
                         exit_code=130) from None
+    except Stopped as exc:
+        raise FsckError(f"stopped by {signal.Signals(exc.signum).name}: the tests on "
+                        f"{directory} did not complete", exit_code=128 + exc.signum) from None
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
 
 
 def _run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = False,
