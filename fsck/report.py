@@ -31,7 +31,7 @@ SUCCESS = "The tests on the directory completed successfully."
 #: the tests whose notes are printed without -v: what limits a pass (a local filesystem,
 #: a partner on the same host) or changed what was asked (a reduced test file)
 SHOWN_NOTES = ("mount options", "format test file", "waiting and releasing locks",
-               "concurrent writes")
+               "concurrent writes", "integrity analysis")
 
 # Likely causes, named as the administrator will look for them.
 CAUSE_PERMISSIONS = "permissions"
