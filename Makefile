@@ -1,6 +1,6 @@
 # Two entry points on a fresh machine: `make demo` (the main job) and `make test`.
 PYTHON ?= python3
-APT_PACKAGES = nfs-ganesha nfs-ganesha-vfs libnfs13 libnfs-utils iproute2 iptables bindfs fuse3 prometheus openjdk-17-jre-headless systemd podman podman-compose runc netavark aardvark-dns debootstrap
+APT_PACKAGES = nfs-ganesha nfs-ganesha-vfs libnfs13 libnfs-utils iproute2 iptables bindfs fuse3 prometheus prometheus-alertmanager openjdk-17-jre-headless systemd podman podman-compose runc netavark aardvark-dns debootstrap
 
 .PHONY: install install-system demo test lint bench mutation
 

@@ -1,15 +1,19 @@
 """The shipped Alertmanager configuration (deploy/alertmanager/alertmanager.yml) against
 the shipped rules: alerts are grouped per queue manager, each severity the rules use is
 routed to a receiver that exists (critical pages), and every inhibition names alerts the
-rules raise and labels both carry. ``amtool check-config`` accepts it too (run by hand:
-the Debian package prometheus-alertmanager is not among CI's system packages)."""
+rules raise and labels both carry; and Alertmanager's own ``amtool check-config``
+accepts it (the Debian package prometheus-alertmanager, among CI's system packages)."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
+
+from tests.skips import skip_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 AM = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -79,3 +83,13 @@ def test_every_inhibition_names_alerts_the_rules_raise_and_labels_both_carry() -
         for name in (*ends[0], *ends[1]):
             # an equal: label missing on both sides matches everything: it must be there
             assert set(inhibit["equal"]) <= _labels_of(rules[name]), (name, inhibit)
+
+
+def test_alertmanager_itself_accepts_the_configuration() -> None:
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        skip_unavailable("amtool (Debian package prometheus-alertmanager; make install-system)")
+    proc = subprocess.run([amtool, "check-config", str(AM)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
