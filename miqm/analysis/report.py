@@ -34,6 +34,7 @@ def chart_durations(tk: Any) -> str:
     """Histogram of failover and switchover durations, stacked by cause."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(8, 3.2))
     d = tk[tk["duration_s"].notna()]
@@ -47,6 +48,7 @@ def chart_durations(tk: Any) -> str:
             color=[CAUSE_COLOURS[c] for c in causes], label=causes)
     ax.set_xlabel("duration (s): master lock granted to serving, as the instance measured")
     ax.set_ylabel("takeovers")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count: no 0.2 takeovers
     ax.legend(fontsize=8)
     ax.set_title("Failover and switchover durations")
     return _png(fig)
@@ -89,9 +91,7 @@ def chart_timeline(line: Any, tk: Any) -> str:
         ax.text(0.5, 0.5, "no active instances in the history", ha="center", va="center")
         ax.set_axis_off()
         return _png(fig)
-    counts = tk["qmgr"].value_counts()
-    qmgrs = sorted(list(counts.index[:TIMELINE_QMGRS])
-                   or list(line["qmgr"].unique()[:TIMELINE_QMGRS]))
+    qmgrs = _timeline_qmgrs(line, tk)
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(qmgrs) + 1.5))
     hosts = sorted(line["host"].unique())
     cmap = plt.get_cmap("tab20")
@@ -112,6 +112,31 @@ def chart_timeline(line: Any, tk: Any) -> str:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     fig.autofmt_xdate()
     return _png(fig)
+
+
+def _timeline_qmgrs(line: Any, tk: Any) -> list[str]:
+    """The queue managers the role timeline draws: those with the most takeovers."""
+    counts = tk["qmgr"].value_counts()
+    return sorted(list(counts.index[:TIMELINE_QMGRS])
+                  or list(line["qmgr"].unique()[:TIMELINE_QMGRS]))
+
+
+def timeline_key(line: Any, tk: Any) -> str:
+    """Which bar colour is which host in the role timeline (chart_timeline's colours), as
+    HTML under the chart: the chart said "bar colour: host" and named none, so who was
+    active could not be read from it."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    if line.empty:
+        return ""
+    cmap = plt.get_cmap("tab20")
+    hosts = sorted(line["host"].unique())  # the colours as chart_timeline gives them
+    drawn = set(line[line["qmgr"].isin(_timeline_qmgrs(line, tk))]["host"])
+    return ('<p class="key">active host: ' + " ".join(
+        f'<span style="display:inline-block;width:10px;height:10px;background:'
+        f'{to_hex(cmap(i % 20))}"></span> {html.escape(str(h))}'
+        for i, h in enumerate(hosts) if h in drawn) + "</p>")
 
 
 def chart_spurious(sp: Any) -> str:
@@ -213,6 +238,7 @@ def _render(tables: dict, summary: dict, path: str) -> None:
         "ones.</p>",
         "<h2>Verify latency by host and hour of day</h2>", chart_heatmap(lat),
         "<h2>Roles over time</h2>", chart_timeline(tables["timeline"], tk),
+        timeline_key(tables["timeline"], tk),
         "<h2>Spurious failovers and what preceded them</h2>",
         "<p>The active stopped itself (AMQ7279 lost lock / AMQ7280 stalled verify) although "
         "its host and process were alive.</p>",

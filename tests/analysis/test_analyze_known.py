@@ -216,6 +216,11 @@ def test_outputs_report_and_hwm(result: tuple[dict, Path]) -> None:
     assert json.loads((out / "summary.json").read_text())["failovers"] == 3
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 3 and "spurious" in html
+    # the role timeline's bar colours are named (it said "bar colour: host" and no more):
+    # QM1 ran on hosta and hostb, QM2 on hostc and hostd
+    key = html.split('<p class="key">active host: ', 1)[1].split("</p>", 1)[0]
+    assert [k.split("<span")[0].strip() for k in key.split("</span>")[1:]] == [
+        "hosta", "hostb", "hostc", "hostd"]
     for name in ("takeovers", "latency", "spurious"):
         assert (out / "tables" / f"{name}.parquet").stat().st_size > 0
     hwm = pd.read_csv(out / "tables" / "log_write_hwm.csv")
