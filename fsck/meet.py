@@ -336,6 +336,8 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
              "parameters on another host.", opts.quiet)
     waiter_at: float | None = None
     waiters: set[str] = set()
+    # records already there: files of killed earlier runs unless their heartbeat moves
+    initial = set(party.look())
     last_tick = clock()
     longest_gap = 0.0
     stalls = 0
@@ -386,7 +388,8 @@ def _first(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                 progress("A second process is waiting for the lock.", opts.quiet)
         if waiter_at is None and clock() - granted > opts.wait:
             came = sorted(tok for tok, s in party.seen.items()
-                          if s.record.get("state") in ("waiting", "done"))
+                          if s.record.get("state") in ("waiting", "done")
+                          and (tok not in initial or s.changed is not None))
             if came:  # it came while this process was stopped, and gave up
                 raise Failed(f"the second process ({', '.join(came)}) came and ended before "
                              "this one saw it waiting (this process was stopped or stalled "
@@ -472,8 +475,10 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
             break
         if clock() - start > opts.wait + (opts.hold if not opts.lease_mode else 0):
             reason = f"the lock was not handed over within {clock() - start:.1f} s"
+            # a holder seen alive, then silent (a file left by a killed earlier run never
+            # moves: it is no holder)
             silent = [s for s in party.seen.values() if s.record.get("state") == "holding"
-                      and not s.gone and not party.alive(s)]
+                      and s.changed is not None and not s.gone and not party.alive(s)]
             if silent and not released_seen:
                 s = silent[0]
                 reason += (f": its holder {s.record.get('token')} has been silent for "
@@ -486,7 +491,10 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                                  "disk keeps its lock): check the server's lease, or give "
                                  "a longer --wait"}
             # say it to the holder too, should it be looking: it reports the same reason
-            party.publish("done", verdict=verdict)
+            try:
+                party.publish("done", verdict=verdict)
+            except LockFsError:
+                pass  # cannot say it (cut off): this process's own report stands
             raise Failed(verdict["reason"], verdict["cause"], verdict["advice"])
         if clock() - last_pub >= PERIOD:
             party.publish()

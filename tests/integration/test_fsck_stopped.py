@@ -175,3 +175,14 @@ def test_w_waiter_killed_is_not_blamed_on_the_locks(tmp_path: Path) -> None:
         _kill(first, second)
     assert code1 == 1 and NOT_ENFORCED not in err1, err1
     assert "went silent" in err1 and "Likely cause: no second process" in err1, err1
+
+
+def test_w_alone_is_not_told_a_stale_file_came(tmp_path: Path) -> None:
+    """A state file left by a killed earlier run, in 'waiting', was named by a lone -w
+    holder as 'the second process came and ended' (472bd28); it is no party."""
+    (tmp_path / "amqmfsck.w.old.1.aa.state").write_text(
+        '{"token": "old.1.aa", "host": "h", "pid": 1, "test": "w", "state": "waiting", '
+        '"hb": 5}')
+    res = fu.run("-w", "--wait", "1.5", str(tmp_path), timeout=60)
+    assert res.returncode == 1 and "no second process arrived" in res.stderr, res.stderr
+    assert "old.1.aa" not in res.stderr
