@@ -214,6 +214,8 @@ def _render(tables: dict, summary: dict, path: str) -> None:
 
     cards = [("failovers", s["failovers"]), ("spurious", s["spurious_failovers"]),
              ("switchovers", s["switchovers"]),
+             ("active self-stops", ", ".join(f"{k} {v}" for k, v in
+                                             s.get("active_self_stops", {}).items()) or "0"),
              ("failover s", fmt(s["failover_seconds"])),
              ("verify s", fmt(s["lock_verify_seconds"])),
              ("slow windows", s["slow_windows"]),

@@ -161,6 +161,13 @@ def build_summary(tables: dict, counts: dict, span: Any, fo: dict, so: dict) -> 
     win = tables["slow_windows"]
     hours = (win["start_hour"].value_counts().head(3).index.tolist() if len(win) else [])
     hwm = tables["log_write_hwm"]
+    # every active that stopped itself, taken over or not: with no standby running, its
+    # stop is no takeover (the restart by hand is a first activation) and the failover
+    # figures never showed it
+    it = tables["instances"]
+    stops = it[it["active_s"].notna() & it["fatal_s"].notna()]
+    self_stops = {str(k): int(v) for k, v in stops["fatal_amq"].fillna("none")
+                  .value_counts().sort_index().items()}
     return {
         "failovers": len(failovers),
         "failover_seconds": _three(fo, ("p50", "p95", "max")),
@@ -172,6 +179,7 @@ def build_summary(tables: dict, counts: dict, span: Any, fo: dict, so: dict) -> 
         "switchovers": int((tk["kind"] == "switchover").sum()),
         "switchover_seconds": _three(so, ("p50", "p95", "max")),
         "failovers_by_cause": causes,
+        "active_self_stops": self_stops,
         "lock_acquire_seconds": fleet("lock_acquire"),
         "slow_windows": len(win),
         "slow_window_start_hours": [int(h) for h in hours],

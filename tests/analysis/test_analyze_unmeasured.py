@@ -69,3 +69,25 @@ def test_failovers_without_a_duration_are_counted_apart(spark: object,
     p = by_pandas([str(hist)])
     assert (p["failovers"], p["failovers_by_cause"]) == (s["failovers"],
                                                          s["failovers_by_cause"])
+
+
+def test_an_active_that_stopped_itself_with_no_standby_is_counted(
+        spark: object, tmp_path: Path) -> None:
+    """With no standby running, an active that stopped itself (AMQ7280) is no takeover:
+    restarted by hand, the next active is a first activation. The analysis showed no
+    trace of it (0 failovers, 0 spurious); active_self_stops counts every such stop."""
+    from miqm.analysis.run import analyze
+
+    lines = [
+        _line(0, "hostc", "c1", "role", role="active", generation=1, failover=False),
+        _line(10, "hostc", "c1", "monitor_stall", stalled_s=4.0),
+        _line(11, "hostc", "c1", "fatal", amq="AMQ7280", detail="verify stalled"),
+        _line(600, "hostc", "c2", "role", role="active", generation=2, failover=False),
+        _line(610, "hostc", "c2", "verify", ok=True, latency_s=0.002),
+    ]
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    (hist / "h.jsonl").write_text("\n".join(lines) + "\n")
+    s = analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=False)
+    assert (s["failovers"], s["spurious_failovers"]) == (0, 0)
+    assert s["active_self_stops"] == {"AMQ7280": 1}
