@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from miqm.analysis.compute import (
@@ -59,7 +59,7 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
     import pandas as pd
 
     rows: list[dict] = []
-    bad = blank = 0
+    bad = blank = unsupported = 0
     seen: set[tuple] = set()
     for f in _files(paths):
         with open(f, encoding="utf-8", errors="replace") as fh:
@@ -69,7 +69,10 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
                     continue
                 try:
                     e = json.loads(line)
-                    ts = datetime.fromisoformat(e["ts"]).timestamp()
+                    when = datetime.fromisoformat(e["ts"])
+                    if when.tzinfo is None:  # as Spark reads it (session time zone UTC),
+                        when = when.replace(tzinfo=UTC)  # not in this machine's zone
+                    ts = when.timestamp()
                     if not all(isinstance(e.get(k), str) for k in
                                ("qmgr", "host", "instance_id", "event")):
                         raise ValueError
@@ -85,7 +88,8 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
                 except (ValueError, KeyError, TypeError):
                     bad += 1
                     continue
-                if e.get("v") != 1:
+                if e.get("v", 1) != 1:  # as Spark: a line without v is of version 1
+                    unsupported += 1
                     continue
                 key = (e["instance_id"], e.get("seq", e["ts"]), e["event"])
                 if key in seen:
@@ -95,7 +99,8 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
                 r["tsec"] = ts
                 rows.append(r)
     df = pd.DataFrame(rows, columns=[*KEEP, "tsec"])
-    return df, {"events": len(df), "malformed_lines": bad, "blank_lines": blank}
+    return df, {"events": len(df), "malformed_lines": bad, "blank_lines": blank,
+                "unsupported_version_lines": unsupported}
 
 
 def analyze(paths: list[str]) -> dict[str, Any]:

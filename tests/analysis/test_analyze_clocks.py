@@ -117,3 +117,44 @@ def test_the_pandas_reference_agrees(result: tuple[dict, Path]) -> None:
     p = by_pandas([str(root / "hist")])
     for key in ("failovers", "failovers_by_cause", "switchovers", "failover_seconds"):
         assert s[key] == p[key], key
+
+
+def test_the_pandas_reference_reads_lines_as_spark_does(spark: object, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A ``ts`` without a zone is UTC (Spark's session zone), not the machine's, and a
+    line without ``v`` is of version 1: the pandas reference read the first in local time
+    (a kill turned into a host loss 5 hours away) and dropped the second."""
+    import time
+
+    from miqm.analysis.pyref import analyze as by_pandas
+    from miqm.analysis.run import analyze
+
+    def line(ts: str, host: str, iid: str, seq: int, event: str, **f: object) -> str:
+        return json.dumps({"ts": ts, "qmgr": "QM1", "host": host, "instance_id": iid,
+                           "seq": seq, "event": event, **f})
+
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    (hist / "hosta.jsonl").write_text("\n".join([
+        line("2026-01-05T00:00:00", "hosta", "a1", 1, "role", role="active", generation=1,
+             failover=False),
+        line("2026-01-05T00:00:10", "hosta", "a1", 2, "verify", ok=True, latency_s=0.002),
+        line("2026-01-05T00:02:00", "hosta", "a2", 1, "role", role="standby")]) + "\n")
+    (hist / "hostb.jsonl").write_text("\n".join([
+        line("2026-01-05T00:00:30+00:00", "hostb", "b1", 1, "role", role="active",
+             generation=2, failover=True),
+        line("2026-01-05T00:00:31+00:00", "hostb", "b1", 2, "failover_end",
+             duration_s=1.0)]) + "\n")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        p = by_pandas([str(hist)])
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    s = analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=False)
+    assert s["failovers_by_cause"] == {"kill": 1}
+    for key in ("events", "failovers", "failovers_by_cause", "malformed_lines",
+                "unsupported_version_lines"):
+        assert p[key] == s[key], key
