@@ -343,7 +343,8 @@ def _analyze(paths: list[str], out: str, staging: str, master: str | None,
     # does not inflate (None on a cluster)
     summary["analysis_jvm_cpu_s"] = (round(cpu1 - cpu0, 2) if cpu0 is not None
                                      and cpu1 is not None else None)
-    progress.stage("writing tables, summary.json and report.html")
+    progress.stage("writing tables, summary.json and report.html" if report else
+                   "writing tables and summary.json")
     summary["stage_s"] = dict(progress.times)
     summary["stage_jvm_cpu_s"] = dict(progress.cpu_times)
     summary = finite(summary)

@@ -77,15 +77,18 @@ def test_an_unwritable_output_directory_is_one_line_before_spark(
 
 def test_a_rerun_replaces_the_earlier_outputs_and_keeps_the_users_files(
         spark: object, tmp_path: Path) -> None:
-    from miqm.analysis.run import analyze
+    from miqm.analysis.run import Progress, analyze
 
     out = tmp_path / "out"
     analyze([str(_history(tmp_path / "h1"))], str(out), spark=spark)
     assert (out / "report.html").exists()
     (out / "notes.txt").write_text("mine")
+    said: list[str] = []
     s = analyze([str(_history(tmp_path / "h2", verifies=3))], str(out), spark=spark,
-                report=False)
+                report=False, progress=Progress(9, enabled=True, echo=said.append))
     assert s["events"] == 4
+    # the stage lines say what this run writes (the last one named report.html)
+    assert said[-1].startswith("analyze [9/9] writing tables and summary.json (")
     assert json.loads((out / "summary.json").read_text())["events"] == 4
     # the earlier report described another history: gone; the user's file: kept
     assert not (out / "report.html").exists()
