@@ -154,18 +154,23 @@ def _main(directory: str, *, verbose: bool, wait_test: bool, concurrent: bool,
 
 def check_local_directory(directory: str) -> None:
     """FsckError unless ``directory`` is an existing directory (saying what it is)."""
+    if not directory:
+        raise FsckError("no Directory given: name the directory to check (amqmfsck "
+                        "/shared/qmdata)")
+    # a line break (or another control character) in the name would split the one line
+    shown = directory if directory.isprintable() else repr(directory)
     try:
         st = os.stat(directory)
     except FileNotFoundError:
-        raise FsckError(f"the directory {directory} does not exist: create it (and mount "
+        raise FsckError(f"the directory {shown} does not exist: create it (and mount "
                         "the shared filesystem on it)") from None
     except NotADirectoryError:
-        raise FsckError(f"{directory} is not a directory: a part of the path is a file"
+        raise FsckError(f"{shown} is not a directory: a part of the path is a file"
                         ) from None
     except OSError as exc:
-        raise FsckError(f"cannot reach the directory {directory}: {exc.strerror}") from None
+        raise FsckError(f"cannot reach the directory {shown}: {exc.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise FsckError(f"{directory} is a file, not a directory: give the directory the "
+        raise FsckError(f"{shown} is a file, not a directory: give the directory the "
                         "queue manager's data will be in")
 
 
@@ -199,6 +204,9 @@ def _run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fa
 
     try:
         vol = open_volume(directory)
+    except ValueError as exc:  # urlsplit's own refusal ('nfs4://[::1/x'), not BadLocation
+        raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
+                        "nfs4://server[:port]/export/path") from None
     except BadLocation as exc:
         raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
                         "nfs4://server[:port]/export/path") from None

@@ -196,7 +196,9 @@ class Report:
         if failed is None:
             out.append(SUCCESS)
         else:
-            err.append(f"amqmfsck: test '{failed.name}' failed on {self.directory}.")
+            where = (self.directory if self.directory.isprintable()
+                     else repr(self.directory))  # one line, whatever the name holds
+            err.append(f"amqmfsck: test '{failed.name}' failed on {where}.")
             err.append(f"Reason: {failed.reason}")
             err.append(f"Likely cause: {failed.cause}"
                        + (f" ({failed.advice})" if failed.advice and not verbose else ""))

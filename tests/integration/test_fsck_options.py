@@ -53,3 +53,23 @@ def test_json_answers_an_unknown_queue_manager(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     assert doc["ok"] is False and "AMQ7048" in doc["error"] and doc["exit_code"] == 72
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("directory, words", [
+    ("", "no Directory given"),
+    ("bad\nname", "'bad\\nname' does not exist"),
+    ("nfs4://[::1/x", "bad Directory"),  # urlsplit's ValueError: AMQ6184, exit 71
+])
+def test_odd_directories_are_one_line(tmp_path: Path, directory: str, words: str) -> None:
+    res = fu.run(directory)
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "AMQ6184" not in res.stderr
+
+
+def test_a_failure_on_a_directory_with_a_line_break_is_three_lines(tmp_path: Path) -> None:
+    d = tmp_path / "two\nlines"
+    d.mkdir()
+    res = fu.run("-c", "--wait", "0", str(d))
+    assert res.returncode == 1
+    assert len(res.stderr.strip().splitlines()) == 3, res.stderr
