@@ -61,7 +61,7 @@ def check_master(master: str, timeout: float = 3.0) -> None:
     why = ""
     for hostport in master[len("spark://"):].split(","):
         host, _, port = hostport.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise AnalysisError(f"--master {master!r}: {hostport!r} is not HOST:PORT (a "
                                 "standalone master listens on 7077 by default)")
         try:

@@ -43,7 +43,8 @@ def test_a_master_that_is_not_there_is_one_line(history: Path, tmp_path: Path) -
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-@pytest.mark.parametrize("master", ["foo", "local[0]", "spark://nohost"])
+@pytest.mark.parametrize("master", ["foo", "local[0]", "spark://nohost",
+                                    "spark://127.0.0.1:70000", "spark://127.0.0.1:0"])
 def test_a_master_url_spark_does_not_take_is_one_line(history: Path, tmp_path: Path,
                                                        master: str) -> None:
     proc = _run(str(history), "--out", str(tmp_path / "out"), "--master", master)
