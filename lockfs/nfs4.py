@@ -118,7 +118,10 @@ def parse_nfs4_url(url: str) -> Nfs4Location:
     """
     if not url.startswith("nfs4://"):
         raise BadLocation(f"not an nfs4:// URL: {url!r}")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed [ of an IPv6 address
+        raise BadLocation(f"{url}: {exc}") from None
     if parts.fragment:
         raise BadLocation(f"{url}: a URL fragment (#...) is not allowed")
     try:
