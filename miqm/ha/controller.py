@@ -479,6 +479,11 @@ class Controller:
                 self._wake.wait(poll)
                 self._wake.clear()
                 assert self.master is not None
+                if self._end_request is None and not self._standby_lock_kept():
+                    return self._end_standby(
+                        "its standby lock was lost (the instance was paused or cut off "
+                        "from the shared filesystem past the lease) and another standby "
+                        "instance holds it now")
                 if self._end_request is not None:
                     got = False
                 else:
@@ -516,6 +521,41 @@ class Controller:
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _standby_lock_kept(self) -> bool:
+        """False if this standby's ``standby`` lock is gone and another instance holds
+        it now. A standby paused or cut off past the NFSv4 lease loses the lock at the
+        server: a third instance started meanwhile became the standby, and both then
+        polled for master as standbys (a restarted active was refused as a third
+        instance, AMQ1103). A lost lock is taken again when it is free; True also when
+        the attempt cannot reach the filesystem (the next poll asks again)."""
+        lock = self.standby_lock
+        if lock is None or not (lock.lost() or not lock.held):
+            return True
+        lock.release()
+        fresh = LockFile(self.data, "standby")
+        self.standby_lock = fresh  # not held until granted: the next poll tries again
+        try:
+            got = self.try_lock(fresh, LockMode.EXCLUSIVE, self.holder())
+        except LockFsError:
+            return True
+        if got:
+            self.event("standby_lock_retaken")
+            return True
+        from lockfs.lockfile import peek
+
+        try:
+            record, _held = peek(self.data, "standby")
+        except LockFsError:
+            return True
+        if record is None or (record.host, record.lock_id, record.pid) == (
+                self.host, self.lock_id, self.pid):
+            # still this instance's own lock at the server (this side gave it up on its
+            # own count of the lease; the server, paused itself, has not yet): it goes
+            # when the server ends that lease, and a later poll takes it again
+            return True
+        self.standby_lock = None
+        return False
 
     def _standby_attempt(self) -> bool | None:
         """A standby's attempt on ``master``: granted, refused, or None when the attempt

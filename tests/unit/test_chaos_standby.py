@@ -75,3 +75,81 @@ def test_an_unexpected_error_still_ends_the_standby(standby: Controller,
     monkeypatch.setattr(standby.master, "acquire", acquire)
     with pytest.raises(RuntimeError):
         standby._standby_attempt()
+
+
+def _lost_standby_lock(standby: Controller, monkeypatch) -> LockFile:  # type: ignore[no-untyped-def]
+    """A standby lock as the nfs4 backend leaves it after the lease passed at the server
+    (the instance was paused past it): the lock is gone there, and lost() says so."""
+    lock = LockFile(standby.data, "standby")
+    assert lock.acquire(LockMode.EXCLUSIVE, standby.holder())
+    lock.release()  # gone at the server
+    lock._file = object()  # type: ignore[assignment]  # ...though this side kept it
+    monkeypatch.setattr(lock, "lost", lambda: True)
+    monkeypatch.setattr(lock, "release", lambda: setattr(lock, "_file", None))
+    standby.standby_lock = lock
+    return lock
+
+
+def test_a_lost_standby_lock_is_taken_again_when_free(standby: Controller,
+                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    old = _lost_standby_lock(standby, monkeypatch)
+    assert standby._standby_lock_kept()
+    assert standby.standby_lock is not None and standby.standby_lock is not old
+    assert standby.standby_lock.held
+    assert standby._standby_lock_kept()  # held: nothing more to do
+    standby.standby_lock.release()
+
+
+def test_a_lost_standby_lock_another_standby_holds_ends_this_one(standby: Controller,
+                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Found with a third instance started while the standby was paused past the lease:
+    both ran as standbys, polling for master, and a restarted active was refused as a
+    third instance (AMQ1103)."""
+    _lost_standby_lock(standby, monkeypatch)
+    from lockfs.lockfile import HolderRecord
+
+    third = LockFile(standby.data, "standby")
+    assert third.acquire(LockMode.EXCLUSIVE, HolderRecord("hostc", 99, 1.0, 4242))
+    try:
+        assert not standby._standby_lock_kept()
+        assert standby.standby_lock is None
+    finally:
+        third.release()
+
+
+def test_a_standby_lock_attempt_that_fails_is_tried_at_the_next_poll(
+        standby: Controller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _lost_standby_lock(standby, monkeypatch)
+    real = LockFile.acquire
+    calls = {"n": 0}
+
+    def acquire(self, *a, **k):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise VolumeStalled("lock standby: no answer", path="standby")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(LockFile, "acquire", acquire)
+    assert standby._standby_lock_kept()  # cannot tell: polls on
+    assert standby.standby_lock is not None and not standby.standby_lock.held
+    assert standby._standby_lock_kept()  # the next poll takes it
+    assert standby.standby_lock.held
+    standby.standby_lock.release()
+
+
+def test_its_own_lock_still_held_at_the_server_does_not_end_the_standby(
+        standby: Controller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The NFS server paused past the lease: this side counts the lock lost while the
+    server, once resumed, still holds it for this instance's old client. The fresh
+    attempt is refused by the instance's own lock: not another standby."""
+    _lost_standby_lock(standby, monkeypatch)
+    own = LockFile(standby.data, "standby")  # stands in for the old client's lock
+    assert own.acquire(LockMode.EXCLUSIVE, standby.holder())
+    try:
+        assert standby._standby_lock_kept()
+        assert standby.standby_lock is not None and not standby.standby_lock.held
+    finally:
+        own.release()
+    assert standby._standby_lock_kept()  # its lease ended: taken again
+    assert standby.standby_lock.held
+    standby.standby_lock.release()
