@@ -5,6 +5,7 @@ docs/events.md)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,35 @@ def _literal(path: str) -> str:
     return "".join("\\" + c if c in "\\*?[]{}" else c for c in path)
 
 
+#: the history files a directory is searched for: ``<host>.jsonl`` and its rotations
+FILE_PATTERN = "*.jsonl*"
+
+
+def _walk(top: str) -> list[str]:
+    """Every history file under the local directory ``top``, found here rather than by
+    Spark: Spark's listing leaves out every file and directory whose name begins with
+    ``_`` or ``.``, and ``_QM1`` is a queue manager name (its events/ directory was
+    skipped whole, silently), ``_h`` or ``.h`` a host name. Symbolic links to
+    directories are followed, each directory once."""
+    import fnmatch
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for d, subdirs, names in os.walk(top, followlinks=True):
+        real = os.path.realpath(d)
+        if real in seen:
+            subdirs[:] = []
+            continue
+        seen.add(real)
+        subdirs.sort()
+        out += [os.path.join(d, n) for n in sorted(names)
+                if fnmatch.fnmatchcase(n, FILE_PATTERN) and os.path.isfile(os.path.join(d, n))]
+    return out
+
+
 def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
-    """(directories, files) to read; local paths are checked here, with one clear line."""
+    """(remote directories, files) to read: a local directory's history files are
+    listed here; local paths are checked here, with one clear line."""
     dirs: list[str] = []
     files: list[str] = []
     if not paths:
@@ -83,7 +111,7 @@ def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
             continue
         local = p[len("file:"):] if p.startswith("file:") else p
         if os.path.isdir(local):
-            dirs.append(_literal(os.path.abspath(local)))
+            files += [_literal(f) for f in _walk(os.path.abspath(local))]
         elif os.path.isfile(local):
             files.append(_literal(os.path.abspath(local)))
         elif os.path.exists(local):  # a pipe (<(zcat ...)), a device, a socket
@@ -96,20 +124,49 @@ def split_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
     return dirs, files
 
 
-def read_lines(spark: Any, paths: list[str]) -> Any:
+def _hidden(name: str) -> bool:
+    """A file name Spark leaves out even when it is named (Hadoop's hidden files)."""
+    return name.startswith(("_", "."))
+
+
+def _unhide(files: list[str], link_dir: str | None) -> list[str]:
+    """``files`` with each one Spark would leave out replaced by a symbolic link to it in
+    ``link_dir`` under a name it reads (``_h.jsonl`` is the history of host ``_h``)."""
+    if link_dir is None or not any(_hidden(os.path.basename(f)) for f in files):
+        return files
+    os.makedirs(link_dir, exist_ok=True)
+    out = []
+    for i, f in enumerate(files):
+        name = os.path.basename(f)
+        if not _hidden(name):
+            out.append(f)
+            continue
+        # the link's name keeps the file's ending, so a .gz is still read as one
+        link = os.path.join(link_dir, f"h{i}-{name.lstrip('._')}")
+        os.symlink(re.sub(r"\\(.)", r"\1", f), link)  # f was escaped for Spark
+        out.append(_literal(link))
+    return out
+
+
+def read_lines(spark: Any, paths: list[str], link_dir: str | None = None) -> Any:
     """One row per line (``value``) of every history file under ``paths``: directories are
-    searched recursively for ``*.jsonl`` files and their rotations (``*.jsonl.N``)."""
+    searched recursively for ``*.jsonl`` files and their rotations (``*.jsonl.N``).
+    ``link_dir``: where links to files Spark would leave out (names beginning with ``_``
+    or ``.``) are made; it must stay until the analysis is done."""
     dirs, files = split_inputs(paths)
+    files = _unhide(files, link_dir)
     frames = []
     try:
         if dirs:
             frames.append(spark.read.option("recursiveFileLookup", "true")
-                          .option("pathGlobFilter", "*.jsonl*").text(dirs))
+                          .option("pathGlobFilter", FILE_PATTERN).text(dirs))
         if files:
             frames.append(spark.read.text(files))
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AnalysisError(f"cannot read the histories: {msg}") from None
+    if not frames:  # local directories without a history file: "no events" follows
+        return spark.createDataFrame([], "value string")
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)

@@ -81,13 +81,15 @@ def _three(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, float | N
     return {k: (None if values.get(k) is None else float(values[k])) for k in keys}
 
 
-def compute_all(spark: Any, paths: list[str], progress: Progress) -> tuple[dict, dict]:
-    """(tables as pandas DataFrames, summary dict)."""
+def compute_all(spark: Any, paths: list[str], progress: Progress,
+                link_dir: str | None = None) -> tuple[dict, dict]:
+    """(tables as pandas DataFrames, summary dict). ``link_dir``: see
+    :func:`miqm.analysis.history.read_lines`."""
     from miqm.analysis import compute as C
     from miqm.analysis.history import parse, read_lines
 
     progress.stage("reading and parsing the histories")
-    loaded = parse(read_lines(spark, paths))
+    loaded = parse(read_lines(spark, paths, link_dir))
     ev = loaded.events
     counts = loaded.counts
     if counts["events"] == 0:
@@ -330,7 +332,8 @@ def _analyze(paths: list[str], out: str, staging: str, master: str | None,
     if cpu0 is not None:
         progress.cpu = lambda: jvm_cpu_seconds(spark)
     try:
-        tables, summary = compute_all(spark, paths, progress)
+        tables, summary = compute_all(spark, paths, progress,
+                                      link_dir=os.path.join(staging, "inputs"))
     except AnalysisError:
         raise
     except Exception as exc:

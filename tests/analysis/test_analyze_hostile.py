@@ -121,3 +121,24 @@ def test_a_compressed_history_cut_short_is_named(spark: object, tmp_path: Path) 
         f"cannot read the history file {hist}/hostb.jsonl.1.gz: Unexpected end of input "
         "stream (a compressed file cut short? check it with gzip -t, or leave it out)")
     assert not (tmp_path / "out").exists()
+
+
+def test_names_beginning_with_underscore_or_dot_are_read(spark: object,
+                                                         tmp_path: Path) -> None:
+    """Spark leaves out files and directories whose names begin with ``_`` or ``.``, even
+    named ones; ``_QM1`` is a queue manager name and ``_hostb``, ``.hosta`` host names:
+    their histories were skipped, silently (here: 'no events')."""
+    from miqm.analysis.run import analyze
+
+    shared = tmp_path / "hist" / "_QM1" / "events"
+    shared.mkdir(parents=True)
+    (shared / "_hostb.jsonl").write_text("\n".join(GOOD) + "\n")
+    local = tmp_path / "local" / ".hosta.jsonl"
+    local.parent.mkdir()
+    local.write_text("\n".join(GOOD[:3]) + "\n")  # a copy of the first three
+    out = tmp_path / "out"
+    summary = analyze([str(tmp_path / "hist"), str(local)], str(out), spark=spark,
+                      report=False)
+    assert (summary["events"], summary["duplicates_removed"]) == (len(GOOD), 3)
+    assert summary["failovers"] == 1
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tables"]
