@@ -85,7 +85,12 @@ def _walk(top: str) -> list[str]:
 
     out: list[str] = []
     seen: set[str] = set()
-    for d, subdirs, names in os.walk(top, followlinks=True):
+
+    def refuse(exc: OSError) -> None:  # os.walk would skip the directory, silently
+        raise AnalysisError(f"cannot list {exc.filename}: {exc.strerror}: make it readable "
+                            "(or name the directories beside it instead)")
+
+    for d, subdirs, names in os.walk(top, onerror=refuse, followlinks=True):
         real = os.path.realpath(d)
         if real in seen:
             subdirs[:] = []

@@ -142,3 +142,18 @@ def test_names_beginning_with_underscore_or_dot_are_read(spark: object,
     assert (summary["events"], summary["duplicates_removed"]) == (len(GOOD), 3)
     assert summary["failovers"] == 1
     assert sorted(p.name for p in out.iterdir()) == ["summary.json", "tables"]
+
+
+def test_a_directory_that_cannot_be_listed_is_one_line(tmp_path: Path) -> None:
+    """os.walk skips, silently, a directory it cannot list (unreadable to this user, or
+    gone or replaced while it walks: here a file where it expects a directory); the
+    history under it would be missing from the figures without a word."""
+    from miqm.analysis.history import _walk
+    from miqm.errors import AnalysisError
+
+    f = tmp_path / "events"
+    f.write_text("")
+    with pytest.raises(AnalysisError) as err:
+        _walk(str(f))
+    assert str(err.value) == (f"cannot list {f}: Not a directory: make it readable (or "
+                              "name the directories beside it instead)")
