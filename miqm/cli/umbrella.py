@@ -288,12 +288,22 @@ def summary_lines(summary: dict[str, Any], out: str, report: bool) -> list[str]:
         return f"{count:,} {word}{'' if count == 1 else 's'}"
 
     written = f"report: {out}/report.html  " if report else ""
+    # what only some histories have, said only when there is some of it
+    unmeasured = summary.get("failovers_unmeasured") or 0
+    stops = sum((summary.get("active_self_stops") or {}).values())
+    glued = summary.get("glued_lines") or 0
+    extra = "".join((
+        f", {unmeasured:,} without a measured duration" if unmeasured else "",
+        f"; {n(stops, 'stop')} of an active by itself with no standby to take over"
+        if stops else "",
+        f"; {n(glued, 'torn line')} split where the next event was glued on"
+        if glued else ""))
     return [f"{n(summary['events'], 'event')}: {n(summary['failovers'], 'failover')} "
             f"(p50 {g(fs['p50'])}s, p95 {g(fs['p95'])}s, max {g(fs['max'])}s), "
             f"{summary['spurious_failovers']:,} spurious, "
             f"{n(summary['switchovers'], 'switchover')}; verify p50 {g(vs['p50'])}s "
             f"p99 {g(vs['p99'])}s; {n(summary['malformed_lines'], 'malformed line')} "
-            "skipped",
+            f"skipped{extra}",
             f"{written}summary: {out}/summary.json  tables: {out}/tables/"]
 
 

@@ -32,3 +32,15 @@ def test_no_report_names_no_report_file() -> None:
     without = summary_lines(_summary(), "/out", report=False)[1]
     assert "report.html" not in without
     assert without == "summary: /out/summary.json  tables: /out/tables/"
+
+
+def test_what_only_some_histories_have_is_said_only_when_present() -> None:
+    plain = summary_lines(_summary(), "/o", report=True)[0]
+    assert "without a measured" not in plain and "by itself" not in plain
+    assert "torn" not in plain
+    odd = summary_lines(_summary(failovers_unmeasured=1, glued_lines=2)
+                        | {"active_self_stops": {"AMQ7279": 1, "AMQ7280": 2}},
+                        "/o", report=True)[0]
+    assert "3 failovers (p50" in odd and ", 1 without a measured duration" in odd
+    assert "; 3 stops of an active by itself with no standby to take over" in odd
+    assert "; 2 torn lines split where the next event was glued on" in odd
