@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,16 @@ def result(out: str) -> dict[str, Any]:
 
 def test_of(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in doc["tests"] if t["name"] == name)
+
+
+@contextmanager
+def tmpfs(directory: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (mount's notation: ``64k``, ``4m``) mounted on ``directory``
+    (made if missing) for the block: a small or full filesystem of its own (root only)."""
+    directory.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                   check=True)
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", str(directory)], check=False)

@@ -312,13 +312,8 @@ def test_directory_that_cannot_be_listed_fails_access(tmp_path: Path) -> None:
 
 @pytest.fixture
 def full_fs(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "full"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)], check=True)
-    try:
+    with fu.tmpfs(tmp_path / "full", "64k") as d:
         yield d
-    finally:
-        subprocess.run(["umount", str(d)], check=False)
 
 
 @pytest.mark.root

@@ -4,7 +4,6 @@ filesystem and failing at the end of a long format."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,13 +16,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.root]
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "small"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(d)], check=True)
-    try:
+    with fu.tmpfs(tmp_path / "small", "4m") as d:
         yield d
-    finally:
-        subprocess.run(["umount", str(d)], check=False)
 
 
 def test_format_is_reduced_to_the_free_space(small_fs: Path) -> None:

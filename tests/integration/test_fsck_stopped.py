@@ -84,9 +84,10 @@ def test_c_partner_stopped_holding_the_lock_is_not_blamed_on_the_locks(
     assert not list(tmp_path.glob("amqmfsck.c.*.dat"))
 
 
-def test_c_partner_killed_leaves_no_data_file(tmp_path: Path) -> None:
-    """A -c run whose partner was killed -9 failed rightly ('stopped before it
-    finished') but left megabytes of records in amqmfsck.c.<session>.dat."""
+def _two_writers_then_kill_one(
+        tmp_path: Path) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """Two -c writers of 3000 records each, both running, then the second killed -9
+    (both returned: the caller finishes the first and cleans up with _kill)."""
     a = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
     b = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
     try:
@@ -94,6 +95,17 @@ def test_c_partner_killed_leaves_no_data_file(tmp_path: Path) -> None:
         fu.wait_state(tmp_path, "c", "running", proc=b)
         time.sleep(0.3)
         b.kill()
+    except BaseException:
+        _kill(a, b)
+        raise
+    return a, b
+
+
+def test_c_partner_killed_leaves_no_data_file(tmp_path: Path) -> None:
+    """A -c run whose partner was killed -9 failed rightly ('stopped before it
+    finished') but left megabytes of records in amqmfsck.c.<session>.dat."""
+    a, b = _two_writers_then_kill_one(tmp_path)
+    try:
         code_a, _, err_a = fu.finish(a, timeout=120)
     finally:
         _kill(a, b)
@@ -136,13 +148,8 @@ def test_c_records_are_checked_after_the_partner_was_killed(tmp_path: Path) -> N
     finished' without reading the file: a killed or cut-off writer's late write landing
     over the records (here: a record overwritten while the survivor is stopped) went
     unseen. Now the records are checked as far as the partner got."""
-    a = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
-    b = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
+    a, b = _two_writers_then_kill_one(tmp_path)
     try:
-        fu.wait_state(tmp_path, "c", "running", proc=a)
-        fu.wait_state(tmp_path, "c", "running", proc=b)
-        time.sleep(0.3)
-        b.kill()
         b.communicate()
         a.send_signal(signal.SIGSTOP)
         time.sleep(0.1)
