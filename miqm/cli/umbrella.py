@@ -218,9 +218,14 @@ def bench_failover(
 def bench_campaign(
     cycles: int = typer.Option(10, help="number of faults to inject"),
     faults: str = typer.Option("", help="comma-separated faults to draw from: kill, "
-                               "switchover; on the lab also partition, pause (default: all "
-                               "of them) and, when named, restart, restart-grace, slow, "
-                               "stall, pause-short"),
+                               "switchover (default: both) and, when named, kill-both, "
+                               "pause-standby, kill-checkpoint, kill-extent, "
+                               "kill-switchover, kill-takeover, third; on the lab kill, "
+                               "switchover, partition, pause (default: all four) and, when "
+                               "named, restart, restart-grace, slow, stall, pause-short, "
+                               "pause-lease, partition-short, partition-lease, "
+                               "server-pause, pause-standby, partition-standby, kill-both, "
+                               "third"),
     producers: int = typer.Option(4, help="producer threads committing during the faults"),
     consumers: int = typer.Option(2, help="consumer threads getting during the faults "
                                   "(alternately under syncpoint and outside it)"),
@@ -235,10 +240,17 @@ def bench_campaign(
                                  "of at random (a short run that meets each one)"),
 ) -> None:
     """Inject random faults into two instances under load, then audit every message."""
-    from miqm.bench.campaign import FAULTS, LAB_EXTRA_FAULTS, LAB_FAULTS
+    from miqm.bench.campaign import (
+        FAULTS,
+        LAB_CHAOS_FAULTS,
+        LAB_EXTRA_FAULTS,
+        LAB_FAULTS,
+        LOCAL_EXTRA_FAULTS,
+    )
     from miqm.bench.campaign import bench_campaign as run
 
-    allowed = LAB_FAULTS + LAB_EXTRA_FAULTS if on_lab else FAULTS
+    allowed = (LAB_FAULTS + LAB_EXTRA_FAULTS + LAB_CHAOS_FAULTS if on_lab
+               else FAULTS + LOCAL_EXTRA_FAULTS)
     drawn = tuple(f.strip() for f in faults.split(",") if f.strip()) or (
         LAB_FAULTS if on_lab else FAULTS)
     unknown = [f for f in drawn if f not in allowed]
@@ -266,7 +278,8 @@ def bench_campaign(
     if as_json:
         print(json.dumps(result))
     bad = [k for k in ("lost", "duplicated", "resurrected", "torn_units", "torn_gets",
-                       "phantoms", "two_owners", "stale_writes", "spurious_failovers")
+                       "phantoms", "two_owners", "stale_writes", "spurious_failovers",
+                       "violations")
            if result.get(k)]
     if bad:
         kept = " and ".join(result.get("kept") or []) or "the figures above"

@@ -103,3 +103,19 @@ def test_every_local_extra_fault_is_one_the_local_cluster_injects() -> None:
     source = inspect.getsource(_LocalCluster.inject)
     for fault in LOCAL_EXTRA_FAULTS:
         assert f'"{fault}"' in source, fault
+
+
+def test_the_command_takes_the_chaos_faults_and_refuses_the_lab_only_ones_locally() -> None:
+    """``miqm bench campaign --faults`` accepted only kill and switchover locally: the
+    chaos faults ran only from Python. (``--cycles 0`` stops each run right after the
+    faults were accepted.)"""
+    import subprocess
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["miqm", "bench", "campaign",
+                               *args], capture_output=True, text=True, timeout=60)
+
+    taken = run("--faults", "kill-both,third,kill-takeover", "--cycles", "0")
+    assert taken.returncode == 2 and "--cycles" in taken.stderr, taken.stderr
+    refused = run("--faults", "partition-lease", "--cycles", "0")
+    assert refused.returncode == 2 and "partition-lease cannot be injected" in refused.stderr
