@@ -36,8 +36,10 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
     directory or its qm.ini cannot be read: the directory removed, or a filesystem
     unmounted under it, says nothing about the queue manager's state."""
     from lockfs import open_volume
+    from lockfs.errors import LockFsError
     from lockfs.faults import wrap_from_env
     from lockfs.lockfile import peek
+    from miqm.errors import ConfigError
     from miqm.ha import qmstatus
 
     volume = wrap_from_env(open_volume(data_path), "data")
@@ -50,12 +52,19 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
                            "lock_id": rec.lock_id if rec else None,
                            "pid": rec.pid if rec else None,
                            "generation": rec.generation if rec else None}
-        st = qmstatus.try_read(volume)
+        damaged = None
+        try:
+            st: Any = qmstatus.read(volume)
+        except ConfigError as exc:  # garbage: not "no status yet", which reads as Ended
+            st, damaged = None, str(exc)
+        except LockFsError:
+            st = None
         learn = getattr(volume, "learn_lease", None)  # nfs4://: the server's lease
         lease = volume.lease_seconds if learn is not None and learn() else None
         return {"locks": locks, "lease": lease,
-                "qmstatus": None if st is None else {
-                    "status": st.status, "permit_standby": st.permit_standby}}
+                "qmstatus": ({"damaged": damaged} if damaged is not None else None
+                             if st is None else {
+                                 "status": st.status, "permit_standby": st.permit_standby})}
     finally:
         volume.close()
 
@@ -111,6 +120,10 @@ def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | N
         status = "Starting"
     elif master_held:
         status = "Running elsewhere"
+    elif st.get("damaged"):
+        # nothing says how it ended: "Ended normally" (the default of a status file not
+        # yet written) would be a guess an administrator might act on
+        status = "Status not available"
     else:
         recorded = str(st.get("status") or "Ended normally")
         status = recorded if recorded.startswith("Ended") else "Ended unexpectedly"
@@ -128,6 +141,8 @@ def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | N
         standby = "Permitted" if st.get("permit_standby") else "Not permitted"
     info = {"qmgr": name, "status": status, "standby": standby, "instances": instances,
             "locks": {k: v for k, v in locks.items() if v["held"]}}
+    if st.get("damaged"):
+        info["status_damaged"] = st["damaged"]
     if (status == "Running elsewhere" and here and alive is not None
             and master["host"] == here and master["pid"] and not alive(master["pid"])):
         info["holder_ended"] = {"host": here, "pid": master["pid"],
@@ -155,6 +170,8 @@ def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
     if instances:
         for inst in info["instances"]:
             lines.append(f"    INSTANCE({inst['host'] or UNKNOWN}) MODE({inst['mode']})")
+    if info.get("status_damaged"):
+        lines.append(f"    {info['status_damaged']}")
     gone = info.get("holder_ended")
     if gone:
         lease = f" ({gone['lease_seconds']:g}s)" if gone.get("lease_seconds") else ""
