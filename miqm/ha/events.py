@@ -134,7 +134,11 @@ class EventLog:
                 make_dir_within(self.volume, DIR)
                 f = self.volume.open(path, create=True)
             with f:
-                f.pwrite("".join(lines).encode(), f.size())
+                end = f.size()
+                data = "".join(lines).encode()
+                if end and f.pread(1, end - 1) != b"\n":
+                    data = b"\n" + data  # a torn last line (a crash): ours start anew
+                f.pwrite(data, end)
         except LockFsError:
             pass  # history is best effort; the error log says what matters
 
@@ -151,10 +155,30 @@ class EventLog:
                     os.replace(path, f"{path}.1")
             except FileNotFoundError:
                 pass
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o640)
             try:
-                os.write(fd, "".join(lines).encode())
+                _append_lines(fd, "".join(lines).encode())
             finally:
                 os.close(fd)
         except OSError:
             pass  # best effort, like the shared copy
+
+
+def _append_lines(fd: int, data: bytes) -> None:
+    """``data`` (whole lines) appended to the file open on ``fd`` (O_APPEND): on a new line
+    if the file ends in a torn one (a crash mid-write), written whole or not at all. A
+    short write on a full disk left half a line, which the next write was glued onto,
+    and both lines were lost to the analysis."""
+    start = os.fstat(fd).st_size
+    if start and os.pread(fd, 1, start - 1) != b"\n":
+        data = b"\n" + data
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        try:
+            os.ftruncate(fd, start)  # take the part that went back out
+        except OSError:
+            pass
+        raise

@@ -60,3 +60,53 @@ def test_no_local_copy_when_turned_off(tmp_path: Path, monkeypatch: pytest.Monke
     log.emit("verify", ok=True, latency_s=0.001)
     log.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_torn_last_line_is_not_glued_to_the_next(tmp_path: Path) -> None:
+    """A crash mid-write leaves half a line; the next event went straight onto it and
+    the analysis lost both lines (it splits glued lines since, but they should not be)."""
+    (tmp_path / "hosta.jsonl").write_text('{"v":1,"event":"verify","ok":tr')
+    log = EventLog(None, "QM1", "hosta", "i", local=str(tmp_path))
+    log.emit("fatal", amq="AMQ7280")
+    log.close()
+    lines = (tmp_path / "hosta.jsonl").read_text().splitlines()
+    assert lines[0] == '{"v":1,"event":"verify","ok":tr'
+    assert json.loads(lines[1])["event"] == "fatal"
+
+
+def test_a_short_write_on_a_full_disk_leaves_no_half_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from miqm.ha import events
+
+    (tmp_path / "hosta.jsonl").write_text('{"v":1,"event":"verify"}\n')
+    real = os.write
+    calls = {"n": 0}
+
+    def short_then_full(fd: int, data) -> int:  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real(fd, bytes(data[:10]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(events.os, "write", short_then_full)
+    log = EventLog(None, "QM1", "hosta", "i", local=str(tmp_path))
+    log.emit("fatal", amq="AMQ7280")
+    log.close()
+    assert calls["n"] == 2
+    assert (tmp_path / "hosta.jsonl").read_text() == '{"v":1,"event":"verify"}\n'
+
+
+def test_the_shared_copy_starts_a_new_line_after_a_torn_one(tmp_path: Path) -> None:
+    from lockfs.posix import PosixVolume
+
+    shared = tmp_path / "data"
+    (shared / "events").mkdir(parents=True)
+    (shared / "events" / "hosta.jsonl").write_text('{"v":1,"event":"ver')
+    log = EventLog(PosixVolume(str(shared)), "QM1", "hosta", "i", local=None)
+    log.emit("fatal", amq="AMQ7280")
+    log.close()
+    lines = (shared / "events" / "hosta.jsonl").read_text().splitlines()
+    assert lines[0] == '{"v":1,"event":"ver' and json.loads(lines[1])["event"] == "fatal"
