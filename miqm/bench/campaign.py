@@ -489,13 +489,7 @@ class _LocalCluster:
         if fault == "kill":
             os.kill(hit["pid"], 9)
         elif fault == "kill-both":
-            for pid in (hit["pid"], hit["standby_pid"]):
-                if pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-            for pid in (hit["pid"], hit["standby_pid"]):
-                if pid is not None:
-                    _wait_gone(pid)
+            _kill_and_wait((hit["pid"], hit["standby_pid"]))
             first, second = (old, other) if self.rng.random() < 0.5 else (other, old)
             hit["order"] = [first.name, second.name]
             pair.start(first)
@@ -583,6 +577,17 @@ class _LocalCluster:
 
     def log_location(self) -> tuple[str, int]:
         return os.path.join(self.pair.shared, "log", self.qmgr), 1024
+
+
+def _kill_and_wait(pids: tuple[int | None, ...]) -> None:
+    """SIGKILL each of ``pids`` (None skipped, one already gone too), then wait until
+    every one is gone: both instances at once, as a power cut of both hosts."""
+    live = [p for p in pids if p is not None]
+    for p in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+    for p in live:
+        _wait_gone(p)
 
 
 def _wait_gone(pid: int, timeout: float = 30.0) -> None:
@@ -720,12 +725,7 @@ class _LabCluster:
                     lab.heal(other.ns)
         elif fault == "kill-both":
             other = self._other(old)
-            pids = [p for p in (pid, self.bench.pid(other)) if p is not None]
-            for p in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p, signal.SIGKILL)
-            for p in pids:
-                _wait_gone(p)
+            _kill_and_wait((pid, self.bench.pid(other)))
             first, second = (old, other) if self.rng.random() < 0.5 else (other, old)
             hit["order"] = [first.name, second.name]
             self._restart(first)
