@@ -219,14 +219,17 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
     if f is None:
         f = vol.open(data_name)
     last_pub = clock()
-    t_run = t0 = clock()
+    # when a call on the data file last completed: a gap longer than the lease (this
+    # process stopped or cut off, in a call or between two) means its lease ran out
+    t_run = t0 = answered = clock()
     try:
         for seq in range(1, count + 1):
             t_wait = clock()
             while True:
                 t0 = clock()
                 got = f.try_lock(LockMode.EXCLUSIVE)
-                lock_t.append(clock() - t0)
+                answered = clock()
+                lock_t.append(answered - t0)
                 if got:
                     break
                 if clock() - t_wait > wait:
@@ -246,7 +249,8 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
             if size:
                 t0 = clock()
                 raw = f.pread(REC, size - REC)
-                read_t.append(clock() - t0)
+                answered = clock()
+                read_t.append(answered - t0)
                 rec = parse_record(raw)
                 if rec is None:
                     raise Failed("the last record, read under the lock, is damaged "
@@ -259,20 +263,22 @@ def _run(vol: Volume, party: Party, res: TestResult, count: int, wait: float,
             f.fdatasync()
             write_t.append(clock() - t0)
             f.unlock()
+            answered = clock()
             if clock() - last_pub >= PERIOD:
                 party.publish()
                 last_pub = clock()
     except LockFsError as exc:
-        # a call that failed after taking longer than the lease: this process was stopped
-        # (SIGSTOP) or cut off in it, and its lease ran out - the RPC "timing out" on
-        # resuming is that, not a server that does not answer
-        lease, took = vol.lease_seconds, clock() - t0
+        # a call that failed with no call answered for longer than the lease: this process
+        # was stopped (SIGSTOP) or cut off, in that call or before it, and its lease ran
+        # out - the RPC "timing out", or the server no longer knowing its state
+        # (NFS4ERR_STALE, EXPIRED), on resuming is that, not a server that does not answer
+        lease, took = vol.lease_seconds, clock() - answered
         if not lease or took <= lease:
             raise
-        raise Failed(f"lease expired under a live writer: a call on the data file took "
-                     f"{took:.1f} s, longer than the lease ({lease:g} s): this process was "
-                     f"stopped or cut off in it, and its lock may have passed to the other "
-                     f"({exc})", CAUSE_LEASE, "a writer stopped or cut off longer than the "
+        raise Failed(f"lease expired under a live writer: no call on the data file was "
+                     f"answered for {took:.1f} s, longer than the lease ({lease:g} s): this "
+                     f"process was stopped or cut off, and its lock may have passed to the "
+                     f"other ({exc})", CAUSE_LEASE, "a writer stopped or cut off longer than the "
                      "lease loses its lock: the queue manager must stop itself within "
                      "VerifyInterval + MonitorStall, which must be shorter than the lease") \
             from None
