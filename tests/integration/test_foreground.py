@@ -190,7 +190,10 @@ def _entry(host: Host, role: str, shared: Path, conf: Path, tmp: Path) -> Fg:
     env = host.env()
     env.update({"MIQM_QMGR": "QMEP", "MIQM_ROLE": role, "MIQM_SHARED": str(shared),
                 "MIQM_CONFIG_DIR": str(conf), "MIQM_DATA_ROOT": host.root,
-                "PATH": BIN + os.pathsep + os.environ.get("PATH", "")})
+                "PATH": BIN + os.pathsep + os.environ.get("PATH", ""),
+                # the image's user (mqm) is not this machine's: the switch to it is
+                # tests/integration/test_deploy_entrypoint.py's, the start logic is this
+                "MIQM_USER": "root"})
     with open(fg.out, "w") as out, open(fg.err, "w") as err:
         fg.proc = subprocess.Popen(["sh", ENTRYPOINT], env=env, stdin=subprocess.DEVNULL,
                                    stdout=out, stderr=err)

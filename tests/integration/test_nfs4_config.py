@@ -157,7 +157,8 @@ class Entry:
 
     def __init__(self, labx: lab.NfsLab, host: NsHost, role: str, conf: Path) -> None:
         env = host.env()
-        env.update({"MIQM_QMGR": "QMEP", "MIQM_ROLE": role, "MIQM_CONFIG_DIR": str(conf),
+        env.update({"MIQM_USER": "root",  # the image's mqm is not this machine's user
+                    "MIQM_QMGR": "QMEP", "MIQM_ROLE": role, "MIQM_CONFIG_DIR": str(conf),
                     "MIQM_SHARED": f"{labx.url_base}/ep",
                     "PATH": os.path.dirname(sys.executable) + os.pathsep
                     + os.environ.get("PATH", "")})
