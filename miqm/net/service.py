@@ -485,8 +485,9 @@ class QueueService:
             session.state.setdefault("uow_gets", []).append(msg.msgid)
         reply = {"ok": True, **message_fields(msg, self.backout_counts),
                  "body": bytes(msg.body)}
-        if browse and msg.position is not None:
-            reply["pos"] = list(msg.position)  # the cursor for the next browse
+        position = getattr(msg, "position", None) if browse else None
+        if position is not None:
+            reply["pos"] = list(position)  # the cursor for the next browse
         if not browse and not under:
             self.backout_counts.forget([msg.msgid])
         if not browse:
