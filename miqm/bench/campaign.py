@@ -798,10 +798,16 @@ class _LabCluster:
         if self._fl._alive(pid):
             hit["failover"] = False
             return old.name, None
-        took = self.bench.serving_after(new, old, hit["t0"])
-        hit["failover"] = True
-        self.active = new
-        return new.name, took
+        return self._served_by(new, old, hit, failover=True)
+
+    def _served_by(self, host: Any, other: Any, hit: dict[str, Any],
+                   failover: bool) -> tuple[str, float | None]:
+        """``host`` is the active now: how long after the fault it served, noted in
+        ``hit`` (and whether that was a failover)."""
+        took = self.bench.serving_after(host, other, hit["t0"])
+        hit["failover"] = failover
+        self.active = host
+        return host.name, took
 
     def await_takeover(self, hit: dict[str, Any]) -> tuple[str, float | None]:
         old = hit["old"]
@@ -813,10 +819,7 @@ class _LabCluster:
             while time.monotonic() < deadline:
                 for host, other in ((old, new), (new, old)):
                     if self._mode(host) == "active":
-                        took = self.bench.serving_after(host, other, hit["t0"])
-                        hit["failover"] = host is new
-                        self.active = host
-                        return host.name, took
+                        return self._served_by(host, other, hit, failover=host is new)
                 time.sleep(0.05)
             raise MiqmError("no instance runs as the active after both were restarted")
         if hit.get("fault") in NO_FAILOVER:
@@ -825,10 +828,7 @@ class _LabCluster:
             if self._fl._alive(hit["pid"]):
                 hit["failover"] = False
                 return old.name, None
-        took = self.bench.serving_after(new, old, hit["t0"])
-        hit["failover"] = True
-        self.active = new
-        return new.name, took
+        return self._served_by(new, old, hit, failover=True)
 
     def recover(self, fault: str, hit: dict[str, Any]) -> None:
         old, pid = hit["old"], hit["pid"]
