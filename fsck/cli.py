@@ -204,10 +204,7 @@ def _run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fa
 
     try:
         vol = open_volume(directory)
-    except ValueError as exc:  # urlsplit's own refusal ('nfs4://[::1/x'), not BadLocation
-        raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
-                        "nfs4://server[:port]/export/path") from None
-    except BadLocation as exc:
+    except BadLocation as exc:  # also urlsplit's own refusal ('nfs4://[::1/x')
         raise FsckError(f"bad Directory {directory!r}: {exc}; give a path or "
                         "nfs4://server[:port]/export/path") from None
     label = mode or ("-f" if format_file else "-x" if delete else "plain")

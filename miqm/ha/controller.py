@@ -46,7 +46,7 @@ from lockfs.errors import (
     VolumePermissionError,
     VolumeStalled,
 )
-from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile
+from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile, peek
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
 from miqm.config import QMConfig, parse_qm_ini
@@ -413,8 +413,6 @@ class Controller:
         record; None if the holder is elsewhere, gone, or cannot be told. strmqm checks
         the run record first, but a run record removed or damaged, or two strmqm at
         once, would otherwise give the active a standby on its own host."""
-        from lockfs.lockfile import peek
-
         try:
             record, held = peek(self.data, "master")
         except LockFsError:
@@ -426,8 +424,6 @@ class Controller:
     def _standby_host(self) -> str | None:
         """The host of a running standby instance (its lock held), for strmqm's refusal
         without -x; None if none runs or it cannot be told."""
-        from lockfs.lockfile import peek
-
         try:
             record, held = peek(self.data, "standby")
         except LockFsError:
@@ -542,8 +538,6 @@ class Controller:
         if got:
             self.event("standby_lock_retaken")
             return True
-        from lockfs.lockfile import peek
-
         try:
             record, _held = peek(self.data, "standby")
         except LockFsError:
@@ -935,8 +929,6 @@ class Controller:
         the volume's lease and 5 s more to go (a dead instance's lock that outlives its
         lease); None also when the file cannot be looked at (the lock attempt that
         follows meets what is wrong)."""
-        from lockfs.lockfile import peek
-
         assert self.master is not None
         previous = self.master.previous
         lease = self.data.lease_seconds
