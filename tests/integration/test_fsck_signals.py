@@ -15,26 +15,28 @@ from tests import fsckutil as fu
 pytestmark = pytest.mark.integration
 
 
+def _signalled(directory: Path, test: str, state: str, sig: signal.Signals,
+               *args: str) -> tuple[int, str]:
+    """amqmfsck -``test`` started on ``directory``, sent ``sig`` once in ``state``:
+    (exit code, stderr)."""
+    proc = fu.start(f"-{test}", *args, "--wait", "60", str(directory))
+    try:
+        fu.wait_state(directory, test, state, proc=proc)
+        proc.send_signal(sig)
+        code, _, err = fu.finish(proc, timeout=60)
+    finally:
+        proc.kill()
+    return code, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_stop_signals_unwind_like_ctrl_c(tmp_path: Path, sig: signal.Signals) -> None:
-    first = fu.start("-w", "--hold", "60", "--wait", "60", str(tmp_path))
-    try:
-        fu.wait_state(tmp_path, "w", "holding", proc=first)
-        first.send_signal(sig)
-        code, _, err = fu.finish(first, timeout=60)
-    finally:
-        first.kill()
+    code, err = _signalled(tmp_path, "w", "holding", sig, "--hold", "60")
     assert code == 128 + sig, err
     assert err.strip() == (f"amqmfsck: stopped by {sig.name}: the tests on {tmp_path} did "
                            "not complete"), err
     assert not list(tmp_path.glob("amqmfsck.w.*.state"))
-    waiter = fu.start("-c", "--wait", "60", str(tmp_path))
-    try:
-        fu.wait_state(tmp_path, "c", "ready", proc=waiter)
-        waiter.send_signal(sig)
-        code, _, err = fu.finish(waiter, timeout=60)
-    finally:
-        waiter.kill()
+    code, err = _signalled(tmp_path, "c", "ready", sig)
     assert code == 128 + sig and not list(tmp_path.glob("amqmfsck.c.*")), err
 
 
