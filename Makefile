@@ -25,10 +25,15 @@ lint: install
 # As root (CI), a test skipped for a reason root must not meet (the NFSv4 lab did not come
 # up, a tool install-system installs is missing) fails the run; every run ends with a skip
 # summary (tests/skips.py).
+# Two pytest-xdist workers (TEST_WORKERS): most tests wait on leases, failovers and
+# processes rather than compute, so two at a time halve the run on two CPUs; tests sharing
+# one thing of the machine (the NFSv4 lab, the compose, the Spark JVM) stay on one worker
+# (the xdist groups in tests/conftest.py). TEST_WORKERS=0 runs them one at a time.
+TEST_WORKERS ?= 2
 test: install install-system lint
-	$(PYTHON) -m pytest -q -ra --durations=20 tests
+	$(PYTHON) -m pytest -q -ra --durations=20 -n $(TEST_WORKERS) --dist loadgroup tests
 	# the pure-Python twins of the store's C parts (what serves without a compiler)
-	MIQM_NATIVE_LOG=0 $(PYTHON) -m pytest -q -ra tests/unit
+	MIQM_NATIVE_LOG=0 $(PYTHON) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup tests/unit
 
 # Every safety guard on tests/mutation/guards.toml broken in turn: each must make one of
 # its tests fail (about two minutes; the source is always restored).

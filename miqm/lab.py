@@ -68,6 +68,20 @@ def lab_missing() -> str | None:
 
 
 @dataclass
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is in the stopped state (T) by /proc."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+            if state not in ("T", "t"):
+                return False
+    except OSError:
+        return True  # gone: nothing of it runs
+    return True
+
+
 class NfsLab:
     """A running lab: server address, lease, and its directory on this host."""
 
@@ -114,6 +128,17 @@ class NfsLab:
     def server_pid(self) -> int:
         """The running ganesha's pid."""
         return int((self.dir / "ganesha.pid").read_text())
+
+    def stop_server(self, settle: float = 5.0) -> int:
+        """Freeze ganesha (SIGSTOP) and return its pid once every one of its threads is
+        stopped: ``kill`` returns before a busy machine has stopped them all, and a
+        thread still running may answer one more call. SIGCONT it afterwards."""
+        pid = self.server_pid()
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline and not _all_threads_stopped(pid):
+            time.sleep(0.005)
+        return pid
 
     def slow_server(self, delay: float, seconds: float, gap: float = 0.01) -> None:
         """A slow server for ``seconds``: ganesha is stopped (SIGSTOP) for ``delay``

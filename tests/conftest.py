@@ -16,8 +16,31 @@ from tests.lab import nfs_lab  # noqa: F401 - one session-wide NFSv4 lab for eve
 os.environ.setdefault("MIQM_LISTENER_PORT", "0")
 
 
+# Under pytest-xdist (``-n 2 --dist loadgroup``, what ``make test`` runs) the tests that
+# share one thing of the machine run on one worker, one after another: the NFSv4 lab (its
+# namespaces and server are one per machine), the compose (its containers and ports) and
+# the Spark session (one JVM, started once per worker that needs it).
+_GROUPS = (("nfs_lab", "nfslab"), ("spark", "spark"))
+_GROUPED_MODULES = {"test_compose": "compose"}
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    fixtures = getattr(item, "fixturenames", ())
+    for fixture, group in _GROUPS:
+        if fixture in fixtures:
+            return group
+    module = getattr(item, "module", None)
+    return _GROUPED_MODULES.get(module.__name__.rsplit(".", 1)[-1]) if module else None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked ``root`` unless running as root (CI runs as root)."""
+    """Group the tests that share a machine-wide resource (see ``_GROUPS``), and skip tests
+    marked ``root`` unless running as root (CI runs as root)."""
+    for item in items:
+        group = _xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root (network namespaces / NFSv4 lab)")

@@ -313,7 +313,7 @@ def test_lock_file_records_over_nfs4(nfs_lab: lab.NfsLab) -> None:
 
 
 def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> None:
-    pid = int((nfs_lab.dir / "ganesha.pid").read_text())
+    pid = nfs_lab.server_pid()
     vol = open_volume(nfs_lab.url(""))
     name = _name("stall")
     f = vol.open(name, create=True)
@@ -322,8 +322,8 @@ def test_hung_server_raises_stalled_and_loses_the_lock(nfs_lab: lab.NfsLab) -> N
         assert f.try_lock(LockMode.EXCLUSIVE)
         assert f.reachability() is Reachability.OK
         timeout = vol.timeout  # type: ignore[attr-defined]
-        os.kill(pid, signal.SIGSTOP)
         stopped = True
+        assert nfs_lab.stop_server() == pid
         t0 = time.monotonic()
         with pytest.raises(VolumeStalled):
             f.pwrite(b"x", 0)
