@@ -67,7 +67,6 @@ def lab_missing() -> str | None:
     return None
 
 
-@dataclass
 def _all_threads_stopped(pid: int) -> bool:
     """Whether every thread of ``pid`` is in the stopped state (T) by /proc."""
     try:
@@ -82,6 +81,7 @@ def _all_threads_stopped(pid: int) -> bool:
     return True
 
 
+@dataclass
 class NfsLab:
     """A running lab: server address, lease, and its directory on this host."""
 
