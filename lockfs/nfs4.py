@@ -530,6 +530,11 @@ class _Failure(Exception):
         return VolumeIOError(msg, errno=code, path=path)
 
 
+class _IdleStateGone(Exception):
+    """A first lock on an idle file met client state that had run out (try_lock opens
+    the file again and retries once)."""
+
+
 class _Context:
     """One libnfs context: one NFSv4 client, one TCP connection, mounted on the export.
 
@@ -741,7 +746,7 @@ class Nfs4File(VolumeFile):
                     self._mark_lost(exc.text)
                     raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
                                         path=self._full) from None
-                if not self._locks and (exc.state_gone or exc.broken) and not exc.timed_out:
+                if self._idle_state_gone(exc):
                     # an idle unlocked file's client lease ran out: open it again, retry once
                     if writes and self.volume.write_fence is not None:
                         self.volume.write_fence()
@@ -758,6 +763,12 @@ class Nfs4File(VolumeFile):
                 self._last_ok = max(self._last_ok, sent)
             self._trouble = None
             return rc
+
+    def _idle_state_gone(self, exc: _Failure) -> bool:
+        """Whether a failed call on this file, which holds no lock, met client state
+        that ran out while the file was idle (or a connection that broke): worth one
+        retry on a new open. A timeout is not: the server may be stalled."""
+        return not self._locks and (exc.state_gone or exc.broken) and not exc.timed_out
 
     def _reopen(self) -> None:
         ctx, fh = self.volume._open_ctx(self._full, create=False)
@@ -863,7 +874,14 @@ class Nfs4File(VolumeFile):
                     mode, start, length):
                 return False  # LOCKT: refused without spending a fresh context
             if not self._ctx.lock_tried:
-                return self._lock_in(self._ctx, self._fh, ltype, start, span, mode, length)
+                try:
+                    return self._lock_in(self._ctx, self._fh, ltype, start, span, mode,
+                                         length, idle_retry=True)
+                except _IdleStateGone:
+                    # the open's state ran out while idle: a new open takes the lock
+                    self._reopen()
+                    return self._lock_in(self._ctx, self._fh, ltype, start, span, mode,
+                                         length)
             ctx, fh = self.volume._open_ctx(self._full, create=False)
             try:
                 got = self._lock_in(ctx, fh, ltype, start, span, mode, length)
@@ -879,7 +897,7 @@ class Nfs4File(VolumeFile):
             return True
 
     def _lock_in(self, ctx: _Context, fh: int | None, ltype: int, start: int, span: int,
-                 mode: LockMode, length: int) -> bool:
+                 mode: LockMode, length: int, idle_retry: bool = False) -> bool:
         ctx.lock_tried = True
         fl = _Nfs4Flock(ltype, os.SEEK_SET, 0, start, span)
         sent = time.monotonic()
@@ -888,6 +906,8 @@ class Nfs4File(VolumeFile):
         except _Failure as exc:
             if exc.denied:
                 return False
+            if idle_retry and self._idle_state_gone(exc):
+                raise _IdleStateGone() from None
             if self._locks and exc.state_gone:
                 self._mark_lost(exc.text)
             raise exc.to_lockfs(self._full) from None
@@ -1052,7 +1072,21 @@ class Nfs4File(VolumeFile):
             except _Failure as exc:
                 if exc.denied:
                     return True
-                raise exc.to_lockfs(self._full) from None
+                if self._locks and exc.state_gone:
+                    self._mark_lost(exc.text)
+                    raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
+                                        path=self._full) from None
+                if not self._idle_state_gone(exc):
+                    raise exc.to_lockfs(self._full) from None
+                # an idle file's client state ran out: a new open asks again, once
+                self._reopen()
+                try:
+                    self._ctx.call(f"lock test {self._full}", "nfs_lockf", self._fh,
+                                   _NFS4_F_TEST, span)
+                except _Failure as again:
+                    if again.denied:
+                        return True
+                    raise again.to_lockfs(self._full) from None
             return False
 
     # ---------------------------------------------------------------- renewal

@@ -369,12 +369,21 @@ def test_idle_file_follows_a_rename_after_its_client_state_expires(
         replaced.pwrite(b"old", 0)
         replaced.fdatasync()
         other.write_atomic("d/r", b"stranger")  # the path now names another file
-        time.sleep(nfs_lab.lease * 2 + 1)  # both files idle: their client state expires
+        # and two idle files never locked: a lock test and a first lock on expired state
+        tested, locked = vol.open("d/lt", create=True), vol.open("d/lk", create=True)
+        time.sleep(nfs_lab.lease * 2 + 1)  # all idle: their client state expires
         assert moved.pread(10, 0) == b"moved data"
         with pytest.raises(VolumeIOError):
             replaced.pread(3, 0)
-        moved.close()
-        replaced.close()
+        # opened again and asked once more, as a read or a write is (not LockLostError:
+        # these files held no lock to lose)
+        assert tested.conflicting_lock(LockMode.EXCLUSIVE) is False
+        assert locked.try_lock(LockMode.EXCLUSIVE)
+        assert not locked.lock_lost()
+        seen = other.open("d/lk")
+        assert seen.conflicting_lock(LockMode.EXCLUSIVE) is True
+        for f in (moved, replaced, tested, locked, seen):
+            f.close()
     finally:
         vol.close()
         other.close()
