@@ -104,13 +104,18 @@ def instances(ev: Any) -> Any:
             "fatal_amq"),
         F.min_by(F.when(is_fatal, F.col("detail")), F.when(is_fatal, F.col("tsec"))).alias(
             "fatal_detail"),
+        # its lease had run out when it stopped itself: it could not run (see takeovers)
+        F.max(F.when(is_fatal, F.col("lease_age_s") >= F.col("lease_s"))).alias(
+            "fatal_lease_out"),
     )
 
 
 def takeovers(ev: Any, inst: Any) -> Any:
     """Every activation after the first of a queue manager, with the instance it took over
-    from and a cause: switchover, spurious (the old active stopped itself with AMQ7279 or
-    AMQ7280: alive, yet it gave up), self_stop (it stopped itself for another reason),
+    from and a cause: switchover, paused (the old active stopped itself once it ran again,
+    its lease already run out: paused or frozen past the lease, it could not run while the
+    standby took over), spurious (the old active stopped itself with AMQ7279 or AMQ7280:
+    alive, yet it gave up), self_stop (it stopped itself for another reason),
     kill (no last words; its host carried on), host_loss (no last words; its host went
     silent), ended (the old one ended without permitting switchover), unknown."""
     from pyspark.sql import Window
@@ -161,7 +166,8 @@ def takeovers(ev: Any, inst: Any) -> Any:
         F.col("last_s").alias("prev_last_s"), F.col("ended_s").alias("prev_ended_s"),
         F.col("switchover").alias("prev_switchover"), F.col("fatal_s").alias("prev_fatal_s"),
         F.col("fatal_amq").alias("prev_fatal_amq"),
-        F.col("fatal_detail").alias("prev_fatal_detail"))
+        F.col("fatal_detail").alias("prev_fatal_detail"),
+        F.col("fatal_lease_out").alias("prev_fatal_lease_out"))
     tk = (act.where(F.col("failover")).join(fo, "instance_id", "left")
           .join(prev, "prev_instance", "left"))
     # was the old active's host heard from (another instance) after its last event?
@@ -184,6 +190,8 @@ def takeovers(ev: Any, inst: Any) -> Any:
     tk = tk.join(heard, "instance_id", "left")
     cause = (F.when(F.col("prev_instance").isNull(), "unknown")
              .when(F.coalesce(F.col("prev_switchover"), F.lit(False)), "switchover")
+             .when(F.col("prev_fatal_amq").isNotNull()
+                   & F.coalesce(F.col("prev_fatal_lease_out"), F.lit(False)), "paused")
              .when(F.col("prev_fatal_amq").isin(*SELF_STOP_SPURIOUS), "spurious")
              .when(F.col("prev_fatal_s").isNotNull(), "self_stop")
              .when(F.col("prev_ended_s").isNotNull(), "ended")

@@ -20,6 +20,7 @@ FIELDS: list[tuple[str, str]] = [
     ("failover", "boolean"), ("switchover", "boolean"), ("duration_s", "double"),
     ("recovery_s", "double"), ("ok", "boolean"), ("stalled_s", "double"), ("amq", "string"),
     ("detail", "string"), ("write_time_us", "double"), ("write_time_max_us", "double"),
+    ("lease_age_s", "double"), ("lease_s", "double"),
 ]
 #: the columns kept after parsing
 KEEP = [n for n, _ in FIELDS if n not in ("v", "ts")]
@@ -28,7 +29,7 @@ SUPPORTED_VERSION = 1
 #: Infinity, 1e999, -5: what no instance measures) is malformed, so that no NaN or
 #: infinity reaches a percentile, summary.json or a chart
 NON_NEGATIVE = ("latency_s", "duration_s", "recovery_s", "stalled_s", "write_time_us",
-                "write_time_max_us")
+                "write_time_max_us", "lease_age_s", "lease_s")
 #: ``ts`` must be ISO-8601 text (a JSON number reads as text, and Spark takes "12345" for
 #: the year 12345) within these bounds, which every clock that wrote a history is in and
 #: the report's dates (years 1-9999) can draw

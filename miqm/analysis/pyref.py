@@ -109,8 +109,14 @@ def analyze(paths: list[str]) -> dict[str, Any]:
     ev = df.sort_values("tsec", kind="stable")
     g = ev.groupby("instance_id")
     inst = g.agg(qmgr=("qmgr", "first"), host=("host", "first"), last_s=("tsec", "max"))
-    fatal = ev[ev["event"] == "fatal"].groupby("instance_id").agg(
-        fatal_amq=("amq", "first"), fatal_s=("tsec", "first"))
+    import pandas as pd
+
+    fat = ev[ev["event"] == "fatal"]
+    fat = fat.assign(lease_out=pd.to_numeric(fat["lease_age_s"], errors="coerce")
+                     >= pd.to_numeric(fat["lease_s"], errors="coerce"))
+    fatal = fat.groupby("instance_id").agg(
+        fatal_amq=("amq", "first"), fatal_s=("tsec", "first"),
+        fatal_lease_out=("lease_out", "max"))
     ended = ev[(ev["event"] == "role") & (ev["role"] == "ended")].groupby(
         "instance_id").agg(ended_s=("tsec", "first"), switchover=("switchover", "max"))
     inst = inst.join(fatal).join(ended)
@@ -148,6 +154,8 @@ def analyze(paths: list[str]) -> dict[str, Any]:
             p = inst.loc[prev]
             if p["switchover"] is True:
                 cause = "switchover"
+            elif isinstance(p["fatal_amq"], str) and p["fatal_lease_out"] == True:  # noqa: E712
+                cause = "paused"
             elif p["fatal_amq"] in SELF_STOP_SPURIOUS:
                 cause = "spurious"
             elif isinstance(p["fatal_amq"], str):

@@ -11,7 +11,7 @@ from typing import Any
 
 CAUSE_COLOURS = {"kill": "#1f77b4", "host_loss": "#9467bd", "spurious": "#d62728",
                  "self_stop": "#ff7f0e", "switchover": "#2ca02c", "ended": "#7f7f7f",
-                 "unknown": "#bcbd22"}
+                 "unknown": "#bcbd22", "paused": "#e377c2"}
 #: queue managers drawn in the role timeline (those with the most takeovers)
 TIMELINE_QMGRS = 12
 

@@ -240,6 +240,17 @@ class Controller:
             "ipc": self._ipc(), "started": time.time(), "lock_id": self.lock_id,
         })
 
+    def _lease_overdue(self) -> dict[str, float]:
+        """For a fatal event: how long ago the master lock's lease was last renewed, and
+        the lease. An instance that runs stops itself by 3/5 of the lease; an age past
+        the lease says it could not run (paused, a frozen VM) while the lease ran out,
+        which the analysis tells apart from a stop it chose (miqm.analysis, "paused")."""
+        lease = self.data.lease_seconds
+        age = self.master.lease_age() if self.master is not None else None
+        if lease is None or age is None:
+            return {}
+        return {"lease_age_s": round(age, 3), "lease_s": float(lease)}
+
     def _ipc(self) -> str | None:
         """The listener's local socket name (for commands on this host), if it has one."""
         return getattr(self.listener, "ipc", None) if self.listener is not None else None
@@ -248,7 +259,7 @@ class Controller:
         """Stop now, writing nothing more to the queue manager's data."""
         if self.ownership is not None:
             self.ownership.revoke()
-        self.event("fatal", amq=number, detail=detail)
+        self.event("fatal", amq=number, detail=detail, **self._lease_overdue())
         text = amq.text(number, qmgr=self.qmgr, detail=detail)
         if detail not in text:
             text = f"{text} {detail}"

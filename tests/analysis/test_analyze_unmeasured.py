@@ -91,3 +91,45 @@ def test_an_active_that_stopped_itself_with_no_standby_is_counted(
     s = analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=False)
     assert (s["failovers"], s["spurious_failovers"]) == (0, 0)
     assert s["active_self_stops"] == {"AMQ7280": 1}
+
+
+def test_an_active_paused_past_its_lease_is_a_paused_failover_not_a_spurious_one(
+        spark: object, tmp_path: Path) -> None:
+    """An active stopped (SIGSTOP, a frozen VM) past its lease is taken over; when it runs
+    again it finds the lock gone and stops itself (AMQ7279). Its last words carry the
+    lease's age: past the lease, it could not have stopped itself in time, so the cause
+    is ``paused``, not ``spurious`` (alive, it gave up). A stop within the lease stays
+    spurious; Spark and the pandas reference agree."""
+    import pandas as pd
+
+    from miqm.analysis.pyref import analyze as by_pandas
+    from miqm.analysis.run import analyze
+
+    lines = [
+        _line(0, "hoste", "e1", "role", role="active", generation=1, failover=False),
+        _line(1, "hostf", "f1", "role", role="standby"),
+        # e1 paused at ~5 s; f1 takes over after the lease; e1 runs again at 30 s
+        _line(16, "hostf", "f1", "failover_start", from_status="Running"),
+        _line(16.5, "hostf", "f1", "role", role="active", generation=2, failover=True),
+        _line(17, "hostf", "f1", "failover_end", duration_s=1.0, recovery_s=0.5),
+        _line(30, "hoste", "e1", "fatal", amq="AMQ7279", lease_age_s=25.0, lease_s=10.0,
+              detail="the filesystem reports the master lock lost"),
+        # e2, the standby again; f1 later stops itself within its lease: spurious
+        _line(40, "hoste", "e2", "role", role="standby"),
+        _line(100, "hostf", "f1", "fatal", amq="AMQ7279", lease_age_s=6.1, lease_s=10.0,
+              detail="the lease on the master lock has not been renewed for 6.1s"),
+        _line(100.5, "hoste", "e2", "failover_start", from_status="Running"),
+        _line(101, "hoste", "e2", "role", role="active", generation=3, failover=True),
+        _line(102, "hoste", "e2", "failover_end", duration_s=1.5, recovery_s=1.0),
+    ]
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    (hist / "h.jsonl").write_text("\n".join(lines) + "\n")
+    s = analyze([str(hist)], str(tmp_path / "out"), spark=spark, report=False)
+    assert s["failovers_by_cause"] == {"paused": 1, "spurious": 1}
+    assert s["spurious_failovers"] == 1
+    tk = pd.read_csv(tmp_path / "out" / "tables" / "takeovers.csv").set_index("instance_id")
+    assert tk.loc["f1", "cause"] == "paused" and tk.loc["e2", "cause"] == "spurious"
+    p = by_pandas([str(hist)])
+    assert p["failovers_by_cause"] == s["failovers_by_cause"]
+    assert p["spurious_failovers"] == s["spurious_failovers"]

@@ -195,6 +195,12 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
     errlog = (base / "data" / QM / "errors" / "AMQERR01.LOG").read_text(errors="replace")
     hosta = [block for block in errlog.split("-----") if "Host(hosta)" in block]
     assert any("AMQ7279" in block for block in hosta), errlog[-3000:]
+    # its last words (in the shared events or its host's own copy) say the lease had run
+    # out before it could stop itself: the analysis calls that failover "paused"
+    fatal = [ev for d in (base / "data" / QM / "events", a.root)
+             for f in sorted(d.rglob("*.jsonl*")) for ev in _json_lines(f)
+             if ev.get("event") == "fatal" and ev.get("host") == "hosta"]
+    assert fatal and fatal[-1]["lease_age_s"] >= fatal[-1]["lease_s"] > 0, fatal
     _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
     assert [ln for ln in out.splitlines() if ln] == lines
     # the log, read from the export: no record of the old generation after the new began
@@ -208,6 +214,16 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
     gens = [r.generation for r in reader.records(reader.first_lsn())]
     reader.close()
     assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
+
+
+def _json_lines(path: Path) -> list[dict]:
+    out = []
+    for raw in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(raw))
+        except ValueError:
+            continue  # a torn last line
+    return out
 
 
 def test_dspmq_answers_within_a_second_while_the_real_server_is_frozen(
