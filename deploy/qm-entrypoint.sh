@@ -1,10 +1,14 @@
 #!/bin/sh
-# Entry point of the compose's queue-manager hosts (qm-a, qm-b). Idempotent first start:
+# Entry point of the compose's queue-manager hosts (qm-a, qm-b) and its exporter.
+# Idempotent first start:
 #   qm-a (MIQM_ROLE=create): crtmqm on the shared export once (crtmqm itself refuses a
 #        second creation: AMQ8110 when the data directory is not empty), or addmqinf if
 #        the queue manager exists there but not yet in this host's mqs.ini;
 #   qm-b (MIQM_ROLE=add):    addmqinf once the queue manager exists on the export;
 # then `strmqm -x --foreground`: active or standby, logs on stdout, SIGTERM = endmqm -i.
+#   exporter (MIQM_ROLE=exporter): addmqinf once the queue manager exists, then
+#        `miqm exporter` on MIQM_EXPORTER_PORT (9465): what dspmq -x sees from the shared
+#        files, also when no instance runs.
 # Anything else as arguments runs that command instead (e.g. `dspmq -x`, or the app).
 set -eu
 # Started as root (the image's default), it runs everything as MIQM_USER (mqm): root is
@@ -141,12 +145,17 @@ if ! registered; then
         done
         echo "$out"
         # first start of this host: join once host A's instance runs (crtmqm on A may
-        # still be writing the queue manager's files when qm.ini appears)
+        # still be writing the queue manager's files when qm.ini appears). The exporter
+        # serves at once: it reports whatever it finds, no instance at all included.
         tries=0
-        until dspmq -m "$qm" | grep -q 'STATUS(Running elsewhere)'; do
+        until [ "$role" = exporter ] || dspmq -m "$qm" | grep -q 'STATUS(Running elsewhere)'; do
             tries=$((tries + 1)); [ "$tries" -lt 300 ] || break
             sleep 1
         done
     fi
+fi
+if [ "$role" = exporter ]; then
+    exec miqm exporter -m "$qm" --port "${MIQM_EXPORTER_PORT:-9465}" \
+        --bind "${MIQM_EXPORTER_BIND:-0.0.0.0}"
 fi
 exec strmqm -x --foreground "$qm"

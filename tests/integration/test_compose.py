@@ -5,10 +5,12 @@ One test, in phases, each printing its time: local stand-ins for the pulled imag
 runs), ``podman-compose build`` (the layer cache makes a rebuild fast), ``up``; both hosts
 healthy (the compose's health check, run with ``podman healthcheck run``: without systemd
 podman does not schedule it), ``dspmq -x`` one instance active and one standby, Prometheus
-scraping both hosts with the shipped rules loaded, the app moving messages; ``podman kill``
+scraping both hosts and the exporter (an instance active, as the shared files say) with the
+shipped rules loaded, the app moving messages; ``podman kill``
 of the active host's container: the standby serves within the lease plus a few seconds, the
 app's counts show 0 lost and messages moving again, MiqmFailover fires in Prometheus and
-reaches Alertmanager; the killed host started again comes back as standby. Everything is
+reaches Alertmanager, and the exporter names the new active's host; the killed host
+started again comes back as standby. Everything is
 torn down (containers, anonymous and named volumes, the network) also when a phase fails,
 and each service's log is printed on failure.
 
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGES_SH = ROOT / "tests" / "compose" / "images.sh"
 LEASE = 10  # the compose's default MIQM_NFS_LEASE
 QMGR = "QM1"
-SERVICES = ("nfs", "qm-a", "qm-b", "prometheus", "alertmanager", "app")
+SERVICES = ("nfs", "qm-a", "qm-b", "exporter", "prometheus", "alertmanager", "app")
 LOCK = "/run/miqm-compose.lock"  # one compose test per machine (image tags are shared)
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 APP_LINE = re.compile(r"app: sent=(\d+) received=(\d+) lost=(\d+) duplicates=(\d+) "
@@ -186,6 +188,21 @@ class Stack:
                 self.podman("network", "rm", "-f", n, check=False)
 
 
+def _exporter_active(stack: Stack) -> str | None:
+    """The host the exporter says holds the master lock (``miqm_qmgr_active 1`` and the
+    instance series in mode Active), or None."""
+    try:
+        text = stack.http("MIQM_EXPORTER_PORT", "/metrics")
+    except OSError:
+        return None
+    if not isinstance(text, str) or not re.search(r"^miqm_qmgr_active(\{[^}]*\})? 1(\.0)?$",
+                                                  text, re.M):
+        return None
+    m = re.search(r'^miqm_qmgr_instance\{[^}]*host="([^"]+)"[^}]*mode="[Aa]ctive"[^}]*\} 1',
+                  text, re.M)
+    return m.group(1) if m else None
+
+
 def _wait(what: str, timeout: float, cond: Callable[[], Any], poll: float = 1.0) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -265,7 +282,7 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
     env = dict(os.environ)
     env["CONTAINERS_CONF"] = str(_containers_conf(tmp_path / "containers.conf"))
     for var in ("MIQM_PORT_A", "MIQM_PORT_B", "MIQM_METRICS_PORT_A", "MIQM_METRICS_PORT_B",
-                "MIQM_PROMETHEUS_PORT", "MIQM_ALERTMANAGER_PORT"):
+                "MIQM_EXPORTER_PORT", "MIQM_PROMETHEUS_PORT", "MIQM_ALERTMANAGER_PORT"):
         env[var] = str(free_port())
     env["MIQM_NFS_LEASE"] = str(LEASE)
     why = _podman_broken(env)
@@ -349,7 +366,7 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
                 _rc, hosts = stack.exec(service, "cat", "/etc/hosts")
                 assert re.search(r"^\S+ nfs # miqm-entrypoint$", hosts, re.M), hosts
             # nothing of the queue manager's runs as root, and its secret is its user's only
-            for service in ("qm-a", "qm-b", "app"):
+            for service in ("qm-a", "qm-b", "exporter", "app"):
                 users = stack.podman("top", stack.name(service), "user").split()[1:]
                 assert users and set(users) == {"mqm"}, (service, users)
             _rc, mode = stack.exec("nfs", "stat", "-c", "%a %u",
@@ -361,8 +378,13 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
                 up = sorted(t["labels"]["instance"] if "instance" in t["labels"]
                             else t["scrapeUrl"] for t in data["activeTargets"]
                             if t["health"] == "up")
-                return up if len(up) == 2 else None
-            say(f"Prometheus targets up: {_wait('both targets up in Prometheus', 90, targets_up)}")
+                return up if len(up) == 3 else None
+            say(f"Prometheus targets up: "
+                f"{_wait('both hosts and the exporter up in Prometheus', 90, targets_up)}")
+            # the exporter on its own host: an instance active, on the host dspmq names
+            active_host = next(h for h, m in roles.items() if m == "Active")
+            _wait("the exporter reporting the active instance", 60,
+                  lambda: _exporter_active(stack) == active_host)
             rules = stack.http("MIQM_PROMETHEUS_PORT", "/api/v1/rules")["data"]["groups"]
             names = {r["name"] for g in rules for r in g["rules"]}
             assert {"MiqmFailover", "MiqmNoActiveInstance", "MiqmSplitBrain"} <= names, names
@@ -386,6 +408,9 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
                 poll=0.5)
             times["failover"] = time.monotonic() - t
             say(f"{survivor} active {times['failover']:.1f}s after the kill (lease {LEASE}s)")
+            new_host = "hostb" if survivor == "qm-b" else "hosta"
+            _wait("the exporter naming the new active's host", 60,
+                  lambda: _exporter_active(stack) == new_host)
             after = _wait("the app moving messages again after the failover", 90, lambda: (
                 c if (c := stack.app_counts()) and c["received"] >= at_kill["received"] + 40
                 else None))
@@ -484,6 +509,24 @@ def test_compose_up_failover_alert_teardown(tmp_path: Path, say: Callable[[str],
             assert again["lost"] == 0, again
             say(f"after the NFS server's restart ({times['nfs restart']:.0f}s): {serving}; "
                 f"app: {again}")
+            _wait("the exporter following the NFS server", 60,
+                  lambda: _exporter_active(stack) is not None)
+
+            # 7. both hosts killed: their own endpoints are gone with them, and the exporter
+            # (on its own host) sees the master lock free once the lease runs out, so
+            # MiqmNoActiveInstance fires (its `for: 1m` after that)
+            t = time.monotonic()
+            stack.podman("kill", stack.name("qm-a"), stack.name("qm-b"))
+            say("podman kill qm-a qm-b")
+
+            def no_active() -> bool:
+                alerts = stack.http("MIQM_PROMETHEUS_PORT", "/api/v1/alerts")["data"]["alerts"]
+                return any(a["labels"]["alertname"] == "MiqmNoActiveInstance"
+                           and a["state"] == "firing" for a in alerts)
+            _wait("MiqmNoActiveInstance firing with both hosts dead", LEASE + 120, no_active,
+                  poll=2)
+            times["no active"] = time.monotonic() - t
+            say(f"MiqmNoActiveInstance firing {times['no active']:.0f}s after both hosts died")
             failed = False
         finally:
             if failed:

@@ -20,13 +20,13 @@ def _compose() -> dict[str, Any]:
 
 
 def test_the_qm_image_is_built_by_one_service_only() -> None:
-    """qm-a, qm-b and app run one image; a `build:` on qm-a and qm-b (through their
+    """qm-a, qm-b, the exporter and app run one image; a `build:` on qm-a and qm-b (through their
     shared anchor) built it twice per `up --build`."""
     services = _compose()["services"]
     users = sorted(n for n, s in services.items() if s.get("image") == QM_IMAGE)
     builders = sorted(n for n, s in services.items()
                       if s.get("image") == QM_IMAGE and "build" in s)
-    assert users == ["app", "qm-a", "qm-b"], users
+    assert users == ["app", "exporter", "qm-a", "qm-b"], users
     assert builders == ["qm-a"], builders
 
 
