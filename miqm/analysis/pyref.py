@@ -105,12 +105,12 @@ def load(paths: list[str]) -> tuple[Any, dict[str, int]]:
 
 def analyze(paths: list[str]) -> dict[str, Any]:
     """The core figures, as summary.json names them, plus the takeovers table."""
+    import pandas as pd
+
     df, counts = load(paths)
     ev = df.sort_values("tsec", kind="stable")
     g = ev.groupby("instance_id")
     inst = g.agg(qmgr=("qmgr", "first"), host=("host", "first"), last_s=("tsec", "max"))
-    import pandas as pd
-
     fat = ev[ev["event"] == "fatal"]
     fat = fat.assign(lease_out=pd.to_numeric(fat["lease_age_s"], errors="coerce")
                      >= pd.to_numeric(fat["lease_s"], errors="coerce"))

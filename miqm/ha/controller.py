@@ -244,12 +244,16 @@ class Controller:
         """For a fatal event: how long ago the master lock's lease was last renewed, and
         the lease. An instance that runs stops itself by 3/5 of the lease; an age past
         the lease says it could not run (paused, a frozen VM) while the lease ran out,
-        which the analysis tells apart from a stop it chose (miqm.analysis, "paused")."""
-        lease = self.data.lease_seconds
-        age = self.master.lease_age() if self.master is not None else None
-        if lease is None or age is None:
+        which the analysis tells apart from a stop it chose (miqm.analysis, "paused").
+        Never raises: the stop goes on whatever this finds (before setup, no volume)."""
+        try:
+            lease = getattr(getattr(self, "data", None), "lease_seconds", None)
+            age = self.master.lease_age() if self.master is not None else None
+            if lease is None or age is None:
+                return {}
+            return {"lease_age_s": round(float(age), 3), "lease_s": float(lease)}
+        except Exception:  # last words matter more than this detail of them
             return {}
-        return {"lease_age_s": round(age, 3), "lease_s": float(lease)}
 
     def _ipc(self) -> str | None:
         """The listener's local socket name (for commands on this host), if it has one."""
