@@ -743,9 +743,7 @@ class Nfs4File(VolumeFile):
                 if exc.broken and self._trouble is None:
                     self._trouble = time.monotonic()
                 if self._locks and exc.state_gone:
-                    self._mark_lost(exc.text)
-                    raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
-                                        path=self._full) from None
+                    raise self._lost_lock(exc) from None
                 if self._idle_state_gone(exc):
                     # an idle unlocked file's client lease ran out: open it again, retry once
                     if writes and self.volume.write_fence is not None:
@@ -763,6 +761,12 @@ class Nfs4File(VolumeFile):
                 self._last_ok = max(self._last_ok, sent)
             self._trouble = None
             return rc
+
+    def _lost_lock(self, exc: _Failure) -> LockLostError:
+        """The server no longer knows the state this file's locks hang on: mark them lost;
+        the error to raise."""
+        self._mark_lost(exc.text)
+        return LockLostError(f"the lock on {self._full} was lost: {exc.text}", path=self._full)
 
     def _idle_state_gone(self, exc: _Failure) -> bool:
         """Whether a failed call on this file, which holds no lock, met client state
@@ -1064,30 +1068,35 @@ class Nfs4File(VolumeFile):
         """
         span = _ALL if length == WHOLE_FILE else length
         with self._mutex:
-            ctx, fh = self._ensure_open()
+            self._ensure_open()
             if start != 0:
                 raise VolumeIOError("conflicting_lock: only ranges from offset 0 are supported")
             try:
-                ctx.call(f"lock test {self._full}", "nfs_lockf", fh, _NFS4_F_TEST, span)
+                return self._lock_test(span)
             except _Failure as exc:
-                if exc.denied:
-                    return True
-                if self._locks and exc.state_gone:
-                    self._mark_lost(exc.text)
-                    raise LockLostError(f"the lock on {self._full} was lost: {exc.text}",
-                                        path=self._full) from None
                 if not self._idle_state_gone(exc):
                     raise exc.to_lockfs(self._full) from None
-                # an idle file's client state ran out: a new open asks again, once
-                self._reopen()
-                try:
-                    self._ctx.call(f"lock test {self._full}", "nfs_lockf", self._fh,
-                                   _NFS4_F_TEST, span)
-                except _Failure as again:
-                    if again.denied:
-                        return True
-                    raise again.to_lockfs(self._full) from None
-            return False
+            # an idle file's client state ran out: a new open asks again, once
+            self._reopen()
+            try:
+                return self._lock_test(span)
+            except _Failure as exc:
+                raise exc.to_lockfs(self._full) from None
+
+    def _lock_test(self, span: int) -> bool:
+        """One LOCKT through the file's context (under ``_mutex``): True if another
+        client's lock conflicts; the _Failure itself for anything but a refusal or a held
+        lock lost (LockLostError)."""
+        try:
+            self._ctx.call(f"lock test {self._full}", "nfs_lockf", self._fh, _NFS4_F_TEST,
+                           span)
+        except _Failure as exc:
+            if exc.denied:
+                return True
+            if self._locks and exc.state_gone:
+                raise self._lost_lock(exc) from None
+            raise
+        return False
 
     # ---------------------------------------------------------------- renewal
     def _start_renewer(self) -> None:

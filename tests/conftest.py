@@ -35,9 +35,8 @@ def _xdist_group(item: pytest.Item) -> str | None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Group the tests that share a machine-wide resource (see ``_GROUPS``). Marked as each
-    is collected, before any plugin's ``pytest_collection_modifyitems``: xdist reads the
-    groups in its own, and which of two such hooks runs first changed between pytest 9.0
-    and 9.2 (the groups were silently lost, and two workers met at the NFSv4 lab)."""
+    is collected, so the marks are there before any plugin's
+    ``pytest_collection_modifyitems``, where xdist reads them, whatever the hooks' order."""
     group = _xdist_group(item)
     if group:
         item.add_marker(pytest.mark.xdist_group(group))
@@ -49,7 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     test ``id@group``), and skip tests marked ``root`` unless running as root (CI runs as
     root)."""
     if os.environ.get("PYTEST_XDIST_WORKER") and config.getvalue("loadgroup"):
-        lost = [item.nodeid for item in items if _xdist_group(item) and "@" not in item.nodeid]
+        lost = [item.nodeid for item in items
+                if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
         if lost:
             # pytest 9.2 keeps a test's id where pytest-xdist 3.8 no longer renames it
             why = (f"pytest-xdist did not group the tests that share the NFSv4 lab, the "

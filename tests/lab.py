@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from miqm import lab as mlab
 from miqm.lab import LAB_LOCK, SERVER, lab_leftovers, lab_missing
 
 __all__ = ["HOLDER", "LAB_LOCK", "LEASE", "SERVER", "LabProcess", "NfsLab", "lab_leftovers",
-           "lab_missing", "nfs_lab"]
+           "lab_missing", "last_words", "nfs_lab"]
 
 LEASE = int(os.environ.get("MIQM_LAB_LEASE", "5"))  # seconds; 5 keeps the tests short
 LAB_LOCK_WAIT = 90.0
@@ -101,6 +102,22 @@ finally:
     vol.close()
 say("closed")
 '''
+
+
+def last_words(*dirs: Path, host: str) -> list[dict[str, Any]]:
+    """The ``fatal`` events of ``host``'s instances in the event files (``*.jsonl*``) under
+    ``dirs`` (a shared events/ directory, a host's own copy), torn lines skipped."""
+    found = []
+    for d in dirs:
+        for f in sorted(d.rglob("*.jsonl*")) if d.is_dir() else []:
+            for raw in f.read_text(errors="replace").splitlines():
+                try:
+                    ev = json.loads(raw)
+                except ValueError:
+                    continue  # a torn last line
+                if ev.get("event") == "fatal" and ev.get("host") == host:
+                    found.append(ev)
+    return found
 
 
 class LabProcess:

@@ -189,19 +189,6 @@ def test_partitioned_active_fences_itself_and_the_standby_takes_over(
     _analysis_finds_the_partition(nfs_lab, a, b, measured, tmp_path)
 
 
-def _last_words(path: Path) -> list[dict]:
-    out = []
-    for f in sorted(path.rglob("*.jsonl*")) if path.is_dir() else []:
-        for raw in f.read_text().splitlines():
-            try:
-                ev = json.loads(raw)
-            except ValueError:
-                continue  # a torn last line
-            if ev.get("event") == "fatal" and ev.get("host") == "hosta":
-                out.append(ev)
-    return out
-
-
 def _analysis_finds_the_partition(labx: lab.NfsLab, a: NsHost, b: NsHost,
                                   measured: float | None, tmp_path: Path) -> None:
     """``miqm analyze run`` over the shared events/ and both hosts' local copies: one
@@ -219,8 +206,9 @@ def _analysis_finds_the_partition(labx: lab.NfsLab, a: NsHost, b: NsHost,
     shared = labx.export_dir / "qm" / "data" / "QMNFS" / "events"
     local = [h.root / "events" / "QMNFS" for h in (a, b)]
     assert all(d.is_dir() for d in local), "each host keeps its own copy of the history"
-    assert not _last_words(shared), "the cut-off active's last words reached the share"
-    words = sorted(_last_words(local[0]), key=lambda w: w["ts"])
+    assert not lab.last_words(shared, host="hosta"), \
+        "the cut-off active's last words reached the share"
+    words = sorted(lab.last_words(local[0], host="hosta"), key=lambda w: w["ts"])
     assert words and {w["amq"] for w in words} <= {"AMQ7279", "AMQ7280"}, words
     assert measured is not None
     running = SparkSession.getActiveSession()

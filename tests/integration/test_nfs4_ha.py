@@ -71,7 +71,7 @@ def qm(nfs_lab: lab.NfsLab, tmp_path: Path, request: pytest.FixtureRequest,
     base = nfs_lab.export_dir / sub
     (base / "data").mkdir(parents=True)
     (base / "log").mkdir(parents=True)
-    ganesha = int((nfs_lab.dir / "ganesha.pid").read_text())
+    ganesha = nfs_lab.server_pid()
     try:
         _run(nfs_lab, a, "crtmqm", "-md", nfs_lab.url(f"{sub}/data"), "-ld",
              nfs_lab.url(f"{sub}/log"), "-lf", "256", QM)
@@ -197,9 +197,7 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
     assert any("AMQ7279" in block for block in hosta), errlog[-3000:]
     # its last words (in the shared events or its host's own copy) say the lease had run
     # out before it could stop itself: the analysis calls that failover "paused"
-    fatal = [ev for d in (base / "data" / QM / "events", a.root)
-             for f in sorted(d.rglob("*.jsonl*")) for ev in _json_lines(f)
-             if ev.get("event") == "fatal" and ev.get("host") == "hosta"]
+    fatal = lab.last_words(base / "data" / QM / "events", a.root, host="hosta")
     assert fatal and fatal[-1]["lease_age_s"] >= fatal[-1]["lease_s"] > 0, fatal
     _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
     assert [ln for ln in out.splitlines() if ln] == lines
@@ -216,20 +214,10 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
     assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
 
 
-def _json_lines(path: Path) -> list[dict]:
-    out = []
-    for raw in path.read_text(errors="replace").splitlines():
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue  # a torn last line
-    return out
-
-
 def test_dspmq_answers_within_a_second_while_the_real_server_is_frozen(
         nfs_lab: lab.NfsLab, qm: tuple[NsHost, NsHost, Path]) -> None:
     a, b, _ = qm
-    ganesha = int((nfs_lab.dir / "ganesha.pid").read_text())
+    ganesha = nfs_lab.server_pid()
     _, before, _ = _run(nfs_lab, b, "dspmq", "-x", "-m", QM)
     assert "Running" in before
     try:
