@@ -233,6 +233,9 @@ class FaultyFile(VolumeFile):
     def lease_age(self) -> float | None:
         return self.inner.lease_age()
 
+    def file_id(self) -> int | None:
+        return self.inner.file_id()
+
     def renew_after(self, since: float) -> None:
         self.inj.check("renew_after", self.path)
         self.inner.renew_after(since)

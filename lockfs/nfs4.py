@@ -804,6 +804,11 @@ class Nfs4File(VolumeFile):
             return  # unknown: a reopen then trusts the path, as before
         self._ino = int(st.ino)
 
+    def file_id(self) -> int | None:
+        """The server's fileid, noted when the file was opened (None if that stat
+        failed): the server keeps an open file's id from being reused."""
+        return self._ino
+
     def follow_rename(self, src_full: str, dst_full: str, src: str, dst: str) -> None:
         """The file (or a directory above it) was renamed: carry its paths along."""
         with self._mutex:
@@ -1371,7 +1376,7 @@ class Nfs4Volume(Volume):
         st = _NfsStat64()
         self._meta_call(f"stat {full}", full, "nfs_stat64", full.encode(), ctypes.byref(st))
         return FileStat(size=int(st.size), mtime=st.mtime + st.mtime_nsec / 1e9,
-                        is_dir=stat_mod.S_ISDIR(st.mode))
+                        is_dir=stat_mod.S_ISDIR(st.mode), file_id=int(st.ino))
 
     def available_bytes(self) -> int | None:
         full = self._p("")

@@ -69,6 +69,10 @@ class PosixFile(VolumeFile):
         """The OS descriptor (for tests and fault injection)."""
         return self._fd
 
+    def file_id(self) -> int:
+        """The inode number (an open file's inode is never reused while it is open)."""
+        return os.fstat(self._fd).st_ino
+
     def direct_fd(self) -> int:
         """The descriptor itself: writes through it are exactly this file's writes."""
         return self._fd
@@ -226,7 +230,8 @@ class PosixVolume(Volume):
             st = os.stat(full)
         except OSError as exc:
             raise _wrap_oserror(exc, "stat", full) from exc
-        return FileStat(size=st.st_size, mtime=st.st_mtime, is_dir=os.path.isdir(full))
+        return FileStat(size=st.st_size, mtime=st.st_mtime, is_dir=stat.S_ISDIR(st.st_mode),
+                        file_id=st.st_ino)
 
     def open_readonly(self, path: str) -> PosixFile:
         """``path`` opened read-only: for readers outside the instance that write nothing

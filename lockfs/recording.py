@@ -192,6 +192,9 @@ class RecordingFile(VolumeFile):
     def lock_lost(self) -> bool:
         return self._inner.lock_lost()
 
+    def file_id(self) -> int | None:
+        return self._inner.file_id()
+
     def close(self) -> None:
         self._inner.close()
 

@@ -64,11 +64,13 @@ class Reachability(enum.Enum):
 
 @dataclass(frozen=True)
 class FileStat:
-    """Size and modification time (seconds since the epoch) of a file."""
+    """Size and modification time (seconds since the epoch) of a file, and its id on
+    its filesystem (an inode number, an NFS fileid) where the backend knows it."""
 
     size: int
     mtime: float
     is_dir: bool = False
+    file_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,13 @@ class VolumeFile(ABC):
         queue behind one step rather than behind the whole batch. Backends that cannot
         do this do nothing.
         """
+
+    def file_id(self) -> int | None:
+        """This open file's id on its filesystem (what :attr:`FileStat.file_id` of the
+        path names while the path still names this file), or None where the backend
+        cannot tell. Two files alive at once never share an id, so a path whose id
+        differs names another file, whatever its bytes."""
+        return None
 
     def direct_fd(self) -> int | None:
         """A kernel descriptor native code may ``pwrite``/``fdatasync`` directly, or None

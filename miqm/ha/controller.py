@@ -768,11 +768,12 @@ class Controller:
     def _master_at_its_path(self) -> bool:
         """True if the file this instance holds the master lock on is still the one the
         path ``master`` names: the same inode where this host can tell (a local
-        filesystem, a kernel mount), else the same content. Lock files removed or
-        replaced by hand (a 'stale lock' clean-up) leave the lock on a file nobody else
-        opens: another instance then locks a new ``master`` and two would write, the
-        old one's verify still reading its own record through its own descriptor.
-        LockFsError when the path cannot be read."""
+        filesystem, a kernel mount), the same server fileid over nfs4://, else (a backend
+        that knows neither) the same content. Lock files removed or replaced by hand (a
+        'stale lock' clean-up) leave the lock on a file nobody else opens: another
+        instance then locks a new ``master`` and two would write, the old one's verify
+        still reading its own record through its own descriptor. The content alone would
+        miss a copy put back byte for byte. LockFsError when the path cannot be read."""
         assert self.master is not None
         f = self.master.file
         if f is None:
@@ -788,6 +789,14 @@ class Controller:
                 raise VolumeIOError(f"stat {root}/master: {exc.strerror or exc}",
                                     errno=exc.errno, path="master") from exc
             return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+        held_id = f.file_id()
+        if held_id is not None:
+            try:
+                named_id = self.data.stat("master").file_id
+            except VolumeNotFound:
+                return False
+            if named_id is not None:
+                return named_id == held_id
         head = self.data.read_heads([("master", RECORD_SIZE)])[0]
         return head is not None and head.data == f.pread(RECORD_SIZE, 0)
 

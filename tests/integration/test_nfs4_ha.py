@@ -214,6 +214,44 @@ def test_a_paused_active_that_lost_its_lease_ends_with_amq7279_and_writes_nothin
     assert gens and gens == sorted(gens) and gens[-1] == gen >= 2
 
 
+def test_a_master_copied_back_byte_for_byte_ends_the_active_on_the_real_server(
+        nfs_lab: lab.NfsLab, qm: tuple[NsHost, NsHost, Path]) -> None:
+    """A 'stale lock' clean-up that saves master, removes it and puts the same bytes back
+    (on an NFS client, as an administrator on a host would): the record reads the same, but
+    the active's lock is on a file nobody opens any more. Over nfs4:// there is no kernel
+    descriptor to compare, so the server's fileid tells the files apart: the active ends
+    with AMQ7279 at its next verify and the standby takes over through the new file."""
+    a, b, base = qm
+    lines = [f"before copy {i:02d}" for i in range(5)]
+    _run(nfs_lab, a, "amqsput", QM, "HA.Q", stdin="\n".join(lines) + "\n")
+    old = _pid(a, QM)
+    assert old and _alive(old)
+    # through an NFS client, as on a host's mount (a change made on the export's own
+    # filesystem, behind the server's back, is not seen by its clients for a while)
+    from lockfs import open_volume
+
+    admin = open_volume(nfs_lab.url(f"{base.name}/data"))
+    try:
+        saved = admin.read_bytes(f"{QM}/master")
+        admin.unlink(f"{QM}/master")
+        with admin.open(f"{QM}/master", create=True) as copy:
+            copy.pwrite(saved, 0)
+            copy.fdatasync()
+    finally:
+        admin.close()
+    ended = _await_end(old)
+    deadline = time.monotonic() + 6 * nfs_lab.lease + 30
+    while not _serving(nfs_lab, b):
+        assert time.monotonic() < deadline, "the standby never took over"
+        time.sleep(0.2)
+    print(f"the active ended {ended:.2f}s after master was copied back")
+    fatal = lab.last_words(base / "data" / QM / "events", a.root, host="hosta")
+    assert fatal and "removed or replaced" in fatal[-1].get("detail", ""), fatal
+    assert _master_names(base, "hostb", 0)
+    _, out, _ = _run(nfs_lab, b, "amqsget", QM, "HA.Q", "--wait", "1")
+    assert [ln for ln in out.splitlines() if ln] == lines
+
+
 def test_dspmq_answers_within_a_second_while_the_real_server_is_frozen(
         nfs_lab: lab.NfsLab, qm: tuple[NsHost, NsHost, Path]) -> None:
     a, b, _ = qm

@@ -27,12 +27,21 @@ def ctl(tmp_path, monkeypatch) -> Controller:
     c.master.release()
 
 
-@pytest.mark.parametrize("by_content", [False, True])
-def test_removed_or_replaced_master_is_noticed(ctl: Controller, tmp_path,
-                                               by_content: bool) -> None:
+def _identify_by(ctl: Controller, how: str) -> None:
+    """Make the held master file tell who it is as a backend does: a kernel descriptor
+    (a local filesystem, a kernel mount), only an id (nfs4://: the server's fileid), or
+    neither (the content decides)."""
     assert ctl.master is not None and ctl.master.file is not None
-    if by_content:  # a backend with no kernel descriptor (nfs4://): the content decides
-        ctl.master.file.direct_fd = lambda: None  # type: ignore[method-assign]
+    f = ctl.master.file
+    if how != "fd":
+        f.direct_fd = lambda: None  # type: ignore[method-assign]
+    if how == "content":
+        f.file_id = lambda: None  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("how", ["fd", "file_id", "content"])
+def test_removed_or_replaced_master_is_noticed(ctl: Controller, tmp_path, how: str) -> None:
+    _identify_by(ctl, how)
     assert ctl._master_at_its_path()
     ctl.verify_master()
     os.unlink(tmp_path / "master")
@@ -41,6 +50,31 @@ def test_removed_or_replaced_master_is_noticed(ctl: Controller, tmp_path,
         ctl.verify_master()
     (tmp_path / "master").write_bytes(b"\0" * 512)  # a new, empty lock file
     assert not ctl._master_at_its_path()
+
+
+@pytest.mark.parametrize("how", ["fd", "file_id"])
+def test_a_master_copied_back_byte_for_byte_is_another_file(ctl: Controller, tmp_path,
+                                                            how: str) -> None:
+    """A 'stale lock' clean-up that saves master, removes it and puts the same bytes
+    back: the record reads the same, but the lock is on a file nobody else opens."""
+    _identify_by(ctl, how)
+    saved = (tmp_path / "master").read_bytes()
+    os.unlink(tmp_path / "master")
+    (tmp_path / "master").write_bytes(saved)
+    assert not ctl._master_at_its_path()
+    with pytest.raises(OwnershipLostError, match="removed or replaced"):
+        ctl.verify_master()
+
+
+def test_only_the_content_cannot_tell_a_byte_for_byte_copy(ctl: Controller,
+                                                           tmp_path) -> None:
+    """A backend that knows neither a descriptor nor an id is left with the content
+    (docs/ha.md says so): the same bytes pass."""
+    _identify_by(ctl, "content")
+    saved = (tmp_path / "master").read_bytes()
+    os.unlink(tmp_path / "master")
+    (tmp_path / "master").write_bytes(saved)
+    assert ctl._master_at_its_path()
 
 
 def test_a_standby_lets_go_of_a_lock_on_a_removed_file(ctl: Controller, tmp_path) -> None:
