@@ -230,10 +230,16 @@ def split_commands(script: str) -> list[str]:
 
 
 def iter_commands(lines: Iterable[str]) -> Iterator[str]:
-    """The commands in ``lines``: :func:`iter_input` without its comment lines."""
+    """The commands in ``lines``: :func:`iter_input` without its comment lines (a command
+    left unfinished at the end of ``lines`` is given as it stands)."""
     for kind, text in iter_input(lines):
-        if kind == "command":
+        if kind in ("command", "unfinished"):
             yield text
+
+
+#: why a command whose last line asked for a continuation that never came is not run
+UNFINISHED = ("the input ended after a continuation character, + or -: the command is "
+              "incomplete and was not run. End its last line without one, or with ';'")
 
 
 def echo_comment(line: str) -> str:
@@ -246,7 +252,11 @@ def iter_input(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
     ``("comment", line)`` for each comment line (runmqsc echoes them, as MQ's does),
     each yielded as soon as its last line has been read: runmqsc answers a command typed
     at a terminal, or written into a pipe by a program waiting for the answer, before
-    the next line.
+    the next line. A command whose last line ends in a continuation character when the
+    input ends is ``("unfinished", text)``: MQ ends a command only at a line that does
+    not continue it, and running what was read of a script cut short would do part of a
+    command (``DEFINE ... REPLACE +`` without the attributes after it puts every one
+    back to its default).
 
     A command ends at a line not ending in ``+`` or ``-``, or, as MQ allows on
     Multiplatforms, at a line ending in ``;`` (even after ``+`` continuations).
@@ -280,7 +290,7 @@ def iter_input(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
                 yield "command", current.strip()
             current = None
     if current is not None and current.strip():
-        yield "command", current.strip()  # a continuation at end of input ends the command
+        yield "unfinished", current.strip()
 
 
 # -- tokenising --------------------------------------------------------------------------
@@ -380,9 +390,9 @@ def _typed(tok: _Token, spec: tuple[str, Any], text: str) -> Any:
     if tok.value is None:
         raise MQSCSyntaxError(seg, f"{tok.word} needs a value in parentheses")
     if kind == "int":
-        if tok.quoted or not re.fullmatch(r"\d+", tok.value):
+        if tok.quoted or not re.fullmatch(r"-?\d+", tok.value):
             raise MQSCSyntaxError(seg, f"{tok.word} needs a whole number")
-        value = int(tok.value)
+        value = int(tok.value)  # a sign is taken, so that -1 is said to be out of range
         lo, hi = rule
         if not lo <= value <= hi:
             raise MQSCSyntaxError(seg, f"{tok.word}({value}) is out of range {lo} to {hi}")

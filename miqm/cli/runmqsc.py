@@ -109,6 +109,12 @@ def runmqsc(
                 continue
             number += 1
             lines = [] if no_echo else [mqsc.echo(number, text)]
+            if kind == "unfinished":  # the input ended inside a continued command
+                read += 1
+                syntax += 1
+                emit(lines + mqsc.syntax_error_lines(
+                    mqsc.MQSCSyntaxError(text, mqsc.UNFINISHED)))
+                continue
             try:
                 cmd = mqsc.parse_command(text)
             except mqsc.MQSCSyntaxError as err:

@@ -1,0 +1,67 @@
+"""An MQ administrator's sweep of bad input across the control commands: each case gives
+one clear line, a non-zero exit where something is wrong, and loses nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from miqm import mqsc
+from miqm.cli import runmqsc
+from tests.unit.test_cli_mqadmin import run, serve
+from tests.unit.test_net import FakeStore
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch) -> Iterator[Any]:
+    """A FakeStore served as QM1 through a real listener (runmqsc reaches it through
+    MIQM_CONNECTION)."""
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
+    yield from serve(FakeStore(), monkeypatch)
+
+
+def test_a_script_cut_short_inside_a_continued_command_runs_none_of_it(
+        store, capsys, monkeypatch) -> None:
+    # the attributes after the '+' never came: DEFINE ... REPLACE alone would have put
+    # every attribute of Q1 back to its default
+    store.define_queue("Q1", MAXDEPTH=7)
+    script = "DIS QL(Q1) MAXDEPTH\nDEFINE QLOCAL(Q1) REPLACE +\n"
+    rc, out, err = run(runmqsc.main, ["runmqsc", "QM1"], capsys, monkeypatch, stdin=script)
+    assert rc == 10, err
+    assert store.queues["Q1"]["MAXDEPTH"] == 7
+    lines = out.splitlines()
+    at = lines.index("     2 : DEFINE QLOCAL(Q1) REPLACE")
+    assert lines[at + 1].startswith("AMQ8405I")
+    assert "continuation" in lines[at + 3] and "not run" in lines[at + 3], lines
+    assert lines[-3:] == ["2 MQSC commands read.", "1 command has a syntax error.",
+                          "All valid MQSC commands were processed."]
+
+
+def test_a_continued_command_that_is_finished_still_runs(store, capsys, monkeypatch) -> None:
+    script = "DEFINE QLOCAL(Q2) +\n   MAXDEPTH(9) -\nDESCR('x');\nDIS QL(Q2) -\n\n* c\nMAXDEPTH\n"
+    rc, out, err = run(runmqsc.main, ["runmqsc", "-e", "QM1"], capsys, monkeypatch,
+                       stdin=script)
+    assert rc == 0, out + err
+    assert store.queues["Q2"]["MAXDEPTH"] == 9 and "   MAXDEPTH(9)" in out
+
+
+def test_verify_mode_reports_the_unfinished_command_too(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
+    rc, out, _ = run(runmqsc.main, ["runmqsc", "-v", "QM1"], capsys, monkeypatch,
+                     stdin="DIS QMGR -")
+    assert rc == 10 and "was not run" in out and "1 command has a syntax error." in out
+    # the AutoConfig reader keeps what it had: the command as it stands
+    assert mqsc.split_commands("DIS QMGR -") == ["DIS QMGR"]
+
+
+@pytest.mark.parametrize("value", ["-1", "-999999999999"])
+def test_a_negative_number_is_out_of_range_not_a_non_number(value: str) -> None:
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        mqsc.parse_command(f"ALTER QMGR MAXUMSGS({value})")
+    assert info.value.reason == f"MAXUMSGS({int(value)}) is out of range 1 to 999999999"
+    with pytest.raises(mqsc.MQSCSyntaxError) as info:
+        mqsc.parse_command("ALTER QMGR MAXUMSGS(1e9)")
+    assert info.value.reason == "MAXUMSGS needs a whole number"
+
