@@ -12,7 +12,12 @@ One run, one scratch queue manager (1 KiB persistent messages):
   first, on an empty queue, as the in-process runs it is compared with start;
 * ``batch_100``: one client, 100 puts per commit;
 * ``consume``: one streaming consumer (prefetch 200) of the persistent messages left by
-  the runs above, outside syncpoint.
+  the runs above, outside syncpoint;
+* ``machine``: how fast this machine was around the run, measured before and after it
+  (``python_loop_ms``: the best of three pure-Python loops of 10**6 additions, the CPU
+  the clients and the server share; ``raw_fdatasync_per_s``: 4 KiB write+fdatasync for
+  half a second, beside the queue manager's files). The absolute rates follow both from
+  hour to hour on a shared machine; the ratios measured in one run much less.
 
 ``--rounds R`` repeats the in-process store and the 8-connection run R times, alternating
 (the other runs once): ``ratio_to_inprocess`` is then the sum of the 8-connection runs
@@ -261,6 +266,33 @@ def _empty_queue(store: Any) -> None:
     store.define_queue(QUEUE, MAXDEPTH=10_000_000)
 
 
+def python_loop_ms(n: int = 10**6, tries: int = 3) -> float:
+    """The best of ``tries`` timings of a pure-Python loop of ``n`` additions, in ms:
+    the interpreter's speed on this machine at this minute."""
+    best = float("inf")
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
+def _machine_speed(directory: str) -> dict[str, float]:
+    """The interpreter's loop time and the raw 4 KiB write+fdatasync rate in
+    ``directory`` (on the queue manager's disk), for ``machine`` in the figures."""
+    from miqm.bench.store import RawProbe
+
+    probe = RawProbe(directory)
+    try:
+        probe.run(0.5)
+        raw = probe.rate()
+    finally:
+        probe.close()
+    return {"python_loop_ms": python_loop_ms(), "raw_fdatasync_per_s": round(raw, 1)}
+
+
 def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
               directory: str | None = None, rounds: int = 1) -> dict[str, Any]:
     """Run the benchmark; returns the figures (see the module docstring). With
@@ -272,6 +304,8 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
     results: dict[str, Any] = {}
     cpu: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="miqm-bench-net-", dir=directory) as root:
+        echo("this machine's speed: a Python loop, raw write+fdatasync ...")
+        speed = [_machine_speed(root)]
         _create(root)
         store = _open_store(root)
         store.define_queue(QUEUE, MAXDEPTH=10_000_000)
@@ -311,6 +345,7 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
         echo(f"in-process store again, 8 threads x {messages} put+commit ...")
         inprocs.append(_inprocess(store, 8, messages))
         store.close()
+        speed.append(_machine_speed(root))
     beside = sum((a + b) / 2 for a, b in itertools.pairwise(inprocs))
     results = {"inprocess_8": round(inprocs[0], 1), **results}
     results["put_commit_8"] = round(sum(nets) / len(nets), 1)
@@ -324,6 +359,9 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
         results["ratio_to_inprocess_runs"] = [
             round(n / ((a + b) / 2), 3)
             for n, (a, b) in zip(nets, itertools.pairwise(inprocs), strict=True)]
+    results["machine"] = {f"{key}_{when}": m[key] for when, m in zip(("before", "after"),
+                                                                       speed, strict=True)
+                          for key in m}
     results["cpus"] = len(os.sched_getaffinity(0))
     results["load_avg_1m"] = round(os.getloadavg()[0], 2)
     for key in ("inprocess_8", "put_commit_1", "put_commit_8", "batch_100", "consume",
@@ -335,6 +373,10 @@ def bench_net(messages: int = 2000, echo: Callable[[str], None] = print,
     echo(f"  8 connections / in-process store: {results['ratio_to_inprocess']:.0%}")
     echo(f"  8 connections, CPU per message: server {cpu.get('server_us_per_msg', 0):.0f} µs, "
          f"clients {cpu.get('clients_us_per_msg', 0):.0f} µs")
+    echo("  this machine: a Python loop of 10**6 additions "
+         f"{speed[0]['python_loop_ms']:.0f} ms before, {speed[-1]['python_loop_ms']:.0f} ms "
+         f"after; raw write+fdatasync {speed[0]['raw_fdatasync_per_s']:,.0f}/s before, "
+         f"{speed[-1]['raw_fdatasync_per_s']:,.0f}/s after")
     return results
 
 

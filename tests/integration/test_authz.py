@@ -170,6 +170,11 @@ def test_bench_net_reports_rates_and_the_cpu_per_message_of_both_sides() -> None
     # both sides did work for every message: more than a microsecond each, not zero
     assert cpu["server_us_per_msg"] > 1 and cpu["clients_us_per_msg"] > 1
     assert 0 < out["ratio_to_inprocess"]
+    # and how fast the machine was, before and after, to read the absolute rates by
+    machine = out["machine"]
+    assert sorted(machine) == ["python_loop_ms_after", "python_loop_ms_before",
+                               "raw_fdatasync_per_s_after", "raw_fdatasync_per_s_before"]
+    assert all(v > 0 for v in machine.values()), machine
 
 
 def test_bench_net_rounds_alternate_the_in_process_store_and_eight_connections() -> None:
