@@ -8,6 +8,7 @@ is pointed to, because a traceback must never reach a user.
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import os
@@ -124,6 +125,10 @@ def error_line(exc: BaseException) -> tuple[str, int]:
     """The user's line and exit code for an exception."""
     if isinstance(exc, MiqmError):
         return exc.user_line(), exc.exit_code
+    if isinstance(exc, VolumePermissionError) and exc.errno == errno.EROFS:
+        # not a permission an administrator can change with chmod: said as it is
+        return (f"{exc}: the filesystem is mounted read-only and nothing was changed. "
+                "Remount it read-write, then run the command again."), 71
     if isinstance(exc, VolumePermissionError):
         return (f"AMQ7077: permission denied on the shared filesystem: {exc}. "
                 "Check ownership and permissions of the directory."), 71

@@ -68,7 +68,9 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
     entry = find(qmgr)
     data = open_volume(entry.data_path)
     try:
-        if data.exists(""):
+        present = data.exists("")
+        if present:
+            _refuse_if_read_only(data, entry.data_path, qmgr)
             held = held_locks(data)
             if held:
                 raise MiqmError(
@@ -88,7 +90,39 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
     finally:
         data.close()
     unregister(qmgr)
-    typer.echo(amq.text("AMQ8002", qmgr=qmgr))
+    if present:
+        typer.echo(amq.text("AMQ8002", qmgr=qmgr))
+    else:
+        # the other host deleted it, or the shared filesystem is not mounted here: the
+        # data, if any, is where it was; say so rather than 'deleted'
+        typer.echo(f"{amq.text('AMQ8002', qmgr=qmgr)[:-1]} from this host: its data "
+                   f"directory {entry.data_path} does not exist here (deleted on the "
+                   "other host, or the shared filesystem is not mounted), so only this "
+                   "host's mqs.ini entry was removed, as rmvmqinf does.")
+
+
+def _refuse_if_read_only(data: object, data_path: str, qmgr: str) -> None:
+    """Refuse, in one line, a data directory on a read-only filesystem: its lock files
+    cannot be opened to ask whether an instance holds them, which read as 'running'
+    (AMQ8041), and nothing could be deleted anyway."""
+    import errno
+
+    from lockfs.errors import LockFsError, VolumePermissionError
+    from miqm.errors import MiqmError
+
+    try:
+        f = data.open("qm.ini")  # type: ignore[attr-defined]
+    except VolumePermissionError as exc:
+        if exc.errno != errno.EROFS:
+            return
+        raise MiqmError(amq.line(
+            "AMQ6062", path=data_path,
+            detail=f"it is on a read-only filesystem, so queue manager '{qmgr}' cannot be "
+                   "deleted; nothing was deleted. Remount it read-write, then run dltmqm "
+                   "again."), amq="AMQ6062") from None
+    except LockFsError:
+        return
+    f.close()
 
 
 def _default_log_or_refuse(data_path: str, qmgr: str, default: str) -> str:

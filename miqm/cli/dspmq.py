@@ -36,7 +36,7 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
     directory or its qm.ini cannot be read: the directory removed, or a filesystem
     unmounted under it, says nothing about the queue manager's state."""
     from lockfs import open_volume
-    from lockfs.errors import LockFsError
+    from lockfs.errors import LockFsError, VolumePermissionError
     from lockfs.faults import wrap_from_env
     from lockfs.lockfile import peek
     from miqm.errors import ConfigError
@@ -44,7 +44,12 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
 
     volume = wrap_from_env(open_volume(data_path), "data")
     try:
-        volume.read_head("qm.ini", 1)  # VolumeNotFound/LockFsError: status not available
+        try:
+            volume.read_head("qm.ini", 1)  # VolumeNotFound/LockFsError: not available
+        except VolumePermissionError:
+            # a read-only mount (or a file this user may only read): the status can still
+            # be read, as the lock files are (peek)
+            volume.open_readonly("qm.ini").close()
         locks = {}
         for lock in ("master", "active", "standby"):
             rec, held = peek(volume, lock)
@@ -54,7 +59,10 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
                            "generation": rec.generation if rec else None}
         damaged = None
         try:
-            st: Any = qmstatus.read(volume)
+            try:
+                st: Any = qmstatus.read(volume)
+            except VolumePermissionError:  # a read-only mount: read it without writing
+                st = qmstatus.read(_ReadOnly(volume))
         except ConfigError as exc:  # garbage: not "no status yet", which reads as Ended
             st, damaged = None, str(exc)
         except LockFsError:
@@ -67,6 +75,25 @@ def probe(name: str, data_path: str) -> dict[str, Any]:
                                  "status": st.status, "permit_standby": st.permit_standby})}
     finally:
         volume.close()
+
+
+class _ReadOnly:
+    """A volume whose ``read_bytes`` opens the file read-only (the volumes open files
+    read-write, which a read-only mount refuses); everything else is the volume's."""
+
+    def __init__(self, volume: Any) -> None:
+        self._volume = volume
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a (small) file, opened read-only."""
+        f = self._volume.open_readonly(path)
+        try:
+            return bytes(f.pread(f.size(), 0))
+        finally:
+            f.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._volume, name)
 
 
 def controller_alive(pid: int) -> bool:

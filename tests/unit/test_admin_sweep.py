@@ -9,9 +9,13 @@ from typing import Any
 import pytest
 
 from miqm import mqsc
-from miqm.cli import runmqsc
-from tests.unit.test_cli_mqadmin import run, serve
+from miqm.cli import crtmqm, dltmqm, runmqsc
+from tests.unit import test_cli_mqadmin
+from tests.unit.test_cli_mqadmin import one_line, run, serve
 from tests.unit.test_net import FakeStore
+
+#: a data root with crtmqm's store stubbed (test_cli_mqadmin's fixture, shared by name)
+root = test_cli_mqadmin.root
 
 
 @pytest.fixture()
@@ -65,3 +69,23 @@ def test_a_negative_number_is_out_of_range_not_a_non_number(value: str) -> None:
         mqsc.parse_command("ALTER QMGR MAXUMSGS(1e9)")
     assert info.value.reason == "MAXUMSGS needs a whole number"
 
+
+
+def test_dltmqm_where_the_data_directory_is_not_there_says_what_it_removed(
+        root, tmp_path, capsys, monkeypatch) -> None:
+    # the other host deleted it, or the shared filesystem is not mounted here: only the
+    # entry goes, and the line says so ('deleted' alone let an administrator think the
+    # data on an unmounted NAS was gone)
+    shared = tmp_path / "shared"
+    rc, _, err = run(crtmqm.main, ["crtmqm", "-lf", "64", "-md", str(shared), "QM1"],
+                     capsys, monkeypatch)
+    assert rc == 0, err
+    (shared / "QM1").rename(tmp_path / "elsewhere")  # an unmounted filesystem, say
+    rc, out, err = run(dltmqm.main, ["dltmqm", "QM1"], capsys, monkeypatch)
+    assert rc == 0 and not err, err
+    line = one_line(out)
+    assert "does not exist here" in line and "only this host's mqs.ini entry" in line, line
+    assert str(shared / "QM1") in line
+    assert (tmp_path / "elsewhere" / "qm.ini").exists()
+    rc, _, err = run(dltmqm.main, ["dltmqm", "QM1"], capsys, monkeypatch)
+    assert rc == 72 and "AMQ7048" in one_line(err)
