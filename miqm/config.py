@@ -280,6 +280,19 @@ def check_complete(text: str, source: str = "qm.ini") -> None:
             "queue manager would start with default (circular) logging. Restore it from a "
             "backup, or recreate the Log stanza (LogType, LogPath, ...) with setmqini."
         )
+    if not any(s.name == "Log" and s.values.get("LogPath", "").strip() for s in stanzas):
+        name = next((s.values["Name"] for s in stanzas
+                     if s.name == "QueueManager" and s.values.get("Name")), "QMgr")
+        # the default log directory is another log than the one crtmqm -ld made: strmqm
+        # said 'amqhlctl.lfh is missing ... recreate the queue manager', or, with an old
+        # log there, would have started on it
+        raise ConfigError(
+            f"{source} has no LogPath in its Log stanza (crtmqm writes one): the file is "
+            "damaged and the queue manager would look for its log in this host's default "
+            f"log directory. Restore it from a backup, or set it first: setmqini -m {name} "
+            "-s Log -k LogPath -v <the log directory: crtmqm's -ld path and the queue "
+            "manager's directory name>."
+        )
 
 
 def render_qm_ini(name: str, log: LogSettings, log_path: str, ha: HATuning | None = None,

@@ -10,6 +10,9 @@ import pytest
 
 from miqm import mqsc
 from miqm.cli import crtmqm, dltmqm, runmqsc
+from miqm.config import check_complete, render_qm_ini
+from miqm.errors import ConfigError
+from miqm.store.settings import LogSettings
 from tests.unit import test_cli_mqadmin
 from tests.unit.test_cli_mqadmin import one_line, run, serve
 from tests.unit.test_net import FakeStore
@@ -89,3 +92,20 @@ def test_dltmqm_where_the_data_directory_is_not_there_says_what_it_removed(
     assert (tmp_path / "elsewhere" / "qm.ini").exists()
     rc, _, err = run(dltmqm.main, ["dltmqm", "QM1"], capsys, monkeypatch)
     assert rc == 72 and "AMQ7048" in one_line(err)
+
+
+def test_a_qm_ini_whose_log_stanza_lost_its_logpath_is_refused() -> None:
+    # crtmqm -ld put the log elsewhere: started from this file, the queue manager looked
+    # for it in the default directory ('amqhlctl.lfh is missing ... recreate the queue
+    # manager'), or started on an old log found there
+    whole = render_qm_ini("QM1", LogSettings(log_type="LINEAR"), "/MQHA/QM1/logs/QM1")
+    check_complete(whole, "/d/qm.ini")
+    without = whole.replace("   LogPath=/MQHA/QM1/logs/QM1\n", "")
+    assert without != whole
+    for text in (without, whole.replace("LogPath=/MQHA/QM1/logs/QM1", "LogPath=  ")):
+        with pytest.raises(ConfigError, match="no LogPath") as err:
+            check_complete(text, "/d/qm.ini")
+        assert err.value.amq == "AMQ7880" and "setmqini -m QM1 -s Log -k LogPath" in str(
+            err.value) and "\n" not in err.value.user_line()
+    # an emptied qm.ini is rebuilt with setmqini, LogPath first
+    check_complete("Log:\n   LogPath=/l/QM1\n", "/d/qm.ini")
