@@ -60,6 +60,16 @@ def _qm_ini(qmgr: str, settings: object, log_loc: str, lease: float | None,
     return text, lease_line
 
 
+def _absolute(location: str) -> str:
+    """``location`` as an absolute path (an ``nfs4://`` URL as it is). mqs.ini and qm.ini
+    record it, and every later command (and the other host, through dspmqinf's addmqinf
+    line) reads it from wherever it runs: ``crtmqm -md rel/data`` recorded
+    ``DataPath=rel/data/QM1``, which no command run from another directory found."""
+    import os
+
+    return location if "://" in location else os.path.abspath(location)
+
+
 def _unusable(qmgr: str, what: str, location: str, exc: Exception) -> Exception:
     """The error for a -md (AMQ6062) or -ld (AMQ7017) location that cannot be made or
     reached."""
@@ -100,8 +110,8 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     if qmgr in load_registry():
         raise ConfigError(amq.line("AMQ8110", qmgr=qmgr), amq="AMQ8110")
     dirname = directory_name(qmgr)
-    data_parent = data_base or join_location(root, "qmgrs")
-    log_parent = log_base or join_location(root, "log")
+    data_parent = _absolute(data_base or join_location(root, "qmgrs"))
+    log_parent = _absolute(log_base or join_location(root, "log"))
     data_loc = join_location(data_parent, dirname)
     log_loc = join_location(log_parent, dirname)
 

@@ -81,6 +81,8 @@ def addmqinf(
              "(run 'dspmqinf -o command QMgr' on the first host to get the line).", 2)
     name = check_qmgr_name(attrs["Name"])
     data_path = attrs["DataPath"]
+    if "://" not in data_path:  # recorded in mqs.ini, read from wherever commands run
+        data_path = os.path.abspath(data_path)
     prefix = attrs.get("Prefix") or data_root()
     if os.path.normpath(prefix) != os.path.normpath(data_root()) and not os.path.isdir(prefix):
         fail(f"addmqinf: -v Prefix={prefix} is not a directory on this host: give this "

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from miqm import mqsc
-from miqm.cli import crtmqm, dltmqm, runmqsc
+from miqm.cli import crtmqm, dltmqm, mqinf, runmqsc
 from miqm.config import check_complete, render_qm_ini
 from miqm.errors import ConfigError
+from miqm.paths import find
 from miqm.store.settings import LogSettings
 from tests.unit import test_cli_mqadmin
 from tests.unit.test_cli_mqadmin import one_line, run, serve
@@ -109,3 +110,27 @@ def test_a_qm_ini_whose_log_stanza_lost_its_logpath_is_refused() -> None:
             err.value) and "\n" not in err.value.user_line()
     # an emptied qm.ini is rebuilt with setmqini, LogPath first
     check_complete("Log:\n   LogPath=/l/QM1\n", "/d/qm.ini")
+
+
+def test_relative_md_ld_and_addmqinf_datapath_are_recorded_absolute(
+        root, tmp_path, capsys, monkeypatch) -> None:
+    # recorded as typed, 'rel/data/QM1' was found only from the directory crtmqm ran in,
+    # and dspmqinf's addmqinf line for the other host carried it too
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    rc, out, err = run(crtmqm.main, ["crtmqm", "-lf", "64", "-md", "rel/data", "-ld",
+                                     "rel/log", "QM1"], capsys, monkeypatch)
+    assert rc == 0, err
+    entry = find("QM1")
+    assert entry.data_path == str(work / "rel" / "data" / "QM1")
+    ini = (work / "rel" / "data" / "QM1" / "qm.ini").read_text()
+    assert f"LogPath={work / 'rel' / 'log' / 'QM1'}\n" in ini, ini
+    assert f"Directory '{work / 'rel' / 'data' / 'QM1'}' created." in out
+    # the second host, in another root, given a relative DataPath
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "hostb"))
+    rc, _, err = run(mqinf.addmqinf_main, ["addmqinf", "-v", "Name=QM1", "-v",
+                                           "DataPath=rel/data/QM1"], capsys, monkeypatch)
+    assert rc == 0, err
+    monkeypatch.chdir(tmp_path)
+    assert find("QM1").data_path == str(work / "rel" / "data" / "QM1")
