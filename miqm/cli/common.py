@@ -171,6 +171,60 @@ def run(main: Callable[[], object]) -> None:
         sys.exit(code)
 
 
+#: MQ's flags that have no counterpart here, per command, with what to do instead: an MQ
+#: administrator types them from habit, and click's 'No such option: -u' said nothing of
+#: what to do (runmqsc's own are in miqm.cli.runmqsc)
+MQ_ONLY_FLAGS: dict[str, dict[str, str]] = {
+    "crtmqm": {
+        "-c": "set the description once it runs: runmqsc QMgr, ALTER QMGR DESCR('text')",
+        "-d": "miqm has no channels, so no default transmission queue",
+        "-u": "miqm has no dead-letter queue: an application moves a message it cannot "
+              "process to the queue's BOQNAME itself (docs/mqsc.md)",
+        "-p": "the listener's port is set in qm.ini after crtmqm: setmqini -m QMgr -s "
+              "Listener -k Port -v Port (or MIQM_LISTENER_PORT at strmqm)",
+        "-x": "set it after crtmqm: setmqini -m QMgr -s QueueManager -k "
+              "MaxUncommittedMsgs -v N (or ALTER QMGR MAXUMSGS(N) once it runs)",
+        "-t": "miqm has no triggering, so no trigger interval",
+        "-oa": "authorities are given per principal with setmqaut -p (docs/mqsc.md, "
+               "Authorization)",
+        "-sa": "start the queue manager at boot with the systemd unit miqm@QMgr "
+               "(deploy/systemd, docs/runbook.md section 6)",
+        "-si": "start the queue manager with strmqm, or the systemd unit miqm@QMgr",
+        "-sax": "start the queue manager at boot with the systemd unit miqm@QMgr "
+                "(deploy/systemd, docs/runbook.md section 6)",
+        "-ss": "start the queue manager with strmqm, or the systemd unit miqm@QMgr",
+    },
+    "strmqm": {
+        "-c": "miqm has no default objects to recreate (its default definitions are "
+              "built in: docs/mqsc.md)",
+        "-a": "miqm has no backup queue managers: restore the data and log directories "
+              "from a copy instead (docs/runbook.md section 11)",
+        "-r": "miqm has no backup queue managers to replay logs into: restore the data "
+              "and log directories from a copy instead (docs/runbook.md section 11)",
+        "-ns": "the instance's listener always starts with it; point applications "
+               "elsewhere to keep them off",
+    },
+    "endmqm": {
+        "-t": "a timed end is not supported: endmqm -w QMgr ends it controlled (open "
+              "units of work are backed out after 10 s), and endmqm -i QMgr ends it now",
+        "-tp": "a timed end is not supported: endmqm -w QMgr ends it controlled (open "
+               "units of work are backed out after 10 s), and endmqm -i QMgr ends it now",
+    },
+}
+
+
+def _mq_only_flag(prog: str, argv: list[str]) -> str:
+    """The line refusing the first of ``argv`` that is one of MQ_ONLY_FLAGS[prog] ('' if
+    none is): the flag, that miqm has no counterpart, and what to do instead."""
+    table = MQ_ONLY_FLAGS.get(prog, {})
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg in table:
+            return f"{prog}: {arg} is MQ's, with no counterpart in {amq.PRODUCT}: {table[arg]}."
+    return ""
+
+
 def run_typer(app: typer.Typer, prog: str | None = None) -> None:
     """Entry point body for a console script built on a typer app.
 
@@ -182,6 +236,9 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
         from click.exceptions import ClickException  # type: ignore[no-redef]
 
     name = prog or os.path.basename(sys.argv[0])
+    refused = _mq_only_flag(name, sys.argv[1:])
+    if refused:
+        run(lambda: fail(refused, 2))
     command = typer.main.get_command(app)
     _add_epilog(command)
     _say_interrupted(command, name)

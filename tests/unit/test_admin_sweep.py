@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import typer
 
 from miqm import mqsc
-from miqm.cli import crtmqm, dltmqm, mqinf, runmqsc
+from miqm.cli import common, crtmqm, dltmqm, endmqm, mqinf, runmqsc, strmqm
 from miqm.config import check_complete, render_qm_ini
 from miqm.errors import ConfigError
 from miqm.paths import find
@@ -134,3 +135,40 @@ def test_relative_md_ld_and_addmqinf_datapath_are_recorded_absolute(
     assert rc == 0, err
     monkeypatch.chdir(tmp_path)
     assert find("QM1").data_path == str(work / "rel" / "data" / "QM1")
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["crtmqm", "-u", "SYSTEM.DEAD.LETTER.QUEUE", "QM1"], "no dead-letter queue"),
+    (["crtmqm", "-p", "1414", "QM1"], "setmqini -m QMgr -s Listener -k Port"),
+    (["crtmqm", "-c", "Payments", "QM1"], "ALTER QMGR DESCR"),
+    (["crtmqm", "-x", "5000", "QM1"], "MaxUncommittedMsgs"),
+    (["crtmqm", "-sax", "QM1"], "systemd unit"),
+    (["strmqm", "-c", "QM1"], "no default objects"),
+    (["strmqm", "-a", "QM1"], "no backup queue managers"),
+    (["endmqm", "-tp", "30", "QM1"], "endmqm -i QMgr"),
+    (["endmqm", "-t", "30", "QM1"], "endmqm -w QMgr"),
+])
+def test_mq_flags_without_a_counterpart_say_what_to_do(
+        root, capsys, monkeypatch, argv, says) -> None:
+    # click said only 'No such option: -u (try crtmqm -h)'; nothing is created or ended
+    main = {"crtmqm": crtmqm.main, "strmqm": strmqm.main, "endmqm": endmqm.main}[argv[0]]
+    rc, out, err = run(main, argv, capsys, monkeypatch)
+    line = one_line(err)
+    assert rc == 2 and not out, out
+    assert line.startswith(f"{argv[0]}: {argv[1]} is MQ's") and says in line, line
+    assert not find_registry_entries()
+
+
+def find_registry_entries() -> list[str]:
+    """The queue managers this host's mqs.ini knows."""
+    from miqm.paths import load_registry
+
+    return sorted(load_registry())
+
+
+@pytest.mark.parametrize("prog", sorted(common.MQ_ONLY_FLAGS))
+def test_the_mq_only_flags_are_none_of_the_commands_own(prog: str) -> None:
+    module = {"crtmqm": crtmqm, "strmqm": strmqm, "endmqm": endmqm}[prog]
+    command = typer.main.get_command(module.app)
+    own = {o for p in command.params for o in getattr(p, "opts", [])}
+    assert not set(common.MQ_ONLY_FLAGS[prog]) & (own | set(common.HELP_OPTIONS))
