@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 import ssl
 import threading
 import time
@@ -280,11 +281,33 @@ def _seconds(value: Any, what: str, zero: bool) -> float:
 
 
 MQRC_CLIENT_CONN_ERROR = 2278
+MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_DATA_LENGTH_ERROR = 2010
 
 
-def _error(exc: MiqmError) -> MQError:
-    """The MQError for a lower-level error."""
+#: MQ's object names: 1 to 48 of these characters (as runmqsc's DEFINE takes them)
+_OBJECT_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}")
+
+
+def _unknown_hint(queue: str) -> str:
+    """What to do about queue ``queue`` that the queue manager does not know (2085):
+    a name that can never be defined says so and gives the rules; a lower-case name
+    reminds that runmqsc folds unquoted names to upper case. Built only when a call
+    has failed with 2085: nothing on the path of a call that succeeds."""
+    if not _OBJECT_NAME.fullmatch(queue):
+        return (f": {queue!r} cannot be a queue name, which is 1 to 48 of A-Z a-z 0-9 "
+                ". / _ % (fix the name the application uses)")
+    if queue != queue.upper():
+        return (f": names are case-sensitive, and runmqsc takes an unquoted name in "
+                f"upper case (DEFINE QLOCAL({queue}) defines {queue.upper()!r}): use "
+                f"{queue.upper()!r} if that is the queue, or define {queue!r} quoted, "
+                f"DEFINE QLOCAL('{queue}')")
+    return f": define it (runmqsc: DEFINE QLOCAL({queue})) or fix the name"
+
+
+def _error(exc: MiqmError, queue: Any = None) -> MQError:
+    """The MQError for a lower-level error (``queue``: the queue the failed call named,
+    for the advice an unknown one gets)."""
     if isinstance(exc, MQError):
         return exc
     if isinstance(exc, NetError):
@@ -294,7 +317,10 @@ def _error(exc: MiqmError) -> MQError:
     else:  # a bad CONNAME, credential file or TLS file
         reason = MQRC_CLIENT_CONN_ERROR
     cls = _BY_REASON.get(reason, MQError)
-    return cls(str(exc), mqrc=reason, amq=exc.amq)
+    text = str(exc)
+    if reason == MQRC_UNKNOWN_OBJECT_NAME and isinstance(queue, str):
+        text += _unknown_hint(queue)
+    return cls(text, mqrc=reason, amq=exc.amq)
 
 
 class Message:
@@ -422,7 +448,7 @@ class QueueManager:
                 self._reopen()
             return self._conn.call(op, **fields)
         except MiqmError as exc:
-            raise _error(exc) from None
+            raise _error(exc, fields.get("queue")) from None
         finally:
             busy.release()
 
@@ -595,6 +621,15 @@ class QueueManager:
         name, or a prefix ending in ``*``: MQ's DynamicQName). A temporary dynamic queue
         is deleted when it is closed or the connection ends. After a reconnect (a
         failover) the handle is opened again with the next call."""
+        for option in options:
+            if not isinstance(option, str):
+                raise InvalidArgument(f"open option {option!r}: give the options as strings, "
+                                      "\"INPUT\", \"OUTPUT\", \"BROWSE\" or \"INQUIRE\" "
+                                      "(MQRC 2046 MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
+        if not isinstance(dynamic, str):
+            raise InvalidArgument(f"dynamic={dynamic!r}: give a queue name, or a prefix "
+                                  "ending in '*' such as 'APP1.*' (MQRC 2152 "
+                                  "MQRC_OBJECT_NAME_ERROR)", mqrc=MQRC_OBJECT_NAME_ERROR)
         opts = tuple(o.upper() for o in options)
         reply = self._call("open", queue=_queue_name(queue), options=list(opts), dynamic=dynamic)
         name = str(reply.get("queue") or queue)
@@ -605,6 +640,9 @@ class QueueManager:
     def close_queue(self, queue: str, delete: bool = False) -> None:
         """MQCLOSE: end this connection's handle on ``queue``. A temporary dynamic queue
         is deleted with it; a permanent dynamic one too when ``delete`` (MQCO_DELETE)."""
+        queue = _queue_name(queue)
+        # a string such as "no" was true and deleted a permanent dynamic queue
+        delete = _flag(delete, "delete")
         self._opened.pop(queue, None)
         self._call("qclose", queue=queue, delete=delete)
 
@@ -781,7 +819,8 @@ class Consumer:
 
     def _next(self, timeout: float | None) -> Message | None:
         if self._closed:
-            raise MQError("the consumer is closed", mqrc=2019)
+            raise MQError(f"the consumer of queue '{self.queue}' is closed (MQRC 2019 "
+                          "MQRC_HOBJ_ERROR): make another with consume()", mqrc=2019)
         busy = self._qm._busy
         if not busy.acquire(False):
             if not self._stop:
@@ -952,7 +991,7 @@ class Consumer:
         try:
             self._conn.call("consume", **fields)
         except MiqmError as exc:
-            raise _error(exc) from None
+            raise _error(exc, self.queue) from None
         self._generation = self._conn.generation
 
     def _stale(self) -> bool:
@@ -1085,6 +1124,17 @@ def connect(qmgr: str, conname: str | None = None, credential: str | None = None
         raise InvalidArgument(f"qmgr={qmgr!r}: a queue manager name is a string such as "
                               "'QM1' (MQRC 2058 MQRC_Q_MGR_NAME_ERROR)",
                               mqrc=MQRC_Q_MGR_NAME_ERROR)
+    # a string such as "no" was true; a credential or tls of the wrong kind failed inside
+    # the library (AttributeError)
+    reconnect = _flag(reconnect, "reconnect")
+    if credential is not None and not isinstance(credential, str):
+        raise InvalidArgument(f"credential of type {type(credential).__name__}: give a "
+                              "string, 'principal:secret', a bare secret or '@path' (MQRC "
+                              "2046 MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
+    if tls is not None and not isinstance(tls, ssl.SSLContext):
+        raise InvalidArgument(f"tls={tls!r}: give an ssl.SSLContext, for example "
+                              "miqm.net.client.client_tls_context(ca_file), or None (MQRC "
+                              "2046 MQRC_OPTIONS_ERROR)", mqrc=MQRC_OPTIONS_ERROR)
     timeout = _seconds(timeout, "timeout", zero=False)
     reconnect_timeout = _seconds(reconnect_timeout, "reconnect_timeout", zero=True)
     call_timeout = _seconds(call_timeout, "call_timeout", zero=False)

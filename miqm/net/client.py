@@ -734,6 +734,12 @@ class Connection:
         self._drop()
         return True
 
+    def _broken_earlier(self, op: str) -> str:
+        """The line for a call on a connection that broke before, without reconnect."""
+        return (f"{op} on a connection to queue manager '{self.qmgr}' that broke earlier "
+                "(MQRC 2009 MQRC_CONNECTION_BROKEN): connect again (connect(..., "
+                "reconnect=True) follows a failover by itself)")
+
     def _closed_error(self, op: str) -> NetError:
         return NetError(f"{op} on a connection to queue manager '{self.qmgr}' that the "
                         "application closed (MQRC 2018 MQRC_HCONN_ERROR): connect again",
@@ -759,7 +765,7 @@ class Connection:
                 self._after_end()
                 return
             if not self.reconnect and self.endpoint is not None:
-                raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
+                raise NetError(self._broken_earlier(op), mqrc=MQRC_CONNECTION_BROKEN)
             self._reopen() if self.endpoint is not None else self._resolve()
 
     def _after_end(self) -> None:
@@ -918,7 +924,18 @@ class Connection:
             # and nothing of it may be committed later
             self._uow_lost = True
         if not self.reconnect:
-            raise NetError(f"the connection to queue manager '{self.qmgr}' broke: {exc}",
+            # what the application should do: whether the call happened, and that this
+            # connection is over (every later call raises 2009 too)
+            if op in ("commit", "prepare") or (not was_in_uow and op != "ping"
+                                               and not safe):
+                doubt = f"; the {op} may or may not have taken effect"
+            elif was_in_uow:
+                doubt = "; the unit of work was backed out"
+            else:
+                doubt = ""
+            raise NetError(f"the connection to queue manager '{self.qmgr}' broke ({exc}) "
+                           f"(MQRC 2009 MQRC_CONNECTION_BROKEN){doubt}: connect again "
+                           "(connect(..., reconnect=True) follows a failover by itself)",
                            mqrc=MQRC_CONNECTION_BROKEN) from None
         try:
             self._reopen()
@@ -1053,7 +1070,8 @@ class Connection:
         if self._sock is None:
             if self.closed:
                 raise self._closed_error("a consumer's read")
-            raise NetError("the connection is closed", mqrc=MQRC_CONNECTION_BROKEN)
+            raise NetError(self._broken_earlier("a consumer's read"),
+                           mqrc=MQRC_CONNECTION_BROKEN)
         try:
             self._flush()
         except (BrokenPipeError, ConnectionResetError):
