@@ -70,6 +70,26 @@ def _absolute(location: str) -> str:
     return location if "://" in location else os.path.abspath(location)
 
 
+def _log_space(exc: Exception, settings: object) -> Exception:
+    """AMQ6708 for a log that could not be made (a full disk), saying how much room the
+    log takes and how to ask for less: the line said only 'No space left on device'."""
+    import errno
+
+    from miqm.errors import LogWriteError
+
+    text = str(exc)
+    if getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in text:
+        pages = settings.file_pages  # type: ignore[attr-defined]
+        primary = settings.primary_files  # type: ignore[attr-defined]
+        secondary = settings.secondary_files  # type: ignore[attr-defined]
+        mib = pages * 4096 / 1048576
+        text = (f"{text.rstrip('.')}. The log needs {primary * mib:g} MiB now ({primary} "
+                f"primary files, -lp, of {pages} pages of 4 KiB, -lf) and {secondary * mib:g}"
+                f" MiB more for its {secondary} secondary files (-ls) when it fills: make "
+                "room there, or give smaller -lf/-lp/-ls; nothing was created.")
+    return LogWriteError(text, amq=getattr(exc, "amq", None) or "AMQ6708")
+
+
 def _unusable(qmgr: str, what: str, location: str, exc: Exception) -> Exception:
     """The error for a -md (AMQ6062) or -ld (AMQ7017) location that cannot be made or
     reached."""
@@ -91,7 +111,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     from lockfs import open_volume
     from lockfs.errors import LockFsError
     from miqm import autoconfig
-    from miqm.errors import ConfigError
+    from miqm.errors import ConfigError, LogWriteError
     from miqm.paths import (
         QMgrEntry,
         check_qmgr_name,
@@ -146,7 +166,10 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
             data.makedirs("errors")
             from miqm.store.qmstore import QueueManagerStore
 
-            QueueManagerStore.create(data, log, qmgr, settings)
+            try:
+                QueueManagerStore.create(data, log, qmgr, settings)
+            except LogWriteError as exc:
+                raise _log_space(exc, settings) from None
         finally:
             data.close()
             log.close()
