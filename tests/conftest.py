@@ -3,7 +3,10 @@ as root, a skip root must not meet fails the run (the skip policy, tests/skips.p
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from typing import Any
 
 import pytest
@@ -14,6 +17,14 @@ from tests.lab import nfs_lab  # noqa: F401 - one session-wide NFSv4 lab for eve
 # Instances started by tests listen on any free port, never the default 1414: two
 # instances on one machine (and other test runs beside this one) must not collide.
 os.environ.setdefault("MIQM_LISTENER_PORT", "0")
+
+# A test that forgets to name its own host root must not write into this machine's
+# /var/mqm (an event history was once left there): every test run gets a scratch default,
+# removed at its end; tests that set MIQM_DATA_ROOT themselves are unaffected.
+if "MIQM_DATA_ROOT" not in os.environ:
+    _SCRATCH_ROOT = tempfile.mkdtemp(prefix="miqm-test-root-")
+    os.environ["MIQM_DATA_ROOT"] = _SCRATCH_ROOT
+    atexit.register(shutil.rmtree, _SCRATCH_ROOT, True)
 
 
 # Under pytest-xdist (``-n 2 --dist loadgroup``, what ``make test`` runs) the tests that

@@ -10,11 +10,13 @@ logical extent.
 
 Writing rules that make every crash recoverable:
 
-* A page is written in place only once it is sealed (full). The partial last page of a
-  force goes to one of the two slots of its extent, alternately, so the slot holding the
-  previous durable image of that page is never the one being overwritten (TripleWrite).
-  ``SingleWrite`` rewrites the partial page in place instead (faster, and a torn write can
-  then damage records already forced on that page - MQ's trade-off).
+* A page image never overwrites the place holding that page's newest forced image
+  unless a newer copy is already durable elsewhere (TripleWrite; exactly where each image
+  goes is ``_write_captured``'s docstring and docs/log-format.md). Sealed (full) pages go
+  in place; the partial last page of a force goes to one of the two slots of its extent,
+  alternately, except the first image of a fresh page, which nothing forced yet, goes in
+  place. ``SingleWrite`` rewrites the partial page in place instead (faster, and a torn
+  write can then damage records already forced on that page - MQ's trade-off).
 * A force writes everything appended so far and fdatasyncs it; concurrent ``force`` calls
   queue on one lock and the holder writes for all of them (group commit). Threads that
   wait for a force gather on one CPU (``gather_cpu``; see ``_forcequeue.c`` for why).
