@@ -129,13 +129,19 @@ def runmqsc(
             if conn is None:  # -v: syntax checked, nothing run
                 emit(lines)
                 continue
+            if _gone(conn):
+                # the instance went away after the last answer (it ended, or failed
+                # over): this command was not sent, so nothing of it is in doubt
+                failed += 1
+                emit([*lines, _lost_line(qmgr, 2009, sent=False)])
+                break
             sent += 1
             try:
                 reply = conn.call("mqsc", command=cmd.to_dict())
             except NetError as exc:
                 failed += 1
                 if exc.mqrc in (2009, 2059, 2543):  # the connection is gone: stop here
-                    emit([*lines, _lost_line(qmgr, exc)])
+                    emit([*lines, _lost_line(qmgr, exc.mqrc, sent=True)])
                     break
                 emit([*lines, exc.user_line()])
                 continue
@@ -250,16 +256,37 @@ def _user_credential(user: str, source: Iterator[str]) -> str | None:
     return f"{user}:{secret}"
 
 
-def _lost_line(qmgr: str, exc: Any) -> str:
-    """runmqsc's line when the queue manager went away under a command (its instance
-    ended or failed over): MQ's AMQ8146, what is known of the command, and what to do
-    (it printed only the client's 'the connection is closed')."""
+def _gone(conn: Any) -> bool:
+    """Whether the connection is known to be broken before a command is sent on it (the
+    instance ended or failed over after the last answer); a connection object that
+    cannot say is taken as open."""
+    peer_closed = getattr(conn, "peer_closed", None)
+    return getattr(conn, "connected", True) is False or bool(
+        peer_closed is not None and peer_closed())
+
+
+#: the reason codes with which runmqsc stops, by name
+_LOST = {2009: "MQRC_CONNECTION_BROKEN", 2059: "MQRC_Q_MGR_NOT_AVAILABLE",
+         2543: "MQRC_STANDBY_Q_MGR"}
+
+
+def _lost_line(qmgr: str, mqrc: int, *, sent: bool) -> str:
+    """runmqsc's line when the queue manager went away (its instance ended or failed
+    over): MQ's AMQ8146, whether the command was sent (in doubt) or not, and what to do.
+    It said the command 'may or may not have been done' also when the break was seen
+    before it was sent, and quoted the client library's advice ('connect(...,
+    reconnect=True)'), which is an application's, not an administrator's."""
     from miqm import amq
 
-    return (f"{amq.line('AMQ8146', severity=True, qmgr=qmgr)} The connection broke during "
-            f"this command (MQRC {exc.mqrc}: {exc}): it may or may not have been done, and "
-            "the commands after it were not run. Check with DISPLAY and run the rest again "
-            "(runmqsc reaches the instance that is active now).")
+    head = f"{amq.line('AMQ8146', severity=True, qmgr=qmgr)} The connection "
+    why = f"(MQRC {mqrc} {_LOST.get(mqrc, '')})".replace(" )", ")")
+    if not sent:
+        return (f"{head}broke before this command was sent {why}: neither it nor the "
+                "commands after it were run. Run them again: runmqsc reaches the instance "
+                "that is active now.")
+    return (f"{head}broke during this command {why}: it may or may not have been done, "
+            "and the commands after it were not run. Check it with DISPLAY and run the "
+            "rest again: runmqsc reaches the instance that is active now.")
 
 
 def _file_lines(path: str) -> Iterator[str]:

@@ -13,6 +13,8 @@ from miqm import mqsc
 from miqm.cli import common, crtmqm, dltmqm, endmqm, mqinf, runmqsc, strmqm
 from miqm.config import check_complete, render_qm_ini
 from miqm.errors import ConfigError
+from miqm.net.server import Listener
+from miqm.net.service import QueueService
 from miqm.paths import find
 from miqm.store.settings import LogSettings
 from tests.unit import test_cli_mqadmin
@@ -172,3 +174,44 @@ def test_the_mq_only_flags_are_none_of_the_commands_own(prog: str) -> None:
     command = typer.main.get_command(module.app)
     own = {o for p in command.params for o in getattr(p, "opts", [])}
     assert not set(common.MQ_ONLY_FLAGS[prog]) & (own | set(common.HELP_OPTIONS))
+
+
+def _script_ending_the_listener(listener: Any, first: list[str], rest: list[str]
+                                ) -> Iterator[str]:
+    """stdin for runmqsc: ``first``, then (once runmqsc asks for the next line, after the
+    answers) the listener stops, as an instance that ends or fails over, then ``rest``."""
+    yield from first
+    listener.stop()
+    yield from rest
+
+
+def test_runmqsc_says_a_command_after_the_break_was_not_sent(
+        tmp_path, capsys, monkeypatch) -> None:
+    # it said the command 'may or may not have been done' (and quoted the client
+    # library's 'connect(..., reconnect=True)') for a command it never sent
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
+    store = FakeStore()
+    listener = Listener(QueueService(store, "QM1").handle)
+    host, port = listener.start()
+    monkeypatch.setenv("MIQM_CONNECTION", f"{host}({port})")
+    try:
+        monkeypatch.setattr(runmqsc, "_stdin_lines", lambda: _script_ending_the_listener(
+            listener, ["DEFINE QLOCAL(A)\n"], ["DEFINE QLOCAL(B)\n", "DEFINE QLOCAL(C)\n"]))
+        rc, out, err = run(runmqsc.main, ["runmqsc", "-e", "QM1"], capsys, monkeypatch)
+    finally:
+        listener.stop()
+    assert rc == 10, out + err
+    lost = [ln for ln in out.splitlines() if ln.startswith("AMQ8146E")]
+    assert len(lost) == 1, out
+    assert "broke before this command was sent (MQRC 2009 MQRC_CONNECTION_BROKEN)" in lost[0]
+    assert "neither it nor the commands after it were run" in lost[0]
+    assert "reconnect=True" not in out and "may or may not" not in out
+    assert sorted(store.queues) == ["A"]
+    assert out.splitlines()[-3] == "2 MQSC commands read."
+
+
+def test_runmqsc_says_a_command_sent_when_the_break_came_is_in_doubt() -> None:
+    line = runmqsc._lost_line("QM1", 2009, sent=True)
+    assert line.startswith("AMQ8146E: miqm queue manager 'QM1' not available.")
+    assert "broke during this command (MQRC 2009 MQRC_CONNECTION_BROKEN)" in line
+    assert "may or may not have been done" in line and "Check it with DISPLAY" in line
