@@ -233,7 +233,7 @@ def iter_commands(lines: Iterable[str]) -> Iterator[str]:
     """The commands in ``lines``: :func:`iter_input` without its comment lines (a command
     left unfinished at the end of ``lines`` is given as it stands)."""
     for kind, text in iter_input(lines):
-        if kind in ("command", "unfinished"):
+        if kind != "comment":  # a toolong one is refused by parse_command
             yield text
 
 
@@ -284,13 +284,36 @@ def iter_input(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
             cont = True
             strip_next = line.endswith("+")
             line = line[:-1]
-        current = line if current is None else current + line
+        if current is None:
+            current = line
+        elif len(current) <= MAX_COMMAND_LENGTH:
+            # past MQ's limit the rest is not kept: the command is refused anyway, and
+            # continuation lines without end (a runaway script) would fill the memory
+            current += line
         if not cont:
             if current.strip():
-                yield "command", current.strip()
+                yield _whole(current.strip())
             current = None
     if current is not None and current.strip():
-        yield "unfinished", current.strip()
+        kind, text = _whole(current.strip())
+        yield ("unfinished" if kind == "command" else kind), text
+
+
+def _whole(text: str) -> tuple[str, str]:
+    """``("command", text)``, or ``("toolong", its first characters)`` for a command over
+    MQ's limit (its length is not known: what is past the limit was not kept)."""
+    if len(text) > MAX_COMMAND_LENGTH:
+        return "toolong", text[:MAX_COMMAND_LENGTH + 1]
+    return "command", text
+
+
+def too_long_lines(number: int | None, text: str) -> list[str]:
+    """runmqsc's echo (unless ``number`` is None: -e) and AMQ8405 for a command
+    :func:`iter_input` gave as ``toolong``."""
+    shown = f"{one_line(text[:ECHO_PREFIX])}..."
+    return [*([] if number is None else [f"{number:>6} : {shown}"]), MSG_SYNTAX, shown,
+            f"(the command is longer than {MAX_COMMAND_LENGTH} characters, the most an MQSC "
+            "command may have: it was not run)"]
 
 
 # -- tokenising --------------------------------------------------------------------------

@@ -109,6 +109,11 @@ def runmqsc(
                 continue
             number += 1
             lines = [] if no_echo else [mqsc.echo(number, text)]
+            if kind == "toolong":
+                read += 1
+                syntax += 1
+                emit(mqsc.too_long_lines(None if no_echo else number, text))
+                continue
             if kind == "unfinished":  # the input ended inside a continued command
                 read += 1
                 syntax += 1
@@ -302,6 +307,8 @@ def _file_lines(path: str) -> Iterator[str]:
 def _stdin_lines() -> Iterator[str]:
     """stdin line by line, as it arrives (not read whole first); bytes that are not
     UTF-8 are kept (surrogateescape) so the echo can show them."""
+    if sys.stdin is None:  # started with stdin closed (<&-): there is nothing to read
+        return
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream without bytes underneath
         yield from sys.stdin
@@ -318,13 +325,25 @@ def _binary_lines(stream: Any, close: bool = False) -> Iterator[str]:
             stream.close()
 
 
+#: the most of one line of input kept (bytes): more than the longest MQSC command
+#: (32,762 characters, up to 4 bytes each), so that a line past it is refused as too long
+#: without being held whole; a file that is not text (or /dev/zero) filled the memory
+LINE_BYTES = 4 * 32_762 + 8
+
+
 def _decoded(stream: Any) -> Iterator[str]:
-    """Each line of ``stream`` as text, read as it arrives."""
+    """Each line of ``stream`` as text, read as it arrives; of a line longer than
+    LINE_BYTES only its first LINE_BYTES are kept (the rest is read and dropped)."""
     first = True
     while True:
-        raw = stream.readline()
+        raw = stream.readline(LINE_BYTES)
         if not raw:
             return
+        if len(raw) == LINE_BYTES and not raw.endswith(b"\n"):
+            while True:  # skip the rest of the line
+                more = stream.readline(LINE_BYTES)
+                if not more or more.endswith(b"\n"):
+                    break
         if first and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a script saved with a byte-order mark (Windows editors)
         first = False

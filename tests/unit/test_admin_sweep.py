@@ -3,6 +3,8 @@ one clear line, a non-zero exit where something is wrong, and loses nothing."""
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -215,3 +217,58 @@ def test_runmqsc_says_a_command_sent_when_the_break_came_is_in_doubt() -> None:
     assert line.startswith("AMQ8146E: miqm queue manager 'QM1' not available.")
     assert "broke during this command (MQRC 2009 MQRC_CONNECTION_BROKEN)" in line
     assert "may or may not have been done" in line and "Check it with DISPLAY" in line
+
+
+class _Endless:
+    """A binary stdin of ``size`` zero bytes then ``tail`` (a file that is not text, or
+    /dev/zero), served without holding it: a read without a limit fails the test."""
+
+    def __init__(self, size: int, tail: bytes) -> None:
+        self.left, self.tail = size, tail
+
+    def readline(self, limit: int = -1) -> bytes:
+        assert limit > 0, "an unbounded readline: the whole line would be held"
+        if self.left:
+            n = min(limit, self.left)
+            self.left -= n
+            return bytes(n)
+        line, _, self.tail = self.tail.partition(b"\n")
+        return line + b"\n" if line or self.tail else b""
+
+
+def test_a_line_without_end_is_refused_as_too_long_without_being_held(
+        tmp_path, capsys, monkeypatch) -> None:
+    # 'runmqsc QM1 < /dev/zero' (or a binary file) ended in MemoryError, an AMQ6184
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
+    stdin = _Endless(1 << 30, b"\nDIS QMGR\n")
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=stdin))
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "-v", "QM1"])
+    with pytest.raises(SystemExit) as info:
+        runmqsc.main()
+    out, err = capsys.readouterr()
+    assert info.value.code == 10 and not err, err
+    assert "(the command is longer than 32762 characters, the most an MQSC command may " \
+        "have: it was not run)" in out
+    assert "     2 : DIS QMGR" in out and "2 MQSC commands read." in out
+    assert len(out) < 2000  # the echo is the first characters only
+
+
+def test_continuation_lines_without_end_are_not_all_kept() -> None:
+    lines = ["DIS QMGR -\n", *(["x" * 1000 + "-\n"] * 200), "x\n", "PING QMGR\n"]
+    got = list(mqsc.iter_input(lines))
+    assert [k for k, _ in got] == ["toolong", "command"]
+    assert len(got[0][1]) == mqsc.MAX_COMMAND_LENGTH + 1 and got[1][1] == "PING QMGR"
+    # the AutoConfig reader gives it to parse_command, which refuses it
+    with pytest.raises(mqsc.MQSCSyntaxError, match="32762"):
+        mqsc.parse_command(mqsc.split_commands("".join(lines))[0])
+
+
+def test_runmqsc_with_stdin_closed_reads_no_command(tmp_path, capsys, monkeypatch) -> None:
+    # 'runmqsc -v QM1 <&-' was an AMQ6184 ('NoneType' object is not iterable)
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
+    monkeypatch.setattr(sys, "stdin", None)
+    monkeypatch.setattr(sys, "argv", ["runmqsc", "-v", "QM1"])
+    with pytest.raises(SystemExit) as info:
+        runmqsc.main()
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and not err and "No MQSC commands read." in out
