@@ -31,7 +31,7 @@ def setmqini(
     from lockfs.volume import open_volume
     from miqm import autoconfig
     from miqm.config import check_complete, format_ini, parse_ini, parse_qm_ini
-    from miqm.errors import ConfigError
+    from miqm.errors import ConfigError, MiqmError
     from miqm.paths import check_qmgr_name, find
 
     if delete == (value is not None):
@@ -59,12 +59,31 @@ def setmqini(
         try:
             parse_qm_ini(new, source)
             check_complete(new, source)
-        except ConfigError as exc:
+            _check_listener_and_metrics(new, source)
+        except MiqmError as exc:
             raise ConfigError(f"setmqini: not changed, the result would not be valid: "
                               f"{exc}", exit_code=2) from None
         data.write_atomic("qm.ini", new.encode())
     finally:
         data.close()
+
+
+def _check_listener_and_metrics(text: str, source: str) -> None:
+    """The Listener and Metrics stanzas as strmqm reads them (it refused 'Listener
+    Port=abc' at the next start, which setmqini had written without a word), without the
+    environment (the file is checked, not this shell's overrides) and without the rule
+    that SSLCertFile and SSLKeyFile come together: setmqini sets one key at a time."""
+    from miqm.config import parse_ini
+    from miqm.metrics.settings import metrics_settings
+    from miqm.net.settings import listener_settings
+
+    stanzas = parse_ini(text, source)
+    metrics_settings(stanzas, source, env={})
+    for s in stanzas:
+        if s.name == "Listener":
+            s.values.pop("SSLCertFile", None)
+            s.values.pop("SSLKeyFile", None)
+    listener_settings(stanzas, environ={}, source=source)
 
 
 def main() -> None:

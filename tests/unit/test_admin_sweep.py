@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from miqm import mqsc
-from miqm.cli import common, crtmqm, dltmqm, endmqm, mqinf, runmqsc, strmqm
+from miqm.cli import common, crtmqm, dltmqm, endmqm, mqinf, runmqsc, setmqini, strmqm
 from miqm.config import check_complete, render_qm_ini
 from miqm.errors import ConfigError
 from miqm.net.server import Listener
@@ -272,3 +272,38 @@ def test_runmqsc_with_stdin_closed_reads_no_command(tmp_path, capsys, monkeypatc
         runmqsc.main()
     out, err = capsys.readouterr()
     assert info.value.code == 0 and not err and "No MQSC commands read." in out
+
+
+@pytest.mark.parametrize("stanza,key,value,says", [
+    ("Listener", "Port", "abc", "Listener Port is 'abc'"),
+    ("Listener", "Port", "99999", "a listener port is a number from 0 to 65535"),
+    ("TCP", "Port", "-1", "TCP Port is '-1'"),
+    ("Listener", "IdleTimeout", "-5", "IdleTimeout"),
+    ("Metrics", "Port", "abc", "Metrics: Port='abc'"),
+    ("Metrics", "BindAddress", "nowhere", "not an IP address"),
+])
+def test_setmqini_refuses_a_listener_or_metrics_value_strmqm_would_refuse(
+        root, capsys, monkeypatch, stanza, key, value, says) -> None:
+    # written without a word, it stopped the next strmqm
+    rc, _, err = run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
+    assert rc == 0, err
+    ini = find("QM1").data_path + "/qm.ini"
+    with open(ini, encoding="utf-8") as f:
+        before = f.read()
+    monkeypatch.setenv("MIQM_LISTENER_PORT", "1414")  # the file is checked, not the shell
+    rc, _, err = run(setmqini.main, ["setmqini", "-m", "QM1", "-s", stanza, "-k", key,
+                                     "-v", value], capsys, monkeypatch)
+    line = one_line(err)
+    assert rc == 2 and line.startswith("AMQ7880: setmqini: not changed") and says in line
+    with open(ini, encoding="utf-8") as f:
+        assert f.read() == before
+
+
+def test_setmqini_sets_tls_files_one_key_at_a_time(root, capsys, monkeypatch) -> None:
+    # the rule that SSLCertFile and SSLKeyFile come together is strmqm's to apply
+    run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
+    for key, value in (("SSLCertFile", "/etc/miqm/qm1.crt"), ("SSLKeyFile", "/k"),
+                       ("Port", "1414")):
+        rc, _, err = run(setmqini.main, ["setmqini", "-m", "QM1", "-s", "Listener", "-k",
+                                         key, "-v", value], capsys, monkeypatch)
+        assert rc == 0, err
