@@ -195,6 +195,8 @@ MQRC_MSG_ID_ERROR = 2206
 MQRC_CORREL_ID_ERROR = 2207
 MQRC_OPTIONS_ERROR = 2046
 MQRC_OBJECT_NAME_ERROR = 2152
+#: MQPRI_PRIORITY_AS_Q_DEF: ``put(priority=-1)`` takes the queue's DEFPRTY, as None does
+PRIORITY_AS_Q_DEF = -1
 #: the most messages a consumer may have pushed ahead (the queue manager's limit)
 PREFETCH_MAX = 10_000
 #: MQWI_UNLIMITED: ``get(wait=-1)`` waits without limit
@@ -475,11 +477,12 @@ class QueueManager:
     def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
             priority: int | None = None, msgid: bytes | None = None,
             correlid: bytes | None = None, syncpoint: bool = False) -> bytes | None:
-        """MQPUT. ``persistent=None`` takes the queue's DEFPSIST, ``priority=None`` its
-        DEFPRTY. Outside syncpoint a persistent message is durable on return, and the
-        message id is returned. Under syncpoint the put is pipelined (no wait for the
-        reply): it returns ``msgid`` as given (or None), and a failure is reported by
-        :meth:`commit` (2003, naming the failed call), which backs the unit out."""
+        """MQPUT. ``persistent=None`` takes the queue's DEFPSIST, ``priority=None`` (or -1,
+        MQPRI_PRIORITY_AS_Q_DEF) its DEFPRTY; a priority is 0 to 9. Outside syncpoint a
+        persistent message is durable on return, and the message id is returned. Under
+        syncpoint the put is pipelined (no wait for the reply): it returns ``msgid`` as
+        given (or None), and a failure is reported by :meth:`commit` (2003, naming the
+        failed call), which backs the unit out."""
         body = _body(body)
         if type(queue) is not str:
             _queue_name(queue)
@@ -490,11 +493,16 @@ class QueueManager:
             raise InvalidArgument(f"persistent={persistent!r}: give True, False or None "
                                   "(the queue's DEFPSIST) (MQRC 2047 "
                                   "MQRC_PERSISTENCE_ERROR)", mqrc=MQRC_PERSISTENCE_ERROR)
-        if priority is not None and (not isinstance(priority, int)
-                                     or isinstance(priority, bool)):
-            raise InvalidArgument(f"priority={priority!r}: give an integer from 0 to 9, or "
-                                  "None (the queue's DEFPRTY) (MQRC 2050 "
-                                  "MQRC_PRIORITY_ERROR)", mqrc=MQRC_PRIORITY_ERROR)
+        if priority is not None:
+            if priority == PRIORITY_AS_Q_DEF and type(priority) is int:
+                priority = None  # MQPRI_PRIORITY_AS_Q_DEF, as MQ's applications pass it
+            elif (not isinstance(priority, int) or isinstance(priority, bool)
+                  or not 0 <= priority <= 9):
+                # checked here: under syncpoint the queue manager's refusal came only
+                # with the commit, and backed out the whole unit
+                raise InvalidArgument(f"priority={priority!r}: give an integer from 0 to 9, "
+                                      "or None or -1 (the queue's DEFPRTY) (MQRC 2050 "
+                                      "MQRC_PRIORITY_ERROR)", mqrc=MQRC_PRIORITY_ERROR)
         # empty or all zeros: none (MQMI_NONE: the queue manager makes the message id)
         msgid = _ident(msgid, "msgid", MQRC_MSG_ID_ERROR)
         correlid = _ident(correlid, "correlid", MQRC_CORREL_ID_ERROR)

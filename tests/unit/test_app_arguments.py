@@ -105,3 +105,20 @@ def test_a_connection_without_reconnect_that_broke_says_to_connect_again(served)
         assert "broke earlier" in str(info.value) and "connect again" in str(info.value)
     finally:
         qm.close()
+
+
+def test_a_priority_out_of_range_is_refused_by_the_put_not_by_the_commit(served) -> None:  # noqa: F811
+    """put(priority=-5, syncpoint=True) was pipelined and the queue manager's 2050 came
+    with the commit, which backed out the whole unit (the good puts with it); -1 is
+    MQ's MQPRI_PRIORITY_AS_Q_DEF, which took 2050 too."""
+    served.store.define_queue("QP7", DEFPRTY=7)
+    with mq.connect("QMC") as qm:
+        qm.put("Q1", b"good", syncpoint=True)
+        for bad in (-5, 10, 2**40):
+            with pytest.raises(mq.InvalidArgument) as info:
+                qm.put("Q1", b"bad", priority=bad, syncpoint=True)
+            assert info.value.reason == 2050 and "0 to 9" in str(info.value)
+        qm.commit()  # the unit is the good put alone
+        assert qm.get("Q1").body == b"good"
+        qm.put("QP7", b"default", priority=-1)
+        assert qm.get("QP7").priority == 7

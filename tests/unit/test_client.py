@@ -85,11 +85,12 @@ def test_put_get_browse_commit_backout_and_typed_errors(served) -> None:
         again = qm.get("Q1")
         assert again.body == b"a" and again.backout_count == 1 and again.redelivered
         # a pipelined put that fails dooms its unit of work: commit says so (2003)
+        served.store.define_queue("QSMALL", MAXMSGL=4)
         qm.put("Q1", b"ok", syncpoint=True)
-        qm.put("Q1", b"x", syncpoint=True, priority=42)
+        qm.put("QSMALL", b"too long", syncpoint=True)  # refused by the queue manager
         with pytest.raises(mq.BackedOut) as info3:
             qm.commit()
-        assert "2050" in str(info3.value) or "priority" in str(info3.value)
+        assert "2030" in str(info3.value)
         assert qm.get("Q1").body == b"b"
         with pytest.raises(mq.NoMessageAvailable):
             qm.get("Q1")
@@ -598,11 +599,12 @@ def test_pipelined_puts_with_and_without_a_quiet_listener(served, monkeypatch, q
                 qm.put("Q1", f"{round_}-{i}".encode(), syncpoint=True)
             qm.commit()
             assert conn._pending == {}  # every pipelined put settled by the commit's reply
-        qm.put("Q1", b"bad", syncpoint=True, priority=42)
+        served.store.define_queue("QSMALL", MAXMSGL=4)
+        qm.put("QSMALL", b"too long", syncpoint=True)  # refused by the queue manager
         qm.put("Q1", b"after", syncpoint=True)
         with pytest.raises(mq.BackedOut) as info:
             qm.commit()
-        assert "2050" in str(info.value) or "priority" in str(info.value)
+        assert "2030" in str(info.value)
         assert conn._pending == {}
         got = [qm.get("Q1").body for _ in range(150)]
         assert got == [f"{r}-{i}".encode() for r in range(3) for i in range(50)]
@@ -718,7 +720,8 @@ def test_a_unit_of_one_put_goes_with_its_commit_as_one_request(served, monkeypat
 
         # refused puts: the commit reports the unit backed out (2003), naming the put's
         # reason, as it does for a pipelined put, and nothing is left on the queue
-        for bad, why in ((dict(priority=42), "2050"), (dict(queue="NOPE"), "2085")):
+        served.store.define_queue("QSMALL", MAXMSGL=2)
+        for bad, why in ((dict(queue="QSMALL"), "2030"), (dict(queue="NOPE"), "2085")):
             args = {"queue": "Q1", **bad}
             qm.put(args.pop("queue"), b"bad", syncpoint=True, **args)
             with pytest.raises(mq.BackedOut) as info:
