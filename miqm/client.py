@@ -291,11 +291,16 @@ MQRC_DATA_LENGTH_ERROR = 2010
 _OBJECT_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}")
 
 
-def _unknown_hint(queue: str) -> str:
+def _unknown_hint(queue: str, tempdyn: bool = False) -> str:
     """What to do about queue ``queue`` that the queue manager does not know (2085):
-    a name that can never be defined says so and gives the rules; a lower-case name
-    reminds that runmqsc folds unquoted names to upper case. Built only when a call
-    has failed with 2085: nothing on the path of a call that succeeds."""
+    a temporary dynamic queue this connection made (``tempdyn``) was deleted; a name
+    that can never be defined says so and gives the rules; a lower-case name reminds
+    that runmqsc folds unquoted names to upper case. Built only when a call has failed
+    with 2085: nothing on the path of a call that succeeds."""
+    if tempdyn:
+        return (": it was a temporary dynamic queue this connection made, deleted (with "
+                "its messages) when it was closed, or at a restart or failover of the "
+                "queue manager: open the model queue again for a new one")
     if not _OBJECT_NAME.fullmatch(queue):
         return (f": {queue!r} cannot be a queue name, which is 1 to 48 of A-Z a-z 0-9 "
                 ". / _ % (fix the name the application uses)")
@@ -307,9 +312,9 @@ def _unknown_hint(queue: str) -> str:
     return f": define it (runmqsc: DEFINE QLOCAL({queue})) or fix the name"
 
 
-def _error(exc: MiqmError, queue: Any = None) -> MQError:
+def _error(exc: MiqmError, queue: Any = None, tempdyn: bool = False) -> MQError:
     """The MQError for a lower-level error (``queue``: the queue the failed call named,
-    for the advice an unknown one gets)."""
+    for the advice an unknown one gets; ``tempdyn``: it is a temporary dynamic queue)."""
     if isinstance(exc, MQError):
         return exc
     if isinstance(exc, NetError):
@@ -321,7 +326,7 @@ def _error(exc: MiqmError, queue: Any = None) -> MQError:
     cls = _BY_REASON.get(reason, MQError)
     text = str(exc)
     if reason == MQRC_UNKNOWN_OBJECT_NAME and isinstance(queue, str):
-        text += _unknown_hint(queue)
+        text += _unknown_hint(queue, tempdyn)
     return cls(text, mqrc=reason, amq=exc.amq)
 
 
@@ -423,6 +428,8 @@ class QueueManager:
         #: each queue's browse cursor: the place of the message browsed last (the
         #: server's keys are the log's, so it holds across a failover)
         self._cursors: dict[str, list[int]] = {}
+        #: the temporary dynamic queues open() made: a 2085 for one says it was deleted
+        self._tempdyn: set[str] = set()
         self._generation = conn.generation
 
     @property
@@ -450,7 +457,8 @@ class QueueManager:
                 self._reopen()
             return self._conn.call(op, **fields)
         except MiqmError as exc:
-            raise _error(exc, fields.get("queue")) from None
+            queue = fields.get("queue")
+            raise _error(exc, queue, queue in self._tempdyn) from None
         finally:
             busy.release()
 
@@ -641,6 +649,10 @@ class QueueManager:
         opts = tuple(o.upper() for o in options)
         reply = self._call("open", queue=_queue_name(queue), options=list(opts), dynamic=dynamic)
         name = str(reply.get("queue") or queue)
+        if (reply.get("attrs") or {}).get("DEFTYPE") == "TEMPDYN":
+            if len(self._tempdyn) >= 10_000:  # a long-lived connection does not grow
+                self._tempdyn.clear()
+            self._tempdyn.add(name)
         if opts:
             self._opened[name] = tuple(sorted({*self._opened.get(name, ()), *opts}))
         return name
@@ -999,7 +1011,7 @@ class Consumer:
         try:
             self._conn.call("consume", **fields)
         except MiqmError as exc:
-            raise _error(exc, self.queue) from None
+            raise _error(exc, self.queue, self.queue in self._qm._tempdyn) from None
         self._generation = self._conn.generation
 
     def _stale(self) -> bool:

@@ -122,3 +122,25 @@ def test_a_priority_out_of_range_is_refused_by_the_put_not_by_the_commit(served)
         assert qm.get("Q1").body == b"good"
         qm.put("QP7", b"default", priority=-1)
         assert qm.get("QP7").priority == 7
+
+
+def test_a_temporary_dynamic_queue_that_is_gone_is_not_to_be_defined(served) -> None:  # noqa: F811
+    """A reply queue made from a model and deleted (closed here; at a failover too):
+    its 2085 said 'define it (DEFINE QLOCAL(APP1.6B0A...))', advice for a queue the
+    application never defined. It says the queue was a temporary dynamic one."""
+    from miqm import mqsc
+
+    with mq.connect("QMC") as qm:
+        reply = qm._conn.call("mqsc", command=mqsc.parse_command(
+            "DEFINE QMODEL(REPLY.MODEL) DEFTYPE(TEMPDYN)").to_dict())
+        assert reply.get("ok"), reply
+        reply_q = qm.open("REPLY.MODEL", "INPUT", dynamic="APP1.*")
+        qm.put(reply_q, b"answer")
+        assert qm.get(reply_q).body == b"answer"
+        qm.close_queue(reply_q)
+        for call in (lambda: qm.put(reply_q, b"late"), lambda: qm.get(reply_q),
+                     lambda: qm.consume(reply_q, wait=0).next(0)):
+            with pytest.raises(mq.UnknownObjectName) as info:
+                call()
+            assert "temporary dynamic queue" in str(info.value)
+            assert "DEFINE QLOCAL" not in str(info.value)
