@@ -14,7 +14,8 @@ input), until no message arrives for ``--wait`` seconds (default 2; MQ's sample 
 BROWSE_NEXT) and prints each as MQ's sample does: its descriptor fields and its data as
 a hex dump beside the printable characters; the messages stay on the queue.
 
-A failing call prints MQ's ``MQPUT ended with reason code 2053`` style line and exits 1.
+A failing call prints MQ's ``MQPUT ended with reason code 2053`` style line and exits 1
+(amqsput's says how many input lines were put before it).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def amqsput(
     qm = _open(qmgr, queue)
     typer.echo(f"target queue is {queue}")
     pending = 0
+    done = 0  # lines put (outside syncpoint) or committed: where to go on from
     call = "MQPUT"  # named in the failure line, as MQ's sample does
     try:
         for raw in sys.stdin.buffer:
@@ -74,15 +76,21 @@ def amqsput(
             call = "MQPUT"
             qm.put(queue, body, persistent=not non_persistent, syncpoint=syncpoint > 0)
             pending += 1
-            if syncpoint and pending >= syncpoint:
+            if not syncpoint:
+                done += 1
+            elif pending >= syncpoint:
                 call = "MQCMIT"
                 qm.commit()
+                done += pending
                 pending = 0
         if syncpoint and pending:
             call = "MQCMIT"
             qm.commit()
+            done += pending
     except MQError as exc:
-        fail(f"{call} ended with reason code {exc.reason}: {exc}", 1)
+        # which input lines are on the queue: the user knows where to go on from
+        fail(f"{call} ended with reason code {exc.reason}: {exc} (the first {done} lines "
+             f"were put{' and committed' if syncpoint else ''})", 1)
     finally:
         qm.close()
     typer.echo("Sample AMQSPUT0 end")
@@ -110,6 +118,7 @@ def amqsget(
     qm = _open(qmgr, queue)
     out = sys.stdout.buffer
     pending = 0
+    call = "MQGET"  # named in the failure line, as MQ's sample does
     try:
         # outside syncpoint the queue manager streams messages ahead; under syncpoint
         # each is got into the unit of work as it is written
@@ -120,14 +129,19 @@ def amqsget(
             pending += 1
             if syncpoint and pending >= syncpoint:
                 out.flush()
+                call = "MQCMIT"
                 qm.commit()
+                call = "MQGET"
                 pending = 0
         out.flush()
         if syncpoint and pending:
+            call = "MQCMIT"
             qm.commit()
     except MQError as exc:
         out.flush()
-        fail(f"MQGET ended with reason code {exc.reason}: {exc}", 1)
+        # a failed commit was named MQGET; what became of the messages written since
+        # the last commit is what the reason says (2003: they come again; 2549: maybe)
+        fail(f"{call} ended with reason code {exc.reason}: {exc}", 1)
     finally:
         qm.close()
     if verbose:
