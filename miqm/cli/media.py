@@ -38,15 +38,34 @@ def _circular(qmgr: str) -> bool:
 
 
 def _run(op: str, qmgr: str, objtype: str, name: str) -> None:
+    from miqm import mqsc
+    from miqm.errors import MiqmError
     from miqm.net.client import connect
 
     if objtype.lower() not in _TYPES:
         fail(f"{op}: -t {objtype} is not supported: use -t queue (or all).", 2)
+    if not mqsc.is_object_name(name, generic=True):
+        # it was 'queue ... is not defined': no queue can have that name
+        fail(f"{op}: '{name[:60]}' is not a valid queue name: use 1 to 48 characters from "
+             "A-Z, a-z, 0-9, '.', '_', '/' and '%' (a trailing '*' for a generic name).", 2)
     if _circular(qmgr):
         fail_amq("AMQ7089", "Media images need linear logging (crtmqm -ll).", qmgr=qmgr)
-    with connect(qmgr) as conn:
-        reply = conn.call(op, name=name)
-    for line in reply.get("lines", []):
+    try:
+        with connect(qmgr) as conn:
+            reply = conn.call(op, name=name)
+    except MiqmError as exc:
+        if getattr(exc, "mqrc", None) != 2085 or exc.amq not in (None, "AMQ8147"):
+            raise  # 2085 with AMQ7472 is a queue without a media image: said as it is
+        # rcdmqimg said "queue 'NOPE' is not defined (MQRC 2085)", exit 1, with no AMQ
+        # number; rcrmqobj says AMQ8147 (exit 10), as MQ's both do
+        fail_amq("AMQ8147", "DISPLAY QUEUE(*) in runmqsc lists the queues.", name=name)
+    lines = reply.get("lines", [])
+    if op == "rcdmqimg" and not any(str(x).startswith("AMQ7086") for x in lines):
+        # every queue a name matches gets an image: none recorded, no queue matched (a
+        # generic name said only which log files are needed, exit 0)
+        fail_amq("AMQ8147", "No queue matches it: no media image was recorded. "
+                 "DISPLAY QUEUE(*) in runmqsc lists the queues.", name=name)
+    for line in lines:
         typer.echo(line)
 
 
