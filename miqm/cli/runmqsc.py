@@ -254,10 +254,19 @@ def _user_credential(user: str, source: Iterator[str]) -> str | None:
     except authz.AuthzError as exc:
         typer.echo(f"runmqsc: -u {exc}", err=True)
         return None
-    if sys.stdin.isatty():
+    if sys.stdin is not None and sys.stdin.isatty():
         secret = getpass.getpass("Enter password: ")
     else:
-        secret = next(source, "").rstrip("\r\n")
+        first = next(source, None)  # None: stdin closed (<&-) or empty
+        if first is None:
+            # it was sent as an empty password and refused as a wrong one (AMQ5534), or,
+            # with stdin closed, an AMQ6184
+            typer.echo(f"runmqsc: -u {user}: no password was read, stdin is empty: give "
+                       f"{user}'s secret as the first line of stdin (printf '%s\\n' "
+                       f"\"$SECRET\" | cat - script.mqsc | runmqsc -u {user} QMgr).",
+                       err=True)
+            return None
+        secret = first.rstrip("\r\n")
     return f"{user}:{secret}"
 
 

@@ -307,3 +307,23 @@ def test_setmqini_sets_tls_files_one_key_at_a_time(root, capsys, monkeypatch) ->
         rc, _, err = run(setmqini.main, ["setmqini", "-m", "QM1", "-s", "Listener", "-k",
                                          key, "-v", value], capsys, monkeypatch)
         assert rc == 0, err
+
+
+@pytest.mark.parametrize("stdin", ["empty", "closed"])
+def test_runmqsc_u_with_nothing_on_stdin_says_no_password_was_read(
+        store, capsys, monkeypatch, stdin: str) -> None:
+    # empty: sent as an empty password and refused as a wrong one (AMQ5534); closed
+    # (<&-): an AMQ6184 ('NoneType' object has no attribute 'isatty')
+    if stdin == "closed":
+        monkeypatch.setattr(sys, "stdin", None)
+        monkeypatch.setattr(sys, "argv", ["runmqsc", "-u", "APP1", "QM1"])
+        with pytest.raises(SystemExit) as info:
+            runmqsc.main()
+        rc, (out, err) = info.value.code, capsys.readouterr()
+    else:
+        rc, out, err = run(runmqsc.main, ["runmqsc", "-u", "APP1", "QM1"], capsys,
+                           monkeypatch, stdin="")
+    line = one_line(err)
+    assert rc == 20 and not out, out
+    assert line.startswith("runmqsc: -u APP1: no password was read, stdin is empty"), line
+    assert "AMQ5534" not in line and "AMQ6184" not in line
