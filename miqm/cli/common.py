@@ -136,13 +136,35 @@ def error_line(exc: BaseException) -> tuple[str, int]:
         return f"a file or directory the queue manager needs is missing: {exc}.", 71
     if isinstance(exc, LockFsError):
         return f"the shared filesystem failed: {exc}. Check the mount and the server.", 71
+    if isinstance(exc, OSError) and exc.filename is None and exc.errno in _OUTPUT_ERRNOS:
+        # a write with no file named: the command's own output (> /dev/full, a full disk
+        # under > report.txt); it said 'No space left on device: . Check the path and
+        # permissions.'
+        return (f"{exc.strerror or exc}: the command's output could not be written. What it "
+                "did before is done (check it, e.g. with dspmq or DISPLAY); make room where "
+                "the output goes, or write it elsewhere."), 71
     if isinstance(exc, OSError):
         return f"{exc.strerror or exc}: {exc.filename or ''}. Check the path and permissions.", 71
     return "", 1
 
 
+#: errors of a write to stdout that cannot go on (no room, I/O error, no such stream)
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF)
+
+
+def _no_closed_streams() -> None:
+    """A command started with stdout or stderr closed (``>&-``) writes what would go
+    there to /dev/null, as every command did through typer.echo: those writing to
+    sys.stdout themselves (setmqaut, dspmqaut, dmpmqaut, runmqsc) ended in AMQ6184
+    ('NoneType' object has no attribute 'write')."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+
+
 def run(main: Callable[[], object]) -> None:
     """Run ``main`` (a typer app or function); map every failure to one line + exit code."""
+    _no_closed_streams()
     try:
         main()
     except SystemExit:

@@ -3,6 +3,8 @@ one clear line, a non-zero exit where something is wrong, and loses nothing."""
 
 from __future__ import annotations
 
+import errno
+import io
 import sys
 import types
 from collections.abc import Iterator
@@ -327,3 +329,35 @@ def test_runmqsc_u_with_nothing_on_stdin_says_no_password_was_read(
     assert rc == 20 and not out, out
     assert line.startswith("runmqsc: -u APP1: no password was read, stdin is empty"), line
     assert "AMQ5534" not in line and "AMQ6184" not in line
+
+
+def test_a_command_started_with_stdout_closed_drops_its_output(
+        store, capsys, monkeypatch) -> None:
+    # runmqsc, setmqaut, dspmqaut and dmpmqaut wrote to sys.stdout themselves: with
+    # stdout closed (>&-) they ended in AMQ6184 ('NoneType' object has no attribute
+    # 'write'), where the other commands dropped their output
+    from miqm.cli import authz
+
+    monkeypatch.setattr(sys, "stdout", None)
+    for main, argv in ((runmqsc.main, ["runmqsc", "-e", "QM1"]),
+                       (authz.dmpmqaut_main, ["dmpmqaut", "-m", "QM1"])):
+        monkeypatch.setattr(sys, "argv", argv)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"DEFINE QL(Z1)\n")))
+        try:
+            main()
+            code: object = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        err = capsys.readouterr().err
+        assert code == 0 and "AMQ6184" not in err, err
+        monkeypatch.setattr(sys, "stdout", None)
+    assert "Z1" in store.queues
+
+
+def test_output_that_cannot_be_written_is_said_to_be_the_output() -> None:
+    # '> /dev/full' said 'No space left on device: . Check the path and permissions.'
+    line, code = common.error_line(OSError(errno.ENOSPC, "No space left on device"))
+    assert code == 71 and line.startswith("No space left on device: the command's output "
+                                          "could not be written. What it did before is done")
+    line, code = common.error_line(PermissionError(errno.EACCES, "Permission denied", "/x"))
+    assert line == "Permission denied: /x. Check the path and permissions." and code == 71
