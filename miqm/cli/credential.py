@@ -110,10 +110,18 @@ def register(app: typer.Typer) -> None:
         """Create, rotate or show the listener credential of a queue manager; add or
         remove application principals."""
         from lockfs.errors import LockFsError
-        from miqm.cli.common import fail
+        from miqm.cli.common import fail, fail_usage
 
         if add and remove:
-            fail("AMQ7026: give --add or --remove, not both.", 1)
+            # a usage error like every other wrong combination of flags (exit 2), not
+            # AMQ7026, which says a principal's name is not valid
+            fail_usage("give --add or --remove, not both.")
+        if show and (add or remove):  # --show was ignored: it shows the admin credential
+            fail_usage("--show prints the admin credential; it does not go with --add or "
+                       "--remove (--add prints the new principal's credential itself).")
+        if rotate and remove:  # --rotate was ignored
+            fail_usage("--rotate replaces a secret (the admin's, or with --add NAME that "
+                       "principal's); it does not go with --remove.")
         try:
             for line in credential(qmgr, rotate, show, add, remove):
                 typer.echo(line)

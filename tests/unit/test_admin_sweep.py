@@ -361,3 +361,22 @@ def test_output_that_cannot_be_written_is_said_to_be_the_output() -> None:
                                           "could not be written. What it did before is done")
     line, code = common.error_line(PermissionError(errno.EACCES, "Permission denied", "/x"))
     assert line == "Permission denied: /x. Check the path and permissions." and code == 71
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--add", "APP1", "--remove", "APP1"], "give --add or --remove, not both."),
+    (["--show", "--add", "APP2"], "--show prints the admin credential"),
+    (["--rotate", "--remove", "APP1"], "does not go with --remove"),
+])
+def test_miqm_credential_flags_that_do_not_go_together_are_a_usage_error(
+        root, capsys, monkeypatch, flags, says) -> None:
+    # --add with --remove was AMQ7026 (a principal's name not valid), exit 1; --show with
+    # --add and --rotate with --remove were silently ignored
+    from miqm.cli import umbrella
+
+    run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
+    rc, out, err = run(umbrella.main, ["miqm", "credential", "-m", "QM1", *flags], capsys,
+                       monkeypatch)
+    line = one_line(err)
+    assert rc == 2 and not out and line.startswith("miqm credential: ") and says in line
+    assert "AMQ7026" not in line
