@@ -737,8 +737,7 @@ class Connection:
     def _broken_earlier(self, op: str) -> str:
         """The line for a call on a connection that broke before, without reconnect."""
         return (f"{op} on a connection to queue manager '{self.qmgr}' that broke earlier "
-                "(MQRC 2009 MQRC_CONNECTION_BROKEN): connect again (connect(..., "
-                "reconnect=True) follows a failover by itself)")
+                "(MQRC 2009 MQRC_CONNECTION_BROKEN): connect again")
 
     def _closed_error(self, op: str) -> NetError:
         return NetError(f"{op} on a connection to queue manager '{self.qmgr}' that the "
@@ -934,8 +933,7 @@ class Connection:
             else:
                 doubt = ""
             raise NetError(f"the connection to queue manager '{self.qmgr}' broke ({exc}) "
-                           f"(MQRC 2009 MQRC_CONNECTION_BROKEN){doubt}: connect again "
-                           "(connect(..., reconnect=True) follows a failover by itself)",
+                           f"(MQRC 2009 MQRC_CONNECTION_BROKEN){doubt}: connect again",
                            mqrc=MQRC_CONNECTION_BROKEN) from None
         try:
             self._reopen()
