@@ -142,7 +142,10 @@ def parse_conname(text: str, source: str = "MIQM_CONNECTION") -> list[Endpoint]:
             raise ConfigError(
                 f"{source} entry {part.strip()!r} is not valid: use host(port), "
                 f"for example {source}='hosta(1414),hostb(1414)'.", amq="AMQ9204")
-        endpoints.append(Endpoint(m.group(1), int(m.group(2))))
+        host = m.group(1).strip()
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]  # an IPv6 address as URLs write it: [::1](1414)
+        endpoints.append(Endpoint(host, int(m.group(2))))
     if not endpoints:
         unset = ("unset it" if source == "MIQM_CONNECTION" else "pass None")
         raise ConfigError(f"{source} is empty: use host(port),host(port) or {unset} to "

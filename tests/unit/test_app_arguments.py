@@ -144,3 +144,12 @@ def test_a_temporary_dynamic_queue_that_is_gone_is_not_to_be_defined(served) -> 
                 call()
             assert "temporary dynamic queue" in str(info.value)
             assert "DEFINE QLOCAL" not in str(info.value)
+
+
+def test_a_conname_may_write_an_ipv6_address_in_brackets() -> None:
+    """'[::1](1414)' was looked up as the host name '[::1]' (2059, 'Name or service not
+    known'); bare '::1(1414)' worked."""
+    from miqm.net.client import parse_conname
+
+    assert [(e.host, e.port) for e in parse_conname("[::1](1414), ::1(1415),hosta(1416)")] \
+        == [("::1", 1414), ("::1", 1415), ("hosta", 1416)]
