@@ -312,8 +312,8 @@ def too_long_lines(number: int | None, text: str) -> list[str]:
     :func:`iter_input` gave as ``toolong``."""
     shown = f"{one_line(text[:ECHO_PREFIX])}..."
     return [*([] if number is None else [f"{number:>6} : {shown}"]), MSG_SYNTAX, shown,
-            f"(the command is longer than {MAX_COMMAND_LENGTH} characters, the most an MQSC "
-            "command may have: it was not run)"]
+            f"(the command is longer than {MAX_COMMAND_LENGTH} characters: an MQSC command "
+            f"may be at most {MAX_COMMAND_LENGTH} characters; it was not run)"]
 
 
 # -- tokenising --------------------------------------------------------------------------
