@@ -42,6 +42,21 @@ class Stanza:
     values: dict[str, str] = field(default_factory=dict)
 
 
+def decode_ini(raw: bytes, source: str) -> str:
+    """An ini file's bytes as text; ConfigError naming the first byte that is not UTF-8.
+    Read with replacement characters, a path holding such a byte (a LogPath written in
+    ISO-8859-1) became another path, and setmqini wrote it back changed."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{source} is damaged or not UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} is not UTF-8 text. Restore it from a backup, or convert it "
+            "(iconv -f ISO-8859-1 -t UTF-8) and check its paths."
+        ) from None
+    return text.removeprefix("\ufeff")  # a byte-order mark (saved by a Windows editor)
+
+
 def parse_ini(text: str, source: str) -> list[Stanza]:
     """Parse MQ stanza text; raise ConfigError naming ``source`` and the line on bad input."""
     stanzas: list[Stanza] = []

@@ -30,7 +30,7 @@ def setmqini(
     from lockfs.errors import VolumeNotFound
     from lockfs.volume import open_volume
     from miqm import autoconfig
-    from miqm.config import check_complete, format_ini, parse_ini, parse_qm_ini
+    from miqm.config import check_complete, decode_ini, format_ini, parse_ini, parse_qm_ini
     from miqm.errors import ConfigError, MiqmError
     from miqm.paths import check_qmgr_name, find
 
@@ -42,11 +42,12 @@ def setmqini(
     data = open_volume(entry.data_path)
     try:
         try:
-            text = data.read_bytes("qm.ini").decode("utf-8", "replace")
+            raw = data.read_bytes("qm.ini")
         except VolumeNotFound:
             raise ConfigError(f"AMQ7880: qm.ini of queue manager '{qmgr}' is missing from "
                               f"{entry.data_path}; restore it or recreate the queue "
                               "manager.") from None
+        text = decode_ini(raw, source)  # not 'replace': it would be written back changed
         stanzas = parse_ini(text, source)
         if delete:
             if not autoconfig.delete_key(stanzas, stanza, key):

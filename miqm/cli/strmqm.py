@@ -58,12 +58,12 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
 
     from lockfs import open_volume
     from lockfs.errors import LockFsError, VolumePermissionError
-    from miqm.config import check_complete
+    from miqm.config import check_complete, decode_ini
 
     try:
         vol = open_volume(data_path)
         try:
-            text = vol.read_bytes("qm.ini").decode("utf-8", "replace")
+            raw = vol.read_bytes("qm.ini")
         finally:
             vol.close()
     except VolumePermissionError as exc:  # files are opened read-write: a write failure
@@ -74,6 +74,7 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
                  f"permissions, then run strmqm {qmgr} again.")
     except LockFsError:
         return
+    text = decode_ini(raw, f"{data_path}/qm.ini")
     check_complete(text, f"{data_path}/qm.ini")
 
 

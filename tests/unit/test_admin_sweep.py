@@ -249,8 +249,8 @@ def test_a_line_without_end_is_refused_as_too_long_without_being_held(
         runmqsc.main()
     out, err = capsys.readouterr()
     assert info.value.code == 10 and not err, err
-    assert "(the command is longer than 32762 characters, the most an MQSC command may " \
-        "have: it was not run)" in out
+    assert "(the command is longer than 32762 characters: an MQSC command may be at most " \
+        "32762 characters; it was not run)" in out
     assert "     2 : DIS QMGR" in out and "2 MQSC commands read." in out
     assert len(out) < 2000  # the echo is the first characters only
 
@@ -380,3 +380,29 @@ def test_miqm_credential_flags_that_do_not_go_together_are_a_usage_error(
     line = one_line(err)
     assert rc == 2 and not out and line.startswith("miqm credential: ") and says in line
     assert "AMQ7026" not in line
+
+
+def test_a_qm_ini_that_is_not_utf8_is_refused_not_rewritten(root, capsys, monkeypatch) -> None:
+    # setmqini read it with replacement characters and wrote it back changed: a path
+    # holding an ISO-8859-1 byte became another path (strmqm read it the same way)
+    run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
+    ini = find("QM1").data_path + "/qm.ini"
+    with open(ini, "ab") as f:
+        f.write(b"Extra:\n   Path=/data/caf\xe9\n")
+    with open(ini, "rb") as f:
+        before = f.read()
+    for main, argv in ((setmqini.main, ["setmqini", "-m", "QM1", "-s", "Log", "-k",
+                                        "LogBufferPages", "-v", "100"]),
+                       (strmqm.main, ["strmqm", "QM1"])):
+        rc, _, err = run(main, argv, capsys, monkeypatch)
+        line = one_line(err)
+        assert rc == 71 and line.startswith(f"AMQ7880: {ini} is damaged or not UTF-8: byte "
+                                            "0xe9 at offset"), line
+        with open(ini, "rb") as f:
+            assert f.read() == before
+    # a byte-order mark in front (a Windows editor) is taken
+    with open(ini, "wb") as f:
+        f.write(b"\xef\xbb\xbf" + before.replace(b"caf\xe9", b"cafe"))
+    rc, _, err = run(setmqini.main, ["setmqini", "-m", "QM1", "-s", "Log", "-k",
+                                     "LogBufferPages", "-v", "100"], capsys, monkeypatch)
+    assert rc == 0, err
