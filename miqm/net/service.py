@@ -39,7 +39,7 @@ from miqm.net.protocol import (
 )
 from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
-from miqm.store.qmstore import unfiled_queue_name
+from miqm.store.qmstore import unfiled_queue_name, unknown_queue_text
 from miqm.text import one_line
 
 MQRC_NO_MSG_AVAILABLE = 2033
@@ -338,7 +338,7 @@ class QueueService:
                                            f"{self._damaged_line(which, damaged[which])} "
                                            "(MQRC 2101 MQRC_OBJECT_DAMAGED)", amq="AMQ7472")
                     return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
-                                       f"queue '{name}' is not defined (MQRC 2085)")
+                                       unknown_queue_text(name))
                 name = target
         for mode in modes:
             self._note_handle(session, name, mode)
@@ -577,7 +577,7 @@ class QueueService:
             target = self._alias_target(name, "GET")
             if target is None or not self._exists(target):
                 return error_reply(MQRC_UNKNOWN_OBJECT_NAME,
-                                   f"queue '{name}' is not defined (MQRC 2085)")
+                                   unknown_queue_text(name))
             name = target
         self._note_handle(session, name, "INPUT")
         subs = session.state.setdefault("subs", {})

@@ -51,6 +51,7 @@ from miqm.store.queues import (
 from miqm.store.recovery import MSGID_PREFIX, StoreState, generated_key, restart
 from miqm.store.settings import LogSettings, StoreTuning
 from miqm.store.uow import ACTIVE, PREPARED, ROLLED_BACK, UnitOfWork
+from miqm.text import one_line
 
 # a checkpoint writes contiguous records in runs of at most this many bytes (a million
 # queued messages must not become one gigabyte buffer)
@@ -263,6 +264,13 @@ def _norm_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
             continue  # unknown attributes are the MQSC layer's business, not stored
         out[key] = v
     return out
+
+
+def unknown_queue_text(name: str) -> str:
+    """What a call naming a queue that is not defined is told (MQRC 2085): the name as
+    the caller gave it, which may be any string, escaped onto one short line so that no
+    control character reaches a terminal or a log."""
+    return f"queue '{one_line(name, 64, strict=True)}' is not defined (MQRC 2085)"
 
 
 def unfiled_queue_name(name: str) -> str | None:
@@ -942,7 +950,7 @@ class QueueManagerStore:
     def _queue(self, name: str) -> LocalQueue:
         q = self.state.queues.get(name)
         if q is None:
-            raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
+            raise MessagingError(unknown_queue_text(name),
                                  mqrc=MQRC_UNKNOWN_OBJECT_NAME)
         if name in self._damaged:
             damaged = StoreError(f"queue '{name}' is damaged: {self._damaged[name]}; "
@@ -1315,7 +1323,7 @@ class QueueManagerStore:
             self._check_open()
             q = self.state.queues.get(name)
             if q is None:
-                raise MessagingError(f"queue '{name}' is not defined (MQRC 2085)",
+                raise MessagingError(unknown_queue_text(name),
                                      mqrc=MQRC_UNKNOWN_OBJECT_NAME)
             if q.locked or q.uncommitted:
                 raise ObjectError(f"AMQ8148: miqm object {name} in use.", amq="AMQ8148")

@@ -107,3 +107,21 @@ def test_end_to_end_against_the_real_store(served, capsys, monkeypatch) -> None:
     assert out == "p1\np2\np3\np4\n"
     rc, _, err = run(samples.amqsget_main, ["amqsget", "QMS", "NOPE"], capsys, monkeypatch)
     assert rc == 1 and "MQOPEN ended with reason code 2085" in err
+
+
+def test_an_unknown_queue_name_is_told_on_one_escaped_line(served) -> None:
+    """A queue name is whatever the caller sent: the 2085 line shows it escaped, so a
+    line break or a terminal escape in it reaches no terminal and no log."""
+    from miqm.errors import MessagingError
+    from miqm.net.server import Session
+    from miqm.net.service import QueueService
+
+    hostile = "EVIL\n\x1b[2J\x00Q"
+    with pytest.raises(MessagingError) as caught:
+        served.store.put(hostile, b"x")
+    reply = QueueService(served.store, served.qmgr).handle(
+        {"op": "open", "queue": hostile, "input": True}, Session())
+    assert reply["mqrc"] == 2085
+    for text in (str(caught.value), reply["error"]):
+        assert "is not defined" in text and "EVIL" in text, text
+        assert text.isprintable(), repr(text)
