@@ -83,28 +83,56 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
 _LOCK_LOOK_SECONDS = 2.0
 
 
-def _refuse_if_running_here(qmgr: str) -> None:
+#: how long strmqm, refused because master is held, waits for the holder's record when
+#: the record there is a gone process's of this host (a second strmqm racing the first)
+_SETTLE_SECONDS = 1.5
+
+
+def _refuse_if_running_here(qmgr: str, settle: bool = False) -> None:
     """AMQ1104 when the lock files say an instance of ``qmgr`` runs on this host although
     its run record is missing or unreadable (the controller, not finding it, would report
-    the queue manager as running elsewhere)."""
-    import threading
+    the queue manager as running elsewhere). With ``settle`` (the controller was refused:
+    master is held), a master lock whose record is still a gone process's of this host is
+    looked at again for a moment: the instance that just took it writes its own record
+    right after, and two strmqm on one host at once said AMQ1101 'running elsewhere ...
+    use strmqm -x' for the one that lost."""
+    import time
 
-    from miqm.cli.dspmq import local_from_locks
-    from miqm.cli.endmqm import lock_holders
+    from miqm.cli.dspmq import controller_alive, local_from_locks
     from miqm.paths import hostname
 
+    here = hostname()
+    deadline = time.monotonic() + (_SETTLE_SECONDS if settle else 0.0)
+    while True:
+        locks = _look_at_locks(qmgr)
+        if locks is None:
+            return
+        local = local_from_locks(dict(locks), here)
+        if local is not None:
+            what = "a standby instance" if local["mode"] == "standby" else "an instance"
+            fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local["pid"])
+        master = locks.get("master") or {}
+        stale = master.get("held") is True and master.get("host") == here and not (
+            master.get("pid") and controller_alive(int(master["pid"])))
+        if not stale or time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
+
+
+def _look_at_locks(qmgr: str) -> dict[str, Any] | None:
+    """The lock files' holders (endmqm.lock_holders), or None if the look did not end in
+    _LOCK_LOOK_SECONDS: bounded, as dspmq's look is, since a shared filesystem that hangs
+    must not hang strmqm here (the controller makes the same check on master before it
+    writes anything)."""
+    import threading
+
+    from miqm.cli.endmqm import lock_holders
+
     locks: dict[str, Any] = {}
-    # bounded, as dspmq's look is: a shared filesystem that hangs must not hang strmqm
-    # here (the controller makes the same check on master before it writes anything)
     look = threading.Thread(target=lambda: locks.update(lock_holders(qmgr)), daemon=True)
     look.start()
     look.join(_LOCK_LOOK_SECONDS)
-    if look.is_alive():
-        return
-    local = local_from_locks(dict(locks), hostname())
-    if local is not None:
-        what = "a standby instance" if local["mode"] == "standby" else "an instance"
-        fail_amq("AMQ1104", qmgr=qmgr, what=what, pid=local["pid"])
+    return None if look.is_alive() else locks
 
 
 @app.command()
@@ -176,7 +204,7 @@ def strmqm(
                  f"unexpectedly (exit {proc.returncode}); see {out_path} and "
                  "errors/AMQERR01.LOG.")
     if not verdict.get("ok"):
-        _refuse_if_running_here(qmgr)
+        _refuse_if_running_here(qmgr, settle=True)
     for line in verdict.get("lines", []):
         typer.echo(line, err=not verdict.get("ok"))
     if not verdict.get("ok"):

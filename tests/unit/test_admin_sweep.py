@@ -406,3 +406,32 @@ def test_a_qm_ini_that_is_not_utf8_is_refused_not_rewritten(root, capsys, monkey
     rc, _, err = run(setmqini.main, ["setmqini", "-m", "QM1", "-s", "Log", "-k",
                                      "LogBufferPages", "-v", "100"], capsys, monkeypatch)
     assert rc == 0, err
+
+
+def test_strmqm_losing_a_race_on_its_own_host_says_the_instance_runs_here(
+        monkeypatch, capsys) -> None:
+    # two strmqm at once on one host: the one refused (master held) looked once, while
+    # master still held the record of this host's previous, gone, instance, and said
+    # AMQ1101 'running elsewhere ... use strmqm -x'; the winner writes its record next
+    from miqm.cli import endmqm as endmqm_module
+    from miqm.ha import runfile
+
+    monkeypatch.setenv("MIQM_HOSTNAME", "hosta")
+    old = {"held": True, "host": "hosta", "lock_id": 1, "pid": 111, "generation": 1}
+    new = {"held": True, "host": "hosta", "lock_id": 2, "pid": 222, "generation": 2}
+    free = {"held": False, "host": None, "lock_id": None, "pid": None, "generation": None}
+    looks = iter([old, old, old, new])
+    monkeypatch.setattr(endmqm_module, "lock_holders", lambda q: {
+        "master": next(looks), "active": free, "standby": free})
+    monkeypatch.setattr(runfile, "instance_alive", lambda pid: pid == 222)
+    with pytest.raises(typer.Exit) as info:
+        strmqm._refuse_if_running_here("QM1", settle=True)
+    err = capsys.readouterr().err
+    assert info.value.exit_code == 5 and "AMQ1104" in err and "(pid 222)" in err, err
+    # without settle (before the controller ran) one look, as before
+    looks = iter([old, new])
+    strmqm._refuse_if_running_here("QM1")
+    # another host's record: no wait
+    other = dict(old, host="hostb")
+    looks = iter([other])
+    strmqm._refuse_if_running_here("QM1", settle=True)
