@@ -83,6 +83,45 @@ def _check_qm_ini(qmgr: str, data_path: str) -> None:
 _LOCK_LOOK_SECONDS = 2.0
 
 
+def _one_strmqm_at_a_time(qmgr: str, run_dir: str) -> int | None:
+    """Take this host's strmqm lock of ``qmgr`` (``run/<dir>.strmqm.lock``, our pid in it)
+    and return its descriptor, kept open until this process ends; AMQ1104 if another
+    strmqm of ``qmgr`` holds it. Two strmqm -x at once on one host both passed the check
+    for an instance here and started an active and a standby on the same host (the
+    standby's run record then hid the active from endmqm). None where the filesystem has
+    no locks (the checks then run as before)."""
+    import fcntl
+
+    from miqm.errors import MiqmError
+    from miqm.paths import directory_name
+
+    try:
+        fd = os.open(os.path.join(run_dir, f"{directory_name(qmgr)}.strmqm.lock"),
+                     os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            other = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        except OSError:
+            other = "unknown"
+        os.close(fd)
+        raise MiqmError(f"AMQ1104: miqm queue manager '{qmgr}' is being started on this "
+                        f"host by another strmqm (pid {other}): let it finish, then check "
+                        "with dspmq -x.", amq="AMQ1104") from None
+    except OSError:
+        os.close(fd)
+        return None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass  # the pid is for the other strmqm's line only
+    return fd
+
+
 #: how long strmqm, refused because master is held, waits for the holder's record when
 #: the record there is a gone process's of this host (a second strmqm racing the first)
 _SETTLE_SECONDS = 1.5
@@ -161,6 +200,17 @@ def strmqm(
                  "or 0 for no metrics endpoint", 2)
         os.environ["MIQM_METRICS_PORT"] = str(metrics_port)  # the controller inherits it
     _check_qm_ini(qmgr, find(qmgr).data_path)  # AMQ7048 here, not in the detached process
+    run_dir = os.path.join(data_root(), "run")
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as exc:  # a file in its place, a read-only or full root
+        fail(f"strmqm: this host's run directory {run_dir} cannot be made "
+             f"({exc.strerror or exc}): it holds the record of the instance started here. "
+             "Move aside whatever is in its place, or correct MIQM_DATA_ROOT, its "
+             "permissions or its filesystem, and start the queue manager again.", 71)
+    # held until the verdict (closed when this process ends; the controller does not
+    # inherit it): the checks below and the start are one step per host and queue manager
+    _one_strmqm_at_a_time(qmgr, run_dir)
     local = runfile.read(qmgr)
     if local is not None:
         mode = local.get("mode")
@@ -176,14 +226,6 @@ def strmqm(
         from miqm.ha.foreground import exec_controller
 
         exec_controller(qmgr, standby)
-    run_dir = os.path.join(data_root(), "run")
-    try:
-        os.makedirs(run_dir, exist_ok=True)
-    except OSError as exc:  # a file in its place, a read-only or full root
-        fail(f"strmqm: this host's run directory {run_dir} cannot be made "
-             f"({exc.strerror or exc}): it holds the record of the instance started here. "
-             "Move aside whatever is in its place, or correct MIQM_DATA_ROOT, its "
-             "permissions or its filesystem, and start the queue manager again.", 71)
     out_path = os.path.join(run_dir, f"{directory_name(qmgr)}.out")
     r, w = os.pipe()
     argv = [sys.executable, "-m", "miqm.ha.controller", qmgr, "--verdict-fd", str(w)]

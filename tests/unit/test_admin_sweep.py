@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -435,3 +436,26 @@ def test_strmqm_losing_a_race_on_its_own_host_says_the_instance_runs_here(
     other = dict(old, host="hostb")
     looks = iter([other])
     strmqm._refuse_if_running_here("QM1", settle=True)
+
+
+def test_one_strmqm_at_a_time_per_host_and_queue_manager(tmp_path) -> None:
+    # two 'strmqm -x QM1' at once on one host both passed the check for an instance here
+    # and started an active and a standby on the same host
+    from miqm.errors import MiqmError
+
+    fd = strmqm._one_strmqm_at_a_time("QM1", str(tmp_path))
+    assert fd is not None
+    try:
+        with pytest.raises(MiqmError) as info:
+            strmqm._one_strmqm_at_a_time("QM1", str(tmp_path))
+        line = info.value.user_line()
+        assert info.value.exit_code == 5 and line.startswith("AMQ1104: ")
+        assert f"another strmqm (pid {os.getpid()})" in line and "dspmq -x" in line, line
+        other = strmqm._one_strmqm_at_a_time("QM2", str(tmp_path))  # another qmgr: free
+        assert other is not None
+        os.close(other)
+    finally:
+        os.close(fd)
+    again = strmqm._one_strmqm_at_a_time("QM1", str(tmp_path))  # released with its fd
+    assert again is not None
+    os.close(again)
