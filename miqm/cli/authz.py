@@ -36,7 +36,7 @@ import sys
 from typing import NoReturn
 
 from miqm import amq, authz, mqsc
-from miqm.cli.common import line_number, run
+from miqm.cli.common import error_line, line_number, run
 
 _TYPES = {"queue": authz.QUEUE, "q": authz.QUEUE, "qmgr": authz.QMGR}
 
@@ -172,8 +172,8 @@ def _call(qmgr: str, text: str) -> tuple[bool, list[str]]:
         mqrc = getattr(exc, "mqrc", None)
         if mqrc == 2035:  # the caller may not connect (or its credential is refused)
             _fail(f"{amq.line('AMQ7077')} {exc.user_line()}", 71)
-        code = 40 if mqrc in (2059, 2543) else exc.exit_code or 71
-        _fail(exc.user_line(), code)
+        line, code = error_line(exc)  # an ending instance is AMQ8146 (exit 40) there
+        _fail(line, 40 if mqrc in (2059, 2543) else code or 71)
     return bool(reply.get("failed")), [str(x) for x in reply.get("lines", [])]
 
 

@@ -121,8 +121,21 @@ def fail_amq(number: str, hint: str = "", **fields: object) -> NoReturn:
 line_number = leading_number
 
 
+#: reason codes a command's connection gets from an instance that is ending
+_ENDING = {2161: ("controlled", "MQRC_Q_MGR_QUIESCING"),
+           2162: ("immediately", "MQRC_Q_MGR_STOPPING")}
+
+
 def error_line(exc: BaseException) -> tuple[str, int]:
     """The user's line and exit code for an exception."""
+    if isinstance(exc, MiqmError) and getattr(exc, "mqrc", None) in _ENDING:
+        # the client's line tells an application to 'end the unit of work and
+        # disconnect'; an administrator's command wants to know the queue manager is
+        # ending (MQ's AMQ8146, exit 40)
+        how, name = _ENDING[exc.mqrc]  # type: ignore[attr-defined]
+        return (f"AMQ8146: {amq.PRODUCT} queue manager not available: it is ending ({how}, "
+                f"MQRC {exc.mqrc} {name}) and takes no new work. Check with dspmq -x, and "
+                "run the command again once an instance runs."), amq.exit_code("AMQ8146")
     if isinstance(exc, MiqmError):
         return exc.user_line(), exc.exit_code
     if isinstance(exc, VolumePermissionError) and exc.errno == errno.EROFS:

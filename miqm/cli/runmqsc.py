@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from miqm.cli.common import HELP_OPTIONS, make_app, run_typer
+from miqm.cli.common import HELP_OPTIONS, error_line, make_app, run_typer
 
 app = make_app("Run MQSC commands from stdin.")
 
@@ -82,7 +82,7 @@ def runmqsc(
                 # the client's advice is about MIQM_CREDENTIAL, which -u does not use
                 typer.echo(_bad_password_line(user, qmgr), err=True)
                 return 20
-            typer.echo(exc.user_line(), err=True)
+            typer.echo(error_line(exc)[0], err=True)
             return 20
     out: list[str] = [mqsc.header(qmgr), ""]
 

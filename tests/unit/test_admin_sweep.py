@@ -459,3 +459,30 @@ def test_one_strmqm_at_a_time_per_host_and_queue_manager(tmp_path) -> None:
     again = strmqm._one_strmqm_at_a_time("QM1", str(tmp_path))  # released with its fd
     assert again is not None
     os.close(again)
+
+
+@pytest.mark.parametrize("mqrc,how", [(2161, "controlled"), (2162, "immediately")])
+def test_commands_refused_by_an_ending_instance_say_it_is_ending(
+        store, capsys, monkeypatch, mqrc: int, how: str) -> None:
+    # they printed the client library's line for applications, 'the queue manager is
+    # ending (controlled) ... end the unit of work and disconnect', runmqsc without an
+    # AMQ number
+    from miqm.cli import amqldmpa, authz
+    from miqm.errors import NetError
+    from miqm.net import client
+
+    def ending(*_a: Any, **_k: Any) -> Any:
+        raise NetError("the queue manager is ending (controlled) (MQRC 2161 "
+                       "MQRC_Q_MGR_QUIESCING); end the unit of work and disconnect",
+                       mqrc=mqrc)
+
+    monkeypatch.setattr(client, "connect", ending)
+    for main, argv, code in ((runmqsc.main, ["runmqsc", "QM1"], 20),
+                             (amqldmpa.main, ["amqldmpa", "-m", "QM1"], 40),
+                             (authz.dmpmqaut_main, ["dmpmqaut", "-m", "QM1"], 40)):
+        rc, _out, err = run(main, argv, capsys, monkeypatch, stdin="DIS QMGR\n")
+        line = one_line(err)
+        assert rc == code, (argv, rc, err)
+        assert line.startswith(f"AMQ8146: miqm queue manager not available: it is ending "
+                               f"({how}, MQRC {mqrc}"), line
+        assert "end the unit of work" not in line and "dspmq -x" in line
