@@ -70,6 +70,38 @@ def _absolute(location: str) -> str:
     return location if "://" in location else os.path.abspath(location)
 
 
+def _inside(location: str, directory: str) -> bool:
+    """Whether ``location`` is ``directory`` or under it (paths or URLs, as written)."""
+    loc, d = location.rstrip("/"), directory.rstrip("/")
+    return loc == d or loc.startswith(d + "/")
+
+
+def _refuse_overlap(qmgr: str, data_loc: str, log_loc: str, entries: dict) -> None:
+    """Refuse a data or log directory that is the other one, or lies inside the data
+    directory of a queue manager this host knows: dltmqm of that one deletes its whole
+    directory, and with it the new queue manager's files (crtmqm -md X/qmgrs/QM1 QM2 or
+    -ld X/qmgrs/QM1 QM2 were accepted)."""
+    from miqm.errors import ConfigError
+
+    if data_loc.rstrip("/") == log_loc.rstrip("/"):
+        raise ConfigError(amq.line(
+            "AMQ7017", qmgr=qmgr, detail=f"the log directory {log_loc} is the data "
+            "directory: give -md and -ld different directories, or leave -ld out."),
+            amq="AMQ7017")
+    for name, entry in entries.items():
+        for flag, location in (("-md", data_loc), ("-ld", log_loc)):
+            if not _inside(location, entry.data_path):
+                continue
+            why = (f"inside the data directory of queue manager '{name}' "
+                   f"({entry.data_path}), which dltmqm {name} deletes whole: give {flag} a "
+                   "directory of its own.")
+            if flag == "-md":
+                raise ConfigError(amq.line("AMQ6062", path=location, detail=f"it is {why}"),
+                                  amq="AMQ6062")
+            raise ConfigError(amq.line("AMQ7017", qmgr=qmgr, detail=f"{location} is {why}"),
+                              amq="AMQ7017")
+
+
 def _log_space(exc: Exception, settings: object) -> Exception:
     """AMQ6708 for a log that could not be made (a full disk), saying how much room the
     log takes and how to ask for less: the line said only 'No space left on device'."""
@@ -134,6 +166,7 @@ def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: st
     log_parent = _absolute(log_base or join_location(root, "log"))
     data_loc = join_location(data_parent, dirname)
     log_loc = join_location(log_parent, dirname)
+    _refuse_overlap(qmgr, data_loc, log_loc, load_registry())
 
     auto = auto or {}
     made: list[tuple[object, str]] = []  # (parent volume, dirname) to remove on failure

@@ -486,3 +486,29 @@ def test_commands_refused_by_an_ending_instance_say_it_is_ending(
         assert line.startswith(f"AMQ8146: miqm queue manager not available: it is ending "
                                f"({how}, MQRC {mqrc}"), line
         assert "end the unit of work" not in line and "dspmq -x" in line
+
+
+@pytest.mark.parametrize("flags,number,says", [
+    (["-md", "{tmp}/d", "-ld", "{tmp}/d"], "AMQ7017", "is the data directory"),
+    (["-md", "{root}/qmgrs/QM1"], "AMQ6062", "inside the data directory of queue manager "
+     "'QM1'"),
+    (["-ld", "{root}/qmgrs/QM1/logs"], "AMQ7017", "give -ld a directory of its own"),
+])
+def test_crtmqm_refuses_directories_another_dltmqm_would_delete(
+        root, tmp_path, capsys, monkeypatch, flags, number, says) -> None:
+    # accepted, QM2's data or log lay inside QM1's data directory (dltmqm QM1 deleted
+    # them), or its log in its own data directory
+    run(crtmqm.main, ["crtmqm", "-lf", "64", "QM1"], capsys, monkeypatch)
+    argv = [f.format(tmp=tmp_path, root=root) for f in flags]
+    rc, _out, err = run(crtmqm.main, ["crtmqm", "-lf", "64", *argv, "QM2"], capsys,
+                        monkeypatch)
+    line = one_line(err)
+    assert rc == 71 and line.startswith(f"{number}: ") and says in line, line
+    assert find_registry_entries() == ["QM1"]
+    assert not os.path.exists(os.path.join(root, "qmgrs", "QM1", "QM2"))
+    assert not os.path.exists(os.path.join(root, "qmgrs", "QM1", "logs"))
+    assert not (tmp_path / "d" / "QM2").exists()
+    # a sibling whose name starts the same is not inside
+    rc, _, err = run(crtmqm.main, ["crtmqm", "-lf", "64", "-md", f"{root}/qmgrs/QM1X",
+                                   "QM3"], capsys, monkeypatch)
+    assert rc == 0, err
