@@ -73,7 +73,7 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
     def on_failure(peer: str, principal: str, suppressed: int) -> None:
         more = f" ({suppressed} more failures in the last minute were not logged)" \
             if suppressed else ""
-        ctl.say("AMQ5534", f"AMQ5534E: a client at {peer} was refused by queue manager "
+        ctl.say("AMQ5534", f"A client at {peer} was refused by queue manager "
                            f"'{ctl.qmgr}': the credential for principal '{principal}' is "
                            f"missing or wrong (MQRC 2035 MQRC_NOT_AUTHORIZED){more}.")
         ctl.event("auth_failure", peer=peer, principal=principal)

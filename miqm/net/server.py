@@ -32,6 +32,7 @@ missing credential (2035, counted and logged with the peer address by the
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import select
@@ -368,11 +369,18 @@ class Listener:
         except (OSError, OverflowError) as exc:
             sock.close()
             reason = getattr(exc, "strerror", None) or str(exc)
+            if isinstance(exc, socket.gaierror) or \
+                    getattr(exc, "errno", None) == errno.EADDRNOTAVAIL:
+                # the address, not the port: no free port would help
+                advice = ("Correct the address (Host in the Listener stanza of qm.ini, or "
+                          "MIQM_LISTENER_HOST) to one of this host's own, or 0.0.0.0 for "
+                          "all of them.")
+            else:
+                advice = ("Choose a free port (Port in the Listener stanza of qm.ini, or "
+                          "MIQM_LISTENER_PORT) or end what uses it.")
             raise NetError(
                 f"AMQ9218: The TCP/IP listener program could not bind to {self.host}"
-                f"({self.port}): {reason}. Choose a free port (Port in the Listener stanza "
-                "of qm.ini, or MIQM_LISTENER_PORT) or end what uses it.", amq="AMQ9218",
-                mqrc=2059) from None
+                f"({self.port}): {reason}. {advice}", amq="AMQ9218", mqrc=2059) from None
         self._sock = sock
         self.host, self.port = sock.getsockname()[:2]
         self._accept_thread = threading.Thread(target=self._accept_loop, args=(sock, False),

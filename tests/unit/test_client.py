@@ -258,7 +258,18 @@ def test_port_in_use_is_one_line() -> None:
         with pytest.raises(protocol.NetError) as info:
             Listener(lambda r, s: {"ok": True}, port=port).start()
         assert "AMQ9218" in str(info.value) and str(port) in str(info.value)
-        assert "\n" not in str(info.value)
+        assert "\n" not in str(info.value) and "free port" in str(info.value)
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1"])
+def test_an_address_not_of_this_host_is_told_to_be_corrected_not_the_port(host) -> None:
+    """A name that does not resolve, or an address this host does not have: no free port
+    would help, so the line names the address setting (it advised choosing a port)."""
+    with pytest.raises(protocol.NetError) as info:
+        Listener(lambda r, s: {"ok": True}, host=host, port=0).start()
+    text = str(info.value)
+    assert "AMQ9218" in text and host in text and "MIQM_LISTENER_HOST" in text, text
+    assert "free port" not in text and "\n" not in text
 
 
 def _good_client_works(qm: mq.QueueManager, n: int = 20) -> None:
