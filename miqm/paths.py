@@ -24,7 +24,8 @@ _QM_NAME = re.compile(r"[A-Za-z0-9._/%]{1,48}")  # fullmatch: '$' would let "QM1
 
 def data_root() -> str:
     """This host's root (``MIQM_DATA_ROOT``, default ``/var/mqm``)."""
-    return os.environ.get("MIQM_DATA_ROOT") or "/var/mqm"
+    # absolute: a relative root would give each working directory its own mqs.ini
+    return os.path.abspath(os.environ.get("MIQM_DATA_ROOT") or "/var/mqm")
 
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -147,6 +148,15 @@ def load_registry(root: str | None = None) -> dict[str, QMgrEntry]:
         v = s.values
         if "Name" not in v:
             raise ConfigError(f"{path}: a QueueManager stanza has no Name. Correct the file.")
+        missing = [key for key in ("Prefix", "Directory") if key not in v]
+        if missing and not v.get("DataPath"):
+            # a stanza reduced to its Name named a made-up place, and dltmqm then
+            # removed the entry and said 'deleted' while the queue manager ran elsewhere
+            raise ConfigError(
+                f"{path}: the QueueManager stanza of '{v['Name']}' has no "
+                f"{' and no '.join(missing)} and no DataPath, so its data cannot be "
+                "found. Correct the file (dspmqinf on a host where it is registered shows "
+                "the stanza), or register it again with addmqinf.")
         directory = v.get("Directory", directory_name(v["Name"]))
         prefix = v.get("Prefix", root or data_root())
         data_path = v.get("DataPath") or join_location(

@@ -218,6 +218,27 @@ def test_mqs_ini_that_is_not_text_says_so_and_how_to_recover(tmp_path) -> None:
     assert "codec" not in line and "permissions" not in line
 
 
+@pytest.mark.parametrize("stanza", ["   Name=QM1\n", "   Name=QM1\n   Prefix=/var/mqm\n",
+                                    "   Name=QM1\n   Directory=QM1\n"])
+def test_a_stanza_without_prefix_directory_or_datapath_is_refused(tmp_path,
+                                                                  stanza: str) -> None:
+    """MQ's QueueManager stanza needs Prefix and Directory (or a DataPath): without them
+    the data's place was made up, and dltmqm said 'deleted' of a running manager."""
+    (tmp_path / "mqs.ini").write_text("QueueManager:\n" + stanza)
+    with pytest.raises(ConfigError) as err:
+        paths.load_registry(str(tmp_path))
+    line = err.value.user_line()
+    assert "QM1" in line and "DataPath" in line and "addmqinf" in line, line
+    (tmp_path / "mqs.ini").write_text("QueueManager:\n" + stanza + "   DataPath=/d/QM1\n")
+    assert paths.load_registry(str(tmp_path))["QM1"].data_path == "/d/QM1"
+
+
+def test_a_relative_data_root_is_made_absolute(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MIQM_DATA_ROOT", "host")
+    assert paths.data_root() == str(tmp_path / "host")
+
+
 @pytest.mark.parametrize("name", ["QM1\n", "QM1\r", "\nQM1", "QM 1", ""])
 def test_qmgr_name_with_a_newline_or_space_is_refused(name: str) -> None:
     with pytest.raises(UsageError, match="AMQ7048") as err:
