@@ -253,7 +253,7 @@ def crtmqm(
     default_qmgr: bool = typer.Option(False, "-q", help="accepted for MQ compatibility"),
 ) -> None:
     """Create a queue manager."""
-    from miqm.errors import ConfigError
+    from miqm.store.settings import LogSizeError
 
     if circular and linear:
         fail("crtmqm: -lc and -ll cannot both be given: choose circular or linear logging.", 2)
@@ -261,12 +261,10 @@ def crtmqm(
         auto = _auto_stanza(ini_config, mqsc_config)
         lines = _create(qmgr, data_path, log_path, "LINEAR" if linear else "CIRCULAR",
                         file_pages, primary, secondary, auto)
-    except ConfigError as exc:
-        if "out of range" in str(exc) or "exceeds" in str(exc):
-            # a flag's value: a usage error (exit 2) like every other bad flag, not MQ's
-            # AMQ8101, which is an unexpected error (exit 71 in docs/messages.md)
-            fail(f"crtmqm: {exc} Correct -lf, -lp or -ls.", 2)
-        raise
+    except LogSizeError as exc:
+        # a flag's value: a usage error (exit 2) like every other bad flag (other
+        # ConfigErrors, an -ic script's MAXDEPTH(-5) among them, are not the flags')
+        fail(f"crtmqm: {exc} Correct -lf, -lp or -ls.", 2)
     for line in lines:
         typer.echo(line)
 

@@ -19,6 +19,12 @@ LOG_BUFFER_PAGES_RANGE = (18, 4096)  # 0 means the default, 512
 MAX_CPUS = 1024  # CPU numbers a thread's affinity mask can name (glibc's CPU_SETSIZE)
 
 
+class LogSizeError(ConfigError):
+    """A log size value (LogFilePages, LogPrimaryFiles, LogSecondaryFiles, LogBufferPages)
+    outside MQ's range: from qm.ini an AMQ7880 like any other bad value, from crtmqm's
+    -lf/-lp/-ls a usage error."""
+
+
 @dataclass(frozen=True)
 class LogSettings:
     """The ``Log:`` stanza: type and size of the recovery log."""
@@ -33,10 +39,8 @@ class LogSettings:
     def __post_init__(self) -> None:
         def check(name: str, value: int, lo: int, hi: int) -> None:
             if not lo <= value <= hi:
-                raise ConfigError(
-                    f"{name}={value} is out of range: it must be from {lo} to {hi}.",
-                    amq="AMQ8101",
-                )
+                raise LogSizeError(
+                    f"{name}={value} is out of range: it must be from {lo} to {hi}.")
 
         if self.log_type not in ("CIRCULAR", "LINEAR"):
             raise ConfigError(f"LogType={self.log_type} is not valid: use CIRCULAR or LINEAR.")
@@ -44,7 +48,7 @@ class LogSettings:
         check("LogPrimaryFiles", self.primary_files, *LOG_PRIMARY_RANGE)
         check("LogSecondaryFiles", self.secondary_files, *LOG_SECONDARY_RANGE)
         if self.primary_files + self.secondary_files > LOG_MAX_ACTIVE_FILES:
-            raise ConfigError(
+            raise LogSizeError(
                 f"LogPrimaryFiles + LogSecondaryFiles = {self.primary_files + self.secondary_files}"
                 f" exceeds {LOG_MAX_ACTIVE_FILES} active log files: reduce one of them."
             )

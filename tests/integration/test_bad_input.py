@@ -59,7 +59,7 @@ def test_corrupt_or_out_of_range_qm_ini(qm: Env) -> None:
     ini.write_text(good + "this is not a stanza line\n")
     assert "line" in qm.fails_with("AMQ7880", "strmqm", "QMBAD")
     ini.write_text(good.replace("LogPrimaryFiles=3", "LogPrimaryFiles=999"))
-    assert "LogPrimaryFiles" in qm.fails_with("AMQ8101", "strmqm", "QMBAD")
+    assert "LogPrimaryFiles" in qm.fails_with("AMQ7880", "strmqm", "QMBAD")
     ini.write_text(good.replace("VerifyInterval=10", "VerifyInterval=80"))
     line = qm.fails_with("AMQ7880", "strmqm", "QMBAD")  # VerifyInterval + MonitorStall >= lease
     assert "VerifyInterval (80s) + MonitorStall" in line and "lease" in line, line

@@ -122,6 +122,18 @@ def test_crtmqm_flag_out_of_range_is_a_usage_error_without_amq8101(
     assert rc == 2 and "LogFilePages=10" in line and "AMQ8101" not in line, line
 
 
+def test_crtmqm_an_ic_script_value_out_of_range_is_not_blamed_on_the_log_flags(
+        root, tmp_path, capsys, monkeypatch) -> None:
+    """Only the log sizes are -lf/-lp/-ls's: an -ic script's MAXDEPTH(-5) is also 'out of
+    range', and was told to 'Correct -lf, -lp or -ls' (exit 2)."""
+    script = tmp_path / "s.mqsc"
+    script.write_text("DEFINE QLOCAL(A) MAXDEPTH(-5)\n")
+    rc, _out, err = run(crtmqm.main, ["crtmqm", "-ic", str(script), "QM1"], capsys,
+                        monkeypatch)
+    line = one_line(err)
+    assert rc != 0 and "MAXDEPTH(-5)" in line and "-lf" not in line, line
+
+
 def test_crtmqm_cleans_up_after_a_store_failure(root, capsys, monkeypatch) -> None:
     def boom(*a: Any) -> None:
         from miqm.errors import LogWriteError
