@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from miqm.config import HATuning, Stanza, format_ini, parse_ini
@@ -143,6 +143,21 @@ def apply_ini(text: str, source: str) -> tuple[str, bool]:
     return (after, True) if after != before else (text, False)
 
 
+def _script_commands(path: str) -> Iterator[tuple[str, str | None]]:
+    """(command text, None) for each command of the MQSC file ``path``, or (its text, why
+    it is not run) for one the file leaves unfinished after a continuation character:
+    running what was read of a script cut short would do part of a command (``DEFINE
+    ... REPLACE +`` without the attributes after it puts every one back to its default),
+    so it is refused as runmqsc refuses it. A command over MQ's length limit comes as it
+    is: parse_command refuses it."""
+    from miqm import mqsc
+
+    for kind, text in mqsc.iter_input(_read(path, "MQSCConfig file").splitlines()):
+        if kind == "comment":
+            continue
+        yield text, (mqsc.UNFINISHED if kind == "unfinished" else None)
+
+
 def check_mqsc(location: str) -> int:
     """Syntax-check the MQSC files ``location`` names; the number of commands. Raises
     ConfigError with MQ's reason for the first command that is not valid."""
@@ -150,7 +165,10 @@ def check_mqsc(location: str) -> int:
 
     count = 0
     for path in mqsc_files(location):
-        for text in mqsc.split_commands(_read(path, "MQSCConfig file")):
+        for text, unfinished in _script_commands(path):
+            if unfinished:
+                raise ConfigError(f"MQSCConfig file {path}: {text.strip()[:60]!r}: "
+                                  f"{unfinished}", amq="AMQ8405")
             try:
                 cmd = mqsc.parse_command(text)
             except mqsc.MQSCSyntaxError as err:
@@ -172,7 +190,10 @@ def run_mqsc(location: str, execute: Callable[[dict[str, Any]], dict[str, Any]]
     count = 0
     failures: list[str] = []
     for path in mqsc_files(location):
-        for text in mqsc.split_commands(_read(path, "MQSCConfig file")):
+        for text, unfinished in _script_commands(path):
+            if unfinished:
+                failures.append(f"{os.path.basename(path)}: {text.strip()[:60]}: {unfinished}")
+                continue
             try:
                 cmd = mqsc.parse_command(text)
             except mqsc.MQSCSyntaxError as err:

@@ -84,6 +84,25 @@ def test_mqsc_is_checked_and_run_command_by_command(tmp_path: Path) -> None:
         autoconfig.check_mqsc(str(script))
 
 
+def test_a_script_cut_short_after_a_continuation_runs_no_part_of_its_command(
+        tmp_path: Path) -> None:
+    """'DEFINE QLOCAL(A) REPLACE +' at the end of the file: run as it stood it would put
+    every attribute of A back to its default; refused as runmqsc refuses it."""
+    script = tmp_path / "cut.mqsc"
+    script.write_text("DEFINE QLOCAL(B)\nDEFINE QLOCAL(A) REPLACE +\n")
+    with pytest.raises(ConfigError, match="incomplete and was not run"):
+        autoconfig.check_mqsc(str(script))
+    seen: list[str] = []
+
+    def execute(cmd: dict) -> dict:
+        seen.append(cmd["name"])
+        return {"ok": True, "failed": False, "lines": ["AMQ8006I: created"]}
+
+    count, failures = autoconfig.run_mqsc(str(script), execute)
+    assert seen == ["B"] and count == 1
+    assert len(failures) == 1 and "incomplete" in failures[0] and "cut.mqsc" in failures[0]
+
+
 @pytest.mark.parametrize("lease", [1, 5, 10, 20, 45, 59, 60, 90, 120])
 def test_fit_lease_always_fits_and_keeps_defaults_when_they_do(lease: int) -> None:
     ha, line = autoconfig.fit_lease(float(lease))
