@@ -68,8 +68,19 @@ def amqsput(
     pending = 0
     done = 0  # lines put (outside syncpoint) or committed: where to go on from
     call = "MQPUT"  # named in the failure line, as MQ's sample does
+    from miqm.net.protocol import MAX_MESSAGE
+
+    # a line is read up to the largest message (and its line end), never further: a
+    # stream with no line end (< /dev/zero) filled the memory before any refusal
+    limit = MAX_MESSAGE + 2
     try:
-        for raw in sys.stdin.buffer:
+        for number, raw in enumerate(iter(lambda: sys.stdin.buffer.readline(limit), b""),
+                                     1):
+            if len(raw) == limit and not raw.endswith(b"\n"):
+                fail(f"amqsput: input line {number} is longer than the largest "
+                     f"message ({MAX_MESSAGE} bytes) and was not put (MQRC 2010 "
+                     f"MQRC_DATA_LENGTH_ERROR) (the first {done} lines were put"
+                     f"{' and committed' if syncpoint else ''})", 1)
             body = raw.rstrip(b"\n").rstrip(b"\r")
             if not body:
                 break

@@ -57,3 +57,22 @@ def test_amqsput_says_how_many_lines_were_put_before_a_failure(served, capsys,  
     assert rc == 1 and "first 2 lines were put and committed" in err, err
     with mq.connect("QMC") as qm:
         assert [m.body for m in qm.browse_all("Q1")] == [b"line 0", b"line 1"]
+
+
+def test_amqsput_reads_no_line_past_the_largest_message(served, capsys,  # noqa: F811
+                                                        monkeypatch) -> None:
+    """A stream without line ends (< /dev/zero) was read whole into memory before any
+    refusal: a line is read only up to the largest message (made small here)."""
+    from miqm.cli import samples
+    from miqm.net import protocol
+    from tests.unit.test_cli_mqadmin import run
+
+    monkeypatch.setattr(protocol, "MAX_MESSAGE", 1000)
+    stdin = "line 0\nline 1\n" + "z" * 50_000
+    rc, _out, err = run(samples.amqsput_main, ["amqsput", "QMC", "Q1"], capsys, monkeypatch,
+                        stdin=stdin)
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert "input line 3 is longer than the largest message (1000 bytes)" in err, err
+    assert "2010" in err and "first 2 lines were put" in err, err
+    with mq.connect("QMC") as qm:
+        assert [m.body for m in qm.browse_all("Q1")] == [b"line 0", b"line 1"]
