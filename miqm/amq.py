@@ -123,7 +123,7 @@ MESSAGES: dict[str, str | Message] = {
     "AMQ1120": I("No authority record matches the selection."),
     "AMQ1121": E(1, "The queue manager '{qmgr}' refused the operation: principal "
                  "'{principal}' lacks the {auth} authority on {objtype} '{name}' (MQRC 2035 "
-                 "MQRC_NOT_AUTHORIZED)."),
+                 "MQRC_NOT_AUTHORIZED). An administrator grants it with '{grant}'."),
     "AMQ1122": E(10, "No authority record for PROFILE({profile}) OBJTYPE({objtype}) "
                  "PRINCIPAL({principal})."),
     "AMQ1123": W("Principal '{principal}' has no credential for queue manager '{qmgr}', so "
@@ -296,8 +296,11 @@ def markdown() -> str:
         "",
         "*Exit* is what a control command (crtmqm, strmqm, endmqm, dltmqm, dspmq, addmqinf,",
         "rcdmqimg, ...) exits with when it ends on that message; 0 means the message does not",
-        "end a command. `runmqsc` exits 10 or 20 as MQ's does, and the sample programs",
-        "(amqsput, amqsget) exit 1 with MQ's reason code in their line. Fields in braces are",
+        "end a command. A running instance that stops itself (AMQ7279, AMQ7280, AMQ6708)",
+        "exits 70, not the table's 71, which is what a start refused on that message exits",
+        "with (`strmqm --foreground`'s codes are in docs/ha.md). `runmqsc` exits 10 or 20 as",
+        "MQ's does, and the sample programs (amqsput, amqsget) exit 1 with MQ's reason code",
+        "in their line, 2 for a usage error and 130 when interrupted. Fields in braces are",
         "filled in where the message is issued.",
         "",
         "| Number | Severity | Exit | Text |",

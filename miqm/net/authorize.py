@@ -162,8 +162,11 @@ class Authorizer:
         with line breaks wrote whole forged entries into the error log."""
         name = loggable(name)
         self._log(principal, objtype, name, auth)
+        target = "" if objtype == authz.QMGR else f" -n {name}"
+        grant = (f"setmqaut -m {self.qmgr} -t {objtype.lower()}{target} -p {principal} "
+                 f"+{auth.lower()}")
         text = amq.text("AMQ1121", qmgr=self.qmgr, principal=principal, auth=auth,
-                        objtype=objtype.lower(), name=name)
+                        objtype=objtype.lower(), name=name, grant=grant)
         return error_reply(MQRC_NOT_AUTHORIZED, text, amq="AMQ8077")
 
     def _log(self, principal: str, objtype: str, name: str, auth: str) -> None:

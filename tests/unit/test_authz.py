@@ -199,6 +199,8 @@ def test_every_op_of_a_principal_is_checked_and_refusals_logged(served) -> None:
     app = _session("app1")
     reply = service.handle({"op": "hello"}, app)
     assert reply["mqrc"] == 2035 and "CONNECT" in reply["error"]
+    # and the command that grants it
+    assert "'setmqaut -m QM -t qmgr -p app1 +connect'" in reply["error"], reply["error"]
     assert logged[-1][0] == "AMQ8077" and "'app1'" in logged[-1][1] \
         and "'QM'" in logged[-1][1] and "connect" in logged[-1][1]
     # a refused hello leaves the session unconnected: every later op is refused too
@@ -213,6 +215,7 @@ def test_every_op_of_a_principal_is_checked_and_refusals_logged(served) -> None:
     assert service.handle({"op": "put", "queue": "APP.IN", "body": b"x"}, app)["ok"]
     refused = service.handle({"op": "get", "queue": "APP.IN"}, app)
     assert refused["mqrc"] == 2035 and "GET" in refused["error"] and "APP.IN" in refused["error"]
+    assert "'setmqaut -m QM -t queue -n APP.IN -p app1 +get'" in refused["error"]
     assert "get" in logged[-1][1] and "APP.IN" in logged[-1][1]
     # APP.OUT: the exact profile wins over APP.*, which gave PUT
     assert service.handle({"op": "put", "queue": "APP.OUT", "body": b"y"}, app)["mqrc"] == 2035
