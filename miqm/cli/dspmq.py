@@ -248,12 +248,26 @@ def dspmq(
                  "(try 'dspmq -h')", 2)
     entries = [find(qmgr)] if qmgr else sorted(load_registry().values(), key=lambda e: e.name)
     results: dict[str, dict[str, Any] | None] = {e.name: None for e in entries}
+    try:  # a malformed MIQM_FAULTS is this command's input, not a filesystem's state
+        from lockfs.faults import faults_from_env
+
+        faults_from_env("data")
+    except ValueError as exc:
+        fail(f"dspmq: {exc}. Correct or unset MIQM_FAULTS (docs/lockfs.md).", 2)
+    unexpected: list[str] = []
 
     def worker(name: str, data_path: str) -> None:
+        from lockfs.errors import LockFsError
+        from miqm.errors import MiqmError
+
         try:
             results[name] = probe(name, data_path)
-        except Exception:  # unreadable shared filesystem: Status not available
+        except (LockFsError, MiqmError, OSError):
+            results[name] = None  # an unreadable shared filesystem: Status not available
+        except Exception as exc:  # a bug: still Status not available, but said
             results[name] = None
+            unexpected.append(f"dspmq: internal error reading the status of {name} "
+                              f"({type(exc).__name__}: {exc}); please report it")
 
     threads = []
     for e in entries:
@@ -278,6 +292,8 @@ def dspmq(
             for line in format_text(info, instances=show_instances, fields=fields,
                                     locks=show_locks):
                 typer.echo(line)
+    for line in unexpected:
+        typer.echo(line, err=True)
 
 
 def main() -> None:

@@ -36,3 +36,32 @@ def test_no_status_file_yet_and_a_good_one_are_read_as_before(tmp_path: Path) ->
         "QueueManagerStatus:\n   CurrentStatus=Ended immediately\n")
     ended = describe("QM1", probe("QM1", str(tmp_path / "QM1")), None)
     assert ended["status"] == "Ended immediately"
+
+
+def test_a_malformed_miqm_faults_is_said_and_a_probe_bug_is_not_hidden(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """dspmq took every exception of its probe for an unreadable filesystem: a malformed
+    MIQM_FAULTS (the user's own input) and a bug in the probe both showed as 'Status not
+    available', exit 0, without a word."""
+    from miqm import paths
+    from miqm.cli import dspmq
+    from tests.unit.test_cli_mqadmin import run
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("MIQM_DATA_ROOT", str(root))
+    monkeypatch.setenv("MIQM_HOSTNAME", "hosta")
+    root.mkdir()
+    data = _data_dir(tmp_path, None)
+    paths.register(paths.QMgrEntry("QM1", "QM1", str(root), data))
+    monkeypatch.setenv("MIQM_FAULTS", "{not json")
+    rc, out, err = run(dspmq.main, ["dspmq"], capsys, monkeypatch)
+    assert rc == 2 and "MIQM_FAULTS" in err and len(err.strip().splitlines()) == 1, err
+    monkeypatch.delenv("MIQM_FAULTS")
+
+    def broken(name: str, data_path: str) -> dict:
+        raise KeyError("holder")
+
+    monkeypatch.setattr(dspmq, "probe", broken)
+    rc, out, err = run(dspmq.main, ["dspmq"], capsys, monkeypatch)
+    assert rc == 0 and "STATUS(Status not available)" in out
+    assert "internal error" in err and "KeyError" in err and "QM1" in err, err
