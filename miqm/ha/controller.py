@@ -208,6 +208,9 @@ class Controller:
         self._lock = threading.Lock()
         #: strmqm --foreground: every error-log entry is echoed here too
         self.echo: Any = None
+        #: strmqm --foreground: a verdict line printed as it happens (AMQ1001 'starting.'
+        #: came after the recovery entries echoed meanwhile)
+        self.announce: Any = None
         self._no_space_said = False
         self._active_held_said = False
         #: the standby's attempts on master fail (AMQ1300 said, AMQ1301 not yet)
@@ -848,6 +851,8 @@ class Controller:
                                            qmstatus.platform_signature(),
                                            qmstatus.platform_string()))
         lines = [amq.text("AMQ1001", qmgr=self.qmgr)]
+        if self.announce is not None:
+            self.announce(lines[0])
         recovery: list[str] = []
 
         def errlog(number: str, text: str) -> None:
@@ -1184,6 +1189,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl = Controller(args.qmgr, args.standby, verdict)
     if args.foreground:
         ctl.echo = console.echo
+        ctl.announce = console.announce
 
     def on_term(signum: int, frame: Any) -> None:
         ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby"})

@@ -70,6 +70,13 @@ class Console:
         _write(sys.stdout, line)
 
 
+    def announce(self, line: str) -> None:
+        """A verdict line printed now, in its place among the error-log entries (the
+        verdict prints only what was not printed)."""
+        self.printed.add(line)
+        _write(sys.stdout, line)
+
+
 class ConsoleVerdict:
     """The controller's first verdict, for a supervisor: printed, and told to systemd."""
 

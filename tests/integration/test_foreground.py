@@ -99,6 +99,10 @@ def _instances(p: LocalPair) -> dict[str, dict]:
 def test_foreground_active_and_standby_end_on_sigterm(pair: LocalPair, tmp_path: Path) -> None:
     a = _start(pair, pair.a, tmp_path)
     a.wait_for("AMQ8003")  # started: on stdout, and in the error log
+    # 'starting.' first, before the recovery entries echoed meanwhile (it came after)
+    out = a.text().splitlines()
+    starting = next(i for i, line in enumerate(out) if line.endswith("starting."))
+    assert all(i > starting for i, line in enumerate(out) if line.startswith("AMQ")), out
     assert "AMQ8003" in (Path(pair.data_dir()) / "errors" / "AMQERR01.LOG").read_text()
     b = _start(pair, pair.b, tmp_path)
     b.wait_for("standby instance")
