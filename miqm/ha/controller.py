@@ -887,7 +887,7 @@ class Controller:
             return exc.exit_code or EXIT_FATAL
         opened = time.monotonic()
         self.service = QueueService(self.store, self.qmgr, host_name=self.host,
-                                    errlog=self.say)
+                                    errlog=self.say, standby_permitted=self.permit_standby)
         self._auto_mqsc()
         if self.listener is None:
             self._start_listener()

@@ -150,10 +150,14 @@ class QueueService:
     """Executes protocol requests against a QueueManagerStore for queue manager ``qmgr``."""
 
     def __init__(self, store: Any, qmgr: str, *, host_name: str = "",
-                 errlog: Callable[[str, str], None] | None = None) -> None:
+                 errlog: Callable[[str, str], None] | None = None,
+                 standby_permitted: bool | None = None) -> None:
         self.store = store
         self.qmgr = qmgr
         self.host_name = host_name
+        #: whether this (active) instance was started with -x: DISPLAY QMSTATUS's
+        #: STANDBY; None where no HA controller runs it (not shown then)
+        self.standby_permitted = standby_permitted
         #: authority checks of remote identities (miqm/net/authorize.py)
         self.authorizer = Authorizer(store, qmgr, errlog)
         self._errlog = errlog or (lambda number, text: None)
@@ -712,6 +716,20 @@ class QueueService:
         failed = bool(lines) and lines[0][7:8] == "E" and lines[0].startswith("AMQ")
         return {"ok": True, "failed": failed, "lines": lines}
 
+    def _instance_status(self) -> dict[str, Any]:
+        """DISPLAY QMSTATUS's fields of the instance that answers: which host, since when,
+        how many connections, whether a standby may take over (what an administrator
+        asks first during a failover)."""
+        date, clock = mqsc.mq_date_time(self.started_at)
+        with self._sessions_lock:
+            conns = len(self._sessions)
+        out: dict[str, Any] = {"STARTDA": date, "STARTTI": clock, "CONNS": conns}
+        if self.host_name:
+            out["INSTANCE"] = self.host_name
+        if self.standby_permitted is not None:
+            out["STANDBY"] = "PERMITTED" if self.standby_permitted else "NOPERMIT"
+        return out
+
     def _exists(self, name: str) -> bool:
         return any(_qname(q) == name for q in self.store.list_queues(name))
 
@@ -724,7 +742,8 @@ class QueueService:
         if cmd.verb == "PING":
             return [mqsc.MSG_PING]
         if cmd.objtype == "QMSTATUS":
-            return mqsc.qmstatus_display(self.qmgr, _jsonable(self.store.status()), cmd.show)
+            status = {**_jsonable(self.store.status()), **self._instance_status()}
+            return mqsc.qmstatus_display(self.qmgr, status, cmd.show)
         if cmd.objtype == "QMGR":
             if cmd.verb == "ALTER":
                 self.store.set_qmgr_attrs(**cmd.attrs)

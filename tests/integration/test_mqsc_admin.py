@@ -257,6 +257,12 @@ def test_qstatus_handles_conn_clear_and_reset_on_a_real_instance(pair) -> None:
     assert log["CURRLOG"].endswith(".LOG") and log["LOGTYPE"] == "CIRCULAR"
     (qmst,) = blocks(out, "AMQ8705I")
     assert (log["CURRLOG"], log["RECLOG"]) == (qmst["CURRLOG"], qmst["RECLOG"])
+    # which instance answered, since when, with how many connections, and whether a
+    # standby may take over: what an administrator asks first during a failover
+    active = pair.active()
+    assert active is not None and qmst["INSTANCE"] == active["host"], qmst
+    assert qmst["STANDBY"] == "PERMITTED" and int(qmst["CONNS"]) >= 1, qmst
+    assert len(qmst["STARTDA"]) == 10 and len(qmst["STARTTI"]) == 8, qmst
 
 
 def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
