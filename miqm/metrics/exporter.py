@@ -46,6 +46,10 @@ class QMgrCollector:
         #: "Status not available", the same as a slow one, and the exporter said nothing
         self._warn = warn or (lambda line: None)
         self._said = ""
+        #: the damaged qmstatus.ini last said (dspmq's line), "" if none: its "Status not
+        #: available" was served with the reads working, and the alert sent the operator
+        #: to the mount and the NFS server while dspmq named the file and the remedy
+        self._said_damaged = ""
         self._local = local or (lambda: runfile.read(qmgr))
         self.probe = CachedProbe("dspmq", lambda: probe(qmgr, data_path), deadline=deadline)
         self.scrapes = 0
@@ -89,6 +93,11 @@ class QMgrCollector:
             f.gauge("miqm_standby_permitted", "1 if the active instance was started with -x "
                     "(dspmq STANDBY(Permitted), as last read)",
                     1.0 if last["standby"] == "Permitted" else 0.0)
+            damaged = str(last.get("status_damaged") or "")
+            f.gauge("miqm_qmgr_status_damaged", "1 if qmstatus.ini (the queue manager's "
+                    "last status) is damaged, as last read: dspmq -x names it and the "
+                    "remedy; the exporter's output says it once", 1.0 if damaged else 0.0)
+            self._say_damaged(damaged)
             f.gauge("miqm_qmgr_instance", "1 for each instance holding a lock, with its host "
                     "and mode (dspmq -x)",
                     samples=[({"host": str(i["host"]), "mode": str(i["mode"])}, 1.0)
@@ -98,6 +107,18 @@ class QMgrCollector:
                 f.gauge("miqm_qmgr_generation", "Activation generation in the master lock "
                         "record (rises with every activation)", float(master["generation"]))
         return f.out
+
+    def _say_damaged(self, damaged: str) -> None:
+        """One line when qmstatus.ini is found damaged (dspmq's own words: which file and
+        what to do), one when it is sound again; nothing for every scrape in between."""
+        if damaged == self._said_damaged:
+            return
+        if damaged:
+            self._warn(f"miqm exporter: '{self.qmgr}': {' '.join(damaged.split())}")
+        else:
+            self._warn(f"miqm exporter: '{self.qmgr}': qmstatus.ini in {self.data_path} "
+                       "can be read again")
+        self._said_damaged = damaged
 
     def _say_read_error(self) -> None:
         """One line when the reads of the shared files start failing (or fail otherwise),

@@ -72,6 +72,9 @@ MOVED = {
                       "unless on (qmgr, instance, job) (miqm_qmgr_status_available == 2)"),
     "MiqmQueueDamaged": ("(max_over_time(miqm_queues_damaged[1m]))",
                          "(miqm_queues_damaged)"),
+    # a damaged qmstatus.ini read in time is not "the shared files do not answer"
+    "MiqmStatusNotAvailable": ("unless on (qmgr, instance, job) (miqm_qmgr_status_damaged == 1)",
+                               "unless on (qmgr, instance, job) (miqm_qmgr_status_damaged == 2)"),
 }
 
 
@@ -106,7 +109,7 @@ def test_every_rule_says_what_to_run() -> None:
                 "MiqmLivenessMarginLow", "MiqmFlapping", "MiqmQueueNearlyFull",
                 "MiqmLockAttemptLatencyHigh", "MiqmInstanceTargetDown",
                 "MiqmAllInstancesDown", "MiqmAuthenticationFailures",
-                "MiqmStatusNotAvailable", "MiqmExporterDown"}
+                "MiqmStatusNotAvailable", "MiqmExporterDown", "MiqmStatusFileDamaged"}
     rules = {r["alert"]: r for r in _rules()}
     assert required <= set(rules)
     for name, rule in rules.items():
