@@ -306,13 +306,21 @@ class InstanceCollector:
                 "series up to qm.ini Metrics: QueueLimit)", len(every))
         f.gauge("miqm_queues_unexported", "Local queues without per-queue series (beyond "
                 "qm.ini Metrics: QueueLimit, in name order)", len(every) - len(queues))
-        fullest = 0.0
-        for _n, (depth, _unc, attrs) in every:
+        fullest = unexported_fullest = 0.0
+        for i, (_n, (depth, _unc, attrs)) in enumerate(every):
             maxdepth = float(attrs.get("MAXDEPTH", 0) or 0)
-            if maxdepth > 0 and depth / maxdepth > fullest:
-                fullest = depth / maxdepth
+            ratio = depth / maxdepth if maxdepth > 0 else 0.0
+            fullest = max(fullest, ratio)
+            if i >= len(queues):
+                unexported_fullest = max(unexported_fullest, ratio)
         f.gauge("miqm_queue_fullest_ratio", "Highest CURDEPTH/MAXDEPTH of any local queue "
                 "(0-1; 1: full, puts fail with MQRC 2053)", fullest)
+        # what MiqmQueueNearlyFull reads for the queues without series: with the fullest
+        # of all, a nearly full queue past the limit was hidden behind an exported one
+        # (one alert, naming the exported queue) and alerted only once that one drained
+        f.gauge("miqm_queues_unexported_fullest_ratio", "Highest CURDEPTH/MAXDEPTH of the "
+                "local queues without per-queue series (past qm.ini Metrics: QueueLimit; "
+                "0 if none)", unexported_fullest)
         # a damaged queue has no depth to show and was left out without a trace: its
         # messages cannot be got (MQRC 2101) until it is recovered (AMQ7472)
         f.gauge("miqm_queues_damaged", "Local queues found damaged (AMQ7472, MQRC 2101: "

@@ -58,6 +58,7 @@ def test_queue_series_stop_at_the_limit_and_the_fullest_queue_is_still_seen(
         assert _value(text, "miqm_queues") == 5
         assert _value(text, "miqm_queues_unexported") == 2
         assert _value(text, "miqm_queue_fullest_ratio") == pytest.approx(0.9)
+        assert _value(text, "miqm_queues_unexported_fullest_ratio") == pytest.approx(0.9)
 
         text = _scrape(store, tmp_path / "data")  # the default limit: every queue
         assert len(re.findall(r"^miqm_queue_depth\{", text, re.M)) == 5
@@ -104,5 +105,31 @@ def test_a_damaged_queue_is_counted_not_just_left_out(tmp_path: Path) -> None:
         text = _scrape(store, tmp_path / "data")
         assert _value(text, "miqm_queues_damaged") == 1
         assert 'queue="Q.OK"' in text and 'queue="Q.GONE"' not in text
+    finally:
+        store.close()
+
+
+def test_a_full_queue_past_the_limit_is_not_hidden_by_a_fuller_exported_one(
+        tmp_path: Path) -> None:
+    """Q.0 (with series) is full and Q.4 (past a limit of 3) is 90 % full: the fullest of
+    all was Q.0's 1.0, so the rule's branch for the queues without series saw nothing of
+    Q.4 of its own; the gauge of the unexported queues shows it."""
+    from miqm.bench.store import _create_store, _open_store
+
+    _create_store(str(tmp_path))
+    store = _open_store(str(tmp_path))
+    try:
+        for i in range(5):
+            store.define_queue(f"Q.{i}", MAXDEPTH=10)
+        for queue, n in (("Q.0", 10), ("Q.4", 9)):
+            for _ in range(n):
+                uow = store.begin()
+                store.put(queue, b"m", persistent=True, uow=uow)
+                store.commit(uow)
+        text = _scrape(store, tmp_path / "data", queue_limit=3)
+        assert _value(text, "miqm_queue_fullest_ratio") == pytest.approx(1.0)
+        assert _value(text, "miqm_queues_unexported_fullest_ratio") == pytest.approx(0.9)
+        text = _scrape(store, tmp_path / "data")  # every queue has series: nothing past
+        assert _value(text, "miqm_queues_unexported_fullest_ratio") == 0
     finally:
         store.close()
