@@ -134,3 +134,22 @@ def test_every_rule_points_at_its_runbook_section() -> None:
         url = rule.get("annotations", {}).get("runbook_url", "")
         assert url == f"docs/metrics.md#{name.lower()}", (name, url)
         assert name.lower() in anchors, f"docs/metrics.md has no section {name}"
+
+
+def test_one_outage_pages_once_where_the_targets_name_their_queue_manager() -> None:
+    """Every instance of a pair dead raised MiqmNoActiveInstance (the exporter) and
+    MiqmAllInstancesDown (up of the job), two pages for one outage: the instance job's
+    targets carry qmgr in the shipped configurations, MiqmAllInstancesDown keeps it, and
+    Alertmanager inhibits it by MiqmNoActiveInstance of the same queue manager."""
+    rules = {r["alert"]: r for r in _rules()}
+    assert "qmgr" in re.search(r"by \(([^)]*)\)", rules["MiqmAllInstancesDown"]["expr"]
+                               ).group(1)
+    for config in ("prometheus.yml", "compose-prometheus.yml"):
+        jobs = {j["job_name"]: j for j in yaml.safe_load((DIR / config).read_text())
+                ["scrape_configs"]}
+        for static in jobs["miqm"]["static_configs"]:
+            assert static.get("labels", {}).get("qmgr"), config
+    am = yaml.safe_load((DIR.parent / "alertmanager" / "alertmanager.yml").read_text())
+    assert any(i["source_matchers"] == ['alertname="MiqmNoActiveInstance"']
+               and i["target_matchers"] == ['alertname="MiqmAllInstancesDown"']
+               and i["equal"] == ["qmgr"] for i in am["inhibit_rules"])
