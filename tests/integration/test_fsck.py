@@ -371,7 +371,24 @@ def test_w_fails_across_two_fuse_mounts_that_do_not_forward_locks(
     for err in (err1, err2):
         assert "the filesystem does not enforce locks across hosts" in err
         assert "Likely cause: locks not enforced across hosts" in err
-    # -c across the two mounts is not asserted here: without a lock between them records
-    # can be lost or interleaved, but whether two appends race in a given run depends on
-    # the machine's timing (on an idle machine both runs often pass), so only -w, which
-    # asks the question directly, is a deterministic check of lock forwarding
+
+
+@pytest.mark.root
+def test_c_fails_across_two_fuse_mounts_on_both_sides(
+        two_bindfs_mounts: tuple[Path, Path, Path]) -> None:
+    # the writers take turns (a pause after each unlock): without a lock between the
+    # mounts their appends race within a few records (they once ran one after the other,
+    # and an idle machine passed); both sides name the lost writes - the first to find
+    # them left at once, and the other called it "stopped before it finished"
+    src, m1, m2 = two_bindfs_mounts
+    first = fu.start("-c", "--wait", "30", str(m1))
+    code2, _, err2 = fu.finish(fu.start("-c", "--wait", "30", str(m2)))
+    code1, _, err1 = fu.finish(first)
+    assert code1 == 1 and code2 == 1, (err1, err2)
+    for err in (err1, err2):
+        assert "concurrent writes under locks were lost or interleaved" in err, err
+        assert "checked after the other process stopped" not in err, err
+        assert "Likely cause: locks not enforced across hosts" in err
+    # the records are kept as the evidence (-x removes them); no state file is left
+    left = sorted(p.name for p in src.iterdir())
+    assert len(left) == 1 and left[0].endswith(".dat"), left
