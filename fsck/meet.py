@@ -42,6 +42,7 @@ from fsck.report import (
     CAUSE_LEASE,
     CAUSE_LOCKS,
     CAUSE_PARTNER,
+    CAUSE_STOPPED,
     Failed,
     TestResult,
     run_test,
@@ -56,6 +57,8 @@ RECORD = 1024
 PREFIX = "amqmfsck"
 NOT_ENFORCED = "the filesystem does not enforce locks across hosts"
 HOLDING_TICKS = 3  # heartbeats in "holding" that make another party a live holder
+#: a sleep that overran by more than this (seconds) means this process was stopped
+STOPPED_GAP = 1.0
 
 
 def progress(text: str, quiet: bool) -> None:
@@ -309,6 +312,22 @@ def run_meet(vol: Volume, results: list[TestResult], opts: MeetOptions) -> None:
             party.close()
 
 
+def _stopped_waiter(vol: Volume, silent: float, overran: float, exc: LockFsError) -> None:
+    """Raise the failure for a call that failed after this waiting process was itself
+    stopped or cut off (no call answered for longer than the lease, or its last sleep
+    overran by seconds): its NFSv4 state ran out, which is the lease doing its job -
+    not a server that does not answer. Returns when that is not what happened."""
+    lease = vol.lease_seconds
+    if not ((lease and silent > lease) or overran > STOPPED_GAP):
+        return
+    raise Failed(f"this process was stopped or cut off while it waited (no call answered "
+                 f"for {silent:.1f} s"
+                 + (f", longer than the lease of {lease:g} s" if lease and silent > lease
+                    else "") + f"), and then a call failed: {exc}", CAUSE_STOPPED,
+                 "let both processes run to the end (do not stop the waiting one), then "
+                 "run the test again") from None
+
+
 def _linger(party: Party, state: str, seconds: float = 1.5) -> None:
     """Publish ``state`` for a while, so that the other party sees it before we go."""
     end = party.clock() + seconds
@@ -465,13 +484,24 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
     released_seen: float | None = None
     holder_tok: str | None = None
     last_pub = clock()
+    # this process's own pauses: a sleep that overran by seconds (SIGSTOP, a frozen VM),
+    # and when a call last completed (a stop inside a call shows as a call that failed
+    # long after the one before it)
+    paused = last_over = 0.0
+    answered = clock()
     while True:
-        for s in party.look().values():
-            st = s.record.get("state")
-            if st == "released" and released_seen is None and s.changed is not None:
-                released_seen = s.state_since.get("released", clock())
-                holder_tok = str(s.record.get("token"))
-        if lf.try_lock(LockMode.EXCLUSIVE):
+        try:
+            for s in party.look().values():
+                st = s.record.get("state")
+                if st == "released" and released_seen is None and s.changed is not None:
+                    released_seen = s.state_since.get("released", clock())
+                    holder_tok = str(s.record.get("token"))
+            got_it = lf.try_lock(LockMode.EXCLUSIVE)
+        except LockFsError as exc:
+            _stopped_waiter(vol, clock() - answered, last_over, exc)
+            raise
+        answered = clock()
+        if got_it:
             break
         if clock() - start > opts.wait + (opts.hold if not opts.lease_mode else 0):
             reason = f"the lock was not handed over within {clock() - start:.1f} s"
@@ -497,9 +527,16 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
                 pass  # cannot say it (cut off): this process's own report stands
             raise Failed(verdict["reason"], verdict["cause"], verdict["advice"])
         if clock() - last_pub >= PERIOD:
-            party.publish()
-            last_pub = clock()
+            try:
+                party.publish()
+            except LockFsError as exc:
+                _stopped_waiter(vol, clock() - answered, last_over, exc)
+                raise
+            last_pub = answered = clock()
+        t_sleep = clock()
         party.sleep(POLL)
+        last_over = clock() - t_sleep - POLL
+        paused = max(paused, last_over)
     got = clock()
     party.publish("granted")
     progress("Lock acquired.", opts.quiet)
@@ -549,7 +586,13 @@ def _second(vol: Volume, party: Party, lf: VolumeFile, res: TestResult,
         if not verdict["ok"]:
             break
         party.sleep(PERIOD)
-    if verdict["ok"]:
+    if verdict["ok"] and paused > STOPPED_GAP:
+        # the time measured includes this process's own stop: it says nothing about the
+        # filesystem's hand-off (judged, it failed a good one as 'lease not honoured')
+        res.notes.append(f"this process was stopped or stalled for {paused:.1f} s while "
+                         f"it waited: the hand-off ({handoff:.1f} s) was not judged")
+        res.details["handoff"]["paused"] = round(paused, 3)
+    elif verdict["ok"]:
         limit = _limit(vol, opts)
         if opts.lease_mode:
             budget = opts.stall_budget

@@ -48,6 +48,9 @@ CAUSE_PARTNER = "no second process"
 CAUSE_IO = "I/O error"
 CAUSE_FULL = "filesystem full"
 CAUSE_BUSY = "another amqmfsck at work"
+#: this process itself was stopped (SIGSTOP, a frozen VM) or cut off while it waited:
+#: nothing it measured meanwhile says anything about the filesystem
+CAUSE_STOPPED = "this process was stopped"
 
 
 class FsckError(MiqmError):
