@@ -153,8 +153,11 @@ def run_exporter(qmgr: str, port: int, bind: str, *, echo: Callable[[str], None]
     server = serve(collector, port, bind, "--port", advice="choose another with --port",
                    bind_what="--bind")
     host, bound = server.address
+    # an IPv6 address in a URL is in brackets (http://::1:9465/ is not a URL a browser,
+    # curl or a scrape config takes)
+    where = f"[{host}]" if ":" in host else host
     echo(f"miqm exporter: serving queue manager '{qmgr}' as seen from {hostname()} on "
-         f"http://{host}:{bound}/metrics (Ctrl-C or SIGTERM ends it)")
+         f"http://{where}:{bound}/metrics (Ctrl-C or SIGTERM ends it)")
     stop = stop or threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
