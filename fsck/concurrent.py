@@ -21,12 +21,13 @@ import struct
 
 import crc32c
 
-from fsck.meet import PERIOD, Party, progress, same_host_note
+from fsck.meet import PERIOD, STOPPED_GAP, Party, progress, same_host_note
 from fsck.report import (
     CAUSE_LEASE,
     CAUSE_LOCKS,
     CAUSE_PARTNER,
     CAUSE_SLOW,
+    CAUSE_STOPPED,
     Failed,
     TestResult,
     percentiles,
@@ -112,7 +113,21 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
     with run_test(results, "concurrent writes") as res:
         party = Party(vol, "c")
         try:
-            _run(vol, party, res, count, wait, quiet)
+            try:
+                _run(vol, party, res, count, wait, quiet)
+            except Failed as exc:
+                if exc.cause not in (CAUSE_PARTNER, CAUSE_SLOW) \
+                        or party.longest_pause <= STOPPED_GAP:
+                    raise
+                # it was this process that stopped: the partner that gave up and ended
+                # meanwhile (or the lock it kept while this one stood still) is no fault
+                # of the other's or of the filesystem's
+                raise Failed(f"this process was stopped or stalled for "
+                             f"{party.longest_pause:.1f} s during the run, which no "
+                             f"filesystem answers for (what followed: {exc.reason})",
+                             CAUSE_STOPPED,
+                             "let both processes run to the end (do not stop either), "
+                             "then run the test again") from None
         except BaseException:
             _drop_data_file(vol, party, res)
             raise

@@ -115,7 +115,10 @@ class Party:
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.vol, self.test = vol, test
-        self.clock, self.sleep = clock, sleep
+        self.clock, self._sleep = clock, sleep
+        #: the longest a sleep of this process overran (seconds): it was stopped
+        #: (SIGSTOP, a frozen VM) or starved for that long
+        self.longest_pause = 0.0
         self.token = f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(3)}"
         self.name = f"{PREFIX}.{test}.{self.token}.state"
         self.hb = 0
@@ -126,6 +129,12 @@ class Party:
         self._nfs4 = vol.url.startswith("nfs4://")
         self.file = vol.open(self.name, create=True, exclusive=True)
         self.publish()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, noting by how much the sleep overran (:attr:`longest_pause`)."""
+        t0 = self.clock()
+        self._sleep(seconds)
+        self.longest_pause = max(self.longest_pause, self.clock() - t0 - seconds)
 
     def publish(self, state: str | None = None, **extra: Any) -> None:
         """Rewrite this party's record (state, heartbeat, extras) and sync it."""

@@ -1,10 +1,11 @@
-"""amqmfsck -w with the waiting process stopped (SIGSTOP) while it waits: its own stop is
-no hand-off time of the filesystem's.
+"""amqmfsck -w and -c with a process stopped (SIGSTOP) midway: its own stop is no fault of
+the filesystem's nor of its partner's.
 
 The waiter measured the hand-off on its monotonic clock across its own stop and judged
 it: stopped 16 s on the NFSv4 lab (limit: lease + 5 s), it failed a good filesystem as
 'lease not honoured'; a call that then failed because its NFSv4 state had run out while
-it was stopped was 'the NFS server did not answer'."""
+it was stopped was 'the NFS server did not answer'. A -c writer stopped until its partner
+gave up said on resuming that the partner had 'stopped before it finished'."""
 
 from __future__ import annotations
 
@@ -68,3 +69,30 @@ def test_a_call_failing_after_the_waiter_was_stopped_names_the_stop() -> None:
         _stopped_waiter(_Vol(), 0.2, 12.0, exc)  # its last sleep overran by 12 s
     # a call failing while this process ran is the server's, as before
     _stopped_waiter(_Vol(), 0.2, 0.0, exc)
+
+
+def test_c_writer_stopped_until_its_partner_gave_up_names_its_own_stop(
+        tmp_path: Path) -> None:
+    survivor = fu.start("-c", "--count", "400", "--wait", "5", str(tmp_path))
+    stopped = None
+    try:
+        fu.wait_state(tmp_path, "c", "ready", proc=survivor)
+        stopped = fu.start("-c", "--count", "400", "--wait", "60", str(tmp_path))
+        fu.wait_state(tmp_path, "c", "running", proc=stopped)
+        time.sleep(0.3)
+        os.kill(stopped.pid, signal.SIGSTOP)
+        code1, _, err1 = fu.finish(survivor)  # its partner silent: it gives up
+        os.kill(stopped.pid, signal.SIGCONT)
+        code2, _, err2 = fu.finish(stopped)
+    finally:
+        for p in (survivor, stopped):
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.communicate()
+    assert code1 == 1 and "Likely cause: no second process" in err1, err1
+    assert code2 == 1, err2
+    assert "Likely cause: this process was stopped" in err2, err2
+    assert "this process was stopped or stalled for" in err2
+    # nothing but the state files of nobody: the data file went with the run
+    assert not list(tmp_path.glob("*.dat")), list(tmp_path.iterdir())
