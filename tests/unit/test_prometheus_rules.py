@@ -67,8 +67,9 @@ MOVED = {
                             "(miqm_queue_max_depth[1m]) > 0) > 0.95"),
     "MiqmLockAttemptLatencyHigh": ("(0.5 * miqm_monitor_stall_seconds)",
                                    "(5 * miqm_monitor_stall_seconds)"),
-    "MiqmInstanceTargetDown": ('expr: up{job="miqm"} == 0', 'expr: up{job="miqm"} == 1'),
-    "MiqmAllInstancesDown": ('(up{job="miqm"}) == 0', '(up{job="miqm"}) <= 1'),
+    "MiqmInstanceTargetDown": ('instance) (up{job="miqm"}) == 0',
+                               'instance) (up{job="miqm"}) == 1'),
+    "MiqmAllInstancesDown": ('qmgr) (up{job="miqm"}) == 0', 'qmgr) (up{job="miqm"}) <= 1'),
     "MiqmNoStandby": ("unless on (qmgr, instance, job) (miqm_qmgr_status_available == 0)",
                       "unless on (qmgr, instance, job) (miqm_qmgr_status_available == 2)"),
     "MiqmQueueDamaged": ("(max_over_time(miqm_queues_damaged[1m]))",
@@ -153,3 +154,10 @@ def test_one_outage_pages_once_where_the_targets_name_their_queue_manager() -> N
     assert any(i["source_matchers"] == ['alertname="MiqmNoActiveInstance"']
                and i["target_matchers"] == ['alertname="MiqmAllInstancesDown"']
                and i["equal"] == ["qmgr"] for i in am["inhibit_rules"])
+    # and every instance of one pair down holds back the target-down alerts of that pair
+    # only, not those of another pair scraped by the same job
+    assert "qmgr" in re.search(r"by \(([^)]*)\)", rules["MiqmInstanceTargetDown"]["expr"]
+                               ).group(1)
+    assert any(i["source_matchers"] == ['alertname="MiqmAllInstancesDown"']
+               and i["target_matchers"] == ['alertname="MiqmInstanceTargetDown"']
+               and set(i["equal"]) == {"job", "qmgr"} for i in am["inhibit_rules"])
