@@ -183,12 +183,14 @@ def test_exporter_without_its_data_directory_raises_status_not_available_and_say
 
 
 def test_slow_verifies_of_the_master_lock_raise_verify_latency_high(tmp_path: Path) -> None:
-    """Every read of the master lock file stalled 0.8 s (MIQM_FAULTS, armed once
-    Prometheus sees the instance; a verify makes three, about 2.4 s) with MonitorStall 4:
-    over half of it, not yet fatal. The real
+    """Every read of the master lock file stalled 3 s (MIQM_FAULTS, armed once
+    Prometheus sees the instance; a verify reads it once) with MonitorStall 5: over half
+    of it, not yet fatal. (It stalled 0.8 s a read when a verify made three reads, 2.4 s
+    over MonitorStall 4's half; since a verify reads once, that was 0.8 s and the test
+    waited in vain: the verifies' own histogram, 0.8 s each, showed it.) The real
     histogram and margin then raise MiqmVerifyLatencyHigh for the instance, while it is
     still active (no failover, no false MiqmNoActiveInstance)."""
-    tuning = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall": "4",
+    tuning = {"StandbyPollInterval": "0.2", "VerifyInterval": "0.5", "MonitorStall": "5",
               "LivenessInterval": "10", "FilesystemLease": "90"}
     p = LocalPair(qmgr="QMSLOW", base=str(tmp_path / "pair"), tuning=tuning)
     p.create()
@@ -196,7 +198,7 @@ def test_slow_verifies_of_the_master_lock_raise_verify_latency_high(tmp_path: Pa
     port = free_port()
     p.a.extra["MIQM_METRICS_PORT"] = str(port)
     p.a.extra["MIQM_FAULTS"] = json.dumps([{"volume": "data", "op": "pread", "path": "master",
-                                            "kind": "stall", "seconds": 0.8,
+                                            "kind": "stall", "seconds": 3.0,
                                             "armed": str(armed)}])
     prom = None
     try:
