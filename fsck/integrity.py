@@ -387,7 +387,7 @@ def _writer(vol: Volume, f: VolumeFile, res: TestResult, wait: float | None, qui
         party.publish("writing", gen=gen, seq=seq, acked=seq - 1)
         progress(f"Writing as the logger does (generation {gen}). Stop this host in "
                  "some dreadful way, then run amqmfsck -i.", quiet)
-        last = party.clock()
+        last = answered = party.clock()
         written = 0
         try:
             while not stop["signal"]:
@@ -399,10 +399,9 @@ def _writer(vol: Volume, f: VolumeFile, res: TestResult, wait: float | None, qui
                 if party.clock() - last >= PERIOD:
                     party.publish(seq=seq, acked=seq - 1)
                     last = party.clock()
+                answered = party.clock()
         except (LockLostError, VolumeStalled, LockFsError) as exc:
-            why = ("its lock was lost" if isinstance(exc, LockLostError) else
-                   "the filesystem stopped answering" if isinstance(exc, VolumeStalled)
-                   else "a write failed")
+            why = writer_stopped_why(exc, party.clock() - answered, vol.lease_seconds)
             res.notes.append(f"stopped writing after {written} pages: {why} ({exc}); "
                              "now run amqmfsck -i")
         if stop["signal"]:
@@ -419,6 +418,21 @@ def _writer(vol: Volume, f: VolumeFile, res: TestResult, wait: float | None, qui
             party.close(remove=False)  # -i reads what each writer had synced; -x removes
         except LockFsError:
             pass
+
+
+def writer_stopped_why(exc: LockFsError, silent: float, lease: float | None) -> str:
+    """Why an -a writer stopped writing, for its note: a call that failed after none was
+    answered for longer than the lease means this writer was stopped (SIGSTOP) or cut off
+    and its lease ran out, as NFSv4 says it must (the call "timing out" on resuming was
+    reported as a server that stopped answering)."""
+    if lease and silent > lease:
+        return (f"this process was stopped or cut off for {silent:.1f} s, longer than the "
+                f"lease ({lease:g} s): its lock passed to the other writer")
+    if isinstance(exc, LockLostError):
+        return "its lock was lost"
+    if isinstance(exc, VolumeStalled):
+        return "the filesystem stopped answering"
+    return "a write failed"
 
 
 def delete_files(vol: Volume, results: list[TestResult], *, wait: float = 120.0,

@@ -29,9 +29,12 @@ from miqm.errors import MiqmError
 SUCCESS = "The tests on the directory completed successfully."
 
 #: the tests whose notes are printed without -v: what limits a pass (a local filesystem,
-#: a partner on the same host) or changed what was asked (a reduced test file)
+#: a partner on the same host), changed what was asked (a reduced test file) or says what
+#: to do next (-a stopped: run -i)
 SHOWN_NOTES = ("mount options", "format test file", "waiting and releasing locks",
-               "concurrent writes", "integrity analysis")
+               "concurrent writes", "integrity analysis",
+               # -a: why it stopped writing, after how many pages, and that -i is next
+               "logger-style writes")
 
 # Likely causes, named as the administrator will look for them.
 CAUSE_PERMISSIONS = "permissions"
