@@ -264,6 +264,25 @@ def _run(directory: str, mode: str, *, verbose: bool = False, as_json: bool = Fa
         vol.close()
 
 
+def old_page_count(argv: list[str]) -> str | None:
+    """The refusal for ``-f NumberOfPages`` (the older MQ syntax, and the MQ slides':
+    ``amqmfsck [-f NumberOfPages] -i DIR``) or None: here -f is a flag and -p gives the
+    pages, so ``-f 4096 DIR`` was 'Got unexpected extra argument(s) (DIR)'."""
+    for i, arg in enumerate(argv[:-1]):
+        # another positional argument after it: '-f 4096 DIR' (a Directory named 4096 is
+        # still '-f 4096')
+        if arg == "-f" and argv[i + 1].isdigit() and any(
+                not a.startswith("-") for a in argv[i + 2:]):
+            return (f"amqmfsck: -f takes no number here: it formats the test file, and -p "
+                    f"gives its pages (amqmfsck -f -p {argv[i + 1]} Directory; then -a on "
+                    "two hosts, then -i)")
+    return None
+
+
 def entry() -> None:
     """Console script ``amqmfsck``."""
+    refused = old_page_count(sys.argv[1:])
+    if refused:
+        sys.stderr.write(refused + "\n")
+        sys.exit(2)
     run_typer(app, "amqmfsck")

@@ -154,9 +154,10 @@ def audit(m: Mount, res: TestResult, kernel: str | None = None) -> None:
                          "two hosts to see whether they hold across mounts")
         return
     if fs in LOCAL_FS:
-        res.notes.append(f"{m.mount_point} is a local filesystem ({fs}): it passes, but it "
-                         "cannot be shared between hosts; these tests say nothing about a "
-                         "shared filesystem")
+        # not "it passes": the note is printed over a failed run too
+        res.notes.append(f"{m.mount_point} is a local filesystem ({fs}): it cannot be "
+                         "shared between hosts, so these tests say nothing about a shared "
+                         "filesystem")
         return
     res.notes.append(f"{fs} is not a filesystem this audit knows: check its documentation "
                      "for POSIX byte-range locks released on a client's failure")
