@@ -108,8 +108,12 @@ def read_layout(vol: Volume) -> tuple[int, list[Page]]:
     try:
         f = vol.open(DATA_FILE)
     except VolumeNotFound:
-        raise FsckError(f"{vol.url} has no {DATA_FILE}: format one first with amqmfsck -f "
-                        "[-p pages]") from None
+        # -i is the third phase: it analyses what -a wrote (a -c run's data file is
+        # checked by -c itself), so say the whole sequence, not only the format
+        raise FsckError(f"{vol.url} has no {DATA_FILE} to analyse: -i checks the file "
+                        "that amqmfsck -f formats and amqmfsck -a (on two hosts at once, "
+                        "one of them then stopped in some dreadful way) writes; run those "
+                        "first") from None
     with f:
         head = f.pread(PAGE, 0)
         pages = check_header(head, vol.url)

@@ -34,3 +34,12 @@ def test_local_filesystem_note_does_not_say_it_passes() -> None:
     audit(Mount("/", "ext4", "/dev/vda", {"rw": ""}), res)
     assert res.ok and "cannot be shared" in res.notes[0]
     assert "passes" not in res.notes[0]
+
+
+def test_i_without_a_test_file_names_the_three_phases(tmp_path: object) -> None:
+    # it said only 'format one first with amqmfsck -f': -i after -f alone then found a
+    # file no writer wrote; the phases are -f, -a on two hosts, then -i
+    res = subprocess.run(fu.argv("-i", str(tmp_path)), capture_output=True, text=True,
+                         env=fu.env(), timeout=60)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "amqmfsck -f" in res.stderr and "amqmfsck -a (on two hosts" in res.stderr
