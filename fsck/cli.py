@@ -16,6 +16,7 @@ import os
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -279,10 +280,29 @@ def old_page_count(argv: list[str]) -> str | None:
     return None
 
 
+def _usage_document(argv: list[str]) -> Callable[[str, int], None] | None:
+    """With ``--json`` in ``argv``: what writes the document docs/fsck.md promises for a
+    command that cannot run (exit 2) when the command line itself is refused, before
+    any option was taken; else None."""
+    if "--json" not in argv:
+        return None
+
+    def write(line: str, exit_code: int) -> None:
+        positional = [a for a in argv if not a.startswith("-")]
+        sys.stdout.write(json.dumps({
+            "directory": positional[-1] if positional else None, "mode": None,
+            "ok": False, "message": None, "error": line, "exit_code": exit_code,
+            "tests": [], "notes": []}, indent=2) + "\n")
+    return write
+
+
 def entry() -> None:
     """Console script ``amqmfsck``."""
+    usage_document = _usage_document(sys.argv[1:])
     refused = old_page_count(sys.argv[1:])
     if refused:
+        if usage_document is not None:
+            usage_document(refused, 2)
         sys.stderr.write(refused + "\n")
         sys.exit(2)
-    run_typer(app, "amqmfsck")
+    run_typer(app, "amqmfsck", on_usage_error=usage_document)

@@ -260,10 +260,13 @@ def _mq_only_flag(prog: str, argv: list[str]) -> str:
     return ""
 
 
-def run_typer(app: typer.Typer, prog: str | None = None) -> None:
+def run_typer(app: typer.Typer, prog: str | None = None,
+              on_usage_error: Callable[[str, int], None] | None = None) -> None:
     """Entry point body for a console script built on a typer app.
 
-    Click's own usage errors are reduced to one line too (no boxes, no help dump).
+    Click's own usage errors are reduced to one line too (no boxes, no help dump);
+    ``on_usage_error(line, exit_code)`` is told of one first (amqmfsck --json writes its
+    document for it).
     """
     try:  # typer >= 0.20 vendors click as typer._click
         from typer._click.exceptions import ClickException  # type: ignore[import-not-found]
@@ -284,7 +287,10 @@ def run_typer(app: typer.Typer, prog: str | None = None) -> None:
         except ClickException as exc:  # named as the (sub)command that refused it
             ctx = getattr(exc, "ctx", None)
             path = str(ctx.command_path) if ctx is not None else name
-            fail(f"{path}: {exc.format_message()} (try '{path} -h')", exc.exit_code)
+            line = f"{path}: {exc.format_message()} (try '{path} -h')"
+            if on_usage_error is not None:
+                on_usage_error(line, exc.exit_code)
+            fail(line, exc.exit_code)
         except typer.Abort:
             fail("interrupted", 130)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -45,6 +45,18 @@ def test_json_answers_a_command_that_cannot_run(tmp_path: Path) -> None:
     assert res.returncode == 2 and "amqmfsck -f" in doc["error"]
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["-f", "4096"]])
+def test_json_answers_a_command_line_refused_before_it_runs(tmp_path: Path,
+                                                            args: list[str]) -> None:
+    """A flag the command does not know, or MQ's older '-f NumberOfPages': the line was
+    on stderr and stdout had no document, as docs/fsck.md promises for exit 2."""
+    res = fu.run("--json", *args, str(tmp_path))
+    assert res.returncode == 2, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 2 and doc["tests"] == []
+    assert doc["directory"] == str(tmp_path) and doc["error"] in res.stderr
+
+
 def test_json_answers_an_unknown_queue_manager(tmp_path: Path) -> None:
     """-m naming no queue manager here ends with MQ's AMQ7048 (exit 72): --json printed
     nothing on stdout for it."""
