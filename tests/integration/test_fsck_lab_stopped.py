@@ -3,6 +3,7 @@ than the lease: each side names what happened."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -18,7 +19,9 @@ pytestmark = [pytest.mark.root, pytest.mark.integration]
 def test_c_writer_stopped_longer_than_the_lease(nfs_lab: lab.NfsLab) -> None:
     """The stopped writer, resumed, said 'the NFS server did not answer' (its RPC timed
     out on resuming): its lease had run out while it was stopped. The other one failed
-    with 'stopped before it finished' without looking at the records."""
+    with 'stopped before it finished' without looking at the records. Stopped while it
+    held the lock, it names the expired lease and the other checks the records; stopped
+    between its turns, it lost nothing and both pass."""
     d = nfs_lab.export_dir / "fsck-cstop"
     d.mkdir(parents=True, exist_ok=True)
     url = nfs_lab.url("fsck-cstop")
@@ -40,8 +43,19 @@ def test_c_writer_stopped_longer_than_the_lease(nfs_lab: lab.NfsLab) -> None:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
                 p.communicate()
-    assert code_b == 1 and "lease expired under a live writer" in err_b, err_b
-    assert "Likely cause: lease not honoured" in err_b, err_b
-    assert code_a == 1 and "intact" in err_a, err_a
+    # the writers take turns at the lock (82bec7e), so the stop may catch B holding it or
+    # between its turns, and the test cannot choose which
+    if code_b == 0:
+        # between turns: it held no lock to lose, its state was made again on resuming
+        # and its records went on; nothing was at stake and both pass
+        assert code_a == 0, err_a
+    else:
+        assert code_b == 1 and "lease expired under a live writer" in err_b, err_b
+        assert "Likely cause: lease not honoured" in err_b, err_b
+        assert code_a == 1 and "intact" in err_a, err_a
+    # never the wrong reason, on either side, whichever it was (a note may still quote
+    # the RPC that timed out on resuming; the other's 'stopped before it finished' is
+    # right when it goes on to say the records are intact, checked above)
     assert "locks not enforced" not in err_a + err_b
+    assert not re.search("Reason: [^\n]*did not answer", err_a + err_b), (err_a, err_b)
     assert not list(d.glob("amqmfsck.c.*.dat"))
