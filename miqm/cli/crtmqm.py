@@ -95,11 +95,7 @@ def _refuse_overlap(qmgr: str, data_loc: str, log_loc: str, entries: dict) -> No
             why = (f"inside the data directory of queue manager '{name}' "
                    f"({entry.data_path}), which dltmqm {name} deletes whole: give {flag} a "
                    "directory of its own.")
-            if flag == "-md":
-                raise ConfigError(amq.line("AMQ6062", path=location, detail=f"it is {why}"),
-                                  amq="AMQ6062")
-            raise ConfigError(amq.line("AMQ7017", qmgr=qmgr, detail=f"{location} is {why}"),
-                              amq="AMQ7017")
+            raise _location_error(qmgr, flag, location, f"is {why}")
 
 
 def _log_space(exc: Exception, settings: object) -> Exception:
@@ -122,19 +118,24 @@ def _log_space(exc: Exception, settings: object) -> Exception:
     return LogWriteError(text, amq=getattr(exc, "amq", None) or "AMQ6708")
 
 
+def _location_error(qmgr: str, flag: str, location: str, predicate: str) -> Exception:
+    """-md's AMQ6062 or -ld's AMQ7017, saying that ``location`` ``predicate``."""
+    from miqm.errors import ConfigError
+
+    if flag == "-md":
+        return ConfigError(amq.line("AMQ6062", path=location, detail=f"it {predicate}"),
+                           amq="AMQ6062")
+    return ConfigError(amq.line("AMQ7017", qmgr=qmgr, detail=f"{location} {predicate}"),
+                       amq="AMQ7017")
+
+
 def _unusable(qmgr: str, what: str, location: str, exc: Exception) -> Exception:
     """The error for a -md (AMQ6062) or -ld (AMQ7017) location that cannot be made or
     reached."""
-    from miqm.errors import ConfigError
-
     flag = "-md" if what == "data" else "-ld"
-    why = (f"cannot be created or reached ({exc}). Give {flag} an existing, writable "
-           "directory (or an nfs4:// URL).")
-    if what == "data":
-        return ConfigError(amq.line("AMQ6062", path=location, detail=f"it {why}"),
-                           amq="AMQ6062")
-    return ConfigError(amq.line("AMQ7017", qmgr=qmgr, detail=f"{location} {why}"),
-                       amq="AMQ7017")
+    return _location_error(qmgr, flag, location,
+                           f"cannot be created or reached ({exc}). Give {flag} an existing, "
+                           "writable directory (or an nfs4:// URL).")
 
 
 def _create(qmgr: str, data_base: str | None, log_base: str | None, log_type: str,

@@ -110,6 +110,32 @@ def _third_host(p: LocalPair, name: str = "hostc") -> Host:
     return host
 
 
+def _pair_with_metrics(p: LocalPair) -> tuple[dict[str, int], Host]:
+    """Both instances started (A active, B standby) with a metrics port each, and a
+    third host for the exporter: ``({host: metrics port}, the third host)``."""
+    ports = {"hosta": free_port(), "hostb": free_port()}
+    p.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])
+    p.b.extra["MIQM_METRICS_PORT"] = str(ports["hostb"])
+    assert "started using" in p.start(p.a)
+    assert "standby instance" in p.start(p.b)
+    return ports, _third_host(p)
+
+
+def _start_exporter(p: LocalPair, host: Host, port: int) -> subprocess.Popen[Any]:
+    """``miqm exporter`` of the pair's queue manager on ``host``, serving ``port``."""
+    return subprocess.Popen(["miqm", "exporter", "-m", p.qmgr, "--port", str(port)],
+                            env=host.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _start_prometheus(config: Path, tmp_path: Path, port: int) -> subprocess.Popen[Any]:
+    """A Prometheus server on ``config``, its data under ``tmp_path``, on ``port``."""
+    return subprocess.Popen(
+        [str(PROMETHEUS), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+
+
 def _stop(proc: subprocess.Popen[Any] | None) -> None:
     if proc is None or proc.poll() is not None:
         return

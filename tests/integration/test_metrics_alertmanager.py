@@ -21,7 +21,15 @@ import yaml
 
 from miqm.localpair import LocalPair
 from tests.integration import test_metrics
-from tests.integration.test_metrics import PROMETHEUS, _short_rules, _stop, _third_host, _wait
+from tests.integration.test_metrics import (
+    PROMETHEUS,
+    _pair_with_metrics,
+    _short_rules,
+    _start_exporter,
+    _start_prometheus,
+    _stop,
+    _wait,
+)
 from tests.ports import free_port
 
 pair = test_metrics.pair  # the local pair fixture (its output printed when a test fails)
@@ -46,12 +54,7 @@ def _by_name(alerts: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 def test_every_instance_dead_pages_once_through_the_shipped_alertmanager(
         pair: LocalPair, tmp_path: Path) -> None:
-    ports = {"hosta": free_port(), "hostb": free_port()}
-    pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])
-    pair.b.extra["MIQM_METRICS_PORT"] = str(ports["hostb"])
-    assert "started using" in pair.start(pair.a)
-    assert "standby instance" in pair.start(pair.b)
-    hostc = _third_host(pair)
+    ports, hostc = _pair_with_metrics(pair)
     ex_port, am_port, prom_port = free_port(), free_port(), free_port()
 
     shipped = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
@@ -74,19 +77,13 @@ def test_every_instance_dead_pages_once_through_the_shipped_alertmanager(
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     exporter = am = prom = None
     try:
-        exporter = subprocess.Popen(
-            ["miqm", "exporter", "-m", pair.qmgr, "--port", str(ex_port)], env=hostc.env(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        exporter = _start_exporter(pair, hostc, ex_port)
         am = subprocess.Popen(
             [str(ALERTMANAGER), f"--config.file={ROOT / 'deploy/alertmanager/alertmanager.yml'}",
              f"--storage.path={tmp_path / 'am'}", f"--web.listen-address=127.0.0.1:{am_port}",
              "--cluster.listen-address=", "--log.level=warn"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-        prom = subprocess.Popen(
-            [str(PROMETHEUS), f"--config.file={tmp_path / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        prom = _start_prometheus(tmp_path / "prometheus.yml", tmp_path, prom_port)
         _wait("3 targets up", lambda: len([
             r for r in test_metrics._api(prom_port, "query", query="up")["result"]
             if r["value"][1] == "1"]) == 3, timeout=90)

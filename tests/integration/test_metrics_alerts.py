@@ -30,8 +30,11 @@ from tests.integration.test_metrics import (
     PROMETHEUS,
     _api,
     _firing,
+    _pair_with_metrics,
     _prom_config,
     _short_rules,
+    _start_exporter,
+    _start_prometheus,
     _stop,
     _third_host,
     _wait,
@@ -56,11 +59,7 @@ def _prometheus(tmp_path: Path, targets: dict[str, list[int]],
     if short_windows:
         rules.write_text(rules.read_text().replace("[1m]", "[15s]"))
     config = _prom_config(tmp_path, targets, rules)
-    proc = subprocess.Popen(
-        [str(PROMETHEUS), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    return proc, port
+    return _start_prometheus(config, tmp_path, port), port
 
 
 def _up(prom_port: int, n: int) -> None:
@@ -71,18 +70,11 @@ def _up(prom_port: int, n: int) -> None:
 
 def test_queue_alert_holds_through_a_switchover_and_all_instances_down_pages(
         pair: LocalPair, tmp_path: Path) -> None:
-    ports = {"hosta": free_port(), "hostb": free_port()}
-    pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])
-    pair.b.extra["MIQM_METRICS_PORT"] = str(ports["hostb"])
-    assert "started using" in pair.start(pair.a)
-    assert "standby instance" in pair.start(pair.b)
-    hostc = _third_host(pair)
+    ports, hostc = _pair_with_metrics(pair)
     ex_port = free_port()
     exporter = prom = None
     try:
-        exporter = subprocess.Popen(
-            ["miqm", "exporter", "-m", pair.qmgr, "--port", str(ex_port)], env=hostc.env(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        exporter = _start_exporter(pair, hostc, ex_port)
         prom, prom_port = _prometheus(tmp_path, {"miqm": [ports["hosta"], ports["hostb"]],
                                                  "miqm-exporter": [ex_port]},
                                       short_windows=True)

@@ -9,7 +9,6 @@ take a switchover for a failure, and the ones with a ``for:`` must outlast it.""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,9 +22,11 @@ from tests.integration.test_metrics import (
     PROMETHEUS,
     RULES,
     _api,
+    _pair_with_metrics,
     _prom_config,
+    _start_exporter,
+    _start_prometheus,
     _stop,
-    _third_host,
     _wait,
 )
 from tests.ports import free_port
@@ -39,12 +40,7 @@ pytestmark = [pytest.mark.integration,
 
 def test_switchovers_and_a_standby_restart_fire_no_alert(pair: LocalPair,
                                                          tmp_path: Path) -> None:
-    ports = {"hosta": free_port(), "hostb": free_port()}
-    pair.a.extra["MIQM_METRICS_PORT"] = str(ports["hosta"])
-    pair.b.extra["MIQM_METRICS_PORT"] = str(ports["hostb"])
-    assert "started using" in pair.start(pair.a)
-    assert "standby instance" in pair.start(pair.b)
-    hostc = _third_host(pair)
+    ports, hostc = _pair_with_metrics(pair)
     ex_port, prom_port = free_port(), free_port()
     rules = tmp_path / "miqm-rules.yml"
     rules.write_text(RULES.read_text())  # as shipped: every for: as it is
@@ -57,13 +53,8 @@ def test_switchovers_and_a_standby_restart_fire_no_alert(pair: LocalPair,
     watching = threading.Event()
     watcher: threading.Thread | None = None
     try:
-        exporter = subprocess.Popen(
-            ["miqm", "exporter", "-m", pair.qmgr, "--port", str(ex_port)], env=hostc.env(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        prom = subprocess.Popen(
-            [str(PROMETHEUS), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        exporter = _start_exporter(pair, hostc, ex_port)
+        prom = _start_prometheus(config, tmp_path, prom_port)
         _wait("3 targets up", lambda: len([
             r for r in _api(prom_port, "query", query="up")["result"]
             if r["value"][1] == "1"]) == 3, timeout=90)

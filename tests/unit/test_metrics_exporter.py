@@ -21,6 +21,18 @@ def _exposition(collector: QMgrCollector) -> str:
     return exposition(registry).decode()
 
 
+def scratch_collector(tmp_path: Path) -> tuple[Path, list[str], QMgrCollector]:
+    """A data directory QMX with a qm.ini and no instance, and the exporter's collector of
+    it on host hostc, whose warnings go to the list returned."""
+    data = tmp_path / "QMX"
+    data.mkdir()
+    (data / "qm.ini").write_text("Log:\n   LogPath=/x\n")
+    said: list[str] = []
+    collector = QMgrCollector("QMX", str(data), "hostc", deadline=10.0,
+                              local=lambda: None, warn=said.append)
+    return data, said, collector
+
+
 def _one(text: str, name: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.startswith(name) and ln.endswith(" 1.0")]
     assert len(lines) == 1, lines
@@ -29,12 +41,7 @@ def _one(text: str, name: str) -> str:
 
 def test_a_missing_data_directory_is_counted_and_said_once_then_its_return(
         tmp_path: Path) -> None:
-    data = tmp_path / "QMX"
-    data.mkdir()
-    (data / "qm.ini").write_text("Log:\n   LogPath=/x\n")
-    said: list[str] = []
-    collector = QMgrCollector("QMX", str(data), "hostc", deadline=10.0,
-                              local=lambda: None, warn=said.append)
+    data, said, collector = scratch_collector(tmp_path)
     text = _exposition(collector)
     assert 'status="Status not available"' not in _one(text, "miqm_qmgr_status{")
     assert 'miqm_qmgr_probe_errors_total{instance="hostc",qmgr="QMX"} 0.0' in text

@@ -8,27 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from miqm.metrics.exporter import QMgrCollector
-
-
-def _exposition(collector: QMgrCollector) -> str:
-    from prometheus_client import CollectorRegistry
-
-    from miqm.metrics.server import exposition
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    return exposition(registry).decode()
+from tests.unit.test_metrics_exporter import _exposition, scratch_collector
 
 
 def test_a_damaged_status_file_is_exported_and_said_once_then_its_repair(
         tmp_path: Path) -> None:
-    data = tmp_path / "QMX"
-    data.mkdir()
-    (data / "qm.ini").write_text("Log:\n   LogPath=/x\n")
-    said: list[str] = []
-    collector = QMgrCollector("QMX", str(data), "hostc", deadline=10.0,
-                              local=lambda: None, warn=said.append)
+    data, said, collector = scratch_collector(tmp_path)
     text = _exposition(collector)
     assert 'miqm_qmgr_status_damaged{instance="hostc",qmgr="QMX"} 0.0' in text
     assert said == []
