@@ -49,7 +49,7 @@ from lockfs.errors import (
 from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile, peek
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
-from miqm.config import QMConfig, parse_qm_ini
+from miqm.config import QMConfig, decode_ini, parse_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
 from miqm.ha import decide, qmstatus, runfile
 from miqm.ha.decide import Action, State
@@ -290,7 +290,7 @@ class Controller:
         entry = paths.find(self.qmgr)
         try:
             self.data = wrap_from_env(open_volume(entry.data_path), "data")
-            text = self.data.read_bytes("qm.ini").decode("utf-8", "replace")
+            raw = self.data.read_bytes("qm.ini")
         except VolumeNotFound:
             raise ConfigError(f"AMQ7880: qm.ini of queue manager '{self.qmgr}' is missing "
                               f"from {entry.data_path}; restore it or recreate the queue "
@@ -298,7 +298,10 @@ class Controller:
         except LockFsError as exc:
             raise ConfigError(f"cannot read the data directory of '{self.qmgr}' "
                               f"({entry.data_path}): {exc}", amq="AMQ6119") from None
-        text = self._auto_ini(text, f"{entry.data_path}/qm.ini")
+        # as strmqm and setmqini read it: never with replacement characters, which would
+        # make another path of a LogPath that is not UTF-8
+        text = self._auto_ini(decode_ini(raw, f"{entry.data_path}/qm.ini"),
+                              f"{entry.data_path}/qm.ini")
         self.cfg = parse_qm_ini(text, f"{entry.data_path}/qm.ini")
         lease = self.data.lease_seconds
         ha = self.cfg.ha
