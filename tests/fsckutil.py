@@ -53,6 +53,16 @@ def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str,
     return proc.returncode, out, err
 
 
+def reap(*procs: subprocess.Popen[str] | None) -> None:
+    """Resume (a test may have stopped them), kill and wait for whichever of ``procs``
+    still run: none is left behind whatever a test met."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.communicate()
+
+
 def states(directory: Path, test: str) -> list[dict[str, Any]]:
     """The state records of the parties of ``test`` in ``directory``."""
     found = []

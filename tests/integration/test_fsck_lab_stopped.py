@@ -38,11 +38,7 @@ def test_c_writer_stopped_longer_than_the_lease(nfs_lab: lab.NfsLab) -> None:
         code_a, _, err_a = fu.finish(a, timeout=180)
         code_b, _, err_b = fu.finish(b, timeout=180)
     finally:
-        for p in (a, b):
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.communicate()
+        fu.reap(a, b)
     # the writers take turns at the lock (82bec7e), so the stop may catch B holding it or
     # between its turns, and the test cannot choose which
     # (between turns it held no lock to lose: its state was made again on resuming and

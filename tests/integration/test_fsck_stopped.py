@@ -53,14 +53,6 @@ def _stop_while_holding(proc: subprocess.Popen[str], name_part: str,
     return False
 
 
-def _kill(*procs: subprocess.Popen[str]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.kill()
-        p.communicate()
-
-
 def test_c_partner_stopped_holding_the_lock_is_not_blamed_on_the_locks(
         tmp_path: Path) -> None:
     """A -c writer stopped while it held the data file's lock kept the other out for
@@ -76,7 +68,7 @@ def test_c_partner_stopped_holding_the_lock_is_not_blamed_on_the_locks(
         b.send_signal(signal.SIGCONT)
         code_b, _, err_b = fu.finish(b, timeout=120)
     finally:
-        _kill(a, b)
+        fu.reap(a, b)
     assert code_a == 1 and code_b == 1, (err_a, err_b)
     assert NOT_ENFORCED not in err_a and "silent" in err_a, err_a
     assert "Likely cause: no second process" in err_a, err_a
@@ -87,7 +79,7 @@ def test_c_partner_stopped_holding_the_lock_is_not_blamed_on_the_locks(
 def _two_writers_then_kill_one(
         tmp_path: Path) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
     """Two -c writers of 3000 records each, both running, then the second killed -9
-    (both returned: the caller finishes the first and cleans up with _kill)."""
+    (both returned: the caller finishes the first and cleans up with fu.reap)."""
     a = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
     b = fu.start("-c", "--count", "3000", "--wait", "30", str(tmp_path))
     try:
@@ -96,7 +88,7 @@ def _two_writers_then_kill_one(
         time.sleep(0.3)
         b.kill()
     except BaseException:
-        _kill(a, b)
+        fu.reap(a, b)
         raise
     return a, b
 
@@ -108,7 +100,7 @@ def test_c_partner_killed_leaves_no_data_file(tmp_path: Path) -> None:
     try:
         code_a, _, err_a = fu.finish(a, timeout=120)
     finally:
-        _kill(a, b)
+        fu.reap(a, b)
     assert code_a == 1 and "stopped before it finished" in err_a, err_a
     assert "records written until then are intact" in err_a, err_a
     assert not list(tmp_path.glob("amqmfsck.c.*.dat"))
@@ -136,7 +128,7 @@ def test_w_holder_stopped_until_the_waiter_gave_up(tmp_path: Path) -> None:
         first.send_signal(signal.SIGCONT)
         code1, _, err1 = fu.finish(first, timeout=60)
     finally:
-        _kill(first, *([second] if second else []))
+        fu.reap(first, second)
     assert code2 == 1 and "silent" in err2 and "still held" in err2, err2
     assert code1 == 1 and NOT_ENFORCED not in err1, err1
     assert "Likely cause: no second process" in err1 and "ended" in err1, err1
@@ -160,7 +152,7 @@ def test_c_records_are_checked_after_the_partner_was_killed(tmp_path: Path) -> N
         a.send_signal(signal.SIGCONT)
         code_a, _, err_a = fu.finish(a, timeout=120)
     finally:
-        _kill(a, b)
+        fu.reap(a, b)
     assert code_a == 1, err_a
     assert "record 2 is damaged" in err_a and "Likely cause: locks not enforced" in err_a, \
         err_a
@@ -179,7 +171,7 @@ def test_w_waiter_killed_is_not_blamed_on_the_locks(tmp_path: Path) -> None:
         second.kill()
         code1, _, err1 = fu.finish(first, timeout=60)
     finally:
-        _kill(first, second)
+        fu.reap(first, second)
     assert code1 == 1 and NOT_ENFORCED not in err1, err1
     assert "went silent" in err1 and "Likely cause: no second process" in err1, err1
 

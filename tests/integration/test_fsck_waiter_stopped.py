@@ -38,11 +38,7 @@ def test_w_waiter_stopped_does_not_judge_its_own_stop(tmp_path: Path) -> None:
         os.kill(waiter.pid, signal.SIGCONT)
         code2, out2, err2 = fu.finish(waiter)
     finally:
-        for p in (holder, waiter):
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGCONT)
-                p.kill()
-                p.communicate()
+        fu.reap(holder, waiter)
     assert code1 == 1 and "Likely cause: no second process" in err1, err1
     # the hand-off it measured includes its own stop (well over --handoff-limit 1): not
     # judged, and said so
@@ -85,11 +81,7 @@ def test_c_writer_stopped_until_its_partner_gave_up_names_its_own_stop(
         os.kill(stopped.pid, signal.SIGCONT)
         code2, _, err2 = fu.finish(stopped)
     finally:
-        for p in (survivor, stopped):
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGCONT)
-                p.kill()
-                p.communicate()
+        fu.reap(survivor, stopped)
     assert code1 == 1 and "Likely cause: no second process" in err1, err1
     assert code2 == 1, err2
     assert "Likely cause: this process was stopped" in err2, err2
