@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from fsck.meet import note_resumes
 from fsck.report import FsckError, Report, TestResult
 from miqm.cli.common import Stopped, make_app, run_typer, unwind_on_stop_signals
 from miqm.errors import MiqmError
@@ -182,6 +183,9 @@ def run(directory: str, mode: str, **kw: Any) -> int:
     # dropped) ended the run at once: no word, the state files left behind and half a
     # test file from -f; now they unwind through the same cleanup as Ctrl-C
     old = unwind_on_stop_signals()
+    resumes = note_resumes()
+    if resumes is not None:
+        old[signal.SIGCONT] = resumes
     try:
         return _run(directory, mode, **kw)
     except KeyboardInterrupt:

@@ -116,14 +116,14 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
             try:
                 _run(vol, party, res, count, wait, quiet)
             except Failed as exc:
-                if exc.cause not in (CAUSE_PARTNER, CAUSE_SLOW) \
-                        or party.longest_pause <= STOPPED_GAP:
+                stood = party.stopped_for()
+                if exc.cause not in (CAUSE_PARTNER, CAUSE_SLOW) or stood <= STOPPED_GAP:
                     raise
                 # it was this process that stopped: the partner that gave up and ended
                 # meanwhile (or the lock it kept while this one stood still) is no fault
                 # of the other's or of the filesystem's
                 raise Failed(f"this process was stopped or stalled for "
-                             f"{party.longest_pause:.1f} s during the run, which no "
+                             f"{stood:.1f} s during the run, which no "
                              f"filesystem answers for (what followed: {exc.reason})",
                              CAUSE_STOPPED,
                              "let both processes run to the end (do not stop either), "

@@ -31,8 +31,10 @@ import errno
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +61,21 @@ NOT_ENFORCED = "the filesystem does not enforce locks across hosts"
 HOLDING_TICKS = 3  # heartbeats in "holding" that make another party a live holder
 #: a sleep that overran by more than this (seconds) means this process was stopped
 STOPPED_GAP = 1.0
+
+#: monotonic times at which this process was continued after a stop (SIGCONT), while
+#: :func:`note_resumes` is in force
+_resumed_at: list[float] = []
+
+
+def note_resumes() -> Any:
+    """From now on note each time this process is continued after a stop (SIGCONT);
+    returns the handler SIGCONT had (for ``signal.signal``), or None outside the main
+    thread. A stop that falls inside a lock or write call overruns no sleep: without this
+    it looks like a slow call, and the partner that gave up meanwhile like one that
+    stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGCONT, lambda *_: _resumed_at.append(time.monotonic()))
 
 
 def progress(text: str, quiet: bool) -> None:
@@ -119,6 +136,11 @@ class Party:
         #: the longest a sleep of this process overran (seconds): it was stopped
         #: (SIGSTOP, a frozen VM) or starved for that long
         self.longest_pause = 0.0
+        #: the longest time between two heartbeats of this process (seconds): what its
+        #: partners saw as silence, whatever this process was doing meanwhile
+        self.longest_silence = 0.0
+        self._last_beat: float | None = None
+        self._since = time.monotonic()
         self.token = f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(3)}"
         self.name = f"{PREFIX}.{test}.{self.token}.state"
         self.hb = 0
@@ -136,11 +158,23 @@ class Party:
         self._sleep(seconds)
         self.longest_pause = max(self.longest_pause, self.clock() - t0 - seconds)
 
+    def stopped_for(self) -> float:
+        """Seconds this process stood still during the test, as well as it can tell: the
+        longest overrun of its sleeps, or, once it has been continued after a stop
+        (SIGCONT, see :func:`note_resumes`), the longest silence of its heartbeat."""
+        if any(t >= self._since for t in _resumed_at):
+            return max(self.longest_pause, self.longest_silence)
+        return self.longest_pause
+
     def publish(self, state: str | None = None, **extra: Any) -> None:
         """Rewrite this party's record (state, heartbeat, extras) and sync it."""
         if state is not None:
             self.state = state
         self.extra.update(extra)
+        now = self.clock()
+        if self._last_beat is not None:
+            self.longest_silence = max(self.longest_silence, now - self._last_beat)
+        self._last_beat = now
         self.hb += 1
         body = json.dumps({"token": self.token, "host": socket.gethostname(),
                            "pid": os.getpid(), "test": self.test, "state": self.state,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from fsck import concurrent, integrity, mounts
+from fsck import concurrent, integrity, meet, mounts
 from fsck.report import CAUSE_MOUNT, percentiles
 from fsck.report import TestResult as Result
 
@@ -140,7 +141,6 @@ def test_garbage_state_files_are_no_parties(tmp_path: Path) -> None:
     """A state file that is not a party's record (garbage, a torn write, another
     program's file, a directory) is ignored, not an internal error (it was
     OverflowError/TypeError: 'AMQ6184: An internal miqm error' from -w and -c)."""
-    from fsck import meet
     from lockfs import open_volume
 
     for i, raw in enumerate(GARBAGE_RECORDS):
@@ -204,3 +204,28 @@ def test_full_filesystem_is_named_as_such() -> None:
     assert cause == CAUSE_FULL and "full" in reason and "free space" in advice
     nfs = VolumeIOError("pwrite call failed with NFS4ERR_NOSPC", errno=None)
     assert from_error(nfs, "w")[1] == CAUSE_FULL
+
+
+def test_a_stop_inside_a_call_counts_once_the_process_was_continued(tmp_path: Path) -> None:
+    """A stop that falls in a lock or write call overruns no sleep: the silence of the
+    heartbeat counts as this process's stop only once SIGCONT has been seen (without it,
+    a slow call is the filesystem's, not a stop)."""
+    import signal
+
+    from lockfs import open_volume
+
+    now = [100.0]
+    vol = open_volume(str(tmp_path))
+    old = meet.note_resumes()
+    party = meet.Party(vol, "c", clock=lambda: now[0], sleep=lambda s: None)
+    try:
+        party.publish()
+        now[0] += 7.5  # a call that took 7.5 s between two heartbeats
+        party.publish()
+        assert party.longest_silence == 7.5 and party.stopped_for() == 0.0
+        os.kill(os.getpid(), signal.SIGCONT)  # handled at the next bytecode
+        assert party.stopped_for() == 7.5
+    finally:
+        party.close()
+        vol.close()
+        signal.signal(signal.SIGCONT, old)
