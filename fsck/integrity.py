@@ -158,6 +158,10 @@ def ensure_no_writer(vol: Volume, what: str) -> None:
         f.unlock()
 
 
+#: bytes -f zero-fills and syncs between two progress lines
+FORMAT_STEP = 64 << 20
+
+
 def run_format(vol: Volume, results: list[TestResult], pages: int,
                quiet: bool = True) -> None:
     """-f: write a fresh zero-filled test file of ``pages`` pages."""
@@ -172,7 +176,15 @@ def run_format(vol: Volume, results: list[TestResult], pages: int,
                 _unlink(vol, name)
         try:
             with vol.open(DATA_FILE, create=True) as f:
-                f.allocate_zeroed(pages * PAGE)
+                # in steps with a line each: a GiB over a slow NFS link takes minutes,
+                # which in silence look like a hang
+                total, done = pages * PAGE, 0
+                while done < total:
+                    done = min(total, done + FORMAT_STEP)
+                    f.allocate_zeroed(done)
+                    if total > FORMAT_STEP:
+                        progress(f"  {done / (1 << 20):.0f} of {total / (1 << 20):.0f} MiB "
+                                 "written and synced", quiet)
                 magic = FILE_MAGIC
                 crc = crc32c.crc32c(_FILE_HEAD.pack(magic, pages, 0))
                 f.pwrite(_FILE_HEAD.pack(magic, pages, crc).ljust(PAGE, b"\0"), 0)
