@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from miqm import amq
+from miqm.errors import StoreError
 from miqm.store import records as R
 from miqm.store.queues import LocalQueue, MemMessage, QueueTable
 from miqm.store.uow import ACTIVE, PREPARED, UnitOfWork, UowTable
@@ -479,8 +480,20 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
             state.uows.by_xid[u.xid] = u
         # the ops are rebuilt from the log; keep first_lsn as the checkpoint said
         u.first_lsn = None
-    n = replay(state, record_batches(log, start_lsn), cp_lsn,
-               {int(d["txid"]) for d in cp_uows}, defer_puts)
+    _check_same_time(log, start_lsn, cp_lsn)
+    try:
+        n = replay(state, record_batches(log, start_lsn), cp_lsn,
+                   {int(d["txid"]) for d in cp_uows}, defer_puts)
+    except StoreError as exc:
+        # reading from a restart point past an older log's end meets the middle of a
+        # page, or an extent it never had: say what that means, if the log read from its
+        # own restart point ends before the checkpoint record (only on this failure: no
+        # second read otherwise)
+        if cp_lsn is not None and _ends_before(log, cp_lsn):
+            raise _log_older(log, cp_lsn) from exc
+        raise
+    if cp_lsn is not None and _ends_before(log, cp_lsn):
+        raise _log_older(log, cp_lsn)
     torn = getattr(log, "torn_tail", None)
     if torn:
         errlog("AMQ1134", amq.text("AMQ1134", qmgr=qmgr, detail=torn))
@@ -500,3 +513,47 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
     deferred = sum(state.queues.deferred_counts().values())
     return {"records": n, "rolled_back": rolled, "in_doubt": in_doubt,
             "deferred_puts": deferred}
+
+
+_SAME_BACKUP = ("restore the data and log directories together from the same backup "
+                "(docs/runbook.md, Backup and restore); the queue manager cannot start")
+
+
+def _check_same_time(log: Any, start_lsn: int, cp_lsn: int | None) -> None:
+    """The checkpoint file (``start_lsn``) must not be older than the log's own restart
+    point: a checkpoint moves the log's restart point only after it has replaced
+    amqalchk.fil, so an older one is a data directory (or that file) restored or left
+    from another time. Replaying from it would reload queue files newer than it, report
+    them damaged and, on a circular log, find its extents reused."""
+    first = getattr(log, "first_lsn", None)
+    if cp_lsn is None or not callable(first):
+        return
+    log_start = int(first())
+    if start_lsn < log_start:
+        raise StoreError(
+            f"the checkpoint file amqalchk.fil is older than the recovery log: it restarts "
+            f"at LSN {start_lsn}, and the log released everything before LSN {log_start} "
+            f"at a later checkpoint; the data directory (or amqalchk.fil) comes from "
+            f"another time than the log directory: {_SAME_BACKUP}", amq="AMQ6118")
+
+
+def _ends_before(log: Any, cp_lsn: int) -> bool:
+    """The log, read to its end from its own restart point, ends at or before the
+    checkpoint record ``cp_lsn`` (which a checkpoint forces before it writes
+    amqalchk.fil). False when that read fails too: the damage is the report."""
+    end = getattr(log, "end_lsn", None)
+    if not callable(end):
+        return False
+    try:
+        return int(end()) <= cp_lsn
+    except StoreError:
+        return False
+
+
+def _log_older(log: Any, cp_lsn: int) -> StoreError:
+    """The log ends before the checkpoint the data directory records."""
+    return StoreError(
+        f"the recovery log ends at LSN {int(log.end_lsn())}, before the checkpoint record "
+        f"at LSN {cp_lsn} that amqalchk.fil names: the log directory is older than the "
+        f"data directory (restored or copied without it) or has lost the records at "
+        f"its end; {_SAME_BACKUP}", amq="AMQ6118")
