@@ -69,6 +69,13 @@ _CHUNK_PAGES = 256
 #: the fewest pages a circular log keeps back for the records that make room (else a
 #: 32nd of an extent): 16 KiB, a CHECKPOINT record of some 200 units in flight
 _RESERVE_MIN_PAGES = 4
+#: what AMQ6118 for a page that cannot be a record of this log tells the operator
+_DAMAGED_REMEDY = ("restore the data and log directories together from a backup (a log "
+                   "file copied in from another queue manager or another time reads the "
+                   "same way)")
+_STALE_REMEDY = ("the queue manager cannot start: end every instance, check the shared "
+                 "filesystem's locking with amqmfsck, and restore the data and log "
+                 "directories together from a backup")
 
 
 def extent_name(index: int) -> str:
@@ -498,21 +505,29 @@ class RecoveryLog:
             raise LogCorruptError(
                 f"a record of activation generation {gen} follows generation {max_gen} at "
                 f"{self._where(g)} (data offset {foff}): a stale instance wrote after the "
-                "takeover; the queue manager cannot start", amq="AMQ6118")
+                f"takeover; {_STALE_REMEDY}", amq="AMQ6118")
         if gen < ctl.generation and lsn >= ctl.generation_lsn:
             raise LogCorruptError(
                 f"a record of activation generation {gen} is at {self._where(g)} (data offset "
                 f"{foff}), after generation {ctl.generation} began at LSN "
-                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; the queue "
-                "manager cannot start", amq="AMQ6118")
+                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; "
+                f"{_STALE_REMEDY}", amq="AMQ6118")
 
     def _bad_page(self, g: int, why: str) -> LogCorruptError:
         return LogCorruptError(f"the recovery log is damaged at {self._where(g)}: {why}; "
-                               "the queue manager cannot start", amq="AMQ6118")
+                               f"{self._damaged_remedy()}", amq="AMQ6118")
+
+    def _damaged_remedy(self) -> str:
+        """What to do about a damaged page: at restart (the end not yet found) the queue
+        manager cannot start; a log in use read back (rcrmqobj) fails that command."""
+        if self._end is None:
+            return "the queue manager cannot start: " + _DAMAGED_REMEDY
+        return _DAMAGED_REMEDY
 
     def _bad_sequence(self, g: int, foff: int) -> LogCorruptError:
         return LogCorruptError(f"the recovery log is damaged at {self._where(g)} (data offset "
-                               f"{foff}): record fragments out of sequence", amq="AMQ6118")
+                               f"{foff}): record fragments out of sequence; "
+                               f"{self._damaged_remedy()}", amq="AMQ6118")
 
     def _find_stale(self, reader: _PageReader, g_stop: int, stop_pos: int, end: int) -> None:
         """After the scan stopped at page ``g_stop``: corruption, or a torn tail to clean."""
@@ -630,8 +645,8 @@ class RecoveryLog:
             raise LogCorruptError(
                 f"a page of activation generation {info.generation} is at "
                 f"{self._where(info.page_no)}, after generation {ctl.generation} began at LSN "
-                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; the queue "
-                "manager cannot start", amq="AMQ6118")
+                f"{ctl.generation_lsn}: a stale instance wrote after the takeover; "
+                f"{_STALE_REMEDY}", amq="AMQ6118")
         if info.batch_start > stop_pos:
             raise self._corrupt(g_stop, info.page_no)
 

@@ -1,0 +1,77 @@
+"""Every AMQ6118 a restart's read of the log raises says what to do, not only that the
+queue manager cannot start (found by exploratory testing, 2026-11-28: a log file of
+another queue manager copied over S0000003.LOG gave 'AMQ6118: the recovery log is damaged
+at log file S0000003.LOG offset 167936: bad fragment at data offset 2541; the queue
+manager cannot start', and a stale writer's records the same, with nothing to do)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lockfs.posix import PosixVolume
+from miqm.errors import LogCorruptError
+from miqm.store.log import RecoveryLog
+from miqm.store.settings import LogSettings
+
+pytestmark = pytest.mark.usefixtures("c_parts_or_python")
+
+SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=2)
+
+
+def _log(path: Path) -> PosixVolume:
+    vol = PosixVolume(str(path))
+    RecoveryLog.create(vol, SMALL)
+    return vol
+
+
+def _refused(vol: PosixVolume, gen: int) -> str:
+    log = RecoveryLog.open(vol, SMALL, generation=gen)
+    try:
+        with pytest.raises(LogCorruptError) as info:
+            list(log.records(log.first_lsn()))
+    finally:
+        log.close()
+    line = str(info.value)
+    assert info.value.amq == "AMQ6118" and "\n" not in line
+    return line
+
+
+def test_a_log_file_of_another_queue_manager_copied_in_says_restore(tmp_path: Path) -> None:
+    ours = _log(tmp_path / "ours")
+    log = RecoveryLog.open(ours, SMALL, generation=1)
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"a" * 100)
+    restart = log.append_and_force(b"b" * 100)
+    log.set_restart_lsn(restart)
+    log.close()
+    theirs = _log(tmp_path / "theirs")
+    other = RecoveryLog.open(theirs, SMALL, generation=1)
+    list(other.records(other.first_lsn()))
+    other.append_and_force(b"\xab" * 3000)  # our restart point is inside this record
+    other.close()
+    shutil.copy(tmp_path / "theirs" / "S0000000.LOG", tmp_path / "ours" / "S0000000.LOG")
+    line = _refused(ours, 2)
+    assert "S0000000.LOG" in line and "cannot start" in line
+    assert "restore the data and log directories together from a backup" in line
+    assert "another queue manager" in line
+
+
+def test_a_stale_writer_after_a_takeover_says_what_to_do(tmp_path: Path) -> None:
+    vol = _log(tmp_path / "log")
+    old = RecoveryLog.open(vol, SMALL, generation=1)
+    list(old.records(old.first_lsn()))
+    for i in range(5):
+        old.append_and_force(b"%03d" % i * 30)
+    new = RecoveryLog.open(vol, SMALL, generation=2)
+    list(new.records(new.first_lsn()))
+    new.append_and_force(b"new active")
+    for i in range(10):  # the fenced-off instance writes on
+        old.append_and_force(b"%04d" % i * 250)
+    line = _refused(vol, 3)
+    assert "stale instance" in line and "amqmfsck" in line
+    assert "restore the data and log directories together from a backup" in line
+    old.close()
+    new.close()
