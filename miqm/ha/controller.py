@@ -121,14 +121,32 @@ ACTIVE_HELD = ("the active lock of '{qmgr}' is held by {who}, which does not hol
                "master lock this instance was just granted: lock files were removed or "
                "replaced by hand while that instance ran, and two instances would write "
                "the queue manager's data at once.")
+#: the lock file an active instance holds shared in its *log* directory beside ``active``
+#: in the data directory: a data directory replaced under a running active (a copy or a
+#: backup restored in its place, another export mounted there) leaves that active
+#: holding locks on files no path names any more, and a new instance could lock the
+#: copy's ``master`` and ``active`` and write the same log (seen: two actives, both
+#: Running, until the first one's next verify). The log directory is not the copy's.
+LOG_ACTIVE = "active"
+#: the line for the log directory's ``active`` held by a live instance
+LOG_ACTIVE_HELD = ("the log directory of '{qmgr}' is in use by {who}, which still runs as "
+                   "the active instance though this instance was just granted the master "
+                   "lock: the data directory was replaced (a copy or a backup put in its "
+                   "place, another filesystem mounted there) while that instance ran, and "
+                   "two instances would write the same log.")
+#: seconds a lock in the log directory held by the previous master holder is given to
+#: go when no lease is known (posix: a dead process's locks go with it at once)
+LOG_ACTIVE_GRACE = 2.0
 
 
 class _ActiveHeld(Exception):
-    """A takeover found ``active`` held by an instance other than master's last holder."""
+    """A takeover found ``active`` held by an instance other than master's last holder,
+    or the log directory's ``active`` held by a live one (``line``: which)."""
 
-    def __init__(self, who: str) -> None:
+    def __init__(self, who: str, line: str = ACTIVE_HELD) -> None:
         super().__init__(who)
         self.who = who
+        self.line = line
 
 
 class _NoSpace(Exception):
@@ -190,6 +208,8 @@ class Controller:
         self.events: EventLog | None = None
         self.master: LockFile | None = None
         self.active_lock: LockFile | None = None
+        #: the active's shared lock in the log directory (:data:`LOG_ACTIVE`)
+        self.log_active_lock: LockFile | None = None
         self.standby_lock: LockFile | None = None
         self.record: HolderRecord | None = None
         self.ownership: Ownership | None = None
@@ -624,7 +644,7 @@ class Controller:
             # longer the path's: it stops at its next verify, and a later poll takes over
             if not self._active_held_said:
                 self._active_held_said = True
-                self.say("AMQ7279", f"{ACTIVE_HELD.format(qmgr=self.qmgr, who=exc.who)} "
+                self.say("AMQ7279", f"{exc.line.format(qmgr=self.qmgr, who=exc.who)} "
                                     "The standby instance does not take over while it "
                                     "runs, and tries again at its next poll.")
             self.event("takeover_deferred", reason="active held", holder=exc.who)
@@ -652,10 +672,11 @@ class Controller:
             except LockFsError:
                 return False
         self._anchor_leases(None)
-        for lock in (self.active_lock, self.master):
+        for lock in (self.log_active_lock, self.active_lock, self.master):
             if lock is not None:
                 lock.release()
         self.active_lock, self.ownership, self.record = None, None, None
+        self.log_active_lock = None
         self.standby_lock = LockFile(self.data, "standby")
         if not self.try_lock(self.standby_lock, LockMode.EXCLUSIVE, self.holder()):
             return False
@@ -822,6 +843,14 @@ class Controller:
             raise HAError(f"{ACTIVE_HELD.format(qmgr=self.qmgr, who=other)} End that "
                           "instance (endmqm, or kill it on its host), then start this one "
                           "again.", amq="AMQ7279", exit_code=EXIT_FATAL)
+        other = self._log_active_held()
+        if other is not None:  # before anything is written, master's record included
+            self.master.release()
+            if failover_from is not None:
+                raise _ActiveHeld(other, LOG_ACTIVE_HELD)
+            raise HAError(f"{LOG_ACTIVE_HELD.format(qmgr=self.qmgr, who=other)} End that "
+                          "instance (endmqm, or kill it on its host), then start this one "
+                          "again.", amq="AMQ7279", exit_code=EXIT_FATAL)
         self.master.write_record(self.record)
         if not self._master_at_its_path():  # before anything else is written
             self.master.release()
@@ -834,6 +863,15 @@ class Controller:
             self.master.release()
             raise HAError(f"the active lock of '{self.qmgr}' is held exclusively elsewhere",
                           amq="AMQ7279", exit_code=EXIT_FATAL)
+        if not self._log_shares_data():
+            self.log_active_lock = LockFile(self.log_volume, LOG_ACTIVE)
+            if not self.try_lock(self.log_active_lock, LockMode.SHARED, self.record):
+                self.log_active_lock = None
+                self.active_lock.release()
+                self.master.release()
+                raise HAError(f"the active lock in the log directory of '{self.qmgr}' is "
+                              "held exclusively elsewhere", amq="AMQ7279",
+                              exit_code=EXIT_FATAL)
         if self.standby_lock is not None:
             self.standby_lock.release()
             self._clear_standby_address()
@@ -980,6 +1018,47 @@ class Controller:
         return f"the instance on {record.host} (pid {record.pid}, generation " \
                f"{record.generation})"
 
+    def _log_shares_data(self) -> bool:
+        """True if the log directory is the data directory itself (its ``active`` is the
+        data directory's: one lock file, checked already)."""
+        log = getattr(self, "log_volume", None)
+        return log is None or getattr(log, "url", None) == getattr(self.data, "url", object())
+
+    def _log_active_grace(self) -> float:
+        """How long a lock in the log directory may outlive the master lock of an
+        instance that is gone: a lease and 5 s where a lease is known (on NFSv4 each file
+        may be its own lease, or the log another server's), else :data:`LOG_ACTIVE_GRACE`."""
+        leases = [x for x in (getattr(self.log_volume, "lease_seconds", None),
+                              self.data.lease_seconds) if x is not None]
+        return max(leases) + 5.0 if leases else LOG_ACTIVE_GRACE
+
+    def _log_active_held(self, clock: Any = time.monotonic,
+                         sleep: Any = time.sleep) -> str | None:
+        """With ``master`` just granted: who holds the log directory's ``active``
+        (:data:`LOG_ACTIVE`) if it stays held, else None. Unlike ``active`` in the data
+        directory, even master's previous holder is not let through: its master lock is
+        the one just granted here, so if it still holds the log's lock it either is on
+        its way out (given :meth:`_log_active_grace` to go) or still runs on a data
+        directory replaced under it, and writes this very log. None too when the file is
+        absent (an active of an older release) or cannot be looked at."""
+        if self._log_shares_data():
+            return None
+        deadline = clock() + self._log_active_grace()
+        while True:
+            try:
+                record, held = peek(self.log_volume, LOG_ACTIVE)
+            except LockFsError:
+                return None
+            if held is not True:
+                return None
+            if clock() >= deadline:
+                break
+            sleep(0.05)
+        if record is None:
+            return "an instance whose record cannot be read"
+        return f"the instance on {record.host} (pid {record.pid}, generation " \
+               f"{record.generation})"
+
     def _takeover_cause(self, status: QMStatus) -> str:
         """Why this standby took over, for the error log: what an administrator reading
         AMQERR01.LOG after a failover asks first (the old active could write nothing)."""
@@ -1035,7 +1114,9 @@ class Controller:
 
     def release_locks(self) -> None:
         self._anchor_leases(None)
-        for lock in (self.active_lock, self.master, self.standby_lock):
+        # the log directory's lock before master: whoever is granted master next must
+        # find it free, or it takes this instance for one still running (LOG_ACTIVE)
+        for lock in (self.log_active_lock, self.active_lock, self.master, self.standby_lock):
             if lock is not None:
                 lock.release()
 
