@@ -567,6 +567,8 @@ class QueueManagerStore:
             self._aborted.update(range(info.seq + 1, st.max_cp_seq + 1))
             self._next_cp = max(self._next_cp, st.max_cp_seq + 1)
         self.recovery_stats = stats
+        # images of queues whose DELETE the replay redid (see delete_queue)
+        self._media = {n: lsn for n, lsn in self._media.items() if n in st.queues}
         oldest = st.uows.oldest_logged()
         if oldest is not None and oldest.first_lsn is not None:
             self._pin_threshold = oldest.first_lsn + self._pin_limit
@@ -1332,6 +1334,9 @@ class QueueManagerStore:
             lsn = self._append(R.encode_json(R.DELETE, {"name": name}))
             del self.state.queues[name]
             self._damaged.pop(name, None)
+            # its media image goes with it: kept, it would hold the oldest log file
+            # media recovery needs (AMQ7468) at the image's LSN for ever
+            self._media.pop(name, None)
             if q.file is not None:
                 q.file.close()
             self._deleted_files.add(name)
