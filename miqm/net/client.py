@@ -364,6 +364,11 @@ class Connection:
         self.generation = 0
         #: when a request last went out (time.monotonic)
         self._last_sent = 0.0
+        #: since when a consumer's waits heard nothing (None: it heard something since),
+        #: and the liveness ping sent meanwhile (:meth:`_silent_for`)
+        self._silent_since: float | None = None
+        self._probe: int | None = None
+        self._probe_sent = 0.0
         #: close() was called: every later call is refused with 2018 (MQRC_HCONN_ERROR)
         self.closed = False
         #: a controlled end closed this connection without asking clients to reconnect:
@@ -567,6 +572,8 @@ class Connection:
         self._wsize = 0
         self._lone_put = None
         self._pending.clear()
+        self._silent_since = None
+        self._probe = None
         # pushes already read stay for their consumers (a confirmation read before the
         # connection ended still settles a batch); subscription ids are never reused
 
@@ -627,7 +634,7 @@ class Connection:
         pending = waiting.pop(rid, None)
         if pending is not None:
             op, callback = pending
-            if not frame.get("ok") and self.async_error is None:
+            if not frame.get("ok") and self.async_error is None and op != "ping":
                 self.async_error = (op, frame)
             if callback is not None:
                 callback(frame)
@@ -1081,12 +1088,15 @@ class Connection:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                self._silent_for()
                 return None
             self._deadline(remaining)
             try:
                 frame = self._read_one()
             except READ_TIMEOUT:
+                self._silent_for()
                 return None
+            self._silent_since = None  # heard from: once a frame (a batch), not a message
             if frame is _PUSHED:
                 queue = self._pushes.get(sub)
                 if queue:
@@ -1101,6 +1111,44 @@ class Connection:
                             self.ended = err
                     raise err
                 raise NetError("an unexpected reply arrived", mqrc=MQRC_CONNECTION_BROKEN)
+
+    def _silent_for(self) -> None:
+        """A consumer's wait went by with nothing from the queue manager. A consumer sends
+        nothing while it waits, so an instance gone silent (its host cut off, or fenced
+        while the network dropped its FIN) would leave it waiting on the dead connection
+        for ever, never following the failover: after ``call_timeout`` seconds of silence
+        a ``ping`` goes out, and if ``call_timeout`` more pass without a word the
+        connection is taken as broken (MQ's channel heartbeat, HBINT, does this for its
+        clients). Only the idle path pays for it, never a message."""
+        now = time.monotonic()
+        since = self._silent_since
+        if since is None:
+            self._silent_since = now
+            return
+        probe = self._probe
+        if probe is not None and probe in self._pending:
+            if now - self._probe_sent >= self.call_timeout:
+                raise NetError(f"the queue manager did not answer for "
+                               f"{now - since:.0f} seconds (call_timeout "
+                               f"{self.call_timeout:g}): the connection is taken as broken "
+                               "(MQRC 2009 MQRC_CONNECTION_BROKEN)",
+                               mqrc=MQRC_CONNECTION_BROKEN)
+            return
+        if now - since < self.call_timeout or self._sock is None:
+            return
+        rid = next(self._ids)
+        try:
+            self._write({"id": rid, "op": "ping"}, True)
+        except OSError as exc:
+            raise NetError(f"the connection to the queue manager broke ({exc})",
+                           mqrc=MQRC_CONNECTION_BROKEN) from None
+        self._pending[rid] = ("ping", self._heard)
+        self._probe, self._probe_sent = rid, now
+
+    def _heard(self, _reply: dict[str, Any]) -> None:
+        """The liveness ping of :meth:`_silent_for` was answered (whatever it says)."""
+        self._silent_since = None
+        self._probe = None
 
     def close(self) -> None:
         """Close the connection (the server backs out any open unit of work); later

@@ -1,0 +1,135 @@
+"""A queue manager that goes silent under a connected application: the real store and
+listener in this process, reached through a TCP relay that can stop passing bytes while
+keeping the application's socket open (a network partition, an active host that fenced
+itself while its FIN and RST were dropped). The application must find out by itself and
+go on with the next CONNAME entry, as MQ's clients do through channel heartbeats."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import threading
+
+import pytest
+
+from miqm import client as mq
+from tests.unit.test_client import served  # noqa: F401  (fixture)
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("miqm.store.log") is None,
+                                reason="needs the store's recovery log")
+
+
+class SilentRelay:
+    """Relays TCP connections to ``target`` until :meth:`silence`: then the queue
+    manager's side of each connection is closed (the instance behind it is gone) and the
+    application's side stays open and hears nothing more; new connections are refused."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listening = socket.create_server(("127.0.0.1", 0))
+        self.address = self.listening.getsockname()
+        self.silent = threading.Event()
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                app, _addr = self.listening.accept()
+            except OSError:
+                return  # closed by silence() or close()
+            if self.silent.is_set():
+                app.close()
+                return
+            qmgr = socket.create_connection(self.target)
+            with self._lock:
+                self.pairs.append((app, qmgr))
+            for src, dst in ((app, qmgr), (qmgr, app)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if self.silent.is_set():
+                continue  # dropped on the way, as by a partition
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def silence(self) -> None:
+        """From now on nothing passes; the queue manager's side ends, the application's
+        side stays open."""
+        self.silent.set()
+        self._stop_listening()
+        with self._lock:
+            for _app, qmgr in self.pairs:
+                qmgr.close()
+
+    def _stop_listening(self) -> None:
+        # shutdown wakes the accept() in progress; a close alone leaves the socket
+        # listening under it until the next connection
+        try:
+            self.listening.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listening.close()
+
+    def close(self) -> None:
+        """Close everything the relay holds."""
+        self._stop_listening()
+        with self._lock:
+            for app, qmgr in self.pairs:
+                app.close()
+                qmgr.close()
+
+
+def test_a_consumer_whose_queue_manager_went_silent_moves_to_the_next_entry(
+        served) -> None:  # noqa: F811
+    real = "{}({})".format(*served.listener.address)
+    relay = SilentRelay(served.listener.address)
+    conname = f"{relay.address[0]}({relay.address[1]}),{real}"
+    got: list[mq.Message] = []
+    errors: list[BaseException] = []
+    qm = mq.connect("QMC", conname=conname, reconnect=True, call_timeout=1.0,
+                    reconnect_timeout=30.0)
+
+    def consume() -> None:
+        try:
+            for msg in qm.consume("Q1", prefetch=10):
+                got.append(msg)
+        except mq.HConnError:
+            pass  # closed by the test
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    try:
+        assert qm._conn.endpoint is not None and qm._conn.endpoint.port == relay.address[1]
+        with mq.connect("QMC", conname=real) as producer:
+            producer.put("Q1", b"before", persistent=True)
+            consumer.start()
+            wait_until(lambda: len(got) == 1, "the first message consumed", 15)
+            relay.silence()
+            producer.put("Q1", b"after", persistent=True)
+        # without a look at a silent connection the consumer waited on it for ever
+        wait_until(lambda: any(m.body == b"after" for m in got) or errors,
+                   "the consumer reconnected and got the message put after the silence",
+                   15)
+        assert not errors, errors
+        bodies = [m.body for m in got]
+        assert set(bodies) == {b"before", b"after"}, bodies
+        # a message seen twice is marked: never delivered twice without a word
+        assert all(m.redelivered for m in got[1:] if m.body == b"before"), got
+        assert qm._conn.endpoint.port == served.listener.address[1]
+    finally:
+        qm.close()
+        consumer.join(10)
+        relay.close()
