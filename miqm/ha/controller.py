@@ -131,9 +131,10 @@ LOG_ACTIVE = "active"
 #: the line for the log directory's ``active`` held by a live instance
 LOG_ACTIVE_HELD = ("the log directory of '{qmgr}' is in use by {who}, which still runs as "
                    "the active instance though this instance was just granted the master "
-                   "lock: the data directory was replaced (a copy or a backup put in its "
-                   "place, another filesystem mounted there) while that instance ran, and "
-                   "two instances would write the same log.")
+                   "lock: the data directory or its lock files were replaced (a copy or a "
+                   "backup put in its place, another filesystem mounted there, lock files "
+                   "removed or made links) while that instance ran, and two instances "
+                   "would write the same log.")
 #: seconds a lock in the log directory held by the previous master holder is given to
 #: go when no lease is known (posix: a dead process's locks go with it at once)
 LOG_ACTIVE_GRACE = 2.0

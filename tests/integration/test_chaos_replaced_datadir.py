@@ -80,3 +80,31 @@ def test_a_data_directory_replaced_under_the_active_never_makes_two_actives() ->
         assert pair.get_all(pair.b, "REPL.Q") == ["before", "after"]
     finally:
         pair.close()
+
+
+def test_master_removed_and_active_made_a_link_never_makes_two_actives() -> None:
+    """``master`` removed and ``active`` replaced by a symbolic link to a fresh file: the
+    data directory's ``active`` check looked through the link at a file nobody locks, and
+    a start ran beside the first active; the log directory's lock refuses it."""
+    pair = LocalPair(qmgr="QMLINK")
+    pair.tuning["VerifyInterval"] = "8"
+    pair.tuning["MonitorStall"] = "3"
+    try:
+        pair.create()
+        pair.start(pair.a)
+        data = pair.data_dir()
+        os.unlink(os.path.join(data, "master"))
+        os.unlink(os.path.join(data, "active"))
+        with open(os.path.join(data, "elsewhere"), "wb"):
+            pass
+        os.symlink("elsewhere", os.path.join(data, "active"))
+        started = pair.run(pair.b, "strmqm", pair.qmgr, check=False, timeout=60)
+        out = (started.stdout + started.stderr).strip()
+        assert "Traceback" not in out
+        if started.returncode == 0:  # only if hosta had stopped at its verify first
+            assert "hosta" not in _actives_by_file(pair), out
+        else:
+            assert "AMQ7279" in out and "hosta" in out, out
+            assert _actives_by_file(pair) == ["hosta"], out
+    finally:
+        pair.close()
