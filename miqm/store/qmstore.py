@@ -330,6 +330,9 @@ class QueueManagerStore:
         # the checkpoint between its first and last steps in another thread (its plan)
         self._cp_running: _CheckpointPlan | None = None
         self._media: dict[str, int] = {}
+        # the oldest log files restart and media recovery need, as the error log last
+        # said (AMQ7467, AMQ7468; linear logs): written again when a checkpoint moves them
+        self._log_files_said: tuple[str, str] | None = None
         self._deleted_files: set[str] = set()
         self._aborted: set[int] = set()  # checkpoints that never completed (qindex)
         # the checkpoint ending open() leaves deep queues' indexes to the next one (the
@@ -2226,7 +2229,26 @@ class QueueManagerStore:
             self.log.set_restart_lsn(info.restart_lsn)
         self._usage_after_cp = self._log_usage()
         self.last_checkpoint = info
+        self._say_log_files()
         self.checkpoint_seconds.observe(time.perf_counter() - plan.started)
+
+    def _say_log_files(self) -> None:
+        """AMQ7467 and AMQ7468 in the error log when a checkpoint has moved the oldest log
+        file restart or media recovery needs (linear logs): what an archiving job reads to
+        know which files it may move away, as MQ writes them. Not for the open's own
+        checkpoint (the baseline: strmqm's lines stay as they are), at most one pair per
+        extent the log moves on, never on a message's path."""
+        if self.settings.log_type != "LINEAR":
+            return
+        rec = self._safe(self.log.oldest_extent_for_restart)
+        med = self._safe(self.log.oldest_extent_for_media)
+        if not isinstance(rec, str) or not isinstance(med, str):
+            return
+        said, self._log_files_said = self._log_files_said, (rec, med)
+        if said is None or said == (rec, med):
+            return
+        self._errlog("AMQ7467", amq.text("AMQ7467", qmgr=self.qmgr, extent=rec))
+        self._errlog("AMQ7468", amq.text("AMQ7468", qmgr=self.qmgr, extent=med))
 
     def _put_index_files(self, plan: _CheckpointPlan) -> None:
         """Step three's renames of the index files the checkpoint wrote (and removal of
@@ -2468,6 +2490,8 @@ class QueueManagerStore:
             q.media_lsn = self._media[queue]
             self._checkpoint_locked()
         self._force(lsn)
+        # the error log keeps what media operations were done, and when
+        self._errlog("AMQ7086", amq.text("AMQ7086", name=queue))
 
     def recreate_object(self, queue: str) -> None:
         """rcrmqobj: rebuild ``queue``'s file from its image plus the log."""
@@ -2486,4 +2510,5 @@ class QueueManagerStore:
             self.state.queues[queue] = q
             self._damaged.pop(queue, None)
             self._checkpoint_locked()
+        self._errlog("AMQ7107", amq.text("AMQ7107", name=queue))
 

@@ -78,3 +78,57 @@ def test_a_delete_redone_by_restart_releases_it_too(tmp_path: Path) -> None:
             "S0000000.LOG"
     finally:
         s.close()
+
+
+def test_the_error_log_says_which_log_files_are_needed_as_they_move(
+        tmp_path: Path) -> None:
+    """AMQ7467/AMQ7468 go to the error log when a checkpoint moves them (what an archiving
+    job reads, as on MQ), and rcdmqimg/rcrmqobj leave AMQ7086/AMQ7107 there: the error
+    log said none of them (they were only printed by the commands and DISPLAY QMSTATUS)."""
+    s = _with_a_deleted_image(tmp_path)
+    s.close()
+    lines: list[tuple[str, str]] = []
+    s = QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
+                               PosixVolume(str(tmp_path / "log")), "QM", LINEAR,
+                               StoreTuning(), generation=2, background=False,
+                               errlog=lambda a, t: lines.append((a, t)))
+    try:
+        assert not [a for a, _t in lines if a in ("AMQ7467", "AMQ7468")]  # strmqm's as was
+        _moved_on(s)
+        said = [t for a, t in lines if a == "AMQ7467"]
+        assert said and said[-1].endswith(f"is {s.log.oldest_extent_for_restart()}.")
+        assert len(said) == len(set(said))  # only when it moves
+        media = [t for a, t in lines if a == "AMQ7468"]
+        assert media[-1].endswith(f"is {s.log.oldest_extent_for_media()}.")
+        assert ("AMQ7086", "Media image for object Q, type queue recorded.") in lines
+        s.recreate_object("Q")
+        assert ("AMQ7107", "Object Q, type queue recreated.") in lines
+    finally:
+        s.close()
+
+
+def test_a_circular_log_writes_no_amq7467(tmp_path: Path) -> None:
+    for d in ("data", "log"):
+        (tmp_path / d).mkdir()
+    circular = LogSettings(file_pages=64, primary_files=3, secondary_files=1)
+    QueueManagerStore.create(PosixVolume(str(tmp_path / "data")),
+                             PosixVolume(str(tmp_path / "log")), "QM", circular)
+    lines: list[tuple[str, str]] = []
+    s = QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
+                               PosixVolume(str(tmp_path / "log")), "QM", circular,
+                               StoreTuning(), generation=1, background=False,
+                               errlog=lambda a, t: lines.append((a, t)))
+    try:
+        s.define_queue("Q", DEFPSIST="YES")
+        _moved_on_circular(s)
+        assert not [a for a, _t in lines if a in ("AMQ7467", "AMQ7468")]
+    finally:
+        s.close()
+
+
+def _moved_on_circular(s: QueueManagerStore) -> None:
+    for i in range(300):
+        s.put("Q", b"%06d" % i + bytes(3000))
+        s.get("Q")
+        if i % 50 == 0:
+            s.checkpoint()
