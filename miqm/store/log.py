@@ -1293,8 +1293,10 @@ class RecoveryLog:
             files = inactive = None
         else:
             try:
-                names = [n for n in self.volume.listdir("") if n.startswith("S")
-                         and n.endswith(".LOG")]
+                # only S0000000.LOG-form names: a copy an operator left there
+                # (SAVED.LOG, S3.LOG) is no extent, and its name would not parse
+                names = [n for n in self.volume.listdir("") if len(n) == 12
+                         and n.startswith("S") and n.endswith(".LOG") and n[1:8].isdigit()]
             except LockFsError:
                 names = []
             files = len(names)

@@ -75,3 +75,22 @@ def test_a_stale_writer_after_a_takeover_says_what_to_do(tmp_path: Path) -> None
     assert "restore the data and log directories together from a backup" in line
     old.close()
     new.close()
+
+
+def test_amqldmpa_counts_only_extents_among_other_files(tmp_path: Path) -> None:
+    """A file an operator left in a linear log directory (a saved copy) is not counted,
+    and its name does not stop the logger dump (it raised ValueError on 'SAVED.LOG')."""
+    linear = LogSettings(log_type="LINEAR", file_pages=64, primary_files=2,
+                         secondary_files=2)
+    vol = PosixVolume(str(tmp_path / "log"))
+    RecoveryLog.create(vol, linear)
+    for name in ("SAVED.LOG", "S0000000.LOG.bak", "S1.LOG"):
+        (tmp_path / "log" / name).write_bytes(b"x")
+    log = RecoveryLog.open(vol, linear, generation=1)
+    try:
+        list(log.records(log.first_lsn()))
+        stats = log.stats()
+        assert stats["FileCount"] == len(list((tmp_path / "log").glob("S???????.LOG")))
+        assert stats["loginactive"] == 0
+    finally:
+        log.close()
