@@ -191,6 +191,11 @@ def _cut_before_hello(session: Session, raw: socket.socket) -> None:
         pass
 
 
+def _owes_nothing() -> bool:
+    """:attr:`Session.owes_ack` of a session that runs no stream."""
+    return False
+
+
 class Session:
     """Per-connection state: an id, the peer address, a ``state`` dict the handler owns
     (the service keeps the open unit of work there), the authenticated ``principal``,
@@ -211,6 +216,10 @@ class Session:
         self.closed = False
         #: streams that keep a silent connection alive (a consumer waiting for messages)
         self.streams = 0
+        #: asked when the connection has been silent for the idle timeout with streams
+        #: running: true while a stream has pushed messages the client has not
+        #: acknowledged (it is not waiting for messages: the client owes an answer)
+        self.owes_ack: Callable[[], bool] = _owes_nothing
         #: set when the listener dropped the connection for not passing hello in time
         self.handshake_expired = False
         #: requests read whose replies have not been sent yet (its thread counts them):
@@ -663,8 +672,12 @@ class Listener:
             try:
                 request = reader.read()
             except READ_TIMEOUT:
-                if session.streams > 0 and session.principal is not None:
+                if (session.streams > 0 and session.principal is not None
+                        and not session.owes_ack()):
                     continue  # a consumer waiting for messages is not idle
+                # one holding pushed messages it never acknowledged is: a client stopped
+                # (SIGSTOP) or cut off held them locked for ever (MQ's heartbeat ends
+                # such a channel)
                 self._count("idle")
                 return
             except OldProtocol:

@@ -15,6 +15,7 @@ The ops and reply shapes are listed in docs/protocol.md; this module is the refe
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 import threading
@@ -144,6 +145,16 @@ def _backed_out(failed: str) -> dict[str, Any]:
     """The commit's reply for a unit one of whose calls failed (``failed``)."""
     return error_reply(MQRC_BACKED_OUT, "the unit of work was backed out because one of its "
                        f"calls failed: {failed} (MQRC 2003)")
+
+
+def _owes_ack(subs: dict[int, Subscription]) -> bool:
+    """Whether a consumer of a session has pushed messages its client has not
+    acknowledged (the listener asks when the connection has been silent for its idle
+    timeout: such a client is stopped or cut off, not waiting for messages)."""
+    try:
+        return any(sub.awaiting_client() for sub in tuple(subs.values()))
+    except RuntimeError:  # a consumer started or ended meanwhile: it is in use
+        return False
 
 
 class QueueService:
@@ -596,6 +607,7 @@ class QueueService:
         sub = Subscription(self.store, session, sub_id, name, prefetch, self.backout_counts,
                            on_got=self._count_got, packed=bool(req.get("packed")))
         subs[sub_id] = sub
+        session.owes_ack = functools.partial(_owes_ack, subs)
         self._hook(session)
         sub.start()
         return {"ok": True, "sub": sub_id}

@@ -341,6 +341,11 @@ class Subscription:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(WAIT_SLICE * 4)
 
+    def awaiting_client(self) -> bool:
+        """Whether batches were pushed that the client has not acknowledged."""
+        with self._cond:
+            return bool(self._batches)
+
     def unsettled(self) -> int:
         """Batches pushed and not yet acknowledged or committed."""
         with self._cond:

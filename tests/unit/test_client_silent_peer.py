@@ -133,3 +133,33 @@ def test_a_consumer_whose_queue_manager_went_silent_moves_to_the_next_entry(
         qm.close()
         consumer.join(10)
         relay.close()
+
+
+def test_a_stopped_consumer_holding_pushed_messages_is_dropped_at_the_idle_timeout(
+        served) -> None:  # noqa: F811
+    """A consumer that has messages pushed to it and then says nothing (its process
+    stopped, its host cut off) is dropped after the listener's IdleTimeout like any other
+    silent client, and its messages go back to the queue for others, marked; before, a
+    connection with a consumer was never idle and held them locked for ever."""
+    served.listener.idle_timeout = 1.0
+    real = "{}({})".format(*served.listener.address)
+    bodies = [f"m{i}".encode() for i in range(5)]
+    with mq.connect("QMC", conname=real) as producer:
+        for body in bodies:
+            producer.put("Q1", body, persistent=True, syncpoint=True)
+        producer.commit()
+    stopped = mq.connect("QMC", conname=real, reconnect=False, call_timeout=60.0)
+    try:
+        consumer = iter(stopped.consume("Q1", prefetch=10))
+        first = next(consumer)  # the batch of five pushed, one handed out, none acked
+        assert first.body == bodies[0]
+        # from here the application does nothing, as if stopped
+        wait_until(lambda: served.listener.rejected.get("idle", 0) >= 1,
+                   "the silent consumer's connection dropped as idle", 15)
+        with mq.connect("QMC", conname=real) as other:
+            again = [other.get("Q1", wait=10.0) for _ in bodies]
+        assert [m.body for m in again] == bodies
+        assert all(m.redelivered for m in again), [m.backout_count for m in again]
+    finally:
+        stopped._conn.abort()
+        stopped.close()
