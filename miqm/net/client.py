@@ -449,10 +449,20 @@ class Connection:
                     eof_once.add(ep)
                     todo.insert(0, ep)
                     continue
-                errors.append(f"{ep}: the TLS handshake failed ({exc.reason or exc}): is the "
-                              "listener configured for TLS, does MIQM_TLS_CA trust its "
-                              "certificate, and does it need a client certificate "
-                              "(MIQM_TLS_CERT, MIQM_TLS_KEY)?")
+                verify = getattr(exc, "verify_message", None)
+                if isinstance(exc, ssl.SSLCertVerificationError) and verify:
+                    # say which check failed: an untrusted, expired or misnamed listener
+                    # certificate all read CERTIFICATE_VERIFY_FAILED, and the client
+                    # certificate questions do not apply
+                    errors.append(f"{ep}: the listener's certificate was not accepted "
+                                  f"({verify.rstrip('.')}): MIQM_TLS_CA must hold the CA "
+                                  "that signed it, and it must be valid now and name the "
+                                  f"host the CONNAME gives ({ep.host})")
+                else:
+                    errors.append(f"{ep}: the TLS handshake failed ({exc.reason or exc}): is "
+                                  "the listener configured for TLS, does MIQM_TLS_CA trust "
+                                  "its certificate, and does it need a client certificate "
+                                  "(MIQM_TLS_CERT, MIQM_TLS_KEY)?")
                 refused.setdefault(MQRC_SSL_INITIALIZATION_ERROR, errors[-1])
                 continue
             except (OSError, NetError) as exc:  # PeerClosed, a reset, a timeout among them
