@@ -558,7 +558,7 @@ class QueueManagerStore:
         # committed puts are applied when their queue is first used, or by the next
         # checkpoint: a takeover serves first (QueueTable.defer)
         stats = restart(st, self.log, start, info.cp_lsn, info.uows, self.qmgr, self._errlog,
-                        defer_puts=True)
+                        defer_puts=True, cp_seq=info.seq)
         stats["seconds"] = time.perf_counter() - t0
         stats["load_seconds"] = loaded  # the queues, before the replay (``seconds``)
         end = getattr(self.log, "end_lsn", None)

@@ -467,9 +467,12 @@ def undo_inflight(state: StoreState, append: Callable[[bytes], int],
 
 def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
             cp_uows: list[dict[str, Any]], qmgr: str,
-            errlog: Callable[[str, str], None], defer_puts: bool = False) -> dict[str, int]:
+            errlog: Callable[[str, str], None], defer_puts: bool = False,
+            cp_seq: int | None = None) -> dict[str, int]:
     """Run restart recovery over ``log`` from ``start_lsn``; returns counters.
-    ``defer_puts``: see :func:`replay` (``deferred_puts`` counts those left)."""
+    ``defer_puts``: see :func:`replay` (``deferred_puts`` counts those left).
+    ``cp_seq``: the number of the checkpoint whose record is at ``cp_lsn``; the record
+    found there must be that checkpoint's."""
     for d in cp_uows:
         u = state.uows.get_or_make(int(d["txid"]))
         u.state = str(d.get("state") or ACTIVE)
@@ -481,9 +484,11 @@ def restart(state: StoreState, log: Any, start_lsn: int, cp_lsn: int | None,
         # the ops are rebuilt from the log; keep first_lsn as the checkpoint said
         u.first_lsn = None
     _check_same_time(log, start_lsn, cp_lsn)
+    batches = record_batches(log, start_lsn)
+    if cp_lsn is not None and cp_seq is not None:
+        batches = _meeting_checkpoint(batches, cp_lsn, cp_seq)
     try:
-        n = replay(state, record_batches(log, start_lsn), cp_lsn,
-                   {int(d["txid"]) for d in cp_uows}, defer_puts)
+        n = replay(state, batches, cp_lsn, {int(d["txid"]) for d in cp_uows}, defer_puts)
     except StoreError as exc:
         # reading from a restart point past an older log's end meets the middle of a
         # page, or an extent it never had: say what that means, if the log read from its
@@ -557,3 +562,46 @@ def _log_older(log: Any, cp_lsn: int) -> StoreError:
         f"at LSN {cp_lsn} that amqalchk.fil names: the log directory is older than the "
         f"data directory (restored or copied without it) or has lost the records at "
         f"its end; {_SAME_BACKUP}", amq="AMQ6118")
+
+
+def _meeting_checkpoint(batches: Iterable[list[Any]], cp_lsn: int, cp_seq: int
+                        ) -> Iterator[list[Any]]:
+    """``batches``, checking once that the record at ``cp_lsn`` is the CHECKPOINT record
+    of checkpoint ``cp_seq``: nothing in a log file ties it to its queue manager, and one
+    copied in from another (or from another time of this one) can have record boundaries
+    where this log's were (queue managers that did the same things), so it reads as
+    well-formed and its records would be replayed as this one's. One comparison a list
+    (a page's run of records), none a record: the replay's pace is unchanged."""
+    it = iter(batches)
+    for batch in it:
+        if batch and batch[-1][0] >= cp_lsn:
+            rec = next(r for r in batch if r[0] >= cp_lsn)
+            why = _not_checkpoint(rec, cp_lsn, cp_seq)
+            if why:
+                raise StoreError(
+                    f"the recovery log does not belong with this data directory: the record "
+                    f"at LSN {cp_lsn} is not the checkpoint {cp_seq} that amqalchk.fil "
+                    f"names ({why}); a log file was copied in from another queue manager "
+                    f"or from another time: {_SAME_BACKUP}", amq="AMQ6118")
+            yield batch
+            break
+        yield batch
+    yield from it
+
+
+def _not_checkpoint(rec: Any, cp_lsn: int, cp_seq: int) -> str:
+    """Why ``rec`` (the first record at or after ``cp_lsn``) is not checkpoint
+    ``cp_seq``'s record, or ''."""
+    lsn, payload = rec[0], rec[2]
+    if lsn != cp_lsn:
+        return f"no record starts there; the next is at LSN {lsn}"
+    if not payload or payload[0] != R.CHECKPOINT:
+        name = R.TYPE_NAMES.get(payload[0], "unknown") if payload else "empty"
+        return f"it is a {name} record"
+    try:
+        seq = R.decode(bytes(payload), lsn).attrs.get("seq")
+    except (StoreError, ValueError, AttributeError):
+        return "its checkpoint record cannot be read"
+    if seq != cp_seq:
+        return f"it is checkpoint {seq}"
+    return ""

@@ -149,3 +149,36 @@ def test_both_directories_from_the_same_copy_start_and_keep_every_message(
     finally:
         s.close()
     assert got == [b"early-%d" % i for i in range(10)] + [b"after", b"after-2"]
+
+
+def _twin(tmp: Path, extra: int) -> None:
+    """A queue manager that did what _created does, then put ``extra`` more messages
+    and closed: the same record sizes up to there, so the same record boundaries."""
+    for d in ("data", "log"):
+        (tmp / d).mkdir(parents=True)
+    QueueManagerStore.create(PosixVolume(str(tmp / "data")), PosixVolume(str(tmp / "log")),
+                             "QM", CIRCULAR)
+    s = _open(tmp, CIRCULAR, 1)
+    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
+    for i in range(10):
+        s.put("Q", b"early-%d" % i)
+    for i in range(extra):
+        s.put("Q", b"other-%d" % i)
+    s.close()
+
+
+def test_a_log_file_of_another_queue_manager_whose_records_line_up_is_refused(
+        tmp_path: Path) -> None:
+    """The other queue manager's log has a record boundary exactly where this one's
+    checkpoint record was (both did the same things until then): its records read as
+    well-formed, and the start replayed them as this queue manager's (its puts came
+    back as messages nobody put here). The record at the checkpoint's LSN must be that
+    checkpoint."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    _twin(ours, 0)
+    _twin(theirs, 3)
+    shutil.copy(theirs / "log" / "S0000000.LOG", ours / "log" / "S0000000.LOG")
+    before = _snapshot(ours)
+    line = _refused(ours, CIRCULAR, 2)
+    assert "not the checkpoint" in line and "another queue manager" in line
+    assert _snapshot(ours) == before
