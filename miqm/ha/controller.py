@@ -221,6 +221,10 @@ class Controller:
         self.address: tuple[str, int] | None = None
         self._ended = threading.Event()
         self._end_request: dict[str, Any] | None = None
+        #: set (under _lock) once this standby decided to take over: from then on it is
+        #: the active instance to endmqm, though its mode says standby until it holds
+        #: the locks (request_end)
+        self._taking_over = False
         self._wake = threading.Event()
         self._watch: Any = None
         # the standby's read-ahead of deep queues' index files (miqm.store.qindex)
@@ -551,14 +555,32 @@ class Controller:
                         self.say(decided.amq, decided.line)
                     return self._end_standby(decided.line)
                 assert status is not None
+                if not self._begin_takeover():  # endmqm -x came after the decision
+                    self.master.release()
+                    return self._end_standby("ended by endmqm -x")
                 code = self._take_over(seen, status)
                 if code is None:  # the shared filesystem is full: still the standby
+                    with self._lock:
+                        self._taking_over = False
                     self._wake.wait(max(poll, 1.0))
                     continue
                 return code
         finally:
             if self._watch is not None:
                 self._watch.stop()
+
+    def _begin_takeover(self) -> bool:
+        """Mark this standby as taking over, unless an end request came first (False):
+        checked and set under the lock :meth:`request_end` takes, so that an
+        ``endmqm -x`` is either seen here (the standby ends as asked) or refused as
+        meant for a standby that no longer is. Accepted during the takeover, it ended the
+        new active instance with a controlled end that permits no switchover: the queue
+        manager that had just failed over was down, with nobody to take over."""
+        with self._lock:
+            if self._end_request is not None:
+                return False
+            self._taking_over = True
+            return True
 
     def _standby_lock_kept(self) -> bool:
         """False if this standby's ``standby`` lock is gone and another instance holds
@@ -1237,15 +1259,19 @@ class Controller:
         return self.service.handle(request, session)
 
     def request_end(self, request: dict[str, Any]) -> dict[str, Any]:
-        """endmqm: remember the request and wake the main thread."""
+        """endmqm: remember the request and wake the main thread. ``standby_only``
+        (endmqm -x) is refused by an instance that is not the standby, a standby taking
+        over included; the others by a standby. ``signal`` (SIGTERM) ends whatever it is."""
         standby_only = bool(request.get("standby_only"))
-        if standby_only and self.mode != "standby":
-            return {"ok": False, "mqrc": 2543, "amq": "AMQ1109",
-                    "error": amq.text("AMQ1109", qmgr=self.qmgr, host=self.host)}
-        if not standby_only and self.mode == "standby":
-            return {"ok": False, "mqrc": 2543, "amq": "AMQ1105",
-                    "error": amq.text("AMQ1105", qmgr=self.qmgr, host=self.host)}
+        any_role = bool(request.get("signal"))
         with self._lock:
+            standby = self.mode == "standby" and not self._taking_over
+            if standby_only and not standby and not any_role:
+                return {"ok": False, "mqrc": 2543, "amq": "AMQ1109",
+                        "error": amq.text("AMQ1109", qmgr=self.qmgr, host=self.host)}
+            if not standby_only and standby and not any_role:
+                return {"ok": False, "mqrc": 2543, "amq": "AMQ1105",
+                        "error": amq.text("AMQ1105", qmgr=self.qmgr, host=self.host)}
             if self._end_request is None:
                 self._end_request = dict(request)
             elif (request.get("mode") in ("immediate", "preemptive")
@@ -1277,7 +1303,9 @@ def main(argv: list[str] | None = None) -> int:
         ctl.announce = console.announce
 
     def on_term(signum: int, frame: Any) -> None:
-        ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby"})
+        # whatever the instance is by then (a standby may be taking over)
+        ctl.request_end({"mode": "immediate", "standby_only": ctl.mode == "standby",
+                         "signal": True})
 
     signal.signal(signal.SIGTERM, on_term)
     if args.foreground:
