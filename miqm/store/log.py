@@ -309,9 +309,11 @@ class RecoveryLog:
             f = self.volume.open(name)
             size = f.size()
         except VolumeNotFound as exc:
-            raise StoreError(f"log file {name} of {self.volume.describe()} is missing; the "
-                             "queue manager cannot start without it: restore it",
-                             amq="AMQ6767") from exc
+            todo = ("the queue manager stopped: restore it and start the queue manager "
+                    "again" if self._ready else
+                    "the queue manager cannot start without it: restore it")
+            raise StoreError(f"log file {name} of {self.volume.describe()} is missing; "
+                             f"{todo}", amq="AMQ6767") from exc
         except LockFsError as exc:
             raise StoreError(f"log file {name} of {self.volume.describe()} cannot be opened: "
                              f"{exc}", amq="AMQ6767") from exc
@@ -679,6 +681,8 @@ class RecoveryLog:
                 return
             self._check_usable()
             end = int(self._end)  # type: ignore[arg-type]
+            if self.circular and self._ctl.free:
+                self._restore_free_files()
             end_page, seed, slot = self._tail_seed or (F.lsn_page(end), b"", -1)
             page = bytearray(PAGE)
             page[F.PAGE_HEADER:F.PAGE_HEADER + len(seed)] = seed
@@ -720,6 +724,31 @@ class RecoveryLog:
             self._cleanup = []
             self._rescue = []
             self._ready = True
+
+    def _restore_free_files(self) -> None:
+        """Circular, before this activation's first write: a file of the free list that
+        is missing (deleted or moved away while the queue manager was down) is formatted
+        again. It holds nothing the log needs, and the queue manager ran until the log
+        reached it and then stopped ('log file S0000002.LOG ... is missing'). With no
+        room for it on the filesystem it leaves the free list instead (the control file
+        written next says so): the log has an extent less until a secondary is formatted,
+        as when a secondary cannot be. One directory listing, no per-file call."""
+        try:
+            present = set(self.volume.listdir(""))
+        except LockFsError:
+            return  # the writes that follow meet the same filesystem and say what it is
+        missing = [n for n in self._ctl.free if n not in present]
+        for name in missing:
+            try:
+                self._guard_call()
+                _format_extent(self.volume, name, self.file_pages * PAGE)
+            except LockFsError:
+                self._ctl.free.remove(name)
+                self._event("log_extent_dropped", extent=name)
+            else:
+                self._event("log_extent_restored", extent=name)
+        if missing:
+            self._set_page_limit()
 
     def _write_tail_seed(self, k: int, g: int, page: bytearray, used: int, slot: int,
                          end: int) -> int:

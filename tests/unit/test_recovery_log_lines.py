@@ -94,3 +94,33 @@ def test_amqldmpa_counts_only_extents_among_other_files(tmp_path: Path) -> None:
         assert stats["loginactive"] == 0
     finally:
         log.close()
+
+
+def _wrapping(log: RecoveryLog, rounds: int) -> None:
+    """Records through every extent of a circular log, several times over (the restart
+    point moved on after each force, as checkpoints do)."""
+    for i in range(rounds):
+        lsn = log.append_and_force(b"%06d" % i * 500)
+        log.set_restart_lsn(lsn)
+
+
+def test_a_free_circular_log_file_deleted_while_down_is_formatted_again(
+        tmp_path: Path) -> None:
+    """A file of the free list deleted while the queue manager was down: it started, ran
+    until the log reached that file and then stopped ('log file S0000001.LOG ... is
+    missing; the queue manager cannot start without it', Ended unexpectedly). It holds
+    nothing the log needs: the first write of the activation formats it again."""
+    vol = _log(tmp_path / "log")
+    (tmp_path / "log" / "S0000001.LOG").unlink()
+    log = RecoveryLog.open(vol, SMALL, generation=1)
+    try:
+        list(log.records(log.first_lsn()))
+        _wrapping(log, 300)  # 900 KB through 2 primaries of 248 KiB: several laps
+        assert (tmp_path / "log" / "S0000001.LOG").stat().st_size == 64 * 4096
+    finally:
+        log.close()
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    try:
+        assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
+    finally:
+        log.close()
