@@ -2237,7 +2237,8 @@ class QueueManagerStore:
         file restart or media recovery needs (linear logs): what an archiving job reads to
         know which files it may move away, as MQ writes them. Not for the open's own
         checkpoint (the baseline: strmqm's lines stay as they are), at most one pair per
-        extent the log moves on, never on a message's path."""
+        extent the log moves on (AMQ7468 only when it moves too), never on a message's
+        path."""
         if self.settings.log_type != "LINEAR":
             return
         rec = self._safe(self.log.oldest_extent_for_restart)
@@ -2245,10 +2246,14 @@ class QueueManagerStore:
         if not isinstance(rec, str) or not isinstance(med, str):
             return
         said, self._log_files_said = self._log_files_said, (rec, med)
-        if said is None or said == (rec, med):
+        if said is None:
             return
-        self._errlog("AMQ7467", amq.text("AMQ7467", qmgr=self.qmgr, extent=rec))
-        self._errlog("AMQ7468", amq.text("AMQ7468", qmgr=self.qmgr, extent=med))
+        # each only when it moved: a busy log moves its restart point an extent every
+        # few checkpoints, its media point only at rcdmqimg
+        if said[0] != rec:
+            self._errlog("AMQ7467", amq.text("AMQ7467", qmgr=self.qmgr, extent=rec))
+        if said[1] != med:
+            self._errlog("AMQ7468", amq.text("AMQ7468", qmgr=self.qmgr, extent=med))
 
     def _put_index_files(self, plan: _CheckpointPlan) -> None:
         """Step three's renames of the index files the checkpoint wrote (and removal of

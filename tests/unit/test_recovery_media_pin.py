@@ -100,6 +100,7 @@ def test_the_error_log_says_which_log_files_are_needed_as_they_move(
         assert len(said) == len(set(said))  # only when it moves
         media = [t for a, t in lines if a == "AMQ7468"]
         assert media[-1].endswith(f"is {s.log.oldest_extent_for_media()}.")
+        assert len(media) == len(set(media))
         assert ("AMQ7086", "Media image for object Q, type queue recorded.") in lines
         s.recreate_object("Q")
         assert ("AMQ7107", "Object Q, type queue recreated.") in lines
