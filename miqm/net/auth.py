@@ -9,8 +9,9 @@ More principals are added with ``miqm credential -m QM --add NAME`` (each applic
 its own principal, which authority records name: docs/mqsc.md, "Authorization"); the
 ``admin`` principal is the privileged one (every authority, like MQ's ``mqm`` group).
 A running listener reads the file again when a client presents a principal or secret it
-does not know (at most once a second) and on REFRESH SECURITY, so added, rotated and
-removed principals take effect without a restart. A client presents
+does not know (at most once a second), before it lets a client in when it last read the
+file more than a second ago, and on REFRESH SECURITY, so added, rotated and removed
+principals take effect without a restart (a removed one within a second). A client presents
 ``principal:secret``; a bare secret means the ``admin`` principal. Secrets are compared
 in constant time (:func:`hmac.compare_digest` on their SHA-256 digests, so even the
 length does not leak).
@@ -238,6 +239,16 @@ class Authenticator:
         if not ok and principal and self._reload_due(principal):
             want = self._digests.get(principal, self._dummy)
             ok = hmac.compare_digest(_digest(secret), want) and principal in self._digests
+        elif ok and self._source is not None and self._clock() - self._last_reload >= 1.0:
+            # a table read more than a second ago may hold a principal since removed or
+            # a secret since rotated: read it again (at most once a second, whatever the
+            # number of hellos) before letting the client in. Only failures read it
+            # before, so a revoked credential was let in until REFRESH SECURITY or a
+            # restart, and by the standby that took over too.
+            if self.reload():
+                want = self._digests.get(principal, self._dummy)
+                ok = (hmac.compare_digest(_digest(secret), want)
+                      and principal in self._digests)
         if ok:
             return principal
         self._failed(peer, loggable(principal) if principal else "(none)")

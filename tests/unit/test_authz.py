@@ -405,11 +405,44 @@ def test_the_listener_learns_added_and_removed_principals_from_its_source() -> N
     clock[0] += 1.5
     assert auth.check("app3:s4") == "app3"
     del table["app1"]
-    clock[0] += 5
-    assert auth.check("app1:s2") == "app1"  # a known one is not re-read on success...
+    assert auth.check("app1:s2") == "app1"  # read less than a second ago...
     assert auth.reload()  # ...but REFRESH SECURITY reads it
     assert auth.check("app1:s2") is None
     assert Authenticator(dict(table)).reload() is False  # no source: nothing to read
+
+
+def test_a_removed_or_rotated_credential_is_refused_within_a_second() -> None:
+    """A principal removed (miqm credential --remove) or given a new secret (--remove,
+    --add) while the listener runs: its old credential was let in by the running listener,
+    and by the standby that took over, until REFRESH SECURITY or a restart, because only a
+    refused credential read the file again. A hello now reads it first when the last read
+    is a second old, and a stream of good hellos reads it once a second, not each time."""
+    from miqm.net.auth import Authenticator
+
+    reads = [0]
+    table = {"admin": "s1", "app1": "old", "app2": "s2"}
+
+    def source() -> dict[str, str]:
+        reads[0] += 1
+        return dict(table)
+
+    clock = [100.0]
+    auth = Authenticator(dict(table), source=source, clock=lambda: clock[0])
+    for _ in range(100):  # a stream of good hellos: no read within the second
+        clock[0] += 0.005
+        assert auth.check("app1:old") == "app1"
+    assert reads[0] == 0
+    table["app1"] = "new"  # rotated
+    del table["app2"]  # revoked
+    clock[0] += 1.0
+    assert auth.check("app1:old") is None
+    assert auth.check("app1:new") == "app1"
+    assert auth.check("app2:s2") is None  # a name not known: read again, as before
+    assert reads[0] == 2
+    for _ in range(100):
+        clock[0] += 0.05  # 5 s of good hellos: about five reads
+        assert auth.check("admin:s1") == "admin"
+    assert 4 <= reads[0] <= 7, reads[0]
 
 
 def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
