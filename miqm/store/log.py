@@ -1295,6 +1295,16 @@ class RecoveryLog:
         head = self._append_lsn if self._ready else (self._end or self._ctl.restart_lsn)
         return max(0.0, (head - self._ctl.restart_lsn) / (self.max_extents * self.extent_bytes))
 
+    def control_summary(self) -> dict[str, Any]:
+        """The control file as this log read it (a log dump's header): type, geometry,
+        the generation that last opened it and where it began, the restart and media
+        points, and the files in use and free."""
+        c = self._ctl
+        return {"LogType": c.log_type, "LogFilePages": c.file_pages,
+                "Generation": c.generation, "GenerationLSN": c.generation_lsn,
+                "RestartLSN": c.restart_lsn, "MediaLSN": c.media_lsn,
+                "Active": [n for _k, n in c.active], "Free": list(c.free)}
+
     def oldest_extent_for_restart(self) -> str:
         """AMQ7467: the oldest extent restart needs."""
         return self._name_of(self.extent_of_page(F.lsn_page(self._ctl.restart_lsn)))
