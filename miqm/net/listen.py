@@ -91,9 +91,16 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
                            "its listener accepts every client. Create one with "
                            f"'miqm credential -m {ctl.qmgr}' to require a credential.")
     tls = None
+    warnings = [warning] if warning is not None else []
     if settings.tls:
         tls = server_tls_context(settings.cert_file, settings.key_file,
                                  settings.client_ca_file)
+        # the private key is as secret as the credentials: warned about the same way (a
+        # key others could read was used without a word)
+        key_warning = exposed_warning(settings.key_file, "its TLS key file (SSLKeyFile)")
+        if key_warning is not None:
+            ctl.say("AMQ1133", f"Queue manager '{ctl.qmgr}': {key_warning}.")
+            warnings.append(key_warning)
 
     def log(line: str) -> None:
         number = line.split(":", 1)[0] if line.startswith("AMQ") else "AMQ6184"
@@ -107,8 +114,7 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
                         ipc=ipc, app_handler=app_handler(ctl, handler))
     #: lines for the console of the strmqm that starts this instance (the controller
     #: prints them with its own; they are in the error log already)
-    listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {warning}."] if warning \
-        else []
+    listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {w}." for w in warnings]
     return listener
 
 
