@@ -44,7 +44,9 @@ from miqm.net.protocol import (
     PROTOCOL_VERSION,
     READ_TIMEOUT,
     FrameReader,
+    OldProtocol,
     PeerClosed,
+    ProtocolError,
     encode,
     set_deadlines,
 )
@@ -151,6 +153,13 @@ def parse_conname(text: str, source: str = "MIQM_CONNECTION") -> list[Endpoint]:
         raise ConfigError(f"{source} is empty: use host(port),host(port) or {unset} to "
                           "connect in bindings mode.", amq="AMQ9204")
     return endpoints
+
+
+def _first_bytes(reader: FrameReader) -> str:
+    """What a peer that does not speak the protocol sent first, shown safely (at most 24
+    bytes, as Python shows bytes)."""
+    data = bytes(reader._buf[reader._pos:reader._pos + 24])
+    return repr(data) if data else "nothing readable"
 
 
 def not_available(qmgr: str, detail: str = "") -> NetError:
@@ -471,6 +480,13 @@ class Connection:
                     # closed on this process (another user's: the listener refuses it
                     # before reading its hello): its TCP address
                     todo.insert(0, Endpoint(ep.host, ep.port))
+                    continue
+                if isinstance(exc, ProtocolError) and not isinstance(exc, OldProtocol):
+                    # something else listens there (a web server, another product): say
+                    # so with what it sent, not "a frame of 1213486160 bytes" ("HTTP")
+                    errors.append(f"{ep}: what answered there is not a miqm listener (it "
+                                  f"sent {_first_bytes(reader)}): is {ep} the queue "
+                                  "manager's listener address and port?")
                     continue
                 # a local socket that accepted and answered nothing (a paused instance):
                 # its TCP address is the same process, not worth a second timeout
