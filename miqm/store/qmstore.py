@@ -430,6 +430,20 @@ class QueueManagerStore:
             recovery_log = RecoveryLog.open(log, settings, generation=generation,
                                             write_guard=write_guard, on_event=on_event,
                                             clock=clock, gather_cpu=tuning.group_commit_cpu)
+            made = "CIRCULAR" if recovery_log.circular else "LINEAR"
+            if settings.log_type != made:
+                # the log's own type decides how it reuses extents; the store's (qm.ini's)
+                # decides whether rcdmqimg/rcrmqobj are allowed: a circular log that qm.ini
+                # calls LINEAR took media images that its reused extents could never
+                # replay, and said LOGTYPE(LINEAR)
+                recovery_log.close()
+                raise StoreError(
+                    f"qm.ini says LogType={settings.log_type} but the log in "
+                    f"{log.describe()} was created {made}: the log type is fixed when the "
+                    f"queue manager is created; set it back with 'setmqini -m {qmgr} -s Log "
+                    f"-k LogType -v {made}' (to change it, recreate the queue manager "
+                    f"with crtmqm {'-ll' if made == 'CIRCULAR' else '-lc'})",
+                    amq="AMQ7017")
         store = cls(data, recovery_log, qmgr, settings, tuning, write_guard=write_guard,
                     errlog=errlog, clock=clock, wallclock=wallclock)
         try:

@@ -182,3 +182,22 @@ def test_a_log_file_of_another_queue_manager_whose_records_line_up_is_refused(
     line = _refused(ours, CIRCULAR, 2)
     assert "not the checkpoint" in line and "another queue manager" in line
     assert _snapshot(ours) == before
+
+
+@pytest.mark.parametrize("made,said", [(CIRCULAR, LINEAR), (LINEAR, CIRCULAR)],
+                         ids=["circular-said-linear", "linear-said-circular"])
+def test_qm_ini_log_type_other_than_the_logs_is_refused(
+        tmp_path: Path, made: LogSettings, said: LogSettings) -> None:
+    """setmqini -s Log -k LogType changed after crtmqm: the queue manager started, said
+    LOGTYPE(LINEAR) over a circular log and took media images (rcdmqimg) that its reused
+    extents could never replay. The log's type is fixed at crtmqm: one line saying so."""
+    _created(tmp_path, made)
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreError) as info:
+        _open(tmp_path, said, 2)
+    line = str(info.value)
+    assert info.value.amq == "AMQ7017" and "\n" not in line
+    assert f"LogType={said.log_type}" in line and f"created {made.log_type}" in line
+    assert f"-k LogType -v {made.log_type}" in line
+    assert _snapshot(tmp_path) == before
+    _open(tmp_path, made, 2).close()  # and as created, it starts
