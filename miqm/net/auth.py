@@ -165,6 +165,16 @@ def exposed_warning(path: str, what: str) -> str | None:
             f"0600): chmod 600 {path}")
 
 
+def warn_exposed(path: str, what: str) -> None:
+    """Say once per file, on stderr, that a client's secret file ``path`` (``what``) is
+    open to other users: accepted (the documented mode is what crtmqm makes, not a
+    condition), but said where the person who made the file sees it."""
+    warning = exposed_warning(path, what)
+    if warning is not None and path not in _warned:
+        _warned.add(path)
+        print(f"{warning}.", file=sys.stderr)
+
+
 def local_credentials_path(volume: Any) -> str | None:
     """The credentials file's path when ``volume`` is a local directory (its mode means
     something there; an ``nfs4://`` volume has the server's), else None."""
@@ -353,12 +363,7 @@ def _deref(value: str, what: str) -> str:
         raise ConfigError(f"{what} names the file {path!r}, which cannot be read "
                           f"({exc.strerror or exc}); fix the path or its permissions.",
                           amq="AMQ9204") from None
-    warning = exposed_warning(path, f"AMQ1133W: {what} names the file")
-    if warning is not None and path not in _warned:
-        # accepted (the documented mode is what crtmqm makes, not a condition), but said
-        # once per file, on stderr, where the person who made the file sees it
-        _warned.add(path)
-        print(f"{warning}.", file=sys.stderr)
+    warn_exposed(path, f"AMQ1133W: {what} names the file")
     if text.startswith("{"):  # a copy of the queue manager's credentials file
         principals = parse(text.encode(), path)
         p = ADMIN if ADMIN in principals else next(iter(principals))

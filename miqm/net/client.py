@@ -1220,16 +1220,28 @@ def tls_from_env() -> ssl.SSLContext | None:
 def client_tls_context(ca_file: str, cert_file: str = "", key_file: str = "",
                        check_hostname: bool = True) -> ssl.SSLContext:
     """A client-side TLS context trusting ``ca_file``; ConfigError if a file is unusable."""
+    from miqm.net.auth import warn_exposed
+
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = check_hostname
+    # each file named with its variable: "[Errno 2] No such file or directory" alone left
+    # the application team guessing which of three
+    what = f"the CA file {ca_file!r} (MIQM_TLS_CA)"
     try:
         ctx.load_verify_locations(ca_file)
         if cert_file:
+            what = (f"the certificate {cert_file!r} (MIQM_TLS_CERT) and its key "
+                    f"{(key_file or cert_file)!r} (MIQM_TLS_KEY)")
             ctx.load_cert_chain(cert_file, key_file or None)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"the client's TLS files cannot be used ({exc}); check MIQM_TLS_CA, "
-                          "MIQM_TLS_CERT and MIQM_TLS_KEY.", amq="AMQ9637") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"the client's TLS files cannot be used: {what}: {why}; check "
+                          "MIQM_TLS_CA, MIQM_TLS_CERT and MIQM_TLS_KEY.",
+                          amq="AMQ9637") from None
+    if cert_file:
+        warn_exposed(key_file or cert_file, "AMQ1133W: the client's TLS key file "
+                                            "(MIQM_TLS_KEY)")
     return ctx
 
 

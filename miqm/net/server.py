@@ -907,13 +907,18 @@ def server_tls_context(cert_file: str, key_file: str,
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    # each file named with its key: "[Errno 2] No such file or directory" alone left the
+    # administrator guessing which of three
+    what = f"SSLCertFile={cert_file} with SSLKeyFile={key_file}"
     try:
         ctx.load_cert_chain(cert_file, key_file)
         if client_ca_file:
+            what = f"SSLClientCAFile={client_ca_file}"
             ctx.load_verify_locations(client_ca_file)
             ctx.verify_mode = ssl.CERT_REQUIRED
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"AMQ9637: the listener's TLS files cannot be used ({exc}); check "
-                          "SSLCertFile, SSLKeyFile and SSLClientCAFile in qm.ini.",
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"AMQ9637: the listener's TLS files cannot be used: {what}: {why}; "
+                          "check SSLCertFile, SSLKeyFile and SSLClientCAFile in qm.ini.",
                           amq="AMQ9637") from None
     return ctx

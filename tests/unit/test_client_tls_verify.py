@@ -67,3 +67,42 @@ def test_a_refused_listener_certificate_names_the_check_that_failed(
         assert "client certificate" not in str(info.value)  # not the question here
     finally:
         listener.stop()
+
+
+def test_an_unusable_tls_file_is_named_with_its_setting(tmp_path, capsys) -> None:
+    """A missing or mismatched file: the line names which setting and path (it said
+    '[Errno 2] No such file or directory' and listed three settings); a client key others
+    can read works and is warned about once on stderr."""
+    from miqm.errors import ConfigError
+
+    d = str(tmp_path)
+    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+             "ca.crt", "-days", "2", "-subj", "/CN=ca")
+    san = "DNS:localhost,IP:127.0.0.1"
+    _sign(d, "server", "ca", san, "2")
+    _sign(d, "client", "ca", san, "2")
+    p = {n: os.path.join(d, n) for n in ("ca.crt", "server.crt", "server.key",
+                                         "client.crt", "client.key", "missing.pem")}
+    cases = [
+        (lambda: client_tls_context(p["missing.pem"]), "MIQM_TLS_CA", p["missing.pem"]),
+        (lambda: client_tls_context(p["ca.crt"], p["client.crt"], p["missing.pem"]),
+         "MIQM_TLS_KEY", p["missing.pem"]),
+        (lambda: client_tls_context(p["ca.crt"], p["client.crt"], p["server.key"]),
+         "MIQM_TLS_KEY", "mismatch"),
+        (lambda: server_tls_context(p["missing.pem"], p["server.key"]),
+         f"SSLCertFile={p['missing.pem']}", "No such file"),
+        (lambda: server_tls_context(p["server.crt"], p["client.key"]),
+         f"SSLKeyFile={p['client.key']}", "mismatch"),
+        (lambda: server_tls_context(p["server.crt"], p["server.key"], p["missing.pem"]),
+         f"SSLClientCAFile={p['missing.pem']}", "No such file"),
+    ]
+    for make, names, why in cases:
+        with pytest.raises(ConfigError) as info:
+            make()
+        text = str(info.value)
+        assert names in text and why in text and "\n" not in text, text
+    os.chmod(p["client.key"], 0o644)
+    for _ in range(2):
+        client_tls_context(p["ca.crt"], p["client.crt"], p["client.key"])
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "AMQ1133W" in ln]
+    assert len(warned) == 1 and f"chmod 600 {p['client.key']}" in warned[0], warned
