@@ -621,7 +621,8 @@ class Controller:
         acquire closes its own), said once (AMQ1300) and its end said too (AMQ1301).
 
         The server restarted or unreachable for a while (its state and this standby's may
-        be gone), a filesystem remounted read-only, a directory gone (a mount dropped), or
+        be gone), a filesystem remounted read-only, a directory gone (a mount dropped) or
+        left empty (the mount point of a dropped mount: no qm.ini there), or
         the file's own NFSv4 state expired (LockLostError: this standby was paused past
         the lease, and the file it keeps open between attempts has no state left at the
         server, though it held no lock there): a standby that gave up would leave nobody
@@ -629,6 +630,14 @@ class Controller:
         unless the lock is granted, and a takeover makes every check then."""
         assert self.master is not None
         try:
+            if not self.data.exists("qm.ini"):
+                # the data directory is not the queue manager's: this host's mount of it
+                # dropped, leaving the empty mount point (a lock attempt would create a
+                # ``master`` there and be granted it; the missing qmstatus.ini then read
+                # as 'Ended normally' and the standby ended, blaming its active)
+                raise VolumeNotFound(f"{self.data.describe()} holds no qm.ini: the data "
+                                     "directory is not mounted on this host, or not this "
+                                     "queue manager's", path="qm.ini")
             got = self.try_lock(self.master, LockMode.EXCLUSIVE, keep_open=True)
         except (VolumeStalled, VolumeIOError, VolumePermissionError, VolumeNotFound,
                 LockLostError) as exc:

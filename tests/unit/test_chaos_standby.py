@@ -26,6 +26,7 @@ def standby(tmp_path, monkeypatch) -> Iterator[Controller]:  # type: ignore[no-u
     monkeypatch.setenv("MIQM_HOSTNAME", "hostb")
     monkeypatch.setenv("MIQM_DATA_ROOT", str(tmp_path / "root"))
     c = Controller("QM1", True, Verdict(None))
+    (tmp_path / "qm.ini").write_text("")  # the queue manager's data directory
     c.data = PosixVolume(str(tmp_path))
     c.master = LockFile(c.data, "master")
     said: list[str] = []
@@ -153,3 +154,27 @@ def test_its_own_lock_still_held_at_the_server_does_not_end_the_standby(
     assert standby._standby_lock_kept()  # its lease ended: taken again
     assert standby.standby_lock.held
     standby.standby_lock.release()
+
+
+def test_an_empty_mount_point_is_unreachable_not_a_master_to_take(
+        standby: Controller, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Found with the data directory's mount dropped under the standby (an empty tmpfs
+    mounted over it in the standby's mount namespace) as its active was killed: the
+    attempt created ``master`` in the empty mount point and was granted it; the missing
+    qmstatus.ini read as 'Ended normally' and the standby ended, saying its active had
+    ended without permitting switchover. Now it is a filesystem it cannot reach (AMQ1300):
+    nothing created, and it takes over once the directory is back."""
+    assert standby.master is not None
+    empty = tmp_path / "mountpoint"
+    empty.mkdir()
+    real = standby.data
+    standby.data = PosixVolume(str(empty))
+    standby.master = LockFile(standby.data, "master")
+    assert standby._standby_attempt() is None
+    assert standby._standby_attempt() is None
+    assert sorted(p.name for p in empty.iterdir()) == []  # no master made there
+    assert standby.said == ["AMQ1300"]
+    standby.data = real  # mounted again
+    standby.master = LockFile(real, "master")
+    assert standby._standby_attempt() is True
+    assert standby.said == ["AMQ1300", "AMQ1301"]
