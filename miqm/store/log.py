@@ -241,7 +241,13 @@ class RecoveryLog:
         self.file_pages = ctl.file_pages  # geometry is fixed at crtmqm
         self.pages_per_extent = self.file_pages - SLOTS
         self.extent_bytes = self.pages_per_extent * PAGE
-        self.max_extents = settings.primary_files + settings.secondary_files
+        self._configured_extents = settings.primary_files + settings.secondary_files
+        # qm.ini may now allow fewer extents than the log already spans (LogPrimaryFiles
+        # or LogSecondaryFiles lowered with a unit in flight at a crash): the log keeps
+        # what it spans, and one more for restart's undo records, until a checkpoint
+        # moves its restart point on (set_restart_lsn); it could not start before
+        self.max_extents = max(self._configured_extents, len(ctl.active) + 1
+                               if len(ctl.active) > self._configured_extents else 0)
         self.generation = generation
         self._guard = write_guard
         self._on_event = on_event
@@ -1254,6 +1260,8 @@ class RecoveryLog:
             freed = [(k, n) for k, n in self._ctl.active if k < k_first]
             self._ctl.active = [(k, n) for k, n in self._ctl.active if k >= k_first]
             self._ctl.restart_lsn = lsn
+            if self.max_extents > self._configured_extents:  # see __init__
+                self.max_extents = max(self._configured_extents, len(self._ctl.active))
             self._set_page_limit()
             if media_lsn is not None or not self.circular:
                 self._ctl.media_lsn = media_lsn
