@@ -1187,16 +1187,29 @@ class QueueManagerStore:
         head = getattr(self, "_last_lsn", u.first_lsn)
         return (head - u.first_lsn) / self._capacity
 
+    @staticmethod
+    def _unit_said(u: UnitOfWork, pinned: float) -> str:
+        """What AMQ7469 says of the unit it ended: what it did and how much log it held
+        (the error log said only its number, which no application or command shows)."""
+        queues = sorted({op[1] for op in u.ops})
+        shown = ", ".join(queues[:5]) + (f" and {len(queues) - 5} more" if len(queues) > 5
+                                         else "")
+        n = len(u.ops)
+        return (f": {n} operation{'' if n == 1 else 's'} on {shown or 'no queue'}, begun at LSN "
+                f"{u.first_lsn}, holding {pinned:.0%} of the log")
+
     def _relieve_log_space(self) -> None:
         """AMQ7469: roll back (or, if prepared, roll forward) units pinning too much log."""
         limit = self.tuning.uow_log_space_limit
         acted = False
         while True:
             u = self.state.uows.oldest_logged()
-            if u is None or self._pinned_fraction(u) <= limit:
+            pinned = 0.0 if u is None else self._pinned_fraction(u)
+            if u is None or pinned <= limit:
                 self._pin_threshold = (None if u is None or u.first_lsn is None
                                        else u.first_lsn + self._pin_limit)
                 break
+            said = self._unit_said(u, pinned)  # before the unit is ended or carried
             if u.state == PREPARED:
                 lsn = self._append_reserved(R.encode_json(R.CARRY, {
                     "xid": u.xid, "ops": u.logged_ops(),
@@ -1204,13 +1217,15 @@ class QueueManagerStore:
                 u.first_lsn = lsn
                 self.log_space_backouts += 1
                 self._errlog("AMQ7469", "AMQ7469: Transactions rolled forward to release log "
-                             f"space (unit {u.xid}).")
+                             f"space (unit {u.xid}{said}).")
             else:
                 self._append_reserved(R.encode_end(R.BACKOUT, u.txid))
                 self.state.apply_backout(u, ROLLED_BACK)
                 self.log_space_backouts += 1
                 self._errlog("AMQ7469", amq.text("AMQ7469") + f" (unit {u.txid} of queue "
-                             f"manager '{self.qmgr}')")
+                             f"manager '{self.qmgr}'{said}; the "
+                             "application gets MQRC 2003 at its next call in it: commit "
+                             "more often, or raise LogPrimaryFiles/LogSecondaryFiles)")
                 self._cond.notify_all()
             acted = True
         if acted:
