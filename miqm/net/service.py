@@ -241,7 +241,9 @@ class QueueService:
                 # refuses them all) filled the socket both ways while the client was
                 # still sending, and the application got a timeout instead of 2003
                 return {"ok": True}
-            session.state["uow_failed"] = _failed_call(op, reply)
+            # with the refusal's own line: the commit that reports it is the first the
+            # application hears of it, and "put failed with MQRC 2035" named no queue
+            session.state["uow_failed"] = f"{_failed_call(op, reply)} ({reply.get('error')})"
         return reply
 
     # -- ending ----------------------------------------------------------------------

@@ -472,6 +472,27 @@ def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
     assert service.store.get("APP.IN").body == b"x"
 
 
+def test_a_refused_pipelined_put_is_named_by_the_commit(served) -> None:
+    """An application allowed PUT on one queue and not another, two puts under
+    syncpoint (pipelined: the client hears of a failure at the commit): the commit's 2003
+    names the queue and the missing authority, not only 'put failed with MQRC 2035'."""
+    service, _ = served
+    admin = _session("admin")
+    for text in ("DEFINE QLOCAL(APP.IN)", "DEFINE QLOCAL(APP.OUT)",
+                 "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
+                 "SET AUTHREC PROFILE(APP.IN) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(PUT)"):
+        assert not _mqsc(service, admin, text)["failed"], text
+    app = _session("app1")
+    assert service.handle({"op": "hello"}, app)["ok"]
+    put = {"op": "put", "body": b"x", "syncpoint": True, "persistent": True, "async": 2}
+    assert service.handle({**put, "queue": "APP.IN"}, app)["ok"]
+    assert not service.handle({**put, "queue": "APP.OUT"}, app)["ok"]
+    reply = service.handle({"op": "commit"}, app)
+    assert reply["mqrc"] == 2003, reply
+    assert "APP.OUT" in reply["error"] and "PUT authority" in reply["error"], reply
+    assert service.store.get("APP.IN") is None  # the unit was backed out
+
+
 def test_a_generic_display_shows_damaged_queues_only_to_who_may_display_them(served
                                                                              ) -> None:
     """A generic DISPLAY names a damaged queue in one AMQ7472 line: it is filtered by the
