@@ -642,7 +642,14 @@ class Controller:
         except (VolumeStalled, VolumeIOError, VolumePermissionError, VolumeNotFound,
                 LockLostError) as exc:
             if not self._unreachable:
-                self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
+                if exc.errno in (errno.EISDIR, errno.ENOTDIR):
+                    # reached, but master is a directory (or its parent a file): the
+                    # administrator's to put right, which 'cannot reach' would hide
+                    number, text = filesystem_failure(self.qmgr, exc)
+                    self.say(number, f"{text}. The standby instance keeps polling for "
+                                     "the master lock meanwhile.")
+                else:
+                    self.say("AMQ1300", qmgr=self.qmgr, detail=str(exc))
             self._unreachable = True
             return None
         if self._unreachable:

@@ -178,3 +178,19 @@ def test_an_empty_mount_point_is_unreachable_not_a_master_to_take(
     standby.master = LockFile(real, "master")
     assert standby._standby_attempt() is True
     assert standby.said == ["AMQ1300", "AMQ1301"]
+
+
+def test_master_made_a_directory_is_said_as_such_and_polled_on(
+        standby: Controller, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``master`` replaced by a directory (seen on real processes: the active stopped at
+    its verify, and the standby said it 'cannot reach the shared filesystem', which sent
+    the administrator to the network): AMQ6062 names the file that is a directory; the
+    standby polls on and takes over once it is a file again."""
+    assert standby.master is not None
+    (tmp_path / "master").mkdir()
+    assert standby._standby_attempt() is None
+    assert standby._standby_attempt() is None
+    assert standby.said == ["AMQ6062"]  # said once
+    (tmp_path / "master").rmdir()
+    assert standby._standby_attempt() is True
+    assert standby.said == ["AMQ6062", "AMQ1301"]
