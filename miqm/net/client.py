@@ -974,12 +974,19 @@ class Connection:
         try:
             self._reopen()
         except NetError as err:
-            if err.mqrc != MQRC_RECONNECT_FAILED:
-                raise
             doubt = (f"; the {op} may or may not have taken effect"
                      if op in ("commit", "prepare") or (not was_in_uow and not safe)
                      else "")
             lost = ("; the unit of work was backed out" if self._uow_lost else "")
+            if err.mqrc != MQRC_RECONNECT_FAILED:
+                # refused for good (2035: the credential was revoked or rotated meanwhile;
+                # 2058, 2393): that reason, but saying what became of the call in flight,
+                # which the refusal alone made read as not done
+                if not (doubt or lost):
+                    raise
+                raise NetError(f"the connection broke during {op} and reconnecting was "
+                               f"refused{lost}{doubt}: {err}", mqrc=err.mqrc,
+                               amq=err.amq) from None
             raise NetError(f"the connection broke during {op} and {err}{lost}{doubt}",
                            mqrc=MQRC_RECONNECT_FAILED, amq=err.amq) from None
         if was_in_uow and not safe:
