@@ -353,16 +353,32 @@ class Controller:
         self._run_record()
 
     def _auto_ini(self, text: str, source: str) -> str:
-        """qm.ini with its AutoConfig IniConfig files merged in (written back if changed)."""
+        """qm.ini with its AutoConfig IniConfig files merged in. Only applied in memory
+        here: written back by :meth:`_write_back_ini` once this instance is the active
+        one. Written at every start, a standby (or a third instance about to be refused)
+        replaced the shared qm.ini while the active ran: a setmqini of the active's host
+        at that moment was lost, and every instance, owner or not, wrote the data
+        directory."""
         from miqm import autoconfig
 
-        merged, changed = autoconfig.apply_ini(text, source)
-        if changed:
-            try:
-                self.data.write_atomic("qm.ini", merged.encode())
-            except LockFsError:
-                pass  # the merge is applied in memory all the same
+        merged, _changed = autoconfig.apply_ini(text, source)
         return merged
+
+    def _write_back_ini(self) -> None:
+        """Holding master: qm.ini with the AutoConfig IniConfig files merged in, written
+        back if that changes it. Read afresh (a standby's takeover may come long after it
+        read qm.ini, and the active meanwhile may have changed it); the merge is in
+        memory all the same if it cannot be done."""
+        from miqm import autoconfig
+
+        source = f"{self.data.describe()}/qm.ini"
+        try:
+            text = decode_ini(self.data.read_bytes("qm.ini"), source)
+            merged, changed = autoconfig.apply_ini(text, source)
+            if changed:
+                self.data.write_atomic("qm.ini", merged.encode())
+        except (LockFsError, ConfigError):
+            pass
 
     def _auto_mqsc(self) -> None:
         """Run the AutoConfig MQSCConfig scripts (runmqsc's MQSC, in process)."""
@@ -915,6 +931,7 @@ class Controller:
             self.standby_lock.release()
             self._clear_standby_address()
             self.standby_lock = None
+        self._write_back_ini()  # holding master and active, before the store opens
         ha = self.cfg.ha
         validity = belief_validity(ha.verify_interval, ha.monitor_stall,
                                    (self.data.lease_seconds, ha.lease))
