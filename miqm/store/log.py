@@ -514,6 +514,15 @@ class RecoveryLog:
                 f"a record of activation generation {gen} follows generation {max_gen} at "
                 f"{self._where(g)} (data offset {foff}): a stale instance wrote after the "
                 f"takeover; {_STALE_REMEDY}", amq="AMQ6118")
+        if gen > ctl.generation:
+            # an activation records its generation in the control file before it writes
+            # a record: a newer one cannot be this log's as the control file knows it
+            raise LogCorruptError(
+                f"a record of activation generation {gen} is at {self._where(g)} (data offset "
+                f"{foff}), newer than generation {ctl.generation} the log control file "
+                "records: the control file is older than the log files (put back from a "
+                "copy), or the log file comes from another queue manager; "
+                f"{self._damaged_remedy()}", amq="AMQ6118")
         if gen < ctl.generation and lsn >= ctl.generation_lsn:
             raise LogCorruptError(
                 f"a record of activation generation {gen} is at {self._where(g)} (data offset "

@@ -124,3 +124,40 @@ def test_a_free_circular_log_file_deleted_while_down_is_formatted_again(
         assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
     finally:
         log.close()
+
+
+def _written(path: Path, generation: int, n: int) -> PosixVolume:
+    """A log whose activation ``generation`` appended ``n`` records of 100 bytes."""
+    vol = _log(path)
+    log = RecoveryLog.open(vol, SMALL, generation=generation)
+    list(log.records(log.first_lsn()))
+    for i in range(n):
+        log.append_and_force(b"%03d" % i * 33 + b"x")
+    log.close()
+    return vol
+
+
+def test_a_log_file_with_records_newer_than_its_control_file_is_refused(
+        tmp_path: Path) -> None:
+    """Another queue manager's log file whose records line up with this one's, written
+    by a later activation than this log's control file records (found reading as this
+    log's, 2026-11-28): an activation records its generation before its first record,
+    so no record of this log can be newer."""
+    ours = _written(tmp_path / "ours", 1, 5)
+    _written(tmp_path / "theirs", 3, 5)
+    shutil.copy(tmp_path / "theirs" / "S0000000.LOG", tmp_path / "ours" / "S0000000.LOG")
+    line = _refused(ours, 2)
+    assert "newer than generation 1 the log control file records" in line
+    assert "another queue manager" in line and "restore the data and log" in line
+
+
+def test_a_control_file_put_back_from_an_older_copy_is_refused(tmp_path: Path) -> None:
+    vol = _written(tmp_path / "log", 1, 5)
+    old = (tmp_path / "log" / "amqhlctl.lfh").read_bytes()
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    list(log.records(log.first_lsn()))
+    log.append_and_force(b"of generation 2")
+    log.close()
+    (tmp_path / "log" / "amqhlctl.lfh").write_bytes(old)
+    line = _refused(vol, 2)
+    assert "the control file is older than the log files" in line
