@@ -318,8 +318,10 @@ class RecoveryLog:
             todo = ("the queue manager stopped: restore it and start the queue manager "
                     "again" if self._ready else
                     "the queue manager cannot start without it: restore it")
+            # running, AMQ7017 (log not available): the queue manager's last words fill
+            # its fields, where AMQ6767's {file} read '?' in the error log
             raise StoreError(f"log file {name} of {self.volume.describe()} is missing; "
-                             f"{todo}", amq="AMQ6767") from exc
+                             f"{todo}", amq="AMQ7017" if self._ready else "AMQ6767") from exc
         except LockFsError as exc:
             raise StoreError(f"log file {name} of {self.volume.describe()} cannot be opened: "
                              f"{exc}", amq="AMQ6767") from exc

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lockfs.posix import PosixVolume
-from miqm.errors import LogCorruptError
+from miqm.errors import LogCorruptError, StoreError
 from miqm.store.log import RecoveryLog
 from miqm.store.settings import LogSettings
 
@@ -161,3 +161,21 @@ def test_a_control_file_put_back_from_an_older_copy_is_refused(tmp_path: Path) -
     (tmp_path / "log" / "amqhlctl.lfh").write_bytes(old)
     line = _refused(vol, 2)
     assert "the control file is older than the log files" in line
+
+
+def test_a_free_log_file_lost_while_running_stops_with_amq7017(tmp_path: Path) -> None:
+    """Deleted while the queue manager runs, the file cannot be made again before the log
+    needs it: the store stops with AMQ7017 (whose fields the error log fills; AMQ6767's
+    '{file}' read 'Log file ?') saying it stopped, not that it 'cannot start'."""
+    vol = _log(tmp_path / "log")
+    log = RecoveryLog.open(vol, SMALL, generation=1)
+    try:
+        list(log.records(log.first_lsn()))
+        log.append_and_force(b"first")
+        (tmp_path / "log" / "S0000001.LOG").unlink()
+        with pytest.raises(StoreError) as info:
+            _wrapping(log, 300)
+    finally:
+        log.close()
+    assert info.value.amq == "AMQ7017" and "stopped" in str(info.value)
+    assert "cannot start" not in str(info.value)
