@@ -122,6 +122,10 @@ def _one_strmqm_at_a_time(qmgr: str, run_dir: str) -> int | None:
     return fd
 
 
+#: how long strmqm waits for a controller that refused to start to end (it releases its
+#: locks as it ends) before it looks at who holds them
+_CONTROLLER_EXIT_SECONDS = 10.0
+
 #: how long strmqm, refused because master is held, waits for the holder's record when
 #: the record there is a gone process's of this host (a second strmqm racing the first)
 _SETTLE_SECONDS = 1.5
@@ -246,6 +250,13 @@ def strmqm(
                  f"unexpectedly (exit {proc.returncode}); see {out_path} and "
                  "errors/AMQERR01.LOG.")
     if not verdict.get("ok"):
+        # the refused controller is ending: its own locks go with it first (it sends the
+        # verdict before it releases them, and a controller refused after master was
+        # granted, by the log directory say, was then this host's 'instance running')
+        try:
+            proc.wait(_CONTROLLER_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
         _refuse_if_running_here(qmgr, settle=True)
     for line in verdict.get("lines", []):
         typer.echo(line, err=not verdict.get("ok"))

@@ -920,7 +920,18 @@ class Controller:
                           amq="AMQ7279", exit_code=EXIT_FATAL)
         if not self._log_shares_data():
             self.log_active_lock = LockFile(self.log_volume, LOG_ACTIVE)
-            if not self.try_lock(self.log_active_lock, LockMode.SHARED, self.record):
+            try:
+                got = self.try_lock(self.log_active_lock, LockMode.SHARED, self.record)
+            except VolumeNotFound:
+                self.log_active_lock = None
+                self.active_lock.release()
+                self.master.release()
+                raise HAError(f"the log directory of '{self.qmgr}', "
+                              f"{self.log_volume.describe()}, is missing: mount it, or "
+                              "restore it from the same backup as the data directory, then "
+                              "start the queue manager again", amq="AMQ7017",
+                              exit_code=EXIT_FATAL) from None
+            if not got:
                 self.log_active_lock = None
                 self.active_lock.release()
                 self.master.release()

@@ -244,3 +244,24 @@ def test_a_missing_data_directory_is_status_not_available(qm: Env) -> None:
     assert "restore it" in qm.fails_with("AMQ7880", "strmqm", "QMBAD")
     (qm.root / "moved").rename(data)
     assert "STATUS(Ended normally)" in qm.run("dspmq", "-m", "QMBAD").stdout
+
+
+def test_a_missing_log_directory_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A log directory of its own (crtmqm -ld) that is gone (an unmounted filesystem, a
+    restore that left it out): one AMQ7017 line naming it, each time. strmqm had said
+    'AMQ6119: the shared filesystem failed ... open .../active', or, when its look at the
+    locks came before the refused controller had ended, AMQ1104 'an instance running on
+    this host' naming that controller."""
+    import shutil
+
+    e = Env(tmp_path / "root")
+    logs = tmp_path / "logs"
+    assert e.run("crtmqm", "-ld", str(logs), "QMNOLOG").returncode == 0
+    shutil.rmtree(logs / "QMNOLOG")
+    try:
+        for _ in range(3):
+            line = e.fails_with("AMQ7017", "strmqm", "QMNOLOG")
+            assert str(logs / "QMNOLOG") in line and "missing" in line, line
+    finally:
+        e.run("endmqm", "-i", "QMNOLOG")
+    assert not (logs / "QMNOLOG").exists()  # nothing made up in its place
