@@ -162,11 +162,12 @@ def _first_bytes(reader: FrameReader) -> str:
     return repr(data) if data else "nothing readable"
 
 
-def not_available(qmgr: str, detail: str = "") -> NetError:
-    """MQ's AMQ8146 / MQRC 2059 error."""
+def not_available(qmgr: str, detail: str = "", advice: str = "") -> NetError:
+    """MQ's AMQ8146 / MQRC 2059 error; ``advice`` instead of "Start it with strmqm"."""
     tail = f" ({detail})" if detail else ""
-    return NetError(f"AMQ8146: miqm queue manager '{qmgr}' not available{tail}. "
-                    f"Start it with 'strmqm {qmgr}'.", mqrc=MQRC_Q_MGR_NOT_AVAILABLE)
+    advice = advice or f"Start it with 'strmqm {qmgr}'."
+    return NetError(f"AMQ8146: miqm queue manager '{qmgr}' not available{tail}. {advice}",
+                    mqrc=MQRC_Q_MGR_NOT_AVAILABLE)
 
 
 def standby_only(qmgr: str) -> NetError:
@@ -549,7 +550,13 @@ class Connection:
             raise NetError(f"AMQ9204: the connection to queue manager '{self.qmgr}' was "
                            f"refused: {why} (MQRC {mqrc} {_PERMANENT[mqrc]})", mqrc=mqrc,
                            amq="AMQ9204")
-        raise not_available(self.qmgr, "; ".join(errors) if errors else "")
+        advice = ""
+        if self.endpoints is not None or "MIQM_CONNECTION" in os.environ:
+            # a client given addresses (a CONNAME list) is often on another host, where
+            # "start it" is not the likely fix: a wrong address or port, or a host down
+            advice = ("Check that an instance of it runs there (dspmq -x on its hosts) and "
+                      "that the CONNAME names its listeners' addresses and ports.")
+        raise not_available(self.qmgr, "; ".join(errors) if errors else "", advice)
 
     def _reopen(self, established: bool = True) -> None:
         """Keep resolving until an active instance answers or reconnect_timeout passes.
