@@ -7,6 +7,7 @@ pair ran dltmqm first), only this host's mqs.ini entry is removed, as rmvmqinf w
 
 from __future__ import annotations
 
+import os
 import re
 
 import typer
@@ -81,6 +82,15 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
                 entry.data_path, qmgr, default_log_location(qmgr))
             log = open_volume(log_loc)
             try:
+                if _log_in_use(log, log_loc, entry.data_path):
+                    # an active on a data directory replaced under it (a copy, another
+                    # export mounted there) holds no lock the data directory shows
+                    raise MiqmError(
+                        f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running: an "
+                        f"instance holds the active lock in its log directory {log_loc}, "
+                        "though none holds the data directory's (was the data directory "
+                        "replaced under it?). End it with endmqm on its host first; "
+                        "nothing was deleted.", amq="AMQ8041")
                 log.remove_tree("")
             finally:
                 log.close()
@@ -99,6 +109,16 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
                    f"directory {entry.data_path} does not exist here (deleted on the "
                    "other host, or the shared filesystem is not mounted), so only this "
                    "host's mqs.ini entry was removed, as rmvmqinf does.")
+
+
+def _log_in_use(log: object, log_loc: str, data_path: str) -> bool:
+    """Whether an instance holds ``active`` in the log directory (an active holds it
+    there too, where the log directory is not the data directory)."""
+    from miqm.net.client import lock_held
+
+    if os.path.realpath(log_loc) == os.path.realpath(data_path):
+        return False  # the same 'active', looked at already
+    return lock_held(log, "active", probe=True) is True
 
 
 def _refuse_if_read_only(data: object, data_path: str, qmgr: str) -> None:

@@ -265,3 +265,28 @@ def test_a_missing_log_directory_is_one_line_naming_it(tmp_path: Path) -> None:
     finally:
         e.run("endmqm", "-i", "QMNOLOG")
     assert not (logs / "QMNOLOG").exists()  # nothing made up in its place
+
+
+def test_dltmqm_refuses_while_the_log_directory_is_held(tmp_path: Path) -> None:
+    """An active whose data directory was replaced under it holds 'active' in its log
+    directory only: dltmqm saw no lock in the (new) data directory and deleted the log
+    tree under the running instance. Now: AMQ8041, nothing deleted."""
+    from lockfs.posix import PosixVolume
+    from lockfs.volume import LockMode
+
+    e = Env(tmp_path / "root")
+    logs = tmp_path / "logs"
+    assert e.run("crtmqm", "-ld", str(logs), "QMHELD").returncode == 0
+    vol = PosixVolume(str(logs / "QMHELD"))
+    f = vol.open("active", create=True)
+    try:
+        assert f.try_lock(LockMode.SHARED)
+        line = e.fails_with("AMQ8041", "dltmqm", "QMHELD")
+        assert "log directory" in line, line
+        assert (logs / "QMHELD" / "amqhlctl.lfh").exists()
+        assert (tmp_path / "root" / "qmgrs" / "QMHELD" / "qm.ini").exists()
+    finally:
+        f.close()
+        vol.close()
+    assert e.run("dltmqm", "QMHELD").returncode == 0  # released: deleted as before
+    assert not (logs / "QMHELD").exists()
