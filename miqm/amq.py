@@ -256,6 +256,14 @@ class _Fields(dict[str, object]):
         return "?"
 
 
+def fields(number: str) -> set[str]:
+    """The names of the fields the message text of ``number`` has."""
+    import string
+
+    return {name for _lit, name, _spec, _conv in string.Formatter().parse(message(number).text)
+            if name}
+
+
 def text(number: str, **fields: object) -> str:
     """The message text for ``number`` with its fields filled (missing fields shown as ?)."""
     return message(number).text.format_map(_Fields(fields))

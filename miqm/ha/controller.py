@@ -293,7 +293,11 @@ class Controller:
             self.ownership.revoke()
         self.event("fatal", amq=number, detail=detail, **self._lease_overdue())
         text = amq.text(number, qmgr=self.qmgr, detail=detail)
-        if detail not in text:
+        if amq.fields(number) - {"qmgr", "detail", "product", "version"}:
+            # a message whose other fields this stop cannot fill ('Log file ? could not
+            # be opened'): the detail says it all
+            text = detail
+        elif detail not in text:
             text = f"{text} {detail}"
         # the last words get a short deadline: cut off from the shared filesystem they
         # cannot be written, and stopping before the lease runs out matters more

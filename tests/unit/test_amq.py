@@ -112,3 +112,14 @@ def test_docs_messages_md_is_the_table() -> None:
         "docs/messages.md is out of date: python -m miqm.amq > docs/messages.md")
     for number in amq.MESSAGES:
         assert f"| {number} |" in amq.markdown()
+
+
+def test_fields_names_what_a_message_needs_filled() -> None:
+    """A fatal stop fills only qmgr and detail: a message with other fields (AMQ6767's
+    file) read 'Log file ? could not be opened' in the error log; the controller now
+    writes its detail alone for those."""
+    from miqm import amq
+
+    assert amq.fields("AMQ6767") == {"file", "detail"}
+    assert amq.fields("AMQ7017") == {"qmgr", "detail"}
+    assert "?" in amq.text("AMQ6767", detail="x")  # what the controller no longer writes
