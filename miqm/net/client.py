@@ -349,6 +349,8 @@ class Connection:
         self.credential = credential
         self.tls = tls if tls is not None else tls_from_env()
         self.endpoint: Endpoint | None = None
+        #: while reconnecting: the endpoint whose connection broke (tried last)
+        self._broke_at: Endpoint | None = None
         self.server_host = ""
         self.server_qmgr = qmgr
         self._sock: socket.socket | None = None
@@ -418,6 +420,12 @@ class Connection:
         #: permanent answers (2058 another queue manager, 2393 TLS): reason -> why
         refused: dict[int, str] = {}
         endpoints = self.endpoints or candidates(self.qmgr)
+        broke = self._broke_at
+        if broke is not None and len(endpoints) > 1 and broke in endpoints:
+            # a reconnect: the entry whose connection broke is tried last. After a
+            # failover the instance that serves is elsewhere, and a host that went down
+            # may drop every packet, which cost a connect timeout at every attempt
+            endpoints = [ep for ep in endpoints if ep != broke] + [broke]
         credential = self._hello_credential()
         todo = list(endpoints)
         eof_once: set[Endpoint] = set()
@@ -566,6 +574,14 @@ class Connection:
         When time runs out, a connection that had been ``established`` raises 2548
         (MQRC_RECONNECT_FAILED), as MQ reports for a reconnectable client; a first
         connection raises what the last attempt found."""
+        self._broke_at = self.endpoint
+        try:
+            self._reconnect_loop(established)
+        finally:
+            self._broke_at = None
+
+    def _reconnect_loop(self, established: bool) -> None:
+        """:meth:`_reopen`'s attempts, with backoff, until one succeeds or time is up."""
         self._drop()
         deadline = time.monotonic() + self.reconnect_timeout
         delay = 0.05

@@ -64,14 +64,37 @@ class SilentRelay:
             except OSError:
                 return
 
-    def silence(self) -> None:
+    def silence(self, blackhole: bool = False) -> None:
         """From now on nothing passes; the queue manager's side ends, the application's
-        side stays open."""
+        side stays open. New connections are refused, or with ``blackhole`` neither
+        accepted nor refused (a host powered off: the connect waits out its timeout)."""
         self.silent.set()
-        self._stop_listening()
+        if blackhole:
+            self._blackhole()
+        else:
+            self._stop_listening()
         with self._lock:
             for _app, qmgr in self.pairs:
                 qmgr.close()
+
+    def _blackhole(self) -> None:
+        # a listening socket whose accept queue is full drops every new SYN: the
+        # accepting thread is stopped, the socket re-made with a backlog of 0 and filled
+        address = self.listening.getsockname()
+        self._stop_listening()
+        self.listening = socket.socket()
+        self.listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listening.bind(address)
+        self.listening.listen(0)
+        self.fillers = []
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            try:
+                filler.connect(address)
+            except BlockingIOError:
+                pass
+            self.fillers.append(filler)
 
     def _stop_listening(self) -> None:
         # shutdown wakes the accept() in progress; a close alone leaves the socket
@@ -85,6 +108,8 @@ class SilentRelay:
     def close(self) -> None:
         """Close everything the relay holds."""
         self._stop_listening()
+        for filler in getattr(self, "fillers", ()):
+            filler.close()
         with self._lock:
             for app, qmgr in self.pairs:
                 app.close()
@@ -163,3 +188,42 @@ def test_a_stopped_consumer_holding_pushed_messages_is_dropped_at_the_idle_timeo
     finally:
         stopped._conn.abort()
         stopped.close()
+
+
+def test_a_reconnect_tries_the_entry_that_broke_last(served) -> None:  # noqa: F811
+    """The first CONNAME entry's host went silent and now drops every packet (powered
+    off): the reconnect goes to the other entry first, not through a connect timeout on
+    the dead one at every attempt (MQ tries the list in order; with a 30 s connect timeout
+    that was 30 s more per reconnect)."""
+    real = "{}({})".format(*served.listener.address)
+    relay = SilentRelay(served.listener.address)
+    conname = f"{relay.address[0]}({relay.address[1]}),{real}"
+    qm = mq.connect("QMC", conname=conname, reconnect=True, call_timeout=1.0,
+                    timeout=30.0, reconnect_timeout=60.0)
+    got: list[mq.Message] = []
+
+    def consume() -> None:
+        try:
+            for msg in qm.consume("Q1", prefetch=10):
+                got.append(msg)
+        except mq.MQError:
+            pass  # closed by the test
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    try:
+        assert qm._conn.endpoint is not None and qm._conn.endpoint.port == relay.address[1]
+        with mq.connect("QMC", conname=real) as producer:
+            producer.put("Q1", b"before", persistent=True)
+            consumer.start()
+            wait_until(lambda: len(got) == 1, "the first message consumed", 15)
+            relay.silence(blackhole=True)
+            producer.put("Q1", b"after", persistent=True)
+        # found silent within about two call_timeouts, then the other entry at once;
+        # trying the dead entry first waited out the 30 s connect timeout
+        wait_until(lambda: any(m.body == b"after" for m in got),
+                   "the consumer reconnected to the other entry", 15)
+        assert qm._conn.endpoint.port == served.listener.address[1]
+    finally:
+        qm.close()
+        consumer.join(40)
+        relay.close()
