@@ -445,11 +445,9 @@ def test_a_removed_or_rotated_credential_is_refused_within_a_second() -> None:
     assert 4 <= reads[0] <= 7, reads[0]
 
 
-def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
-    """A put that carries its commit (docs/protocol.md, "A unit of one put") and is not
-    authorized answers what the commit after a refused pipelined put answers: 2003
-    naming 2035, with any unit the session had open backed out, never left open."""
-    service, _ = served
+def _app_that_may_put_on_app_in_only(service: Any) -> Any:
+    """APP.IN and APP.OUT defined, and a session of app1, which may connect and put on
+    APP.IN only, past its hello."""
     admin = _session("admin")
     for text in ("DEFINE QLOCAL(APP.IN)", "DEFINE QLOCAL(APP.OUT)",
                  "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
@@ -457,6 +455,15 @@ def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
         assert not _mqsc(service, admin, text)["failed"], text
     app = _session("app1")
     assert service.handle({"op": "hello"}, app)["ok"]
+    return app
+
+
+def test_a_refused_put_with_commit_backs_the_unit_out(served) -> None:
+    """A put that carries its commit (docs/protocol.md, "A unit of one put") and is not
+    authorized answers what the commit after a refused pipelined put answers: 2003
+    naming 2035, with any unit the session had open backed out, never left open."""
+    service, _ = served
+    app = _app_that_may_put_on_app_in_only(service)
     put = {"op": "put", "body": b"x", "syncpoint": True, "persistent": True}
     reply = service.handle({**put, "queue": "APP.OUT", "commit": True}, app)
     assert reply["mqrc"] == 2003 and "2035" in reply["error"]
@@ -477,13 +484,7 @@ def test_a_refused_pipelined_put_is_named_by_the_commit(served) -> None:
     syncpoint (pipelined: the client hears of a failure at the commit): the commit's 2003
     names the queue and the missing authority, not only 'put failed with MQRC 2035'."""
     service, _ = served
-    admin = _session("admin")
-    for text in ("DEFINE QLOCAL(APP.IN)", "DEFINE QLOCAL(APP.OUT)",
-                 "SET AUTHREC OBJTYPE(QMGR) PRINCIPAL('app1') AUTHADD(CONNECT)",
-                 "SET AUTHREC PROFILE(APP.IN) OBJTYPE(QUEUE) PRINCIPAL('app1') AUTHADD(PUT)"):
-        assert not _mqsc(service, admin, text)["failed"], text
-    app = _session("app1")
-    assert service.handle({"op": "hello"}, app)["ok"]
+    app = _app_that_may_put_on_app_in_only(service)
     put = {"op": "put", "body": b"x", "syncpoint": True, "persistent": True, "async": 2}
     assert service.handle({**put, "queue": "APP.IN"}, app)["ok"]
     assert not service.handle({**put, "queue": "APP.OUT"}, app)["ok"]
