@@ -132,6 +132,7 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
             _drop_data_file(vol, party, res)
             raise
         finally:
+            stopped = party.stopped_for()
             party.close()
     conc = results[-1]
     if "latency" in conc.details:
@@ -142,13 +143,20 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
             for k, v in lat.items():
                 res.step(f"{k}: p50 {v['p50'] * 1000:.2f} ms, p99 {v['p99'] * 1000:.2f} ms, "
                          f"max {v['max'] * 1000:.2f} ms ({v['count']})")
-            if worst[0] >= monitor_stall / 2:
+            if worst[0] < monitor_stall / 2:
+                res.step(f"every operation took under half of MonitorStall "
+                         f"({monitor_stall:g} s, {stall_source})")
+            elif stopped > STOPPED_GAP:
+                # a lock wait (or a call) that spanned this process's own stop measured
+                # the stop, not the filesystem
+                res.notes.append(f"this process was stopped or stalled for {stopped:.1f} s "
+                                 f"during the run: its slowest {worst[1]} "
+                                 f"({worst[0]:.2f} s) includes the stop and was not judged")
+            else:
                 raise Failed(f"a {worst[1]} took {worst[0]:.2f} s, half or more of MonitorStall "
                              f"({monitor_stall:g} s, {stall_source})", CAUSE_SLOW,
                              "a filesystem this slow causes spurious failovers: tune the "
                              "NFS client, server and network, or raise MonitorStall")
-            res.step(f"every operation took under half of MonitorStall ({monitor_stall:g} s, "
-                     f"{stall_source})")
 
 
 def _meet(party: Party, wait: float, deadline: float) -> tuple[str, list[str]]:
