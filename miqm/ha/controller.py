@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from lockfs import open_volume
@@ -1073,21 +1074,11 @@ class Controller:
         assert self.master is not None
         previous = self.master.previous
         lease = self.data.lease_seconds
-        deadline = time.monotonic() + (lease + 5.0 if wait and lease is not None else 0.0)
-        while True:
-            try:
-                record, held = peek(self.data, "active")
-            except LockFsError:
-                return None
-            if held is not True or (record is not None and record.same_holder(previous)):
-                return None
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.2)
-        if record is None:
-            return "an instance whose record cannot be read"
-        return f"the instance on {record.host} (pid {record.pid}, generation " \
-               f"{record.generation})"
+        grace = lease + 5.0 if wait and lease is not None else 0.0
+        return self._lock_held_by(
+            self.data, "active", grace, 0.2,
+            accept=lambda record: record is not None and record.same_holder(previous),
+            clock=time.monotonic, sleep=time.sleep)
 
     def _log_shares_data(self) -> bool:
         """True if the log directory is the data directory itself (its ``active`` is the
@@ -1103,8 +1094,8 @@ class Controller:
                               self.data.lease_seconds) if x is not None]
         return max(leases) + 5.0 if leases else LOG_ACTIVE_GRACE
 
-    def _log_active_held(self, clock: Any = time.monotonic,
-                         sleep: Any = time.sleep) -> str | None:
+    def _log_active_held(self, clock: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], None] = time.sleep) -> str | None:
         """With ``master`` just granted: who holds the log directory's ``active``
         (:data:`LOG_ACTIVE`) if it stays held, else None. Unlike ``active`` in the data
         directory, even master's previous holder is not let through: its master lock is
@@ -1114,17 +1105,29 @@ class Controller:
         absent (an active of an older release) or cannot be looked at."""
         if self._log_shares_data():
             return None
-        deadline = clock() + self._log_active_grace()
+        return self._lock_held_by(self.log_volume, LOG_ACTIVE, self._log_active_grace(), 0.05,
+                                  accept=lambda record: False, clock=clock, sleep=sleep)
+
+    @staticmethod
+    def _lock_held_by(volume: Volume, name: str, grace: float, poll: float,
+                      accept: Callable[[HolderRecord | None], bool],
+                      clock: Callable[[], float],
+                      sleep: Callable[[float], None]) -> str | None:
+        """Who holds lock file ``name`` on ``volume`` if it stays held for ``grace``
+        seconds (looked at every ``poll`` seconds), else None. A holder whose record
+        ``accept`` lets through is no holder; None too when the file is absent or cannot
+        be looked at (the lock attempt that follows meets what is wrong)."""
+        deadline = clock() + grace
         while True:
             try:
-                record, held = peek(self.log_volume, LOG_ACTIVE)
+                record, held = peek(volume, name)
             except LockFsError:
                 return None
-            if held is not True:
+            if held is not True or accept(record):
                 return None
             if clock() >= deadline:
                 break
-            sleep(0.05)
+            sleep(poll)
         if record is None:
             return "an instance whose record cannot be read"
         return f"the instance on {record.host} (pid {record.pid}, generation " \
