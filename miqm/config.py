@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Literal, overload
 
 from miqm.errors import ConfigError
 from miqm.store.settings import (
@@ -29,6 +31,9 @@ from miqm.store.settings import (
     StoreTuning,
     cpu_text,
 )
+
+if TYPE_CHECKING:
+    from lockfs.volume import Volume
 
 _KEY_RE = re.compile(r"^\s+([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _STANZA_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*:\s*$")
@@ -276,6 +281,62 @@ def parse_qm_ini(text: str, source: str = "qm.ini") -> QMConfig:
         metrics_port=int(metrics["Port"]) if metrics.get("Port", "").isdigit() else 0,
         stanzas=tuple(stanzas),
     )
+
+
+@overload
+def read_qm_ini(volume: Volume, where: str, qmgr: str, *,
+                edit: Callable[[str, str], str] | None = None,
+                damaged_ok: Literal[False] = False) -> QMConfig: ...
+
+
+@overload
+def read_qm_ini(volume: Volume, where: str, qmgr: str, *,
+                edit: Callable[[str, str], str] | None = None,
+                damaged_ok: Literal[True]) -> QMConfig | None: ...
+
+
+def read_qm_ini(volume: Volume, where: str, qmgr: str, *,
+                edit: Callable[[str, str], str] | None = None,
+                damaged_ok: bool = False) -> QMConfig | None:
+    """qm.ini of queue manager ``qmgr``, read from ``volume`` (its data directory,
+    ``where``), decoded and parsed as strmqm reads it: ConfigError (AMQ7880, naming the
+    file and what to do) when it is missing, cannot be read, is not UTF-8 or does not
+    parse. ``edit(text, source)`` may change the text before it is parsed (the
+    controller's AutoConfig merge).
+
+    With ``damaged_ok`` (dltmqm, which only needs the LogPath to find what to delete),
+    nothing is refused: None when the file cannot be read; bytes that are not UTF-8 are
+    read as replacement characters; a file that does not parse gives the defaults with
+    the LogPath its ``LogPath=`` line names, if any."""
+    from lockfs.errors import LockFsError, VolumeNotFound
+
+    source = f"{where}/qm.ini"
+    try:
+        raw = volume.read_bytes("qm.ini")
+    except VolumeNotFound:
+        if damaged_ok:
+            return None
+        raise ConfigError(f"AMQ7880: qm.ini of queue manager '{qmgr}' is missing from "
+                          f"{where}; restore it from a backup or recreate the queue "
+                          "manager.") from None
+    except LockFsError as exc:
+        if damaged_ok:
+            return None
+        raise ConfigError(f"AMQ7880: cannot read qm.ini of queue manager '{qmgr}' in "
+                          f"{where} ({exc}): check that filesystem, or restore the file "
+                          "from a backup.") from None
+    if damaged_ok:
+        # replacement characters are good enough to find a LogPath: nothing is written back
+        text = raw.decode("utf-8", "replace").removeprefix("\ufeff")
+        try:
+            return parse_qm_ini(edit(text, source) if edit else text, source)
+        except ConfigError:
+            m = re.search(r"^\s*LogPath\s*=\s*(\S.*?)\s*$", text, re.M)
+            return QMConfig(name="", log_path=m.group(1) if m else "")
+    # never with replacement characters, which would make another path of a LogPath
+    # that is not UTF-8
+    text = decode_ini(raw, source)
+    return parse_qm_ini(edit(text, source) if edit else text, source)
 
 
 def check_complete(text: str, source: str = "qm.ini") -> None:

@@ -8,13 +8,16 @@ pair ran dltmqm first), only this host's mqs.ini entry is removed, as rmvmqinf w
 from __future__ import annotations
 
 import os
-import re
+from typing import TYPE_CHECKING
 
 import typer
 
 from miqm import amq
 from miqm.amq import PRODUCT
 from miqm.cli.common import make_app, run_typer
+
+if TYPE_CHECKING:
+    from lockfs.volume import Volume
 
 app = make_app("Delete a queue manager.")
 
@@ -42,21 +45,12 @@ def _who(qmgr: str, held: list[str]) -> str:
     return f"its instance{'s run' if len(found) > 1 else ' runs'} on {where}"
 
 
-def _log_location(data: object, qmgr: str) -> str | None:
+def _log_location(data: Volume, data_path: str, qmgr: str) -> str | None:
     """The LogPath recorded in qm.ini (even a damaged one), or None."""
-    from lockfs.errors import LockFsError
-    from miqm.config import parse_qm_ini
-    from miqm.errors import ConfigError
+    from miqm.config import read_qm_ini
 
-    try:
-        text = data.read_bytes("qm.ini").decode("utf-8", "replace")  # type: ignore[attr-defined]
-    except LockFsError:
-        return None
-    try:
-        return parse_qm_ini(text).log_path or None
-    except ConfigError:
-        m = re.search(r"^\s*LogPath\s*=\s*(\S.*?)\s*$", text, re.M)
-        return m.group(1) if m else None
+    cfg = read_qm_ini(data, data_path, qmgr, damaged_ok=True)
+    return (cfg.log_path or None) if cfg is not None else None
 
 
 @app.command()
@@ -78,7 +72,7 @@ def dltmqm(qmgr: str = typer.Argument(..., metavar="QMgr", help="queue manager n
                     f"AMQ8041: {PRODUCT} queue manager '{qmgr}' is running ({_who(qmgr, held)}"
                     "). End every instance with endmqm first (endmqm -x for a standby, on "
                     "its host).", amq="AMQ8041")
-            log_loc = _log_location(data, qmgr) or _default_log_or_refuse(
+            log_loc = _log_location(data, entry.data_path, qmgr) or _default_log_or_refuse(
                 entry.data_path, qmgr, default_log_location(qmgr))
             log = open_volume(log_loc)
             try:

@@ -20,19 +20,6 @@ from miqm.cli.common import fail, make_app, run_typer
 app = make_app("Dump the recovery log's records.")
 
 
-def _config(data: Any, data_path: str, qmgr: str) -> Any:
-    """qm.ini of ``qmgr`` as strmqm reads it (its Log stanza and LogPath)."""
-    from lockfs.errors import LockFsError
-    from miqm.config import decode_ini, parse_qm_ini
-
-    try:
-        raw = data.read_bytes("qm.ini")
-    except LockFsError as exc:
-        fail(f"AMQ7880: cannot read qm.ini of queue manager '{qmgr}' in {data_path} ({exc}): "
-             "restore it from a backup, then run dmpmqlog again.", 71)
-    return parse_qm_ini(decode_ini(raw, f"{data_path}/qm.ini"), f"{data_path}/qm.ini")
-
-
 @app.command()
 def dmpmqlog(
     qmgr: str = typer.Option(..., "-m", metavar="QMgr", help="queue manager name"),
@@ -47,6 +34,7 @@ def dmpmqlog(
     from lockfs import open_volume
     from miqm.amq import PRODUCT
     from miqm.cli.dltmqm import held_locks
+    from miqm.config import read_qm_ini
     from miqm.errors import MiqmError, StoreError
     from miqm.paths import default_log_location, find
     from miqm.store import logdump
@@ -62,7 +50,7 @@ def dmpmqlog(
                             "is being written while it would be read. End every instance "
                             f"with endmqm first, or use amqldmpa -m {qmgr} for the logger of "
                             "a running queue manager.", amq="AMQ8041")
-        cfg = _config(data, entry.data_path, qmgr)
+        cfg = read_qm_ini(data, entry.data_path, qmgr)
     finally:
         data.close()
     where = log_path or cfg.log_path or default_log_location(qmgr)

@@ -50,7 +50,7 @@ from lockfs.errors import (
 from lockfs.lockfile import RECORD_SIZE, HolderRecord, LockFile, peek
 from lockfs.volume import LockMode, Reachability, Volume, VolumeFile
 from miqm import amq, paths
-from miqm.config import QMConfig, decode_ini, parse_qm_ini
+from miqm.config import QMConfig, decode_ini, read_qm_ini
 from miqm.errors import ConfigError, HAError, MiqmError, OwnershipLostError
 from miqm.ha import decide, qmstatus, runfile
 from miqm.ha.decide import Action, State
@@ -320,19 +320,10 @@ class Controller:
         entry = paths.find(self.qmgr)
         try:
             self.data = wrap_from_env(open_volume(entry.data_path), "data")
-            raw = self.data.read_bytes("qm.ini")
-        except VolumeNotFound:
-            raise ConfigError(f"AMQ7880: qm.ini of queue manager '{self.qmgr}' is missing "
-                              f"from {entry.data_path}; restore it or recreate the queue "
-                              "manager", amq="AMQ7880") from None
         except LockFsError as exc:
             raise ConfigError(f"cannot read the data directory of '{self.qmgr}' "
                               f"({entry.data_path}): {exc}", amq="AMQ6119") from None
-        # as strmqm and setmqini read it: never with replacement characters, which would
-        # make another path of a LogPath that is not UTF-8
-        text = self._auto_ini(decode_ini(raw, f"{entry.data_path}/qm.ini"),
-                              f"{entry.data_path}/qm.ini")
-        self.cfg = parse_qm_ini(text, f"{entry.data_path}/qm.ini")
+        self.cfg = read_qm_ini(self.data, entry.data_path, self.qmgr, edit=self._auto_ini)
         lease = self.data.lease_seconds
         ha = self.cfg.ha
         if lease is not None and ha.verify_interval + ha.monitor_stall >= lease:

@@ -244,3 +244,62 @@ def test_qmgr_name_with_a_newline_or_space_is_refused(name: str) -> None:
     with pytest.raises(UsageError, match="AMQ7048") as err:
         paths.check_qmgr_name(name)
     assert "\n" not in err.value.user_line()
+
+
+# ---- read_qm_ini: the one reader of qm.ini (strmqm's controller, dmpmqlog, dltmqm)
+
+def _data_dir(tmp_path, body: bytes | None):  # type: ignore[no-untyped-def]
+    from lockfs.posix import PosixVolume
+
+    if body is not None:
+        (tmp_path / "qm.ini").write_bytes(body)
+    return PosixVolume(str(tmp_path))
+
+
+_GOOD = render_qm_ini("QM1", LogSettings(), "/l/QM1").encode()
+
+
+def test_read_qm_ini_parses_and_lets_the_caller_edit_the_text_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from miqm.config import read_qm_ini
+
+    seen: list[str] = []
+
+    def edit(text: str, source: str) -> str:
+        seen.append(source)
+        return text.replace("/l/QM1", "/m/QM1")
+
+    cfg = read_qm_ini(_data_dir(tmp_path, _GOOD), "/d/QM1", "QM1", edit=edit)
+    assert cfg.name == "QM1" and cfg.log_path == "/m/QM1"
+    assert seen == ["/d/QM1/qm.ini"]
+
+
+def test_read_qm_ini_says_what_is_wrong_in_one_amq7880_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from miqm.config import read_qm_ini
+
+    with pytest.raises(ConfigError) as missing:
+        read_qm_ini(_data_dir(tmp_path, None), "/d/QM1", "QM1")
+    assert missing.value.amq == "AMQ7880" and "missing from /d/QM1" in str(missing.value)
+    (tmp_path / "qm.ini").mkdir()  # cannot be read as a file
+    with pytest.raises(ConfigError) as unreadable:
+        read_qm_ini(_data_dir(tmp_path, None), "/d/QM1", "QM1")
+    assert unreadable.value.amq == "AMQ7880" and "cannot read qm.ini" in str(unreadable.value)
+    (tmp_path / "qm.ini").rmdir()
+    with pytest.raises(ConfigError) as latin1:  # never read with replacement characters
+        read_qm_ini(_data_dir(tmp_path, b"Log:\n   LogPath=/l/Q\xe9\n"), "/d/QM1", "QM1")
+    assert "/d/QM1/qm.ini is damaged or not UTF-8" in str(latin1.value)
+    with pytest.raises(ConfigError) as bad:
+        read_qm_ini(_data_dir(tmp_path, b"Log:\n   LogPrimaryFiles=x\n"), "/d/QM1", "QM1")
+    assert "/d/QM1/qm.ini" in str(bad.value)
+    for exc in (missing, unreadable, latin1, bad):
+        assert len(exc.value.user_line().splitlines()) == 1
+
+
+def test_read_qm_ini_for_dltmqm_finds_the_log_path_of_a_damaged_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from miqm.config import read_qm_ini
+
+    assert read_qm_ini(_data_dir(tmp_path, None), "/d/QM1", "QM1", damaged_ok=True) is None
+    damaged = b"Log:\n   LogPrimaryFiles=x\n   LogPath=/l/Q\xe9\n"
+    cfg = read_qm_ini(_data_dir(tmp_path, damaged), "/d/QM1", "QM1", damaged_ok=True)
+    assert cfg is not None and cfg.log_path == "/l/Q\ufffd"
+    cfg = read_qm_ini(_data_dir(tmp_path, _GOOD), "/d/QM1", "QM1", damaged_ok=True)
+    assert cfg is not None and cfg.log_path == "/l/QM1"
