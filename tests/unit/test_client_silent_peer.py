@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib.util
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -116,34 +120,59 @@ class SilentRelay:
                 qmgr.close()
 
 
-def test_a_consumer_whose_queue_manager_went_silent_moves_to_the_next_entry(
-        served) -> None:  # noqa: F811
-    real = "{}({})".format(*served.listener.address)
-    relay = SilentRelay(served.listener.address)
+@dataclass
+class RelayedConsumer:
+    """An application consuming Q1 through a :class:`SilentRelay` (its first CONNAME
+    entry; the listener itself is the second), after the relay went silent."""
+
+    qm: mq.QueueManager
+    got: list[mq.Message]
+    errors: list[BaseException]
+
+
+@contextmanager
+def consumer_when_silenced(server: Any, blackhole: bool, join: float,
+                           **options: Any) -> Iterator[RelayedConsumer]:
+    """Connect through a relay with ``options``, consume Q1 on a thread, put "before"
+    and see it consumed, silence the relay (``blackhole``: a host powered off), put
+    "after", then hand over; closed afterwards (the consumer thread given ``join``
+    seconds to end)."""
+    real = "{}({})".format(*server.listener.address)
+    relay = SilentRelay(server.listener.address)
     conname = f"{relay.address[0]}({relay.address[1]}),{real}"
-    got: list[mq.Message] = []
-    errors: list[BaseException] = []
-    qm = mq.connect("QMC", conname=conname, reconnect=True, call_timeout=1.0,
-                    reconnect_timeout=30.0)
+    qm = mq.connect("QMC", conname=conname, reconnect=True, call_timeout=1.0, **options)
+    consumer = RelayedConsumer(qm, [], [])
 
     def consume() -> None:
         try:
             for msg in qm.consume("Q1", prefetch=10):
-                got.append(msg)
+                consumer.got.append(msg)
         except mq.HConnError:
             pass  # closed by the test
-        except BaseException as exc:  # reported by the test below
-            errors.append(exc)
+        except BaseException as exc:  # reported to the test
+            consumer.errors.append(exc)
 
-    consumer = threading.Thread(target=consume, daemon=True)
+    thread = threading.Thread(target=consume, daemon=True)
     try:
         assert qm._conn.endpoint is not None and qm._conn.endpoint.port == relay.address[1]
         with mq.connect("QMC", conname=real) as producer:
             producer.put("Q1", b"before", persistent=True)
-            consumer.start()
-            wait_until(lambda: len(got) == 1, "the first message consumed", 15)
-            relay.silence()
+            thread.start()
+            wait_until(lambda: len(consumer.got) == 1, "the first message consumed", 15)
+            relay.silence(blackhole=blackhole)
             producer.put("Q1", b"after", persistent=True)
+        yield consumer
+    finally:
+        qm.close()
+        thread.join(join)
+        relay.close()
+
+
+def test_a_consumer_whose_queue_manager_went_silent_moves_to_the_next_entry(
+        served) -> None:  # noqa: F811
+    with consumer_when_silenced(served, blackhole=False, join=10,
+                                reconnect_timeout=30.0) as c:
+        got, errors = c.got, c.errors
         # without a look at a silent connection the consumer waited on it for ever
         wait_until(lambda: any(m.body == b"after" for m in got) or errors,
                    "the consumer reconnected and got the message put after the silence",
@@ -153,11 +182,7 @@ def test_a_consumer_whose_queue_manager_went_silent_moves_to_the_next_entry(
         assert set(bodies) == {b"before", b"after"}, bodies
         # a message seen twice is marked: never delivered twice without a word
         assert all(m.redelivered for m in got[1:] if m.body == b"before"), got
-        assert qm._conn.endpoint.port == served.listener.address[1]
-    finally:
-        qm.close()
-        consumer.join(10)
-        relay.close()
+        assert c.qm._conn.endpoint.port == served.listener.address[1]
 
 
 def test_a_stopped_consumer_holding_pushed_messages_is_dropped_at_the_idle_timeout(
@@ -195,35 +220,10 @@ def test_a_reconnect_tries_the_entry_that_broke_last(served) -> None:  # noqa: F
     off): the reconnect goes to the other entry first, not through a connect timeout on
     the dead one at every attempt (MQ tries the list in order; with a 30 s connect timeout
     that was 30 s more per reconnect)."""
-    real = "{}({})".format(*served.listener.address)
-    relay = SilentRelay(served.listener.address)
-    conname = f"{relay.address[0]}({relay.address[1]}),{real}"
-    qm = mq.connect("QMC", conname=conname, reconnect=True, call_timeout=1.0,
-                    timeout=30.0, reconnect_timeout=60.0)
-    got: list[mq.Message] = []
-
-    def consume() -> None:
-        try:
-            for msg in qm.consume("Q1", prefetch=10):
-                got.append(msg)
-        except mq.MQError:
-            pass  # closed by the test
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    try:
-        assert qm._conn.endpoint is not None and qm._conn.endpoint.port == relay.address[1]
-        with mq.connect("QMC", conname=real) as producer:
-            producer.put("Q1", b"before", persistent=True)
-            consumer.start()
-            wait_until(lambda: len(got) == 1, "the first message consumed", 15)
-            relay.silence(blackhole=True)
-            producer.put("Q1", b"after", persistent=True)
+    with consumer_when_silenced(served, blackhole=True, join=40, timeout=30.0,
+                                reconnect_timeout=60.0) as c:
         # found silent within about two call_timeouts, then the other entry at once;
         # trying the dead entry first waited out the 30 s connect timeout
-        wait_until(lambda: any(m.body == b"after" for m in got),
+        wait_until(lambda: any(m.body == b"after" for m in c.got),
                    "the consumer reconnected to the other entry", 15)
-        assert qm._conn.endpoint.port == served.listener.address[1]
-    finally:
-        qm.close()
-        consumer.join(40)
-        relay.close()
+        assert c.qm._conn.endpoint.port == served.listener.address[1]

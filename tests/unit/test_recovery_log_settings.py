@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockfs.posix import PosixVolume
-from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import LogSettings
+from tests.unit.storedirs import create_store, open_store
 
 pytestmark = pytest.mark.usefixtures("c_parts_or_python")
 
@@ -26,18 +25,9 @@ BIG = LogSettings(file_pages=64, primary_files=4, secondary_files=2)
 SMALL = LogSettings(file_pages=64, primary_files=2, secondary_files=1)
 
 
-def _open(tmp: Path, settings: LogSettings, gen: int) -> QueueManagerStore:
-    return QueueManagerStore.open(PosixVolume(str(tmp / "data")),
-                                  PosixVolume(str(tmp / "log")), "QM", settings,
-                                  StoreTuning(), generation=gen, background=False)
-
-
 def test_a_log_spanning_more_extents_than_qm_ini_now_allows_starts(tmp_path: Path) -> None:
-    for d in ("data", "log"):
-        (tmp_path / d).mkdir()
-    QueueManagerStore.create(PosixVolume(str(tmp_path / "data")),
-                             PosixVolume(str(tmp_path / "log")), "QM", BIG)
-    s = _open(tmp_path, BIG, 1)
+    create_store(tmp_path, BIG)
+    s = open_store(tmp_path, BIG, 1)
     s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
     s.put("Q", b"committed")
     u = s.begin()
@@ -48,7 +38,7 @@ def test_a_log_spanning_more_extents_than_qm_ini_now_allows_starts(tmp_path: Pat
     s._closed = True  # killed with the unit in flight
     s._close_files()
     s.log.close()
-    s = _open(tmp_path, SMALL, 2)  # qm.ini now says 2 + 1
+    s = open_store(tmp_path, SMALL, 2)  # qm.ini now says 2 + 1
     try:
         assert s.get("Q").body == b"committed"  # type: ignore[union-attr]
         assert s.get("Q") is None  # the unit in flight was undone

@@ -13,8 +13,8 @@ import pytest
 from lockfs.posix import PosixVolume
 from miqm.errors import StoreError
 from miqm.store import logdump
-from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import LogSettings
+from tests.unit.storedirs import create_store, open_store
 
 pytestmark = pytest.mark.usefixtures("c_parts_or_python")
 
@@ -24,13 +24,8 @@ LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=3, secondar
 def _crashed_store(tmp: Path) -> None:
     """A linear queue manager that defined Q, committed two puts, got one, left a unit
     in flight, and was killed (no checkpoint after them)."""
-    for d in ("data", "log"):
-        (tmp / d).mkdir()
-    QueueManagerStore.create(PosixVolume(str(tmp / "data")), PosixVolume(str(tmp / "log")),
-                             "QM", LINEAR)
-    s = QueueManagerStore.open(PosixVolume(str(tmp / "data")),
-                               PosixVolume(str(tmp / "log")), "QM", LINEAR, StoreTuning(),
-                               generation=1, background=False)
+    create_store(tmp, LINEAR)
+    s = open_store(tmp, LINEAR, 1)
     s.define_queue("Q", DEFPSIST="YES")
     s.checkpoint()
     u = s.begin()

@@ -13,28 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from lockfs.posix import PosixVolume
 from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import LogSettings
+from tests.unit.storedirs import create_store, open_store
 
 pytestmark = pytest.mark.usefixtures("c_parts_or_python")
 
 LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=3, secondary_files=1)
 
 
-def _open(tmp: Path, gen: int) -> QueueManagerStore:
-    return QueueManagerStore.open(PosixVolume(str(tmp / "data")),
-                                  PosixVolume(str(tmp / "log")), "QM", LINEAR,
-                                  StoreTuning(), generation=gen, background=False)
-
-
 def _with_a_deleted_image(tmp: Path) -> QueueManagerStore:
     """Q and QTMP defined, QTMP's image recorded, QTMP deleted (its DELETE forced)."""
-    for d in ("data", "log"):
-        (tmp / d).mkdir()
-    QueueManagerStore.create(PosixVolume(str(tmp / "data")), PosixVolume(str(tmp / "log")),
-                             "QM", LINEAR)
-    s = _open(tmp, 1)
+    create_store(tmp, LINEAR)
+    s = open_store(tmp, LINEAR, 1)
     s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
     s.define_queue("QTMP", DEFPSIST="YES")
     s.put("QTMP", b"a")
@@ -44,24 +35,32 @@ def _with_a_deleted_image(tmp: Path) -> QueueManagerStore:
     return s
 
 
-def _moved_on(s: QueueManagerStore) -> None:
-    """Three extents of traffic on Q, then an image of every queue there is."""
+def _moved_on(s: QueueManagerStore, image: bool = True) -> None:
+    """Three extents of traffic on Q, then (with ``image``) an image of every queue there
+    is."""
     for i in range(300):
         s.put("Q", b"%06d" % i + bytes(3000))
         s.get("Q")
         if i % 50 == 0:
             s.checkpoint()
-    s.record_image("Q")
+    if image:
+        s.record_image("Q")
 
 
-def test_a_deleted_queue_releases_the_log_its_image_held(tmp_path: Path) -> None:
-    s = _with_a_deleted_image(tmp_path)
+def _moved_on_and_released(s: QueueManagerStore) -> None:
+    """After :func:`_moved_on`, media recovery needs no older log than restart does (the
+    deleted queue's image pins nothing); ``s`` is closed."""
     try:
         _moved_on(s)
         assert s.log.oldest_extent_for_media() == s.log.oldest_extent_for_restart() != \
             "S0000000.LOG"
     finally:
         s.close()
+
+
+def test_a_deleted_queue_releases_the_log_its_image_held(tmp_path: Path) -> None:
+    s = _with_a_deleted_image(tmp_path)
+    _moved_on_and_released(s)
 
 
 def test_a_delete_redone_by_restart_releases_it_too(tmp_path: Path) -> None:
@@ -71,13 +70,8 @@ def test_a_delete_redone_by_restart_releases_it_too(tmp_path: Path) -> None:
     s._closed = True  # a crash: no checkpoint after the DELETE
     s._close_files()
     s.log.close()
-    s = _open(tmp_path, 2)
-    try:
-        _moved_on(s)
-        assert s.log.oldest_extent_for_media() == s.log.oldest_extent_for_restart() != \
-            "S0000000.LOG"
-    finally:
-        s.close()
+    s = open_store(tmp_path, LINEAR, 2)
+    _moved_on_and_released(s)
 
 
 def test_the_error_log_says_which_log_files_are_needed_as_they_move(
@@ -88,10 +82,7 @@ def test_the_error_log_says_which_log_files_are_needed_as_they_move(
     s = _with_a_deleted_image(tmp_path)
     s.close()
     lines: list[tuple[str, str]] = []
-    s = QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
-                               PosixVolume(str(tmp_path / "log")), "QM", LINEAR,
-                               StoreTuning(), generation=2, background=False,
-                               errlog=lambda a, t: lines.append((a, t)))
+    s = open_store(tmp_path, LINEAR, 2, errlog=lambda a, t: lines.append((a, t)))
     try:
         assert not [a for a, _t in lines if a in ("AMQ7467", "AMQ7468")]  # strmqm's as was
         _moved_on(s)
@@ -109,27 +100,14 @@ def test_the_error_log_says_which_log_files_are_needed_as_they_move(
 
 
 def test_a_circular_log_writes_no_amq7467(tmp_path: Path) -> None:
-    for d in ("data", "log"):
-        (tmp_path / d).mkdir()
     circular = LogSettings(file_pages=64, primary_files=3, secondary_files=1)
-    QueueManagerStore.create(PosixVolume(str(tmp_path / "data")),
-                             PosixVolume(str(tmp_path / "log")), "QM", circular)
+    create_store(tmp_path, circular)
     lines: list[tuple[str, str]] = []
-    s = QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
-                               PosixVolume(str(tmp_path / "log")), "QM", circular,
-                               StoreTuning(), generation=1, background=False,
-                               errlog=lambda a, t: lines.append((a, t)))
+    s = open_store(tmp_path, circular, 1, errlog=lambda a, t: lines.append((a, t)))
     try:
         s.define_queue("Q", DEFPSIST="YES")
-        _moved_on_circular(s)
+        _moved_on(s, image=False)
         assert not [a for a, _t in lines if a in ("AMQ7467", "AMQ7468")]
     finally:
         s.close()
 
-
-def _moved_on_circular(s: QueueManagerStore) -> None:
-    for i in range(300):
-        s.put("Q", b"%06d" % i + bytes(3000))
-        s.get("Q")
-        if i % 50 == 0:
-            s.checkpoint()

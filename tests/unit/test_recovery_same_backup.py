@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from lockfs.posix import PosixVolume
 from miqm.errors import StoreError
 from miqm.store import checkpoint as ckpt
-from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import LogSettings
+from tests.unit.storedirs import create_store, open_store
 
 pytestmark = pytest.mark.usefixtures("c_parts_or_python")
 
@@ -32,28 +31,22 @@ LINEAR = LogSettings(log_type="LINEAR", file_pages=64, primary_files=3, secondar
 BODY = b"x" * 3000
 
 
-def _open(tmp: Path, settings: LogSettings, gen: int) -> QueueManagerStore:
-    return QueueManagerStore.open(PosixVolume(str(tmp / "data")),
-                                  PosixVolume(str(tmp / "log")), "QM", settings,
-                                  StoreTuning(), generation=gen, background=False)
-
-
-def _created(tmp: Path, settings: LogSettings) -> None:
-    """A queue manager with ten messages on Q, closed (its checkpoint taken)."""
-    for d in ("data", "log"):
-        (tmp / d).mkdir()
-    QueueManagerStore.create(PosixVolume(str(tmp / "data")), PosixVolume(str(tmp / "log")),
-                             "QM", settings)
-    s = _open(tmp, settings, 1)
+def _created(tmp: Path, settings: LogSettings, extra: int = 0) -> None:
+    """A queue manager with ten messages on Q (then ``extra`` more), closed (its
+    checkpoint taken)."""
+    create_store(tmp, settings)
+    s = open_store(tmp, settings, 1)
     s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
     for i in range(10):
         s.put("Q", b"early-%d" % i)
+    for i in range(extra):
+        s.put("Q", b"other-%d" % i)
     s.close()
 
 
 def _more(tmp: Path, settings: LogSettings, gen: int) -> None:
     """Enough puts and gets to move the restart point three extents on, then close."""
-    s = _open(tmp, settings, gen)
+    s = open_store(tmp, settings, gen)
     for i in range(300):
         s.put("Q", b"%06d" % i + BODY)
         if i % 2:
@@ -65,7 +58,7 @@ def _more(tmp: Path, settings: LogSettings, gen: int) -> None:
 
 def _refused(tmp: Path, settings: LogSettings, gen: int) -> str:
     with pytest.raises(StoreError) as info:
-        _open(tmp, settings, gen)
+        open_store(tmp, settings, gen)
     line = str(info.value)
     assert info.value.amq == "AMQ6118" and "\n" not in line
     assert "restore the data and log directories together from the same backup" in line
@@ -109,7 +102,7 @@ def test_a_log_that_ends_cleanly_before_the_checkpoint_is_refused(tmp_path: Path
     reader): the start must still refuse, not append below the checkpoint's LSN."""
     _created(tmp_path, LINEAR)
     shutil.copytree(tmp_path / "log", tmp_path / "old-log")
-    s = _open(tmp_path, LINEAR, 2)
+    s = open_store(tmp_path, LINEAR, 2)
     s.put("Q", b"late")
     s.close()  # one more checkpoint: its record is after the old log's end
     shutil.rmtree(tmp_path / "log")
@@ -131,7 +124,7 @@ def test_both_directories_from_the_same_copy_start_and_keep_every_message(
     for d in ("data", "log"):
         shutil.rmtree(tmp_path / d)
         shutil.copytree(tmp_path / f"copy-{d}", tmp_path / d)
-    s = _open(tmp_path, settings, 3)
+    s = open_store(tmp_path, settings, 3)
     try:
         s.put("Q", b"after")
         s.checkpoint()
@@ -143,28 +136,12 @@ def test_both_directories_from_the_same_copy_start_and_keep_every_message(
         s._closed = True
         s._close_files()
         s.log.close()
-    s = _open(tmp_path, settings, 4)
+    s = open_store(tmp_path, settings, 4)
     try:
         got = [m.body for m in iter(lambda: s.get("Q"), None)]
     finally:
         s.close()
     assert got == [b"early-%d" % i for i in range(10)] + [b"after", b"after-2"]
-
-
-def _twin(tmp: Path, extra: int) -> None:
-    """A queue manager that did what _created does, then put ``extra`` more messages
-    and closed: the same record sizes up to there, so the same record boundaries."""
-    for d in ("data", "log"):
-        (tmp / d).mkdir(parents=True)
-    QueueManagerStore.create(PosixVolume(str(tmp / "data")), PosixVolume(str(tmp / "log")),
-                             "QM", CIRCULAR)
-    s = _open(tmp, CIRCULAR, 1)
-    s.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100_000)
-    for i in range(10):
-        s.put("Q", b"early-%d" % i)
-    for i in range(extra):
-        s.put("Q", b"other-%d" % i)
-    s.close()
 
 
 def test_a_log_file_of_another_queue_manager_whose_records_line_up_is_refused(
@@ -175,8 +152,9 @@ def test_a_log_file_of_another_queue_manager_whose_records_line_up_is_refused(
     back as messages nobody put here). The record at the checkpoint's LSN must be that
     checkpoint."""
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    _twin(ours, 0)
-    _twin(theirs, 3)
+    # the same record sizes up to the checkpoint, so the same record boundaries
+    _created(ours, CIRCULAR)
+    _created(theirs, CIRCULAR, extra=3)
     shutil.copy(theirs / "log" / "S0000000.LOG", ours / "log" / "S0000000.LOG")
     before = _snapshot(ours)
     line = _refused(ours, CIRCULAR, 2)
@@ -194,10 +172,10 @@ def test_qm_ini_log_type_other_than_the_logs_is_refused(
     _created(tmp_path, made)
     before = _snapshot(tmp_path)
     with pytest.raises(StoreError) as info:
-        _open(tmp_path, said, 2)
+        open_store(tmp_path, said, 2)
     line = str(info.value)
     assert info.value.amq == "AMQ7017" and "\n" not in line
     assert f"LogType={said.log_type}" in line and f"created {made.log_type}" in line
     assert f"-k LogType -v {made.log_type}" in line
     assert _snapshot(tmp_path) == before
-    _open(tmp_path, made, 2).close()  # and as created, it starts
+    open_store(tmp_path, made, 2).close()  # and as created, it starts

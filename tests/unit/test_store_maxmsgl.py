@@ -13,7 +13,8 @@ from lockfs.posix import PosixVolume
 from miqm.errors import MessagingError, ObjectError
 from miqm.store import checkpoint as ckpt
 from miqm.store.qmstore import QueueManagerStore
-from miqm.store.settings import LogSettings, StoreTuning
+from miqm.store.settings import LogSettings
+from tests.unit.storedirs import create_store, open_store
 
 SETTINGS = LogSettings(file_pages=2048, primary_files=3, secondary_files=2)
 MB4 = 4_194_304
@@ -21,16 +22,11 @@ MB100 = 104_857_600
 
 
 def _open(tmp_path: Path, gen: int) -> QueueManagerStore:
-    return QueueManagerStore.open(PosixVolume(str(tmp_path / "data")),
-                                  PosixVolume(str(tmp_path / "log")), "QM", SETTINGS,
-                                  StoreTuning(), generation=gen, background=False)
+    return open_store(tmp_path, SETTINGS, gen)
 
 
 def _create(tmp_path: Path) -> None:
-    for d in ("data", "log"):
-        (tmp_path / d).mkdir()
-    QueueManagerStore.create(PosixVolume(str(tmp_path / "data")),
-                             PosixVolume(str(tmp_path / "log")), "QM", SETTINGS)
+    create_store(tmp_path, SETTINGS)
 
 
 def test_a_new_queue_manager_has_mq_default_and_alter_raises_it(tmp_path: Path) -> None:
