@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import re
 import struct
+from typing import Any
 
 import crc32c
 
@@ -136,28 +137,36 @@ def run_concurrent(vol: Volume, results: list[TestResult], *, count: int, wait: 
             party.close()
     conc = results[-1]
     if "latency" in conc.details:
-        with run_test(results, "latency profile") as res:
-            lat = conc.details["latency"]
-            res.details.update(latency=lat, monitor_stall=monitor_stall, source=stall_source)
-            worst = max((v["max"], k) for k, v in lat.items() if v["count"])
-            for k, v in lat.items():
-                res.step(f"{k}: p50 {v['p50'] * 1000:.2f} ms, p99 {v['p99'] * 1000:.2f} ms, "
-                         f"max {v['max'] * 1000:.2f} ms ({v['count']})")
-            if worst[0] < monitor_stall / 2:
-                res.step(f"every operation took under half of MonitorStall "
-                         f"({monitor_stall:g} s, {stall_source})")
-            elif stopped > STOPPED_GAP:
-                # a lock wait (or a call) that spanned this process's own stop measured
-                # the stop, not the filesystem
-                res.notes.append(f"this process was stopped or stalled for {stopped:.1f} s "
-                                 f"during the run: its slowest {worst[1]} "
-                                 f"({worst[0]:.2f} s) includes the stop and was not judged")
-            else:
-                raise Failed(f"a {worst[1]} took {worst[0]:.2f} s, half or more of MonitorStall "
-                             f"({monitor_stall:g} s, {stall_source})", CAUSE_SLOW,
-                             "a filesystem this slow causes spurious failovers: tune the "
-                             "NFS client, server and network, or raise MonitorStall")
+        judge_latency(results, conc.details["latency"], monitor_stall=monitor_stall,
+                      stall_source=stall_source, stopped=stopped)
 
+
+def judge_latency(results: list[TestResult], lat: dict[str, dict[str, Any]], *,
+                  monitor_stall: float, stall_source: str, stopped: float) -> None:
+    """The "latency profile" test of a -c run: each operation's p50/p99/max from ``lat``
+    (operation -> percentiles and count), failed if the slowest took half of MonitorStall
+    or more, unless this process stood still for ``stopped`` seconds (more than
+    STOPPED_GAP) during the run: then that slowest one is noted, not judged."""
+    with run_test(results, "latency profile") as res:
+        res.details.update(latency=lat, monitor_stall=monitor_stall, source=stall_source)
+        worst = max((v["max"], k) for k, v in lat.items() if v["count"])
+        for k, v in lat.items():
+            res.step(f"{k}: p50 {v['p50'] * 1000:.2f} ms, p99 {v['p99'] * 1000:.2f} ms, "
+                     f"max {v['max'] * 1000:.2f} ms ({v['count']})")
+        if worst[0] < monitor_stall / 2:
+            res.step(f"every operation took under half of MonitorStall "
+                     f"({monitor_stall:g} s, {stall_source})")
+        elif stopped > STOPPED_GAP:
+            # a lock wait (or a call) that spanned this process's own stop measured
+            # the stop, not the filesystem
+            res.notes.append(f"this process was stopped or stalled for {stopped:.1f} s "
+                             f"during the run: its slowest {worst[1]} "
+                             f"({worst[0]:.2f} s) includes the stop and was not judged")
+        else:
+            raise Failed(f"a {worst[1]} took {worst[0]:.2f} s, half or more of MonitorStall "
+                         f"({monitor_stall:g} s, {stall_source})", CAUSE_SLOW,
+                         "a filesystem this slow causes spurious failovers: tune the "
+                         "NFS client, server and network, or raise MonitorStall")
 
 def _meet(party: Party, wait: float, deadline: float) -> tuple[str, list[str]]:
     """(session, partners): the run this process joins, and the others writing in it.

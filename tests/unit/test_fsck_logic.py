@@ -229,3 +229,70 @@ def test_a_stop_inside_a_call_counts_once_the_process_was_continued(tmp_path: Pa
         party.close()
         vol.close()
         signal.signal(signal.SIGCONT, old)
+
+
+# ---- -c's latency profile: a writer's own stop is not the filesystem's slowness
+
+_LOCK_WAIT_OF_THE_STOP = {
+    "lock": {"p50": 0.002, "p99": 0.01, "max": 15.0, "count": 40},  # spanned the stop
+    "write+fdatasync": {"p50": 0.001, "p99": 0.004, "max": 0.006, "count": 40},
+}
+
+
+def _judged(stopped: float, lat: dict | None = None) -> Result:  # type: ignore[type-arg]
+    results: list[Result] = []
+    concurrent.judge_latency(results, lat or _LOCK_WAIT_OF_THE_STOP, monitor_stall=20.0,
+                             stall_source="qm.ini", stopped=stopped)
+    assert [r.name for r in results] == ["latency profile"]
+    return results[0]
+
+
+def test_a_slowest_lock_wait_that_spanned_the_writers_own_stop_is_noted_not_judged() -> None:
+    res = _judged(stopped=14.8)
+    assert res.ok, res.reason
+    assert len(res.notes) == 1 and "stopped or stalled for 14.8 s" in res.notes[0]
+    assert "lock (15.00 s) includes the stop" in res.notes[0]
+
+
+def test_the_same_lock_wait_in_a_writer_that_never_stopped_fails_as_slow() -> None:
+    from fsck.report import CAUSE_SLOW
+
+    res = _judged(stopped=meet.STOPPED_GAP)  # up to the gap counts as not stopped
+    assert not res.ok and res.cause == CAUSE_SLOW
+    assert "a lock took 15.00 s, half or more of MonitorStall (20 s, qm.ini)" in res.reason
+
+
+def test_operations_under_half_of_monitor_stall_pass_stopped_or_not() -> None:
+    fast = {"lock": {"p50": 0.002, "p99": 0.01, "max": 9.9, "count": 40}}
+    for stopped in (0.0, 30.0):
+        res = _judged(stopped, fast)
+        assert res.ok and res.notes == []
+        assert "every operation took under half of MonitorStall" in res.steps[-1]
+
+
+def test_a_c_run_judges_its_latency_with_how_long_its_party_stood_still(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_concurrent hands the party's stop to the judgement (read before it closes)."""
+
+    class StoppedParty:
+        def __init__(self, vol: object, test: str) -> None:
+            self.closed = False
+
+        def stopped_for(self) -> float:
+            assert not self.closed
+            return 14.8
+
+        def close(self) -> None:
+            self.closed = True
+
+    def run(vol: object, party: object, res: Result, *args: object) -> None:
+        res.details["latency"] = _LOCK_WAIT_OF_THE_STOP
+
+    monkeypatch.setattr(concurrent, "Party", StoppedParty)
+    monkeypatch.setattr(concurrent, "_run", run)
+    results: list[Result] = []
+    concurrent.run_concurrent(object(), results, count=40, wait=1.0,  # type: ignore[arg-type]
+                              monitor_stall=20.0, stall_source="qm.ini", quiet=True)
+    assert [(r.name, r.ok) for r in results] == [("concurrent writes", True),
+                                                 ("latency profile", True)]
+    assert "includes the stop" in results[1].notes[0]
