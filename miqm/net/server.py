@@ -120,6 +120,40 @@ _GONE_EVENTS = (select.POLLIN | select.POLLERR | select.POLLHUP | select.POLLNVA
                 | getattr(select, "POLLRDHUP", 0))
 
 
+def run_as_batch() -> None:
+    """The calling thread (and the threads it starts) run as ``SCHED_BATCH`` (Linux;
+    elsewhere, or where it is refused, nothing changes).
+
+    A session thread wakes when its client's request arrives, which is nearly always
+    while another session thread holds the interpreter lock. As an ordinary thread it
+    preempts that one at once, finds the lock taken and sleeps again: two context
+    switches for nothing. A batch thread is not run ahead of the running one on a
+    wake-up; it runs when that one blocks (in a read, a log force), which is also
+    when the lock is free. Eight connections doing put+commit: 3.2-3.4 context
+    switches per message in the server before, 2.6 after, and about a tenth more
+    messages per second (docs/benchmarks.md). The HA controller's verify, monitor and
+    liveness threads stay ordinary, so they still run ahead of every session thread, and
+    so does a session that streams (:func:`run_as_ordinary`)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
+def run_as_ordinary() -> None:
+    """The calling thread (and the threads it starts from now on) run as ordinary
+    ``SCHED_OTHER`` threads again: a session that starts a streaming consumer.
+
+    A stream's session thread reads acknowledgements while the stream's pusher and
+    committers pass the interpreter lock around; as batch threads they halved a
+    consumer's rate (20,600 against 28,200 messages/s, with the server's CPU per
+    message 48 against 20-29 µs; docs/benchmarks.md)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
 _FRAME_LEN = struct.Struct(">I")
 _FRAME_PREFIX = struct.Struct(">II")
 
@@ -617,6 +651,7 @@ class Listener:
         return tconn
 
     def _serve(self, raw: socket.socket, session: Session, local: bool = False) -> None:
+        run_as_batch()
         conn: socket.socket | None = raw
         tls = None if local else self.tls  # the local socket never leaves the host
         try:

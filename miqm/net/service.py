@@ -38,7 +38,7 @@ from miqm.net.protocol import (
     error_reply,
     unb64,
 )
-from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session
+from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session, run_as_ordinary
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
 from miqm.store.qmstore import unfiled_queue_name, unknown_queue_text
 from miqm.text import one_line
@@ -611,6 +611,7 @@ class QueueService:
         subs[sub_id] = sub
         session.owes_ack = functools.partial(_owes_ack, subs)
         self._hook(session)
+        run_as_ordinary()  # this session thread, and the stream's threads it starts
         sub.start()
         return {"ok": True, "sub": sub_id}
 

@@ -350,6 +350,35 @@ def test_handler_exception_becomes_an_error_reply() -> None:
         listener.stop()
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_session_threads_run_as_batch_and_the_listener_caller_stays_ordinary() -> None:
+    # a session thread woken by its request must not preempt the one holding the
+    # interpreter lock (server.run_as_batch); the thread that started the listener (the
+    # controller's, whose lease threads must run ahead) keeps its policy
+    seen: list[tuple[int, int]] = []
+
+    def policy(req: dict[str, Any], session: Session) -> dict[str, Any]:
+        mine = os.sched_getscheduler(0)
+        started: list[int] = []
+        t = threading.Thread(target=lambda: started.append(os.sched_getscheduler(0)))
+        t.start()
+        t.join()
+        seen.append((mine, started[0]))
+        return {"ok": True}
+
+    before = os.sched_getscheduler(0)
+    listener = Listener(policy)
+    host, port = listener.start()
+    try:
+        with socket.create_connection((host, port)) as s:
+            protocol.write_frame(s, {"v": 2, "id": 1, "op": "ping"})
+            assert protocol.read_frame(s)["ok"] is True
+    finally:
+        listener.stop()
+    assert seen == [(os.SCHED_BATCH, os.SCHED_BATCH)]  # its threads inherit it
+    assert os.sched_getscheduler(0) == before == os.SCHED_OTHER
+
+
 def test_reconnect_resends_reads_and_reports_lost_units_of_work(monkeypatch) -> None:
     store = FakeStore()
     store.define_queue("Q1")

@@ -125,3 +125,44 @@ def test_an_unknown_queue_name_is_told_on_one_escaped_line(served) -> None:
     for text in (str(caught.value), reply["error"]):
         assert "is not defined" in text and "EVIL" in text, text
         assert text.isprintable(), repr(text)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_a_session_runs_as_batch_until_it_streams(served) -> None:
+    # put+commit sessions run as SCHED_BATCH (server.run_as_batch); a streaming
+    # consumer's session thread, pusher and committers run as ordinary threads: as batch
+    # threads they halved its rate (server.run_as_ordinary)
+    import threading
+
+    from miqm.client import connect
+
+    policies: list[int] = []
+    handler = served.listener.handler
+
+    def noting(req: dict[str, Any], session: Any) -> Any:
+        if req.get("op") == "ping":
+            policies.append(os.sched_getscheduler(0))
+        return handler(req, session)
+
+    served.listener.handler = noting
+    served.store.define_queue("S1")
+    with connect("QMS", reconnect=False) as qm:
+        for i in range(3):
+            qm.put("S1", f"m{i}".encode(), syncpoint=True)
+            qm.commit()
+        qm._call("ping")
+        got = []
+        stream_policies: set[int] = set()
+        for msg in qm.consume("S1", prefetch=2, wait=0.5):
+            got.append(msg.body)
+            # the pusher, and a committer once a batch was acknowledged
+            stream_policies |= {os.sched_getscheduler(t.native_id)
+                                for t in threading.enumerate()
+                                if t.name.startswith(("miqm-consume-", "miqm-commit-"))
+                                and t.native_id is not None}
+            if len(got) == 3:
+                break
+        qm._call("ping")
+    assert got == [b"m0", b"m1", b"m2"]
+    assert policies == [os.SCHED_BATCH, os.SCHED_OTHER]
+    assert stream_policies == {os.SCHED_OTHER}
