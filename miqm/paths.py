@@ -85,6 +85,32 @@ def split_location(location: str) -> tuple[str, str]:
     return parent + sep + query, name
 
 
+def _comparable(location: str) -> str:
+    """A location as :func:`log_within_data` compares it: a local path resolved (links,
+    ``..``, a trailing ``/``), a URL without its options or trailing ``/``."""
+    if "://" in location:
+        return location.partition("?")[0].rstrip("/")
+    return os.path.realpath(location)
+
+
+def log_within_data(data_location: str, log_location: str) -> str | None:
+    """What is wrong with a log directory that is its data directory or lies inside it
+    (a clause for an AMQ7017 line, naming both), else None. Either way the log
+    directory's own ``active`` lock guards nothing: it is the data directory's lock
+    file, or a copy of the data directory put in its place carries the log along."""
+    data, log = _comparable(data_location), _comparable(log_location)
+    if log == data:
+        where = f"is the data directory {data_location}, and its lock file 'active' the data " \
+                "directory's"
+    elif log.startswith(data.rstrip("/") + "/"):
+        where = f"is inside the data directory {data_location}, and a copy of that put in " \
+                "its place would carry the log along"
+    else:
+        return None
+    return f"the log directory {log_location} {where}: the log's own lock could not stop " \
+           "a second active instance"
+
+
 @dataclass(frozen=True)
 class QMgrEntry:
     """One ``QueueManager:`` stanza of mqs.ini."""

@@ -77,17 +77,19 @@ def _inside(location: str, directory: str) -> bool:
 
 
 def _refuse_overlap(qmgr: str, data_loc: str, log_loc: str, entries: dict) -> None:
-    """Refuse a data or log directory that is the other one, or lies inside the data
-    directory of a queue manager this host knows: dltmqm of that one deletes its whole
+    """Refuse a log directory that is the data directory or lies inside it (its lock
+    would guard nothing), and a data or log directory inside the data directory of a
+    queue manager this host knows: dltmqm of that one deletes its whole
     directory, and with it the new queue manager's files (crtmqm -md X/qmgrs/QM1 QM2 or
     -ld X/qmgrs/QM1 QM2 were accepted)."""
     from miqm.errors import ConfigError
+    from miqm.paths import log_within_data
 
-    if data_loc.rstrip("/") == log_loc.rstrip("/"):
+    overlap = log_within_data(data_loc, log_loc)
+    if overlap is not None:
         raise ConfigError(amq.line(
-            "AMQ7017", qmgr=qmgr, detail=f"the log directory {log_loc} is the data "
-            "directory: give -md and -ld different directories, or leave -ld out."),
-            amq="AMQ7017")
+            "AMQ7017", qmgr=qmgr, detail=f"{overlap}. Give -md and -ld directories apart "
+            "from each other, neither inside the other, or leave -ld out."), amq="AMQ7017")
     for name, entry in entries.items():
         for flag, location in (("-md", data_loc), ("-ld", log_loc)):
             if not _inside(location, entry.data_path):

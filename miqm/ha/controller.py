@@ -333,6 +333,13 @@ class Controller:
                 f"({lease:g}s) of {entry.data_path}: an instance cut off from it must stop "
                 "before another can take its lock; lower them in qm.ini", amq="AMQ7880")
         log_location = self.cfg.log_path or paths.default_log_location(self.qmgr)
+        overlap = paths.log_within_data(entry.data_path, log_location)
+        if overlap is not None:  # before any lock is taken: neither lock file is touched
+            raise ConfigError(amq.line(
+                "AMQ7017", qmgr=self.qmgr, detail=f"{overlap}. Move the log (amqhlctl.lfh "
+                "and the S*.LOG files) to a directory of its own outside the data "
+                f"directory, set LogPath to it (setmqini -m {self.qmgr} -s Log -k LogPath "
+                "-v DIR), then start the queue manager again."), amq="AMQ7017")
         try:
             self.log_volume = wrap_from_env(open_volume(log_location), "log")
         except LockFsError as exc:
