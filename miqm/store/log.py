@@ -1170,6 +1170,8 @@ class RecoveryLog:
         if self.circular:
             if self._ctl.free:
                 name = self._ctl.free.pop(0)
+                if not self.volume.exists(name):
+                    self._restore_free_file(name)
             else:  # a secondary extent, formatted now (the log is under pressure)
                 taken = {n for _, n in self._ctl.active}
                 i = 0
@@ -1192,6 +1194,35 @@ class RecoveryLog:
         if not self.circular:
             self._start_preformat(k + 1)
         return f
+
+    def _restore_free_file(self, name: str) -> None:
+        """Circular, running: a file of the free list, just taken for the next extent, was
+        deleted while the queue manager ran. It holds nothing the log needs: formatted
+        again before the control file names it active. Found missing, the queue manager
+        stopped (AMQ7017 'restore it', though no copy of it matters), and its control file
+        named the missing file active, so it could not start again either (AMQ6767).
+
+        Not where the directory has lost the control file or an active extent too (its
+        mount dropped, or it was moved away): the log would go on in another directory
+        than its own. That stops the log (AMQ7017), as does a file that cannot be formatted
+        (a full filesystem); either way the file stays on the free list, which the next
+        start restores (:meth:`_restore_free_files`)."""
+        try:
+            present = set(self.volume.listdir(""))
+            needed = {CONTROL} | {n for _, n in self._ctl.active}
+            if not needed <= present:
+                lost = ", ".join(sorted(needed - present))
+                raise StoreError(
+                    f"log file {name} of {self.volume.describe()} is missing, and so is "
+                    f"{lost}: the log directory is not the one the log was written in (a "
+                    "filesystem that is no longer mounted, or a directory moved away); "
+                    "the queue manager stopped: mount or move it back, then start the "
+                    "queue manager again", amq="AMQ7017")
+            _format_extent(self.volume, name, self.file_pages * PAGE)
+        except BaseException:
+            self._ctl.free.insert(0, name)
+            raise
+        self._event("log_extent_restored", extent=name)
 
     def _format_ahead_now(self) -> None:
         """Linear: the next extent formatted before any record may reach it (under the

@@ -126,6 +126,34 @@ def test_a_free_circular_log_file_deleted_while_down_is_formatted_again(
         log.close()
 
 
+def test_a_free_circular_log_file_deleted_while_running_is_formatted_again(
+        tmp_path: Path) -> None:
+    """The same deletion while the queue manager ran: when the log switched to that file
+    it stopped ('AMQ7017: log file S0000001.LOG ... is missing; the queue manager stopped:
+    restore it'), and its control file already named the missing file active, so the
+    next start failed too (AMQ6767 'cannot start without it'). The switch now formats
+    the file again, and the log goes on."""
+    vol = _log(tmp_path / "log")
+    events: list[tuple[str, dict]] = []  # type: ignore[type-arg]
+    log = RecoveryLog.open(vol, SMALL, generation=1,
+                           on_event=lambda name, **f: events.append((name, f)))
+    try:
+        list(log.records(log.first_lsn()))
+        log.append_and_force(b"first")  # the start's own restore is behind it
+        assert "S0000001.LOG" in log.control_summary()["Free"]
+        (tmp_path / "log" / "S0000001.LOG").unlink()
+        _wrapping(log, 300)
+        assert (tmp_path / "log" / "S0000001.LOG").stat().st_size == 64 * 4096
+        assert ("log_extent_restored", {"extent": "S0000001.LOG"}) in events
+    finally:
+        log.close()
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    try:
+        assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
+    finally:
+        log.close()
+
+
 def _written(path: Path, generation: int, n: int) -> PosixVolume:
     """A log whose activation ``generation`` appended ``n`` records of 100 bytes."""
     vol = _log(path)
@@ -163,19 +191,32 @@ def test_a_control_file_put_back_from_an_older_copy_is_refused(tmp_path: Path) -
     assert "the control file is older than the log files" in line
 
 
-def test_a_free_log_file_lost_while_running_stops_with_amq7017(tmp_path: Path) -> None:
-    """Deleted while the queue manager runs, the file cannot be made again before the log
-    needs it: the store stops with AMQ7017 (whose fields the error log fills; AMQ6767's
-    '{file}' read 'Log file ?') saying it stopped, not that it 'cannot start'."""
+def test_a_log_directory_that_is_no_longer_the_logs_stops_with_amq7017(
+        tmp_path: Path) -> None:
+    """A free file missing because the whole directory is another now (its filesystem
+    no longer mounted, an empty mount point in its place) is not made there: the store
+    stops with AMQ7017 (whose fields the error log fills) saying so, and the log starts
+    again once its directory is back."""
     vol = _log(tmp_path / "log")
     log = RecoveryLog.open(vol, SMALL, generation=1)
     try:
         list(log.records(log.first_lsn()))
         log.append_and_force(b"first")
-        (tmp_path / "log" / "S0000001.LOG").unlink()
+        (tmp_path / "log").rename(tmp_path / "away")  # its open files still write there
+        (tmp_path / "log").mkdir()
         with pytest.raises(StoreError) as info:
             _wrapping(log, 300)
     finally:
         log.close()
-    assert info.value.amq == "AMQ7017" and "stopped" in str(info.value)
-    assert "cannot start" not in str(info.value)
+    line = str(info.value)
+    assert info.value.amq == "AMQ7017" and "\n" not in line
+    assert "log file S0000001.LOG" in line and "missing, and so is S0000000.LOG" in line, line
+    assert "stopped" in line and "cannot start" not in line
+    assert not list((tmp_path / "log").glob("S*.LOG"))  # no extent made in the wrong place
+    shutil.rmtree(tmp_path / "log")
+    (tmp_path / "away").rename(tmp_path / "log")
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    try:
+        assert [r.payload for r in log.records(log.first_lsn())]  # it starts
+    finally:
+        log.close()
