@@ -155,6 +155,14 @@ def encode(obj: dict[str, Any], body: bytes | bytearray | memoryview | None = No
     return b"".join((_HDR.pack(total, hlen), header, body))  # type: ignore[arg-type]
 
 
+def ok_frame(request_id: int) -> bytes:
+    """``encode({"ok": True, "id": request_id})``, byte for byte, without the encoder:
+    the reply to nearly every put+commit, commit and ping (a few µs of the server's
+    interpreter lock per message, measured in docs/benchmarks.md)."""
+    header = b'{"ok":true,"id":%d}' % request_id
+    return _HDR.pack(4 + len(header), len(header)) + header
+
+
 def decode_header(header: bytes | memoryview) -> dict[str, Any]:
     """The object in a frame header; ProtocolError unless it is a JSON object."""
     try:

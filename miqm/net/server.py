@@ -62,6 +62,7 @@ from miqm.net.protocol import (
     encode_v1,
     error_reply,
     is_tls_hello,
+    ok_frame,
     set_deadlines,
 )
 
@@ -767,14 +768,19 @@ class Listener:
                 reply = self._dispatch(request, session)
             # a quiet pipelined request ("async": 2) is answered only if it failed
             if not (request.get("async") == 2 and reply.get("ok") is True):
-                if "id" in request:
-                    reply["id"] = request["id"]
-                try:
-                    data = encode(reply)
-                except (ValueError, TypeError, NetError) as exc:
-                    # an unserialisable reply is a bug in a handler: say so, keep serving
-                    data = encode(error_reply(MQRC_UNEXPECTED_ERROR,
-                                              f"unserialisable reply: {exc}"))
+                rid = request.get("id")
+                if type(rid) is int and len(reply) == 1 and reply.get("ok") is True:
+                    data = ok_frame(rid)  # a bare "ok": most replies of put+commit
+                else:
+                    if "id" in request:
+                        reply["id"] = rid
+                    try:
+                        data = encode(reply)
+                    except (ValueError, TypeError, NetError) as exc:
+                        # an unserialisable reply is a bug in a handler: say so, keep
+                        # serving
+                        data = encode(error_reply(MQRC_UNEXPECTED_ERROR,
+                                                  f"unserialisable reply: {exc}"))
                 out.append(data)
                 size += len(data)
             if not close_after and size < _COALESCE and reader.buffered():

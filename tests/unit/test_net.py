@@ -191,6 +191,13 @@ def test_frame_round_trip_and_limits() -> None:
         protocol.unb64("not base64!")
 
 
+def test_ok_frame_is_the_encoded_bare_ok_reply() -> None:
+    # the listener's short cut for a bare "ok" must be what encode() makes of it
+    for rid in (0, 1, 7, -3, 2**31, 2**70):
+        assert protocol.ok_frame(rid) == protocol.encode({"ok": True, "id": rid})
+        assert protocol.decode(protocol.ok_frame(rid)[4:]) == {"ok": True, "id": rid}
+
+
 def test_frame_reader_buffers_pipelined_frames() -> None:
     a, b = socket.socketpair()
     with a, b:
