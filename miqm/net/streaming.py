@@ -38,6 +38,12 @@ WAIT_SLICE = 0.5
 #: Threads per stream that commit its acknowledged batches (each commit waits for a log
 #: force, which the commits of other batches and streams share).
 COMMITTERS = 2
+#: Acknowledged batches waiting for their commit at most; past that the pusher takes no
+#: more until one is committed (one being committed by each committer, one ready for
+#: each). Unbounded, the pusher ran ahead of the commits: thousands of messages stayed
+#: locked under acknowledged units, and each batch's pass over the queue's index stepped
+#: over all of them (1 ms a batch, 35 µs of the server's CPU per message; docs/benchmarks.md).
+COMMIT_BACKLOG = 2 * COMMITTERS
 #: how long a stop waits for the commits of batches acknowledged before it (seconds): a
 #: log force each, normally milliseconds; bounded so a stuck store cannot hold a cancel
 COMMIT_WAIT = 30.0
@@ -211,7 +217,8 @@ class Subscription:
                     gather = None
                 with self._cond:
                     while (not self._stopped and not self._paused
-                           and self._outstanding >= self.prefetch):
+                           and (self._outstanding >= self.prefetch
+                                or self._committing >= COMMIT_BACKLOG)):
                         self._cond.wait(WAIT_SLICE)
                     if self._stopped or self._paused:
                         return
@@ -285,7 +292,7 @@ class Subscription:
         if entry is None:
             return
         uow, msgids = entry
-        with self._cond:  # the pusher may go on while the commit is forced
+        with self._cond:  # the pusher may go on while the commit is forced (up to a point)
             self._outstanding -= len(msgids)
             self._committing += 1
             self._cond.notify_all()
@@ -310,6 +317,7 @@ class Subscription:
             finally:
                 with self._cond:
                     self._committing -= 1
+                    self._cond.notify_all()  # a pusher held by COMMIT_BACKLOG
 
     def _commit(self, batch: int, uow: Any, msgids: list[bytes]) -> None:
         """Commit an acknowledged batch, then tell the client it is durable (until then
