@@ -12,7 +12,7 @@ from typing import Any
 from miqm import authz
 from miqm.net.auth import ADMIN, Authenticator, exposed_warning, local_credentials_path, read
 from miqm.net.protocol import MQRC_NOT_AUTHORIZED, error_reply
-from miqm.net.server import Handler, Listener, Session, server_tls_context
+from miqm.net.server import Handler, KeepAlive, Listener, Session, server_tls_context
 from miqm.net.settings import listener_settings
 
 #: The controller's own ops, answered before the queue service (and so before its
@@ -111,7 +111,8 @@ def make_listener(ctl: Any, handler: Handler) -> Listener:
     ipc = f"miqm/{ctl.qmgr}/{ctl.pid}/{secrets.token_hex(6)}"
     listener = Listener(handler, host=settings.host, port=settings.port, log=log,
                         authenticator=auth, tls=tls, idle_timeout=settings.idle_timeout,
-                        ipc=ipc, app_handler=app_handler(ctl, handler))
+                        ipc=ipc, app_handler=app_handler(ctl, handler),
+                        keepalive=KeepAlive() if settings.keepalive else None)
     #: lines for the console of the strmqm that starts this instance (the controller
     #: prints them with its own; they are in the error log already)
     listener.warnings = [f"AMQ1133W: Queue manager '{ctl.qmgr}': {w}." for w in warnings]

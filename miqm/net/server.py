@@ -42,6 +42,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from miqm.net.auth import ADMIN, RateLimit, loggable, split
@@ -153,6 +154,44 @@ def run_as_ordinary() -> None:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     except (AttributeError, OSError):
         pass
+
+
+#: TCP keepalive for client connections (seconds): first probe after ``idle`` seconds
+#: of silence, then every ``interval``, the connection given up after ``count`` probes
+#: unanswered. A client whose host died or was cut off sends no FIN or RST: a
+#: consumer's connection waiting on an empty queue is not idle (the listener's idle
+#: timeout spares it), so without probes it lasted for ever, and took the next messages
+#: to come, which stayed locked until TCP gave up retransmitting them (about 15 minutes).
+#: Probes run only while nothing is in flight; data unacknowledged is TCP's own business
+#: (no TCP_USER_TIMEOUT: it would also drop a client that merely stopped reading for a
+#: while, which the idle timeout judges).
+@dataclass(frozen=True)
+class KeepAlive:
+    """TCP keepalive timing of a listener's client connections."""
+
+    idle: int = 60
+    interval: int = 10
+    count: int = 6
+
+    @property
+    def dead_after(self) -> int:
+        """Seconds of an unanswering peer before its connection is given up."""
+        return self.idle + self.interval * self.count
+
+
+def set_keepalive(conn: socket.socket, keepalive: KeepAlive) -> None:
+    """Keepalive probes on ``conn`` (options this platform lacks are left out)."""
+    opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", keepalive.idle),
+                        ("TCP_KEEPINTVL", keepalive.interval),
+                        ("TCP_KEEPCNT", keepalive.count)):
+        if hasattr(socket, name):
+            opts.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, opt, value in opts:
+        try:
+            conn.setsockopt(level, opt, value)
+        except OSError:
+            pass
 
 
 _FRAME_LEN = struct.Struct(">I")
@@ -340,7 +379,8 @@ class Listener:
 
     ``authenticator`` (:class:`miqm.net.auth.Authenticator`) checks the credential in
     each connection's ``hello``; until it passes, every request is answered 2035.
-    ``tls`` is a server-side :class:`ssl.SSLContext` (None = plain TCP).
+    ``tls`` is a server-side :class:`ssl.SSLContext` (None = plain TCP). ``keepalive``
+    probes client TCP connections (:class:`KeepAlive`; None: no probes).
     """
 
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
@@ -350,8 +390,11 @@ class Listener:
                  max_frame: int = MAX_FRAME,
                  preauth_max_frame: int = PREAUTH_MAX_FRAME, ipc: str | None = None,
                  app_handler: Handler | None = None, log_per_minute: int = 20,
-                 max_pending: int | None = None) -> None:
+                 max_pending: int | None = None,
+                 keepalive: KeepAlive | None = KeepAlive()) -> None:
         self.handler = handler
+        #: probes on client TCP connections (None: none; qm.ini TCP KeepAlive=No)
+        self.keepalive = keepalive
         #: serves the sessions of principals other than admin (None: ``handler``)
         self.app_handler = app_handler
         self.host = host
@@ -537,6 +580,8 @@ class Listener:
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError:
                     pass
+                if self.keepalive is not None:
+                    set_keepalive(conn, self.keepalive)
                 session = Session(f"{peer[0]}({peer[1]})")
             with self._lock:
                 full = len(self._conns) >= self.max_connections

@@ -12,6 +12,9 @@ qm.ini, overridden by ``MIQM_LISTENER_HOST`` / ``MIQM_LISTENER_PORT``.
        SSLClientCAFile=/path/ca.crt  # optional: require client certificates signed by it
 
 ``TCP: Port=N`` (MQ's own stanza) is read when the ``Listener`` stanza gives no port.
+``TCP: KeepAlive=No`` (or ``KeepAlive`` in the ``Listener`` stanza, which wins) turns off
+the TCP keepalive probes on client connections (on by default, unlike MQ, whose
+channels have heartbeats instead: :class:`miqm.net.server.KeepAlive`).
 Both instances of a queue manager read the same qm.ini, so each listens on the same port
 on its own host, and a client's CONNAME list is ``hosta(1414),hostb(1414)``.
 """
@@ -40,6 +43,7 @@ class ListenerSettings:
     cert_file: str = ""
     key_file: str = ""
     client_ca_file: str = ""
+    keepalive: bool = True
 
     @property
     def tls(self) -> bool:
@@ -87,9 +91,18 @@ def listener_settings(stanzas: Any, environ: Mapping[str, str] | None = None,
         except ValueError:
             raise ConfigError(f"{source}: Listener IdleTimeout is {lst['IdleTimeout']!r}: "
                               "use seconds, 0 or more (0 = no limit).", amq="AMQ9204") from None
+    keepalive = True
+    for stanza, values in (("TCP", tcp), ("Listener", lst)):  # the Listener's wins
+        if "KeepAlive" in values:
+            raw = values["KeepAlive"].strip().upper()
+            if raw not in ("YES", "NO"):
+                raise ConfigError(f"{source}: {stanza} KeepAlive is {values['KeepAlive']!r}: "
+                                  "use Yes or No.", amq="AMQ9204")
+            keepalive = raw == "YES"
     cert, key = lst.get("SSLCertFile", "").strip(), lst.get("SSLKeyFile", "").strip()
     if bool(cert) != bool(key):
         raise ConfigError(f"{source}: Listener needs both SSLCertFile and SSLKeyFile for TLS "
                           "(or neither for plain TCP).", amq="AMQ9204")
     return ListenerSettings(host=host, port=port, idle_timeout=idle, cert_file=cert,
-                            key_file=key, client_ca_file=lst.get("SSLClientCAFile", "").strip())
+                            key_file=key, client_ca_file=lst.get("SSLClientCAFile", "").strip(),
+                            keepalive=keepalive)

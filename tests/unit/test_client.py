@@ -24,7 +24,7 @@ from miqm.config import parse_ini
 from miqm.errors import ConfigError, NetError
 from miqm.net import auth, protocol
 from miqm.net.client import client_tls_context
-from miqm.net.server import Listener, server_tls_context
+from miqm.net.server import KeepAlive, Listener, server_tls_context
 from miqm.net.settings import listener_settings
 from tests.unit.test_net_store import Served
 from tests.waiting import wait_until
@@ -248,6 +248,34 @@ def test_listener_settings_from_qm_ini_and_environment() -> None:
     with pytest.raises(ConfigError) as info:
         cfg("", {"MIQM_LISTENER_PORT": "-1"})
     assert "MIQM_LISTENER_PORT" in str(info.value)
+
+
+def test_keepalive_from_qm_ini_and_on_accepted_connections() -> None:
+    def cfg(text: str):  # type: ignore[no-untyped-def]
+        return listener_settings(parse_ini(text, "qm.ini"), {})
+
+    assert cfg("").keepalive is True  # on by default
+    assert cfg("TCP:\n   KeepAlive=No\n").keepalive is False  # MQ's own stanza
+    assert cfg("TCP:\n   KeepAlive=no\nListener:\n   KeepAlive=YES\n").keepalive is True
+    with pytest.raises(ConfigError) as info:
+        cfg("TCP:\n   KeepAlive=sometimes\n")
+    assert "KeepAlive" in str(info.value) and "Yes or No" in str(info.value)
+
+    # the probes' timing is set on each accepted client socket
+    listener = Listener(lambda r, s: {"ok": True}, keepalive=KeepAlive(idle=7, interval=3,
+                                                                         count=4))
+    host, port = listener.start()
+    try:
+        with socket.create_connection((host, port)):
+            wait_until(lambda: listener._conns, "the accepted connection")
+            conn = next(iter(listener._conns.values()))[0]
+            assert conn.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 7
+                assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 3
+                assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 4
+    finally:
+        listener.stop()
 
 
 def test_port_in_use_is_one_line() -> None:
