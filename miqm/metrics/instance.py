@@ -35,6 +35,20 @@ from miqm.net.server import REFUSAL_REASONS
 ROLES = ("starting", "active", "standby")
 
 
+def log_space_pinned(store: Any) -> int:
+    """Log bytes from the first record of the oldest unit of work in flight to the head
+    of the log (0 with none): what AMQ7469 weighs against the unit limit. The space in
+    use (restart point to head) is not: it climbs to half the log between checkpoints
+    with every unit committed at once, so an alert on it paged a healthy queue manager.
+    Read without the store lock: the units are copied in one C call, as the queues are."""
+    uows = getattr(getattr(store, "state", None), "uows", None)
+    head = getattr(store, "_last_lsn", None)
+    if uows is None or head is None:
+        return 0
+    firsts = [u.first_lsn for u in list(uows.units.values()) if u.first_lsn is not None]
+    return max(0, int(head) - min(firsts)) if firsts else 0
+
+
 class InstanceCollector:
     """Samples of one instance (``ctl``: a :class:`miqm.ha.controller.Controller`)."""
 
@@ -266,6 +280,9 @@ class InstanceCollector:
         if limit:
             f.gauge("miqm_log_space_unit_limit_bytes", "Log space a unit of work may pin "
                     "before it is backed out (AMQ7469)", limit)
+            f.gauge("miqm_log_space_pinned_bytes", "Log space the oldest unit of work in "
+                    "flight pins (its first record to the head; 0: none): what AMQ7469 "
+                    "compares with the unit limit", log_space_pinned(store))
         backouts = getattr(store, "log_space_backouts", None)
         if backouts is not None:
             f.counter("miqm_log_space_backouts", "Units of work backed out (or, if prepared, "

@@ -174,6 +174,41 @@ def test_store_collector_exposition_is_what_prometheus_client_writes(tmp_path) -
         store.close()
 
 
+
+def test_log_space_pinned_is_the_oldest_unit_not_the_space_in_use(tmp_path) -> None:
+    """miqm_log_space_pinned_bytes (what MiqmLogSpaceNearlyFull reads) is the log from
+    the oldest unit of work in flight to the head, as AMQ7469 weighs it: 0 with every
+    unit committed however much log lies between the restart point and the head (that
+    space climbs to half the log between checkpoints: the alert on it paged a healthy
+    queue manager), and a unit held open pins all the log written after its first
+    record."""
+    from miqm.bench.store import _create_store, _open_store
+    from miqm.metrics.instance import log_space_pinned
+
+    _create_store(str(tmp_path))
+    store = _open_store(str(tmp_path))
+    try:
+        store.define_queue("Q.ONE")
+        for i in range(20):
+            uow = store.begin()
+            store.put("Q.ONE", b"m%d" % i * 100, persistent=True, uow=uow)
+            store.commit(uow)
+        assert store.log.usage() > 0  # log in use since the restart point...
+        assert log_space_pinned(store) == 0  # ...but no unit holds any of it
+        held = store.begin()
+        store.put("Q.ONE", b"held", persistent=True, uow=held)
+        first = held.first_lsn
+        assert first is not None
+        for i in range(20):
+            uow = store.begin()
+            store.put("Q.ONE", b"n%d" % i * 100, persistent=True, uow=uow)
+            store.commit(uow)
+        assert log_space_pinned(store) == store._last_lsn - first > 2000
+        store.backout(held)
+        assert log_space_pinned(store) == 0
+    finally:
+        store.close()
+
 def test_queue_depth_counts_puts_a_takeover_left_to_the_queues_first_use(tmp_path) -> None:
     """Right after a takeover, a queue whose replayed puts are not applied yet (nobody
     has used it) shows the depth it will have, without being applied by the scrape."""

@@ -99,6 +99,22 @@ def test_promtool_unit_tests_catch_a_moved_threshold_of_the_new_rules(
     assert f"alertname: {alert}," in proc.stdout + proc.stderr
 
 
+
+@needs_promtool
+def test_log_space_alert_is_not_raised_by_the_log_between_checkpoints(tmp_path: Path) -> None:
+    """MiqmLogSpaceNearlyFull reads the log the oldest unit pins, not the log in use: on
+    the rule that read the log in use (restart point to head), the unit tests' QM3 (every
+    unit committed, the log in use at 94% of the limit before each checkpoint) fires."""
+    old = "max_over_time(miqm_log_space_pinned_bytes[1m])"
+    assert RULES.read_text().count(old) == 1
+    (tmp_path / RULES.name).write_text(
+        RULES.read_text().replace(old, "max_over_time(miqm_log_space_used_bytes[1m])"))
+    shutil.copy(TESTS, tmp_path / TESTS.name)
+    proc = subprocess.run([str(PROMTOOL), "test", "rules", TESTS.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert 'alertname="MiqmLogSpaceNearlyFull", qmgr="QM3"' in proc.stdout + proc.stderr
+
 def test_every_rule_is_tested_firing_and_not_firing() -> None:
     names = {r["alert"] for r in _rules()}
     firing: set[str] = set()
