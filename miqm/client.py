@@ -775,8 +775,10 @@ class Consumer:
     ``backout_count`` >= 1 too, also from a new active instance, which has no counts.
 
     An error raised while iterating (2009 after a failover inside a unit of work, 2003,
-    2548) leaves the consumer open: handle it (``backout()``) and iterate again. A
-    ``break`` out of the loop, or the end of its ``wait``, closes it.
+    2548) leaves the consumer open: handle it (``backout()``) and iterate again.
+    Leaving a ``for`` loop over it (``break``, the end of its ``wait``, an exception from
+    the loop's body) ends its stream as :meth:`close` does; iterating it again resumes it.
+    After :meth:`close` it raises 2019.
     """
 
     def __init__(self, qm: QueueManager, queue: str, prefetch: int, syncpoint: bool,
@@ -794,6 +796,9 @@ class Consumer:
         self._suspect: dict[bytes, int] = {}
         self._acked: dict[int, list[bytes]] = {}
         self._closed = False
+        #: closed by leaving a ``for`` loop over it (break, the end of its wait, an
+        #: exception from the loop's body), not by close(): iterating again resumes it
+        self._left = False
         #: close() asked from another thread while this consumer's next() ran there
         self._stop = False
         self._empty = False
@@ -804,6 +809,7 @@ class Consumer:
         self.delivered = 0
 
     def __iter__(self) -> Iterator[Message]:
+        self._resume()
         ended = True
         try:
             while not self._closed:
@@ -823,8 +829,12 @@ class Consumer:
                     continue
                 yield msg
         finally:
-            if ended:
+            if ended and not self._closed:
+                # a loop cannot tell a break from an exception in its body (a commit()
+                # raising 2003 after a failover): both close the generator. Either ends
+                # the stream as close() does, and the consumer resumes when iterated again
                 self.close()
+                self._left = self._closed
 
     def __enter__(self) -> Consumer:
         return self
@@ -837,10 +847,26 @@ class Consumer:
         comes); None if none came in time."""
         return self._next(_consume_wait(timeout))
 
-    def _next(self, timeout: float | None) -> Message | None:
-        if self._closed:
+    def _resume(self) -> None:
+        """Open again a consumer that a loop left (:attr:`_left`); one closed by
+        :meth:`close` (or with its connection) raises 2019. Iterating a closed consumer
+        ended at once, without a word: a ``while True: for msg in consumer`` loop (the
+        documented one, after a ``commit()`` that raised in its body) spun for ever."""
+        if not self._closed:
+            return
+        if not self._left or self._conn.closed:
             raise MQError(f"the consumer of queue '{self.queue}' is closed (MQRC 2019 "
                           "MQRC_HOBJ_ERROR): make another with consume()", mqrc=2019)
+        self._closed = self._left = self._stop = False
+        self._generation = -1  # subscribes again (pushed); its old subscription ended
+        self._batch = None
+        self._empty = False
+        self._qm._consumers.append(self)
+        if self.syncpoint:
+            self._qm._pulling.append(self)
+
+    def _next(self, timeout: float | None) -> Message | None:
+        self._resume()
         busy = self._qm._busy
         if not busy.acquire(False):
             if not self._stop:
@@ -1113,7 +1139,8 @@ class Consumer:
     def close(self) -> None:
         """Stop the stream: messages pushed but not handed out return to the queue. From
         another thread while this consumer's ``next()`` runs there, the consumer ends
-        there (within a second)."""
+        there (within a second). Closed, it raises 2019 when used again."""
+        self._left = False
         busy = self._qm._busy
         if not busy.acquire(False):
             self._stop = True

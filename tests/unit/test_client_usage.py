@@ -153,6 +153,52 @@ def test_a_unit_lost_with_the_instance_comes_again_marked_and_the_loop_goes_on(
         (b"m3", False)]
 
 
+def test_the_documented_syncpoint_loop_goes_on_after_a_commit_lost_to_a_restart(
+        served) -> None:  # noqa: F811
+    """docs/client.md's loop: ``for msg in consumer: handle(msg); qm.commit()`` inside
+    ``while True: try ... except (ConnectionBroken, BackedOut, CallInterrupted):
+    qm.backout()``. The instance ends between a get and its commit, so the commit (in
+    the loop's body) raises 2549 (or 2003). Leaving the loop closed the consumer, and
+    iterating it again ended at once: the ``while True`` spun for ever at full CPU. Now
+    the loop goes on, and the message of the lost unit comes again marked."""
+    put_committed([b"m0", b"m1", b"m2"])
+    handled: list[tuple[bytes, bool]] = []
+    errors: list[int] = []
+    with mq.connect("QMC", reconnect_timeout=30) as qm:
+        consumer = qm.consume("Q1", syncpoint=True, wait=2)
+        for _ in range(10):  # the documented loop is `while True`; bounded to fail
+            try:
+                for msg in consumer:
+                    handled.append((msg.body, msg.redelivered))
+                    if len(handled) == 2:
+                        served.stop()  # the instance ends with m1 in the unit ...
+                        served.start()  # ... and a new one (no backout counts) serves
+                    qm.commit()
+                break  # the consumer's wait ended: the queue is drained
+            except (mq.ConnectionBroken, mq.BackedOut, mq.CallInterrupted) as exc:
+                errors.append(exc.reason)
+                qm.backout()
+        with pytest.raises(mq.MQError) as info:  # closed by close(): told, not silent
+            consumer.close()
+            next(iter(consumer))
+        assert info.value.reason == 2019
+    assert len(errors) == 1 and errors[0] in (2003, 2549), errors
+    assert handled == [(b"m0", False), (b"m1", False), (b"m1", True), (b"m2", False)]
+
+
+def test_a_consumer_left_by_break_resumes_when_iterated_again(served) -> None:  # noqa: F811
+    """A break ended the stream (the rest of the batch back on the queue); iterating the
+    consumer again gave nothing, silently. Now it subscribes again."""
+    put_committed([b"a", b"b", b"c"])
+    with mq.connect("QMC") as qm:
+        consumer = qm.consume("Q1", prefetch=10, wait=1)
+        for msg in consumer:
+            assert msg.body == b"a"
+            break
+        assert [m.body for m in consumer] == [b"b", b"c"]
+        assert qm._consumers == []  # ended again with its wait: not kept
+
+
 def test_a_backout_marks_what_a_syncpoint_consumer_handed_out(served) -> None:  # noqa: F811
     put_committed([b"x", b"y"])
     with mq.connect("QMC") as qm:
