@@ -209,6 +209,9 @@ _WAIT_SLICE = 60.0
 #: (it looks every second) before closing the connection under it
 _CLOSE_GRACE = 2.5
 _BYTES = (bytes, bytearray, memoryview)
+#: what a body, msgid or correlid may be given as (each is taken as bytes): annotated
+#: ``bytes`` alone, a type checker refused a bytearray or memoryview the calls accept
+BytesLike = bytes | bytearray | memoryview
 
 
 def _body(body: Any) -> bytes:
@@ -482,9 +485,9 @@ class QueueManager:
         :class:`UnknownObjectName` (2085) if it is not defined."""
         return dict(self._call("open", queue=_queue_name(queue)).get("attrs") or {})
 
-    def put(self, queue: str, body: bytes, *, persistent: bool | None = None,
-            priority: int | None = None, msgid: bytes | None = None,
-            correlid: bytes | None = None, syncpoint: bool = False) -> bytes | None:
+    def put(self, queue: str, body: BytesLike, *, persistent: bool | None = None,
+            priority: int | None = None, msgid: BytesLike | None = None,
+            correlid: BytesLike | None = None, syncpoint: bool = False) -> bytes | None:
         """MQPUT. ``persistent=None`` takes the queue's DEFPSIST, ``priority=None`` (or -1,
         MQPRI_PRIORITY_AS_Q_DEF) its DEFPRTY; a priority is 0 to 9. Outside syncpoint a
         persistent message is durable on return, and the message id is returned. Under
@@ -545,8 +548,8 @@ class QueueManager:
         reply = self._call("put", **fields)
         return unb64(reply.get("msgid"))
 
-    def get(self, queue: str, *, wait: float = 0.0, msgid: bytes | None = None,
-            correlid: bytes | None = None, syncpoint: bool = False) -> Message:
+    def get(self, queue: str, *, wait: float = 0.0, msgid: BytesLike | None = None,
+            correlid: BytesLike | None = None, syncpoint: bool = False) -> Message:
         """MQGET: the next message (by priority, then arrival; or the one matching
         ``msgid``/``correlid``; empty or all-zero ids select nothing, as MQMI_NONE and
         MQCI_NONE do), waiting up to ``wait`` seconds (-1: without limit, MQWI_UNLIMITED);
@@ -569,16 +572,16 @@ class QueueManager:
                 raise
             return _message(reply, reply.get("body") or b"")
 
-    def browse(self, queue: str, *, msgid: bytes | None = None,
-               correlid: bytes | None = None, wait: float = 0.0) -> Message:
+    def browse(self, queue: str, *, msgid: BytesLike | None = None,
+               correlid: BytesLike | None = None, wait: float = 0.0) -> Message:
         """MQGET with MQGMO_BROWSE_FIRST: the message a get would return (by priority,
         then arrival; or the first matching ``msgid``/``correlid``), left on the queue;
         waiting up to ``wait`` seconds (-1: without limit) for one to come, 2033 if none.
         The queue's browse cursor is left on it, for :meth:`browse_next`."""
         return self._browse(queue, msgid, correlid, wait, False)
 
-    def browse_next(self, queue: str, *, msgid: bytes | None = None,
-                    correlid: bytes | None = None, wait: float = 0.0) -> Message:
+    def browse_next(self, queue: str, *, msgid: BytesLike | None = None,
+                    correlid: BytesLike | None = None, wait: float = 0.0) -> Message:
         """MQGET with MQGMO_BROWSE_NEXT: the message after the queue's browse cursor in
         delivery order (the first if nothing was browsed on this queue yet), matching
         ``msgid``/``correlid`` if given, left on the queue; the cursor moves to it. A
@@ -587,8 +590,8 @@ class QueueManager:
         across a failover."""
         return self._browse(queue, msgid, correlid, wait, True)
 
-    def browse_all(self, queue: str, *, msgid: bytes | None = None,
-                   correlid: bytes | None = None) -> Iterator[Message]:
+    def browse_all(self, queue: str, *, msgid: BytesLike | None = None,
+                   correlid: BytesLike | None = None) -> Iterator[Message]:
         """Every message on the queue now (matching ``msgid``/``correlid`` if given), in
         delivery order, left on it: browse first, then browse next until none is left
         (what MQ's amqsbcg sample does)."""
@@ -599,7 +602,7 @@ class QueueManager:
         except NoMessageAvailable:
             return
 
-    def _browse(self, queue: str, msgid: bytes | None, correlid: bytes | None,
+    def _browse(self, queue: str, msgid: BytesLike | None, correlid: BytesLike | None,
                 wait: float, after_cursor: bool) -> Message:
         seconds = _wait(wait)
         name = _queue_name(queue)

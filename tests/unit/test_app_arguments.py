@@ -153,3 +153,25 @@ def test_a_conname_may_write_an_ipv6_address_in_brackets() -> None:
 
     assert [(e.host, e.port) for e in parse_conname("[::1](1414), ::1(1415),hosta(1416)")] \
         == [("::1", 1414), ("::1", 1415), ("hosta", 1416)]
+
+
+def test_the_annotations_take_the_bytes_like_values_the_calls_take(served) -> None:  # noqa: F811
+    """A body, msgid or correlid may be a bytearray or memoryview (taken as bytes), but
+    the annotations said ``bytes``: a type checker (mypy --strict) refused
+    ``qm.put("Q1", bytearray(b"x"))`` in an application although the call works."""
+    import typing
+
+    for call, names in ((mq.QueueManager.put, ("body", "msgid", "correlid")),
+                        (mq.QueueManager.get, ("msgid", "correlid")),
+                        (mq.QueueManager.browse, ("msgid", "correlid")),
+                        (mq.QueueManager.browse_next, ("msgid", "correlid")),
+                        (mq.QueueManager.browse_all, ("msgid", "correlid"))):
+        hints = typing.get_type_hints(call)
+        for name in names:
+            taken = typing.get_args(hints[name])
+            assert bytearray in taken and memoryview in taken, (call.__name__, name)
+    with mq.connect("QMC") as qm:  # and the calls do take them
+        qm.put("Q1", memoryview(b"body"), msgid=bytearray(b"id-1"),
+               correlid=memoryview(b"c-1"))
+        msg = qm.get("Q1", msgid=bytearray(b"id-1"), correlid=memoryview(b"c-1"))
+        assert msg.body == b"body" and msg.msgid.rstrip(b"\0") == b"id-1"
