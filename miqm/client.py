@@ -492,8 +492,8 @@ class QueueManager:
         MQPRI_PRIORITY_AS_Q_DEF) its DEFPRTY; a priority is 0 to 9. Outside syncpoint a
         persistent message is durable on return, and the message id is returned. Under
         syncpoint the put is pipelined (no wait for the reply): it returns ``msgid`` as
-        given (or None), and a failure is reported by :meth:`commit` (2003, naming the
-        failed call), which backs the unit out."""
+        the message carries it, padded to 24 bytes (or None), and a failure is reported
+        by :meth:`commit` (2003, naming the failed call), which backs the unit out."""
         body = _body(body)
         if type(queue) is not str:
             _queue_name(queue)
@@ -544,7 +544,9 @@ class QueueManager:
                 raise _error(exc) from None
             finally:
                 busy.release()
-            return msgid
+            # the id the message carries, 24 bytes as a put outside syncpoint returns it
+            # (a short one came back as given, and never equalled a reply's correlid)
+            return None if msgid is None else msgid.ljust(24, b"\0")
         reply = self._call("put", **fields)
         return unb64(reply.get("msgid"))
 

@@ -175,3 +175,17 @@ def test_the_annotations_take_the_bytes_like_values_the_calls_take(served) -> No
                correlid=memoryview(b"c-1"))
         msg = qm.get("Q1", msgid=bytearray(b"id-1"), correlid=memoryview(b"c-1"))
         assert msg.body == b"body" and msg.msgid.rstrip(b"\0") == b"id-1"
+
+
+def test_a_put_under_syncpoint_returns_the_id_the_message_carries(served) -> None:  # noqa: F811
+    """A short ``msgid`` (docs/client.md: "a prefix of its own and a counter") came back
+    from a put under syncpoint as given, while the message (and a put outside syncpoint)
+    carries it padded to 24 bytes: ``reply.correlid == put(...)`` never held."""
+    with mq.connect("QMC") as qm:
+        outside = qm.put("Q1", b"a", msgid=b"APP1-1")
+        inside = qm.put("Q1", b"b", msgid=b"APP1-2", syncpoint=True)
+        qm.commit()
+        assert inside == b"APP1-2".ljust(24, b"\0") and outside == b"APP1-1".ljust(24, b"\0")
+        assert [qm.get("Q1").msgid, qm.get("Q1").msgid] == [outside, inside]
+        assert qm.put("Q1", b"c", syncpoint=True) is None  # the queue manager makes it
+        qm.backout()
