@@ -103,6 +103,20 @@ def controller_alive(pid: int) -> bool:
     return instance_alive(int(pid))
 
 
+def process_stopped(pid: int) -> bool:
+    """True if ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP: state T) or a tracer (t).
+    A stopped instance keeps its locks and its pid, so nothing else tells it from a running
+    one: dspmq on its host said Running while it served nothing (docs/runbook.md)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except (OSError, ValueError):
+        return False
+    # the command name in parentheses may hold spaces and ')': the state follows the last
+    fields = stat[stat.rfind(")") + 1:].split()
+    return bool(fields) and fields[0] in ("T", "t")
+
+
 def local_from_locks(locks: dict[str, Any], here: str,
                      alive: Any = controller_alive) -> dict[str, Any] | None:
     """This host's instance as the lock files tell it, for when its run record is missing
@@ -119,11 +133,14 @@ def local_from_locks(locks: dict[str, Any], here: str,
 
 
 def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | None,
-             here: str | None = None, alive: Any = None) -> dict[str, Any]:
+             here: str | None = None, alive: Any = None,
+             stopped: Any = None) -> dict[str, Any]:
     """The dspmq facts for one queue manager (pure: tests feed it directly). With ``here``
     (this host's name) and ``alive`` (pid -> bool), a master lock still held for an
     instance of this host whose process is gone (the NFSv4 server keeps it until the lease
-    runs out) is reported as such: ``holder_ended`` and one more line."""
+    runs out) is reported as such: ``holder_ended`` and one more line. With ``stopped``
+    (pid -> bool), an instance of this host whose process is stopped (SIGSTOP) is marked
+    ``stopped`` and said in one more line: it holds its lock and answers nothing."""
     instances: list[dict[str, Any]] = []
     standby = "Not applicable"
     if probed is None:
@@ -177,6 +194,11 @@ def describe(name: str, probed: dict[str, Any] | None, local: dict[str, Any] | N
         for inst in instances:
             if inst["host"] == here and inst["mode"] == "Active":
                 inst["ended"] = True
+    if here and stopped is not None:
+        for inst in instances:
+            if inst["host"] == here and inst.get("pid") and not inst.get("ended") \
+                    and stopped(inst["pid"]):
+                inst["stopped"] = True
     return info
 
 
@@ -205,6 +227,15 @@ def format_text(info: dict[str, Any], *, instances: bool, fields: list[str],
         lines.append(f"    The instance on this host ({gone['host']}, pid {gone['pid']}) that "
                      "holds the master lock has ended: the server releases the lock when "
                      f"its lease{lease} runs out, and a standby instance then takes over.")
+    for inst in info["instances"]:
+        if inst.get("stopped"):
+            what = ("serves no application and no standby takes over while it holds the "
+                    "master lock" if inst["mode"] == "Active"
+                    else "will not take over if the active instance fails")
+            lines.append(f"    The {inst['mode'].lower()} instance on this host "
+                         f"({inst['host']}, pid {inst['pid']}) is stopped (SIGSTOP): it "
+                         f"{what}. Resume it with kill -CONT {inst['pid']}, or end it with "
+                         f"kill -9 {inst['pid']}.")
     if locks:
         for name in ("master", "active", "standby"):
             lk = info["locks"].get(name)
@@ -283,7 +314,7 @@ def dspmq(
         local = runfile.read(e.name)
         if local is None and probed is not None:  # run record missing or unreadable
             local = local_from_locks(probed["locks"], here)
-        info = describe(e.name, probed, local, here, controller_alive)
+        info = describe(e.name, probed, local, here, controller_alive, process_stopped)
         if active_only and local is None:  # MQ's -a: running here (active or standby)
             continue
         if as_json:

@@ -90,3 +90,44 @@ def test_a_held_lock_with_a_damaged_record_is_an_instance_of_unknown_host() -> N
         in lines
     assert "    master(hosta,7)" in lines and not any("None" in line for line in lines)
     assert "    standby(unknown: its lock file holds no readable holder record)" in lines
+
+
+def test_a_stopped_instance_on_this_host_is_said_to_be_stopped() -> None:
+    """SIGSTOP of the active: it keeps master and its pid, and dspmq on its host said
+    STATUS(Running) with nothing else while it served nothing. An instance of another
+    host is not looked at (its pid means nothing here)."""
+    probed = _probed("hosta", 4242)
+    probed["locks"]["standby"] = {"held": True, "host": "hostb", "lock_id": 8, "pid": 5151,
+                                  "generation": 0}
+    local = {"pid": 4242, "host": "hosta", "mode": "active", "status": "Running"}
+    info = describe("QM1", probed, local, "hosta", lambda pid: True, lambda pid: True)
+    assert info["instances"] == [
+        {"host": "hosta", "mode": "Active", "pid": 4242, "stopped": True},
+        {"host": "hostb", "mode": "Standby", "pid": 5151}]
+    lines = format_text(info, instances=True, fields=["status"], locks=False)
+    assert lines[0].endswith("STATUS(Running)")  # the status itself is MQ's
+    assert len(lines) == 4 and "(hosta, pid 4242) is stopped (SIGSTOP)" in lines[3]
+    assert "kill -CONT 4242" in lines[3]
+    running = describe("QM1", probed, local, "hosta", lambda pid: True, lambda pid: False)
+    assert all("stopped" not in i for i in running["instances"])
+    assert len(format_text(running, instances=True, fields=["status"], locks=False)) == 3
+
+
+def test_process_stopped_reads_the_state_of_a_real_process() -> None:
+    import signal
+
+    from miqm.cli.dspmq import process_stopped
+    from tests.waiting import wait_until
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not process_stopped(sleeper.pid)
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        wait_until(lambda: process_stopped(sleeper.pid), "the sleeper stopped", timeout=10)
+        os.kill(sleeper.pid, signal.SIGCONT)
+        wait_until(lambda: not process_stopped(sleeper.pid), "the sleeper resumed",
+                   timeout=10)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not process_stopped(sleeper.pid)  # gone
