@@ -877,11 +877,13 @@ class Listener:
             if named and named != ADMIN:
                 # an application's credential: pointing it at crtmqm's (the admin's)
                 # would hand it more than its own authorities
-                advice = (f"set MIQM_CREDENTIAL to principal '{loggable(named)}' and the "
-                          "secret 'miqm credential --add' printed for it")
+                advice = (f"set MIQM_CREDENTIAL (or the application's credential=) to "
+                          f"principal '{loggable(named)}' and the secret 'miqm credential "
+                          "--add' printed for it")
             else:
-                advice = ("set MIQM_CREDENTIAL to the credential crtmqm created (the data "
-                          "directory's credentials file)")
+                advice = ("set MIQM_CREDENTIAL (or the application's credential=) to the "
+                          "credential crtmqm created (the data directory's credentials "
+                          "file)")
             return error_reply(MQRC_NOT_AUTHORIZED,
                                f"the credential is {what} for this queue manager (MQRC 2035 "
                                f"MQRC_NOT_AUTHORIZED): {advice}", amq="AMQ5534"), True

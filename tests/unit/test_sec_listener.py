@@ -222,3 +222,19 @@ def test_silent_unauthenticated_connections_cannot_hold_every_slot() -> None:
         for s in silent:
             s.close()
         lst.stop()
+
+
+@pytest.mark.parametrize(("credential", "names"), [(f"APP1:{'x' * 64}", "principal 'APP1'"),
+                                                   ("admin:nope", "crtmqm created")])
+def test_a_wrong_credential_says_where_a_credential_comes_from(listener, credential,
+                                                               names) -> None:
+    # an application may pass its credential to connect() rather than set MIQM_CREDENTIAL:
+    # the advice names both (it named only the variable)
+    lst, _lines = listener
+    with socket.create_connection(lst.address, timeout=10) as s:
+        protocol.write_frame(s, {"id": 1, "op": "hello", "v": 2, "qmgr": "QM1",
+                                 "credential": credential})
+        reply = protocol.read_frame(s)
+    assert reply["mqrc"] == 2035
+    assert "MIQM_CREDENTIAL" in reply["error"] and "credential=" in reply["error"]
+    assert names in reply["error"]
