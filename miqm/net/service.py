@@ -1146,6 +1146,20 @@ class QueueService:
             sessions = sorted(self._sessions.values(), key=lambda s: s.id)
         return [s for s in sessions if conn == "*" or self.conn_id(s) == conn]
 
+    def _uow_log(self, uow: Any) -> str:
+        """MQ's UOWLOG: the log extent holding the first record of the connection's unit
+        of work, blank if it has written none. The unit whose UOWLOG is DISPLAY QMSTATUS's
+        RECLOG is the one holding the log (MiqmLogSpaceNearlyFull, AMQ7469); UOWSTATE alone
+        showed every connection waiting in a get under syncpoint as ACTIVE too."""
+        lsn = getattr(uow, "first_lsn", None)
+        if lsn is None:
+            return ""
+        try:
+            name = str(self.store.log.extent_for_lsn(lsn))
+        except Exception:  # the extent already reused (a unit AMQ7469 backed out)
+            return ""
+        return "" if name == "?" else name
+
     def _mqsc_conn(self, cmd: mqsc.Command) -> list[str]:
         sessions = self._sessions_matching(cmd.name)
         if not sessions and cmd.name != "*":
@@ -1160,6 +1174,7 @@ class QueueService:
                 "TYPE": "CONN", "PID": info.get("pid", 0),
                 "APPLTAG": info.get("appltag", ""), "APPLTYPE": "USER", "CHANNEL": "",
                 "CONNAME": _address(s.peer), "CONNDATE": date, "CONNTIME": tod,
+                "UOWLOG": self._uow_log(s.state.get("uow")),
                 "UOWSTATE": "ACTIVE" if s.state.get("uow") is not None else "NONE",
                 "USERID": s.principal or "",
             }

@@ -1359,6 +1359,11 @@ class RecoveryLog:
         """AMQ7467: the oldest extent restart needs."""
         return self._name_of(self.extent_of_page(F.lsn_page(self._ctl.restart_lsn)))
 
+    def extent_for_lsn(self, lsn: int) -> str:
+        """The name of the extent holding ``lsn`` (DISPLAY CONN's UOWLOG: the extent a
+        unit of work's first record is in, which it keeps from being reused)."""
+        return self._name_of(self.extent_of_page(F.lsn_page(int(lsn))))
+
     def oldest_extent_for_media(self) -> str:
         """AMQ7468: the oldest extent media recovery needs (linear logs)."""
         lsn = self._ctl.media_lsn

@@ -68,6 +68,8 @@ for line in sys.stdin:
             qm.put(arg, b"m", persistent=True, syncpoint=True)
         elif cmd == "get":
             qm.get(arg)
+        elif cmd == "getsync":
+            qm.get(arg, syncpoint=True)
         elif cmd == "getwait":
             qm.get(arg, wait=4.0)
         elif cmd == "opendyn":
@@ -264,6 +266,31 @@ def test_qstatus_handles_conn_clear_and_reset_on_a_real_instance(pair) -> None:
     assert qmst["STANDBY"] == "PERMITTED" and int(qmst["CONNS"]) >= 1, qmst
     assert len(qmst["STARTDA"]) == 10 and len(qmst["STARTTI"]) == 8, qmst
 
+
+
+def test_display_conn_uowlog_names_the_unit_that_holds_the_log(pair) -> None:
+    """MiqmLogSpaceNearlyFull: which application holds the log? UOWSTATE(ACTIVE) is every
+    connection inside a unit (a consumer waiting in a get under syncpoint too); UOWLOG is
+    the extent of the unit's first record, RECLOG's while it holds the restart point, and
+    blank without a logged unit."""
+    pair.create()
+    pair.start(pair.a)
+    assert runmqsc(pair, "DEFINE QLOCAL(UOW.Q)\n").returncode == 0
+    holder, idle = _app(pair, "holder"), _app(pair, "idle")
+    assert holder.do("put UOW.Q")[0] == "ok"
+    assert holder.do("getsync UOW.Q")[0] == "ok"  # a get under syncpoint is logged
+    assert idle.do("put UOW.Q")[0] == "ok"  # outside syncpoint: no unit
+    conns = {b.get("APPLTAG"): b for b in
+             blocks(runmqsc(pair, "DISPLAY CONN(*) ALL\n").stdout, "AMQ8276I")}
+    assert conns["holder"]["UOWSTATE"] == "ACTIVE"
+    reclog = blocks(runmqsc(pair, "DISPLAY QMSTATUS ALL\n").stdout, "AMQ8705I")[0]["RECLOG"]
+    assert re.fullmatch(r"S\d{7}\.LOG", conns["holder"]["UOWLOG"]), conns["holder"]
+    assert conns["holder"]["UOWLOG"] == reclog
+    assert conns["idle"]["UOWLOG"] == ""
+    assert holder.do("commit")[0] == "ok"
+    conns = {b.get("APPLTAG"): b for b in
+             blocks(runmqsc(pair, "DISPLAY CONN(*) APPLTAG UOWLOG\n").stdout, "AMQ8276I")}
+    assert conns["holder"]["UOWLOG"] == ""
 
 def test_aliases_models_clear_and_qmgr_survive_a_failover(pair) -> None:
     pair.create()
