@@ -41,6 +41,7 @@ from miqm.net.protocol import (
 from miqm.net.server import MQRC_Q_MGR_QUIESCING, Session, run_as_ordinary
 from miqm.net.streaming import BackoutCounts, Subscription, message_fields
 from miqm.store.qmstore import unfiled_queue_name, unknown_queue_text
+from miqm.store.uow import ROLLED_BACK
 from miqm.text import one_line
 
 MQRC_NO_MSG_AVAILABLE = 2033
@@ -87,6 +88,14 @@ _QUIESCED = object()
 #: end its consumers' batches. Everything else is refused with the end's reason.
 _UNIT_OPS = frozenset({"commit", "backout", "prepare", "resolve", "ack", "cancel",
                        "qclose"})
+
+
+def _unit_open(state: dict[str, Any]) -> bool:
+    """Whether a session's unit of work may still commit or back out (see open_units)."""
+    if "uow_failed" in state:
+        return True
+    uow = state.get("uow")
+    return uow is not None and getattr(uow, "state", None) != ROLLED_BACK
 
 
 def quiesce_reply(mqrc: int, reconnect: bool, *, notice: bool = False) -> dict[str, Any]:
@@ -283,9 +292,11 @@ class QueueService:
     def open_units(self) -> int:
         """How many connections have a unit of work open, or a consumer's batches not yet
         settled (the grace of a controlled end waits for these to commit, back out or
-        cancel)."""
+        cancel). A unit the store has rolled back already (AMQ7469: it held too much of
+        the log) is not open: its outcome is settled, and a switchover waited the whole
+        grace for its application to hear so."""
         return sum(1 for s in self.sessions()
-                   if "uow" in s.state or "uow_failed" in s.state
+                   if _unit_open(s.state)
                    or any(sub.unsettled() for sub in (s.state.get("subs") or {}).values()))
 
     def _quiesce_check(self, op: str, req: dict[str, Any],

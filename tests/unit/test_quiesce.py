@@ -170,3 +170,34 @@ def test_a_get_wait_moved_by_a_switchover_waits_only_what_is_left(monkeypatch) -
         assert info.value.mqrc == 2033 and conn.server_host == "hostb"
         # the whole wait again would end after 1.5 + 3 s
         assert 2.9 <= elapsed < 4.0, elapsed
+
+
+def test_a_unit_the_store_rolled_back_is_not_waited_for(tmp_path) -> None:
+    # AMQ7469 rolls back a unit that holds too much of the log; its application hears of
+    # it (2003) at its next call. A controlled end (a switchover) counted it open and
+    # waited the whole grace for that call (found by the operator's walk: endmqm -s 10 s)
+    from miqm.store.settings import StoreTuning
+    from tests.unit.test_store_units import Harness
+
+    h = Harness(tmp_path, StoreTuning(uow_log_space_limit=0.1))
+    store = h.open()
+    try:
+        store.define_queue("Q", DEFPSIST="YES", MAXDEPTH=100000)
+        service = QueueService(store, "QM")
+        held, other = Session(), Session()
+        for s in (held, other):
+            assert service.handle({"op": "hello", "qmgr": "QM"}, s)["ok"]
+        assert service.handle({"op": "put", "queue": "Q", "body": b"old",
+                               "syncpoint": True}, held)["ok"]
+        assert service.open_units() == 1
+        for _ in range(int(store._capacity * 0.15 / 4000) + 2):  # the log moves on
+            store.put("Q", b"z" * 4000)
+        assert any(a == "AMQ7469" for a, _t in h.lines)
+        assert service.handle({"op": "put", "queue": "Q", "body": b"new",
+                               "syncpoint": True}, other)["ok"]
+        assert service.open_units() == 1  # the other unit, which may still commit
+        assert service.handle({"op": "commit"}, held)["mqrc"] == 2003
+        assert service.handle({"op": "commit"}, other)["ok"]
+        assert service.open_units() == 0
+    finally:
+        store.close()
