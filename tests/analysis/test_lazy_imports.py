@@ -31,10 +31,11 @@ def test_module_import_pulls_in_no_heavy_package(module: str) -> None:
     assert _imported(f"import {module}") == ""
 
 
-def test_dspmq_and_miqm_help_run_without_heavy_imports() -> None:
+def test_dspmq_and_miqm_help_run_without_heavy_imports(tmp_path) -> None:
     # running the commands (not just importing them): dspmq with no queue managers, and the
-    # umbrella's help for analyze
-    body = ("import os, tempfile\nos.environ['MIQM_DATA_ROOT'] = tempfile.mkdtemp()\n"
+    # umbrella's help for analyze (in the test's own directory: a mkdtemp here was left
+    # behind in /tmp by every run)
+    body = (f"import os\nos.environ['MIQM_DATA_ROOT'] = {str(tmp_path)!r}\n"
             "from miqm.cli import dspmq, umbrella\n"
             "for m, argv in ((dspmq, ['dspmq']), (umbrella, ['miqm', 'analyze', '--help'])):\n"
             "    sys.argv = argv\n"
