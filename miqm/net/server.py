@@ -970,7 +970,8 @@ class Listener:
                     pass
             told = time.monotonic() + min(1.0, max(0.0, timeout))
             for _conn, _session, thread in conns:
-                thread.join(max(0.0, told - time.monotonic()))
+                if thread.is_alive():
+                    thread.join(max(0.0, told - time.monotonic()))
         for conn, _session, _thread in conns:
             try:
                 conn.shutdown(socket.SHUT_RDWR)
@@ -978,7 +979,10 @@ class Listener:
                 pass
         deadline = time.monotonic() + timeout  # one budget for all, not one per session
         for _conn, session, thread in conns:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            # a connection accepted just now may be listed before its thread started
+            # (join() would raise): its socket is shut already, so it ends at once
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
             # a thread still inside a handler (a long get-wait) must not keep its unit of
             # work open past the end of the instance: run the hooks from here
             session.close()

@@ -656,3 +656,20 @@ def test_a_failed_unit_answers_only_its_first_failed_pipelined_put(served) -> No
             conn.call("commit")
         assert info.value.mqrc == 2003 and "2085" in str(info.value), str(info.value)
         conn.call("ping")  # the connection is in step: the next call is answered
+
+
+def test_stop_copes_with_a_connection_whose_thread_has_not_started() -> None:
+    # the accept loop lists a connection, then starts its thread outside the lock: a stop
+    # between the two joined a thread not yet started, and raised RuntimeError (seen once
+    # in CI, from a test that stopped the listener right after a connect)
+    listener = Listener(lambda r, s: {"ok": True})
+    listener.start()
+    a, b = socket.socketpair()
+    try:
+        session = Session("late")
+        listener._conns[session.id] = (a, session, threading.Thread(target=lambda: None))
+        listener.stop()
+        assert session.closed  # its close hooks ran all the same
+    finally:
+        a.close()
+        b.close()
