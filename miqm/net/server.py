@@ -173,11 +173,6 @@ class KeepAlive:
     interval: int = 10
     count: int = 6
 
-    @property
-    def dead_after(self) -> int:
-        """Seconds of an unanswering peer before its connection is given up."""
-        return self.idle + self.interval * self.count
-
 
 def set_keepalive(conn: socket.socket, keepalive: KeepAlive) -> None:
     """Keepalive probes on ``conn`` (options this platform lacks are left out)."""

@@ -104,6 +104,15 @@ def _wrapping(log: RecoveryLog, rounds: int) -> None:
         log.set_restart_lsn(lsn)
 
 
+def _assert_restarts_with_every_record(vol: PosixVolume) -> None:
+    """The log in ``vol`` opens again (activation 2) and ends with _wrapping's last record."""
+    log = RecoveryLog.open(vol, SMALL, generation=2)
+    try:
+        assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
+    finally:
+        log.close()
+
+
 def test_a_free_circular_log_file_deleted_while_down_is_formatted_again(
         tmp_path: Path) -> None:
     """A file of the free list deleted while the queue manager was down: it started, ran
@@ -119,11 +128,7 @@ def test_a_free_circular_log_file_deleted_while_down_is_formatted_again(
         assert (tmp_path / "log" / "S0000001.LOG").stat().st_size == 64 * 4096
     finally:
         log.close()
-    log = RecoveryLog.open(vol, SMALL, generation=2)
-    try:
-        assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
-    finally:
-        log.close()
+    _assert_restarts_with_every_record(vol)
 
 
 def test_a_free_circular_log_file_deleted_while_running_is_formatted_again(
@@ -147,11 +152,7 @@ def test_a_free_circular_log_file_deleted_while_running_is_formatted_again(
         assert ("log_extent_restored", {"extent": "S0000001.LOG"}) in events
     finally:
         log.close()
-    log = RecoveryLog.open(vol, SMALL, generation=2)
-    try:
-        assert [r.payload for r in log.records(log.first_lsn())][-1] == b"%06d" % 299 * 500
-    finally:
-        log.close()
+    _assert_restarts_with_every_record(vol)
 
 
 def _written(path: Path, generation: int, n: int) -> PosixVolume:
